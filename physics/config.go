@@ -1,0 +1,196 @@
+// Package physics derives the configuration constants of the
+// physics-normalized latency model: FLOPs and bytes per token from a model's
+// architecture, the hardware ceilings they are divided by, and the vLLM knobs
+// that bound a batch. docs/physics-spec.md is the canonical statement of every
+// formula here, with its units, its derivation and where the seed differs.
+//
+// Everything is float64 and evaluated left to right in the order written,
+// because the Python twin (tools/physics_trainer) must reproduce each value to
+// 1e-10 and the golden fixture (testdata/physics_features_golden.json) pins them.
+package physics
+
+import (
+	"fmt"
+	"math"
+)
+
+// PhysicsConfig holds the constants derived once per (model, hardware, TP,
+// vLLM knobs). It is immutable after NewPhysicsConfig; feature computation
+// only reads it.
+type PhysicsConfig struct {
+	Model    ModelSpec
+	Hardware HardwareSpec
+	TP       int
+	Knobs    VLLMKnobs // TotalKVBlocksGPU is resolved (derived when it was 0)
+
+	// KVBudget explains a derived TotalKVBlocksGPU; zero when it was given.
+	KVBudget KVMemoryBudget
+
+	QDim  float64 // num_attention_heads × head_dim
+	KVDim float64 // num_key_value_heads × head_dim
+
+	// FLOPs per token, multiply-add counted as 2.
+	FlopsAttnLinear     float64 // per layer: Q, K, V, O projections
+	FlopsMLP            float64 // per layer: active experts (or the dense MLP), shared expert, router
+	FlopsLMHead         float64 // vocabulary projection, once per token
+	FlopsLinearPerToken float64 // num_layers × (attn + mlp) + lm_head
+
+	// AttnFlopsPerWorkUnit multiplies Σ(context × chunk) and decode context
+	// tokens in the attention features: num_layers × 2 × q_dim.
+	AttnFlopsPerWorkUnit float64
+
+	// Weight bytes read by one step.
+	WeightBytesAttn      float64 // per layer
+	WeightBytesMLP       float64 // per layer, top_k experts + shared expert + router
+	WeightBytesLMHead    float64
+	WeightBytesTotal     float64 // num_layers × (attn + mlp) + lm_head: a one-token step
+	WeightBytesNonExpert float64 // MoE: everything but routed experts, all layers
+	ExpertBytes          float64 // MoE: one routed expert across all layers
+	ParamBytesResident   float64 // everything held in device memory, all experts and embeddings
+
+	KVBytesPerToken float64 // K and V for one token, all layers, all TP ranks
+	BlockSizeBytes  float64 // block_size_tokens × kv_bytes_per_token
+
+	// Ceilings of the TP group: per-device work divided by per-device peak
+	// equals total work divided by tp × per-device peak.
+	HWPeakFlops        float64 // FLOP/s
+	HWPeakBandwidth    float64 // bytes/s, HBM
+	HWPCIeBandwidthEff float64 // bytes/s, host link × pcie_efficiency
+	HWInterconnectBW   float64 // bytes/s, one device's link (not multiplied by tp)
+
+	CommBytesPerToken float64 // bytes each device sends per token in TP all-reduces
+	RooflineStepTime  float64 // seconds, a full-budget step
+
+	MoETopKFraction    float64 // top_k / num_experts; 0 for dense
+	GQARatio           float64 // num_key_value_heads / num_attention_heads
+	GPUKVCapacityBytes float64 // total_kv_blocks_gpu × block_size_bytes
+	CPUKVCapacityBytes float64 // total_kv_blocks_cpu × block_size_bytes
+}
+
+// NewPhysicsConfig validates its inputs and derives every constant. A zero
+// knobs.TotalKVBlocksGPU is derived from device memory (see KVMemoryBudget).
+func NewPhysicsConfig(m ModelSpec, h HardwareSpec, tp int, k VLLMKnobs) (*PhysicsConfig, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	if err := h.Validate(); err != nil {
+		return nil, err
+	}
+	if err := k.Validate(); err != nil {
+		return nil, err
+	}
+	if tp < 1 {
+		return nil, fmt.Errorf("tp must be >= 1, got %d", tp)
+	}
+	if m.NumHeads%tp != 0 {
+		return nil, fmt.Errorf("tp %d does not divide num_attention_heads %d of model %q", tp, m.NumHeads, m.Name)
+	}
+	if m.NumKVHeads%tp != 0 && tp%m.NumKVHeads != 0 {
+		return nil, fmt.Errorf("tp %d and num_key_value_heads %d of model %q: one must divide the other", tp, m.NumKVHeads, m.Name)
+	}
+	if tp > 1 && !(h.InterconnectBandwidthGBs > 0) {
+		return nil, fieldErr(h.Name, "interconnect_bandwidth_gb_s", "must be > 0 for tp %d", tp)
+	}
+
+	c := &PhysicsConfig{Model: m, Hardware: h, TP: tp, Knobs: k}
+	L := float64(m.NumLayers)
+	hd := float64(m.HiddenSize)
+	dt := m.BytesPerParam
+	I := float64(m.IntermediateSize)
+	nproj := float64(m.NMLPProj)
+	vocab := float64(m.VocabSize)
+	tpf := float64(tp)
+
+	c.QDim = float64(m.NumHeads) * float64(m.HeadDim)
+	c.KVDim = float64(m.NumKVHeads) * float64(m.HeadDim)
+
+	// FLOPs. Q and O are h×q_dim, K and V are h×kv_dim; 2 FLOPs per weight.
+	c.FlopsAttnLinear = 4 * hd * (c.QDim + c.KVDim)
+	c.FlopsMLP = nproj * 2 * hd * I
+	c.WeightBytesAttn = 2 * hd * (c.QDim + c.KVDim) * dt
+	c.WeightBytesMLP = nproj * hd * I * dt
+	c.FlopsLMHead = 2 * hd * vocab
+	c.WeightBytesLMHead = hd * vocab * dt
+	if m.IsMoE() {
+		E := float64(m.NumExperts)
+		topk := float64(m.TopK)
+		shared := float64(m.SharedExpertIntermediateSize)
+		// intermediate_size is one expert's width, so a token pays for top_k
+		// whole experts (not top_k/E of one: see the spec's errata). The
+		// router is an h×E matrix.
+		c.FlopsMLP = nproj*2*hd*I*topk + nproj*2*hd*shared + 2*hd*E
+		c.WeightBytesMLP = nproj*hd*I*topk*dt + nproj*hd*shared*dt + hd*E*dt
+		nonExpertPerLayer := c.WeightBytesAttn + nproj*hd*shared*dt + hd*E*dt
+		c.ExpertBytes = L * (nproj * hd * I * dt)
+		c.WeightBytesNonExpert = L*nonExpertPerLayer + c.WeightBytesLMHead
+		c.ParamBytesResident = L*(nonExpertPerLayer+nproj*hd*I*E*dt) + c.WeightBytesLMHead
+		c.MoETopKFraction = topk / E
+	} else {
+		c.ParamBytesResident = L*(c.WeightBytesAttn+c.WeightBytesMLP) + c.WeightBytesLMHead
+	}
+	if !m.TieWordEmbeddings {
+		c.ParamBytesResident += hd * vocab * dt // input embedding table
+	}
+	c.FlopsLinearPerToken = L*(c.FlopsAttnLinear+c.FlopsMLP) + c.FlopsLMHead
+	c.WeightBytesTotal = L*(c.WeightBytesAttn+c.WeightBytesMLP) + c.WeightBytesLMHead
+	c.AttnFlopsPerWorkUnit = L * 2 * c.QDim
+
+	// KV heads are replicated when tp exceeds them, so each rank holds at
+	// least one.
+	kvHeadsStored := float64(m.NumKVHeads)
+	if tp > m.NumKVHeads {
+		kvHeadsStored = tpf
+	}
+	c.KVBytesPerToken = 2 * L * kvHeadsStored * float64(m.HeadDim) * dt
+	c.BlockSizeBytes = float64(k.BlockSizeTokens) * c.KVBytesPerToken
+
+	c.HWPeakFlops = h.TFlopsPeak * 1e12 * tpf
+	c.HWPeakBandwidth = h.BwPeakTBs * 1e12 * tpf
+	c.HWPCIeBandwidthEff = h.PCIeBandwidthGBs * 1e9 * h.pcieEfficiency() * tpf
+	c.HWInterconnectBW = h.InterconnectBandwidthGBs * 1e9
+
+	// Two all-reduces per layer of h × dtype bytes per token; a ring
+	// all-reduce sends 2(tp−1)/tp of the message from each device.
+	if tp > 1 {
+		c.CommBytesPerToken = L * 2 * hd * dt * 2 * (tpf - 1) / tpf
+	}
+	c.RooflineStepTime = math.Max(
+		float64(k.MaxBatchedTokens)*c.FlopsLinearPerToken/c.HWPeakFlops,
+		c.WeightBytesTotal/c.HWPeakBandwidth)
+	c.GQARatio = float64(m.NumKVHeads) / float64(m.NumHeads)
+
+	if c.Knobs.TotalKVBlocksGPU == 0 {
+		b, err := kvBudget(m, h, tp, k, c.ParamBytesResident, c.KVBytesPerToken)
+		if err != nil {
+			return nil, err
+		}
+		c.KVBudget = b
+		c.Knobs.TotalKVBlocksGPU = b.Blocks
+	}
+	c.GPUKVCapacityBytes = float64(c.Knobs.TotalKVBlocksGPU) * c.BlockSizeBytes
+	c.CPUKVCapacityBytes = float64(c.Knobs.TotalKVBlocksCPU) * c.BlockSizeBytes
+	return c, nil
+}
+
+// MoEActivation is the expected share of routed experts that a step with
+// scheduledTokens tokens touches, 1 − (1 − top_k/E)^B, assuming independent
+// uniform routing. It is 0 for dense models and for an empty step.
+func (c *PhysicsConfig) MoEActivation(scheduledTokens int64) float64 {
+	if c.Model.NumExperts == 0 || scheduledTokens <= 0 {
+		return 0
+	}
+	return 1 - math.Pow(1-c.MoETopKFraction, float64(scheduledTokens))
+}
+
+// EffectiveWeightBytes is the weight traffic of a step with scheduledTokens
+// tokens: for MoE, attention, shared and LM-head weights plus the expected
+// number of distinct routed experts, E × (1 − (1 − top_k/E)^max(1,B)); for a
+// dense model, WeightBytesTotal.
+func (c *PhysicsConfig) EffectiveWeightBytes(scheduledTokens int64) float64 {
+	if c.Model.NumExperts == 0 {
+		return c.WeightBytesTotal
+	}
+	b := max(scheduledTokens, 1)
+	unique := float64(c.Model.NumExperts) * (1 - math.Pow(1-c.MoETopKFraction, float64(b)))
+	return c.WeightBytesNonExpert + c.ExpertBytes*unique
+}

@@ -1,0 +1,105 @@
+package physics
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// DefaultPCIeEfficiency is the share of the PCIe link that KV offload
+// transfers achieve when a hardware spec does not say (seed 003, Iteration 4).
+const DefaultPCIeEfficiency = 0.75
+
+// HardwareSpec is one accelerator's datasheet figures. The JSON keys are the
+// golden fixture's (seed 003, Iteration 5), plus memory_gib.
+//
+// Bandwidths are per direction: a KV offload moves data one way, and in a
+// ring all-reduce each device sends and receives at the same time over
+// separate lanes.
+type HardwareSpec struct {
+	Name string `json:"name,omitempty"`
+	// TFlopsPeak is the dense (no sparsity) tensor-core peak in TFLOP/s for
+	// the model's dtype.
+	TFlopsPeak float64 `json:"TFlopsPeak"`
+	// BwPeakTBs is the HBM bandwidth in TB/s (1e12 bytes/s).
+	BwPeakTBs float64 `json:"BwPeakTBs"`
+	// PCIeBandwidthGBs is the host link's bandwidth in GB/s (1e9 bytes/s).
+	PCIeBandwidthGBs float64 `json:"pcie_bandwidth_gb_s"`
+	// PCIeEfficiency in (0, 1] scales PCIe bandwidth for contention and DMA
+	// overhead; 0 in a hand-built struct means DefaultPCIeEfficiency.
+	PCIeEfficiency float64 `json:"pcie_efficiency"`
+	// InterconnectBandwidthGBs is the GPU-to-GPU link used for tensor-parallel
+	// all-reduce (NVLink, or PCIe where there is none), in GB/s.
+	InterconnectBandwidthGBs float64 `json:"interconnect_bandwidth_gb_s"`
+	// MemoryGiB is the device memory in GiB (2^30 bytes).
+	MemoryGiB float64 `json:"memory_gib,omitempty"`
+	// Sources says where the figures come from; it does not enter any formula.
+	Sources []string `json:"sources,omitempty"`
+}
+
+// ParseHardwareSpec reads and validates a hardware spec JSON. A missing
+// pcie_efficiency becomes DefaultPCIeEfficiency.
+func ParseHardwareSpec(data []byte, source string) (HardwareSpec, error) {
+	var raw struct {
+		HardwareSpec
+		PCIeEfficiency *float64 `json:"pcie_efficiency"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&raw); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			field := strings.TrimPrefix(te.Field, "HardwareSpec.")
+			return HardwareSpec{}, fieldErr(source, field, "expected %s, got JSON %s", te.Type, te.Value)
+		}
+		return HardwareSpec{}, fmt.Errorf("%s: invalid JSON: %w", source, err)
+	}
+	h := raw.HardwareSpec
+	h.PCIeEfficiency = DefaultPCIeEfficiency
+	if raw.PCIeEfficiency != nil {
+		h.PCIeEfficiency = *raw.PCIeEfficiency
+		if !(h.PCIeEfficiency > 0 && h.PCIeEfficiency <= 1) {
+			return HardwareSpec{}, fieldErr(source, "pcie_efficiency", "must be in (0, 1], got %v", h.PCIeEfficiency)
+		}
+	}
+	if err := h.validate(source); err != nil {
+		return HardwareSpec{}, err
+	}
+	return h, nil
+}
+
+// Validate checks the figures every configuration needs. The interconnect
+// is checked by NewPhysicsConfig, since only TP > 1 uses it, and memory only
+// when KV blocks must be derived from it.
+func (h HardwareSpec) Validate() error { return h.validate(h.Name) }
+
+func (h HardwareSpec) validate(src string) error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"TFlopsPeak", h.TFlopsPeak}, {"BwPeakTBs", h.BwPeakTBs}, {"pcie_bandwidth_gb_s", h.PCIeBandwidthGBs},
+	} {
+		if !(f.v > 0) {
+			return fieldErr(src, f.name, "must be > 0, got %v", f.v)
+		}
+	}
+	if h.InterconnectBandwidthGBs < 0 {
+		return fieldErr(src, "interconnect_bandwidth_gb_s", "must be >= 0, got %v", h.InterconnectBandwidthGBs)
+	}
+	if h.MemoryGiB < 0 {
+		return fieldErr(src, "memory_gib", "must be >= 0, got %v", h.MemoryGiB)
+	}
+	if h.PCIeEfficiency < 0 || h.PCIeEfficiency > 1 {
+		return fieldErr(src, "pcie_efficiency", "must be in (0, 1], got %v", h.PCIeEfficiency)
+	}
+	return nil
+}
+
+func (h HardwareSpec) pcieEfficiency() float64 {
+	if h.PCIeEfficiency == 0 {
+		return DefaultPCIeEfficiency
+	}
+	return h.PCIeEfficiency
+}

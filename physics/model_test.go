@@ -1,0 +1,198 @@
+package physics
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const llamaLike = `{"model_type":"llama","hidden_size":4096,"num_hidden_layers":32,
+ "num_attention_heads":32,"num_key_value_heads":8,"intermediate_size":14336,
+ "vocab_size":128256,"torch_dtype":"bfloat16","hidden_act":"silu"}`
+
+// withField returns llamaLike with one key replaced or added.
+func withField(key, value string) string {
+	body := strings.TrimSuffix(strings.TrimSpace(llamaLike), "}")
+	return body + `,"` + key + `":` + value + `}`
+}
+
+func TestParseModelConfigShipped(t *testing.T) {
+	cases := []struct {
+		name                      string
+		layers, hidden, heads, kv int
+		headDim, inter, vocab     int
+		nproj                     int
+		bytes                     float64
+		experts, topk             int
+		tied                      bool
+	}{
+		{"llama-3.1-8b", 32, 4096, 32, 8, 128, 14336, 128256, 3, 2, 0, 0, false},
+		{"llama-2-7b", 32, 4096, 32, 32, 128, 11008, 32000, 3, 2, 0, 0, false},
+		{"llama-2-70b", 80, 8192, 64, 8, 128, 28672, 32000, 3, 2, 0, 0, false},
+		{"codellama-34b", 48, 8192, 64, 8, 128, 22016, 32000, 3, 2, 0, 0, false},
+		{"mixtral-8x7b", 32, 4096, 32, 8, 128, 14336, 32000, 3, 2, 8, 2, false},
+		{"qwen2.5-7b", 28, 3584, 28, 4, 128, 18944, 152064, 3, 2, 0, 0, false},
+		{"gpt2", 12, 768, 12, 12, 64, 3072, 50257, 2, 4, 0, 0, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := LoadModel(tc.name)
+			require.NoError(t, err)
+			assert.Equal(t, tc.layers, m.NumLayers)
+			assert.Equal(t, tc.hidden, m.HiddenSize)
+			assert.Equal(t, tc.heads, m.NumHeads)
+			assert.Equal(t, tc.kv, m.NumKVHeads)
+			assert.Equal(t, tc.headDim, m.HeadDim)
+			assert.Equal(t, tc.inter, m.IntermediateSize)
+			assert.Equal(t, tc.vocab, m.VocabSize)
+			assert.Equal(t, tc.nproj, m.NMLPProj)
+			assert.Equal(t, tc.bytes, m.BytesPerParam)
+			assert.Equal(t, tc.experts, m.NumExperts)
+			assert.Equal(t, tc.topk, m.TopK)
+			assert.Equal(t, tc.tied, m.TieWordEmbeddings)
+		})
+	}
+}
+
+func TestLoadModelByOtherNames(t *testing.T) {
+	for _, ref := range []string{"meta-llama/Llama-3.1-8B", "Llama-3.1-8B", "llama-3.1-8b.json", "meta-llama/Llama-2-7b-hf"} {
+		_, err := LoadModel(ref)
+		assert.NoError(t, err, ref)
+	}
+	_, err := LoadModel("no-such-model")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "llama-3.1-8b", "the error lists what is shipped")
+}
+
+func TestParseModelConfigRoundTrip(t *testing.T) {
+	// A resolved ModelSpec written as JSON parses back to itself: the golden
+	// fixture relies on this.
+	for _, name := range BuiltinModels() {
+		m, err := LoadModel(name)
+		require.NoError(t, err)
+		data, err := json.Marshal(m)
+		require.NoError(t, err)
+		back, err := ParseModelConfig(data, name)
+		require.NoError(t, err, string(data))
+		assert.Equal(t, m, back, name)
+	}
+}
+
+func TestParseModelConfigNamings(t *testing.T) {
+	qwenMoE := `{"model_type":"qwen2_moe","hidden_size":2048,"num_hidden_layers":24,"num_attention_heads":16,
+	 "num_key_value_heads":16,"intermediate_size":5632,"moe_intermediate_size":1408,"num_experts":60,
+	 "num_experts_per_tok":4,"shared_expert_intermediate_size":5632,"vocab_size":151936,"torch_dtype":"bfloat16"}`
+	m, err := ParseModelConfig([]byte(qwenMoE), "qwen-moe")
+	require.NoError(t, err)
+	assert.Equal(t, 60, m.NumExperts)
+	assert.Equal(t, 4, m.TopK)
+	assert.Equal(t, 1408, m.IntermediateSize, "moe_intermediate_size is the expert width")
+	assert.Equal(t, 5632, m.SharedExpertIntermediateSize)
+	assert.Equal(t, 3, m.NMLPProj)
+
+	explicitHeadDim, err := ParseModelConfig([]byte(withField("head_dim", "64")), "x")
+	require.NoError(t, err)
+	assert.Equal(t, 64, explicitHeadDim.HeadDim)
+
+	newDtypeKey := strings.Replace(llamaLike, `"torch_dtype"`, `"dtype"`, 1)
+	m, err = ParseModelConfig([]byte(newDtypeKey), "x")
+	require.NoError(t, err)
+	assert.Equal(t, 2.0, m.BytesPerParam)
+
+	unknownTypeGelu := `{"model_type":"somenet","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,
+	 "intermediate_size":256,"vocab_size":100,"torch_dtype":"float16","hidden_act":"gelu"}`
+	m, err = ParseModelConfig([]byte(unknownTypeGelu), "x")
+	require.NoError(t, err)
+	assert.Equal(t, 2, m.NMLPProj)
+	assert.Equal(t, 4, m.NumKVHeads, "absent num_key_value_heads means MHA")
+}
+
+func TestParseModelConfigErrorsNameTheField(t *testing.T) {
+	cases := []struct {
+		name, json, field string
+	}{
+		{"zero heads", withField("num_attention_heads", "0"), "num_attention_heads"},
+		{"negative layers", withField("num_hidden_layers", "-1"), "num_hidden_layers"},
+		{"kv heads not dividing", withField("num_key_value_heads", "5"), "num_key_value_heads"},
+		{"unknown dtype", withField("torch_dtype", `"float12"`), "torch_dtype"},
+		{"missing dtype", `{"model_type":"llama","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":256,"vocab_size":100}`, "torch_dtype"},
+		{"missing hidden", `{"model_type":"llama","num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":256,"vocab_size":100,"torch_dtype":"float16"}`, "hidden_size"},
+		{"missing intermediate", `{"model_type":"llama","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"vocab_size":100,"torch_dtype":"float16"}`, "intermediate_size"},
+		{"wrong type", withField("vocab_size", `"big"`), "vocab_size"},
+		{"top_k above experts", withField("num_local_experts", "8") + "", "num_experts_per_tok"},
+		{"bad n_mlp_proj", withField("n_mlp_proj", "4"), "n_mlp_proj"},
+		{"MLA", withField("kv_lora_rank", "512"), "kv_lora_rank"},
+		{"quantized", withField("quantization_config", `{"quant_method":"awq"}`), "quantization_config"},
+		{"unknown activation", `{"model_type":"zzz","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":256,"vocab_size":100,"torch_dtype":"float16","hidden_act":"mish"}`, "model_type"},
+		{"heads not dividing hidden", withField("num_attention_heads", "24"), "num_attention_heads"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseModelConfig([]byte(tc.json), "cfg.json")
+			require.Error(t, err)
+			var fe *FieldError
+			require.True(t, errors.As(err, &fe), "want a FieldError, got %v", err)
+			assert.Equal(t, tc.field, fe.Field, err.Error())
+			assert.Contains(t, err.Error(), "cfg.json")
+		})
+	}
+}
+
+func TestParseHardwareSpec(t *testing.T) {
+	h, err := ParseHardwareSpec([]byte(`{"TFlopsPeak":100,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32,"interconnect_bandwidth_gb_s":50}`), "hw.json")
+	require.NoError(t, err)
+	assert.Equal(t, DefaultPCIeEfficiency, h.PCIeEfficiency, "absent pcie_efficiency takes the default")
+
+	for _, tc := range []struct{ json, field string }{
+		{`{"TFlopsPeak":0,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32}`, "TFlopsPeak"},
+		{`{"TFlopsPeak":1,"BwPeakTBs":-1,"pcie_bandwidth_gb_s":32}`, "BwPeakTBs"},
+		{`{"TFlopsPeak":1,"BwPeakTBs":1}`, "pcie_bandwidth_gb_s"},
+		{`{"TFlopsPeak":1,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32,"pcie_efficiency":1.5}`, "pcie_efficiency"},
+		{`{"TFlopsPeak":1,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32,"pcie_efficiency":0}`, "pcie_efficiency"},
+		{`{"TFlopsPeak":"fast","BwPeakTBs":1,"pcie_bandwidth_gb_s":32}`, "TFlopsPeak"},
+	} {
+		_, err := ParseHardwareSpec([]byte(tc.json), "hw.json")
+		var fe *FieldError
+		require.True(t, errors.As(err, &fe), "%s: want a FieldError, got %v", tc.json, err)
+		assert.Equal(t, tc.field, fe.Field)
+	}
+	for _, name := range BuiltinHardware() {
+		h, err := LoadHardware(name)
+		require.NoError(t, err)
+		assert.NotEmpty(t, h.Sources, "shipped spec %s cites its sources", name)
+		assert.Positive(t, h.MemoryGiB)
+	}
+}
+
+// FuzzParseModelConfig: the parser never panics, and whatever it accepts is
+// valid and survives a round trip.
+func FuzzParseModelConfig(f *testing.F) {
+	f.Add([]byte(llamaLike))
+	for _, name := range BuiltinModels() {
+		data, _ := builtinFS.ReadFile("data/models/" + name + ".json")
+		f.Add(data)
+	}
+	f.Add([]byte(`{"n_embd":1,"n_layer":1,"n_head":1,"vocab_size":1,"model_type":"gpt2","torch_dtype":"fp8"}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := ParseModelConfig(data, "fuzz")
+		if err != nil {
+			return
+		}
+		if verr := m.Validate(); verr != nil {
+			t.Fatalf("accepted an invalid spec: %v", verr)
+		}
+		out, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := ParseModelConfig(out, "roundtrip")
+		if err != nil || back != m {
+			t.Fatalf("round trip changed %+v into %+v (%v)", m, back, err)
+		}
+	})
+}
