@@ -95,10 +95,10 @@ type BetaInput struct {
 	CPUResidentReadBlocks int64   `json:"cpu_resident_read_blocks"` // CPU-resident KV blocks read this step
 }
 
-// clamp bounds a feature to [0, FeatureMax]. NaN is returned as NaN so that
-// an invalid input shows instead of hiding as a bound.
+// clamp bounds a feature to [0, FeatureMax] and turns −0 into +0. NaN is
+// returned as NaN so that an invalid input shows instead of hiding as a bound.
 func clamp(x float64) float64 {
-	if x < 0 {
+	if x <= 0 {
 		return 0
 	}
 	if x > FeatureMax {
@@ -146,7 +146,7 @@ func AlphaFeatures(c *physics.PhysicsConfig, in AlphaInput) [NumAlpha]float64 {
 	f[1] = m
 	f[2] = div(prompt*c.FlopsLinearPerToken, c.HWPeakFlops)
 	f[3] = 1
-	f[4] = g * math.Log1p(waiting) * c.RooflineStepTime
+	f[4] = g * math.Log1p(max(0, waiting)) * c.RooflineStepTime // log1p is NaN below −1
 	f[5] = div(g*m*waiting, float64(c.Knobs.MaxNumSeqs))
 	f[6] = div(g*in.PrefixHitRatio*prompt, float64(c.Knobs.MaxBatchedTokens))
 	f[7] = div(g*prompt*c.KVBytesPerToken, in.KVFreeBytes)

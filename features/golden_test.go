@@ -58,36 +58,12 @@ type goldenCase struct {
 	ExpectedBeta          [NumBeta]float64    `json:"expected_beta_features"`
 }
 
-// goldenPhysics lists every PhysicsConfig constant, so that a cross-language
-// mismatch can be traced to a constant before a feature (Refinement 5).
+// goldenPhysics carries every PhysicsConfig constant, so that a
+// cross-language mismatch can be traced to a constant before a feature
+// (seed 003, Iteration 6, Refinement 5).
 type goldenPhysics struct {
-	QDim                 float64 `json:"q_dim"`
-	KVDim                float64 `json:"kv_dim"`
-	FlopsAttnLinear      float64 `json:"flops_attn_linear"`
-	FlopsMLP             float64 `json:"flops_mlp"`
-	FlopsLMHead          float64 `json:"flops_lm_head"`
-	FlopsLinearPerToken  float64 `json:"flops_linear_per_token"`
-	AttnFlopsPerWorkUnit float64 `json:"attn_flops_per_work_unit"`
-	WeightBytesAttn      float64 `json:"weight_bytes_attn"`
-	WeightBytesMLP       float64 `json:"weight_bytes_mlp"`
-	WeightBytesLMHead    float64 `json:"weight_bytes_lm_head"`
-	WeightBytesTotal     float64 `json:"weight_bytes_total"`
-	WeightBytesNonExpert float64 `json:"weight_bytes_non_expert"`
-	ExpertBytes          float64 `json:"expert_bytes"`
-	ParamBytesResident   float64 `json:"param_bytes_resident"`
-	KVBytesPerToken      float64 `json:"kv_bytes_per_token"`
-	BlockSizeBytes       float64 `json:"block_size_bytes"`
-	HWPeakFlops          float64 `json:"hw_peak_flops"`
-	HWPeakBandwidth      float64 `json:"hw_peak_bandwidth"`
-	HWPCIeBandwidthEff   float64 `json:"hw_pcie_bandwidth_eff"`
-	HWInterconnectBW     float64 `json:"hw_interconnect_bw"`
-	CommBytesPerToken    float64 `json:"comm_bytes_per_token"`
-	RooflineStepTime     float64 `json:"roofline_step_time"`
-	MoETopKFraction      float64 `json:"moe_topk_fraction"`
-	GQARatio             float64 `json:"gqa_ratio"`
-	TotalKVBlocksGPU     int64   `json:"total_kv_blocks_gpu"`
-	GPUKVCapacityBytes   float64 `json:"gpu_kv_capacity_bytes"`
-	CPUKVCapacityBytes   float64 `json:"cpu_kv_capacity_bytes"`
+	*physics.PhysicsConfig
+	TotalKVBlocksGPU int64 `json:"total_kv_blocks_gpu"`
 }
 
 type goldenIntermediates struct {
@@ -99,21 +75,7 @@ type goldenIntermediates struct {
 }
 
 func physicsOf(c *physics.PhysicsConfig) goldenPhysics {
-	return goldenPhysics{
-		QDim: c.QDim, KVDim: c.KVDim, FlopsAttnLinear: c.FlopsAttnLinear, FlopsMLP: c.FlopsMLP,
-		FlopsLMHead: c.FlopsLMHead, FlopsLinearPerToken: c.FlopsLinearPerToken,
-		AttnFlopsPerWorkUnit: c.AttnFlopsPerWorkUnit, WeightBytesAttn: c.WeightBytesAttn,
-		WeightBytesMLP: c.WeightBytesMLP, WeightBytesLMHead: c.WeightBytesLMHead,
-		WeightBytesTotal: c.WeightBytesTotal, WeightBytesNonExpert: c.WeightBytesNonExpert,
-		ExpertBytes: c.ExpertBytes, ParamBytesResident: c.ParamBytesResident,
-		KVBytesPerToken: c.KVBytesPerToken, BlockSizeBytes: c.BlockSizeBytes,
-		HWPeakFlops: c.HWPeakFlops, HWPeakBandwidth: c.HWPeakBandwidth,
-		HWPCIeBandwidthEff: c.HWPCIeBandwidthEff, HWInterconnectBW: c.HWInterconnectBW,
-		CommBytesPerToken: c.CommBytesPerToken, RooflineStepTime: c.RooflineStepTime,
-		MoETopKFraction: c.MoETopKFraction, GQARatio: c.GQARatio,
-		TotalKVBlocksGPU: c.Knobs.TotalKVBlocksGPU, GPUKVCapacityBytes: c.GPUKVCapacityBytes,
-		CPUKVCapacityBytes: c.CPUKVCapacityBytes,
-	}
+	return goldenPhysics{PhysicsConfig: c, TotalKVBlocksGPU: c.Knobs.TotalKVBlocksGPU}
 }
 
 func intermediatesOf(c *physics.PhysicsConfig, a AlphaInput, b BetaInput) goldenIntermediates {
@@ -217,9 +179,11 @@ var shapes = map[string]shape{
 		beta: batch(0.1, prefill(0, 4096), decodes(64, 1000, 10))},
 	"moe_b50": {desc: "50 decode tokens: (1−top_k/E)^50 is far from underflow", alpha: AlphaInput{RunningDepth: 50, WaitingDepth: 1,
 		KVUsageRatio: 0.3, PromptTokens: 64, KVFreeBytes: 1e10}, beta: batch(0, decodes(50, 64, 1))},
-	"moe_b128": {desc: "128 decode tokens: 0.75^128 < 2^-53, so 1−x rounds to 1", alpha: AlphaInput{RunningDepth: 128, WaitingDepth: 1,
-		KVUsageRatio: 0.3, PromptTokens: 64, KVFreeBytes: 1e10}, beta: batch(0, decodes(128, 64, 1))},
-	"moe_b3000": {desc: "3000 tokens: 0.75^3000 underflows to 0", alpha: AlphaInput{RunningDepth: 2, WaitingDepth: 1,
+	"moe_b130": {desc: "130 decode tokens: the last B at which 1−0.75^B is still below 1 in float64", alpha: AlphaInput{RunningDepth: 130, WaitingDepth: 1,
+		KVUsageRatio: 0.3, PromptTokens: 64, KVFreeBytes: 1e10}, beta: batch(0, decodes(130, 64, 1))},
+	"moe_b131": {desc: "131 decode tokens: the first B at which 1−0.75^B rounds to exactly 1", alpha: AlphaInput{RunningDepth: 131, WaitingDepth: 1,
+		KVUsageRatio: 0.3, PromptTokens: 64, KVFreeBytes: 1e10}, beta: batch(0, decodes(131, 64, 1))},
+	"moe_b3000": {desc: "3000 tokens: 0.75^3000 underflows to 0 (from B = 2591)", alpha: AlphaInput{RunningDepth: 2, WaitingDepth: 1,
 		KVUsageRatio: 0.3, PromptTokens: 64, KVFreeBytes: 1e10}, beta: batch(0, prefill(0, 2999), decodes(1, 10, 0))},
 	"full_kv": {desc: "KV cache full: no free bytes, kv_usage 1", alpha: AlphaInput{RunningDepth: 200, WaitingDepth: 50,
 		KVUsageRatio: 1.0, PromptTokens: 1000, KVFreeBytes: 0, PreemptionEMA: 0.4},
@@ -304,7 +268,7 @@ func caseList() []caseSpec {
 
 	mx := "mixtral-8x7b"
 	add(shipped(mx, "h100-sxm", 2, 15000, true, false), []string{"moe", "h100", "tp2", "chunked"},
-		"moe_small", "moe_large", "moe_b50", "moe_b128", "moe_b3000", "single_token_decode", "empty", "mixed")
+		"moe_small", "moe_large", "moe_b50", "moe_b130", "moe_b131", "moe_b3000", "single_token_decode", "empty", "mixed")
 	add(shipped(mx, "h100-sxm", 4, 0, true, true), []string{"moe", "h100", "tp4", "chunked", "offload", "kv_blocks_derived"},
 		"moe_small", "offload_io", "max_batch")
 	add(shipped(mx, "a100-80gb", 4, 10000, false, false), []string{"moe", "a100", "tp4"},
@@ -529,7 +493,7 @@ func TestGoldenFixtureCoverage(t *testing.T) {
 		"dense_gqa", "dense_mha", "moe", "a100", "h100", "tp1", "tp2", "tp4",
 		"pure_prefill", "pure_decode", "mixed", "chunked_multi", "single_token_decode", "empty", "single_request",
 		"max_batch", "moe_small", "moe_large", "full_kv", "offload_on", "offload_off", "near_epsilon", "below_epsilon",
-		"oversubscribed", "queue_1", "queue_1000", "moe_b50", "moe_b128", "moe_b3000", "kv_blocks_derived", "seed_worked_case",
+		"oversubscribed", "queue_1", "queue_1000", "moe_b50", "moe_b130", "moe_b131", "moe_b3000", "kv_blocks_derived", "seed_worked_case",
 		"non_gated",
 	} {
 		assert.Positive(t, tags[need], "no golden case tagged %q", need)

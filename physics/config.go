@@ -18,53 +18,53 @@ import (
 // vLLM knobs). It is immutable after NewPhysicsConfig; feature computation
 // only reads it.
 type PhysicsConfig struct {
-	Model    ModelSpec
-	Hardware HardwareSpec
-	TP       int
-	Knobs    VLLMKnobs // TotalKVBlocksGPU is resolved (derived when it was 0)
+	Model    ModelSpec    `json:"-"`
+	Hardware HardwareSpec `json:"-"`
+	TP       int          `json:"-"`
+	Knobs    VLLMKnobs    `json:"-"` // TotalKVBlocksGPU is resolved (derived when it was 0)
 
 	// KVBudget explains a derived TotalKVBlocksGPU; zero when it was given.
-	KVBudget KVMemoryBudget
+	KVBudget KVMemoryBudget `json:"-"`
 
-	QDim  float64 // num_attention_heads × head_dim
-	KVDim float64 // num_key_value_heads × head_dim
+	QDim  float64 `json:"q_dim"`  // num_attention_heads × head_dim
+	KVDim float64 `json:"kv_dim"` // num_key_value_heads × head_dim
 
 	// FLOPs per token, multiply-add counted as 2.
-	FlopsAttnLinear     float64 // per layer: Q, K, V, O projections
-	FlopsMLP            float64 // per layer: active experts (or the dense MLP), shared expert, router
-	FlopsLMHead         float64 // vocabulary projection, once per token
-	FlopsLinearPerToken float64 // num_layers × (attn + mlp) + lm_head
+	FlopsAttnLinear     float64 `json:"flops_attn_linear"`      // per layer: Q, K, V, O projections
+	FlopsMLP            float64 `json:"flops_mlp"`              // per layer: active experts (or the dense MLP), shared expert, router
+	FlopsLMHead         float64 `json:"flops_lm_head"`          // vocabulary projection, once per token
+	FlopsLinearPerToken float64 `json:"flops_linear_per_token"` // num_layers × (attn + mlp) + lm_head
 
 	// AttnFlopsPerWorkUnit multiplies Σ(context × chunk) and decode context
 	// tokens in the attention features: num_layers × 2 × q_dim.
-	AttnFlopsPerWorkUnit float64
+	AttnFlopsPerWorkUnit float64 `json:"attn_flops_per_work_unit"`
 
 	// Weight bytes read by one step.
-	WeightBytesAttn      float64 // per layer
-	WeightBytesMLP       float64 // per layer, top_k experts + shared expert + router
-	WeightBytesLMHead    float64
-	WeightBytesTotal     float64 // num_layers × (attn + mlp) + lm_head: a one-token step
-	WeightBytesNonExpert float64 // MoE: everything but routed experts, all layers
-	ExpertBytes          float64 // MoE: one routed expert across all layers
-	ParamBytesResident   float64 // everything held in device memory, all experts and embeddings
+	WeightBytesAttn      float64 `json:"weight_bytes_attn"` // per layer
+	WeightBytesMLP       float64 `json:"weight_bytes_mlp"`  // per layer, top_k experts + shared expert + router
+	WeightBytesLMHead    float64 `json:"weight_bytes_lm_head"`
+	WeightBytesTotal     float64 `json:"weight_bytes_total"`      // num_layers × (attn + mlp) + lm_head: a one-token step
+	WeightBytesNonExpert float64 `json:"weight_bytes_non_expert"` // MoE: everything but routed experts, all layers
+	ExpertBytes          float64 `json:"expert_bytes"`            // MoE: one routed expert across all layers
+	ParamBytesResident   float64 `json:"param_bytes_resident"`    // everything held in device memory, all experts and embeddings
 
-	KVBytesPerToken float64 // K and V for one token, all layers, all TP ranks
-	BlockSizeBytes  float64 // block_size_tokens × kv_bytes_per_token
+	KVBytesPerToken float64 `json:"kv_bytes_per_token"` // K and V for one token, all layers, all TP ranks
+	BlockSizeBytes  float64 `json:"block_size_bytes"`   // block_size_tokens × kv_bytes_per_token
 
 	// Ceilings of the TP group: per-device work divided by per-device peak
 	// equals total work divided by tp × per-device peak.
-	HWPeakFlops        float64 // FLOP/s
-	HWPeakBandwidth    float64 // bytes/s, HBM
-	HWPCIeBandwidthEff float64 // bytes/s, host link × pcie_efficiency
-	HWInterconnectBW   float64 // bytes/s, one device's link (not multiplied by tp)
+	HWPeakFlops        float64 `json:"hw_peak_flops"`         // FLOP/s
+	HWPeakBandwidth    float64 `json:"hw_peak_bandwidth"`     // bytes/s, HBM
+	HWPCIeBandwidthEff float64 `json:"hw_pcie_bandwidth_eff"` // bytes/s, host link × pcie_efficiency
+	HWInterconnectBW   float64 `json:"hw_interconnect_bw"`    // bytes/s, one device's link (not multiplied by tp)
 
-	CommBytesPerToken float64 // bytes each device sends per token in TP all-reduces
-	RooflineStepTime  float64 // seconds, a full-budget step
+	CommBytesPerToken float64 `json:"comm_bytes_per_token"` // bytes each device sends per token in TP all-reduces
+	RooflineStepTime  float64 `json:"roofline_step_time"`   // seconds, a full-budget step
 
-	MoETopKFraction    float64 // top_k / num_experts; 0 for dense
-	GQARatio           float64 // num_key_value_heads / num_attention_heads
-	GPUKVCapacityBytes float64 // total_kv_blocks_gpu × block_size_bytes
-	CPUKVCapacityBytes float64 // total_kv_blocks_cpu × block_size_bytes
+	MoETopKFraction    float64 `json:"moe_topk_fraction"`     // top_k / num_experts; 0 for dense
+	GQARatio           float64 `json:"gqa_ratio"`             // num_key_value_heads / num_attention_heads
+	GPUKVCapacityBytes float64 `json:"gpu_kv_capacity_bytes"` // total_kv_blocks_gpu × block_size_bytes
+	CPUKVCapacityBytes float64 `json:"cpu_kv_capacity_bytes"` // total_kv_blocks_cpu × block_size_bytes
 }
 
 // NewPhysicsConfig validates its inputs and derives every constant. A zero

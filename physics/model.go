@@ -100,8 +100,8 @@ type hfConfig struct {
 	TieWordEmbeddings            *bool `json:"tie_word_embeddings"`
 
 	// Architectures the physics model cannot describe; present means refuse.
-	KVLoraRank  *int            `json:"kv_lora_rank"`
-	TextConfig  json.RawMessage `json:"text_config"`
+	KVLoraRank   *int            `json:"kv_lora_rank"`
+	TextConfig   json.RawMessage `json:"text_config"`
 	Quantization json.RawMessage `json:"quantization_config"`
 }
 
