@@ -1,0 +1,35 @@
+// Command calibrate turns vLLM traces into physics-model coefficients. Today
+// it has one subcommand, physics, which shows the derived constants and
+// feature vectors of a (model, hardware, TP, vLLM knobs) configuration;
+// ingest, fit and predict follow.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	if err := newRootCmd().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "calibrate:", err)
+		os.Exit(1)
+	}
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "calibrate",
+		Short: "Calibrate the physics-normalized latency model of vLLM serving",
+		Long: `calibrate works with the physics-normalized latency model that the blis
+simulator uses: 11 alpha features for queueing delay and 16 beta features for
+step time, each normalized by the hardware ceiling that governs it.
+
+The formulas are in docs/physics-spec.md.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newPhysicsCmd())
+	return root
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/blis-sim/blis/features"
+	"github.com/blis-sim/blis/physics"
+)
+
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := newRootCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+func TestPhysicsDefaultRun(t *testing.T) {
+	out, err := run(t, "physics")
+	require.NoError(t, err)
+	assert.Contains(t, out, "llama-3.1-8b: dense, GQA 32/8 heads")
+	assert.Contains(t, out, "flops_linear_per_token    1.50093e+10")
+	assert.Contains(t, out, "kv_bytes_per_token        131072")
+	assert.Contains(t, out, "16 bias")
+	assert.Contains(t, out, "11 queued_regime_bias")
+}
+
+func TestPhysicsJSONMatchesLibrary(t *testing.T) {
+	out, err := run(t, "physics", "--model", "mixtral-8x7b", "--hardware", "a100-80gb", "--tp", "4", "--json")
+	require.NoError(t, err)
+	var got struct {
+		TP       int                `json:"tp"`
+		Physics  map[string]float64 `json:"physics_config"`
+		VLLM     physics.VLLMKnobs  `json:"vllm"`
+		Examples []struct {
+			Name  string              `json:"name"`
+			Beta  features.BetaInput  `json:"beta_input"`
+			Alpha features.AlphaInput `json:"alpha_input"`
+			BF    map[string]float64  `json:"beta_features"`
+			AF    map[string]float64  `json:"alpha_features"`
+		} `json:"examples"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	m, _ := physics.LoadModel("mixtral-8x7b")
+	h, _ := physics.LoadHardware("a100-80gb")
+	c, err := physics.NewPhysicsConfig(m, h, 4, physics.DefaultVLLMKnobs())
+	require.NoError(t, err)
+	assert.Equal(t, 4, got.TP)
+	assert.Equal(t, c.FlopsLinearPerToken, got.Physics["flops_linear_per_token"])
+	assert.Equal(t, c.Knobs.TotalKVBlocksGPU, got.VLLM.TotalKVBlocksGPU)
+	require.Len(t, got.Examples, 4)
+	for _, e := range got.Examples {
+		b := features.BetaFeatures(c, e.Beta)
+		for i, name := range features.BetaNames {
+			assert.Equal(t, b[i], e.BF[name], "%s %s", e.Name, name)
+		}
+		a := features.AlphaFeatures(c, e.Alpha)
+		for i, name := range features.AlphaNames {
+			assert.Equal(t, a[i], e.AF[name], "%s %s", e.Name, name)
+		}
+	}
+}
+
+func TestPhysicsOutputIsDeterministic(t *testing.T) {
+	for _, args := range [][]string{{"physics"}, {"physics", "--json", "--model", "qwen2.5-7b", "--tp", "2"}} {
+		a, err := run(t, args...)
+		require.NoError(t, err)
+		b, err := run(t, args...)
+		require.NoError(t, err)
+		assert.Equal(t, a, b)
+	}
+}
+
+func TestPhysicsErrorsNameTheInput(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"physics", "--model", "no-such"}, "--model"},
+		{[]string{"physics", "--hardware", "tpu"}, "--hardware"},
+		{[]string{"physics", "--tp", "3"}, "tp 3 does not divide num_attention_heads"},
+		{[]string{"physics", "--max-num-batched-tokens", "0"}, "max_batched_tokens"},
+		{[]string{"physics", "--cpu-offloading"}, "total_kv_blocks_cpu"},
+		{[]string{"physics", "--model", "mixtral-8x7b"}, "does not fit"},
+		{[]string{"physics", "extra"}, "unknown command"},
+	}
+	for _, tc := range cases {
+		_, err := run(t, tc.args...)
+		require.Error(t, err, "%v", tc.args)
+		assert.Contains(t, err.Error(), tc.want)
+	}
+}
+
+func TestPhysicsList(t *testing.T) {
+	out, err := run(t, "physics", "--list")
+	require.NoError(t, err)
+	assert.Contains(t, out, "mixtral-8x7b")
+	assert.Contains(t, out, "h100-sxm")
+}
