@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs every test of the project on a fresh machine: Go modules are fetched
+# first, then vet, format check, unit/golden/property tests, and a short
+# fixed-time run of each fuzz target. Set FUZZTIME to change the fuzz budget.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+FUZZTIME="${FUZZTIME:-5s}"
+
+command -v go >/dev/null || { echo "test.sh: Go is not installed (need Go >= 1.24)" >&2; exit 1; }
+
+echo "== go mod download"
+go mod download
+
+echo "== go vet"
+go vet ./...
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:" >&2
+  echo "$unformatted" >&2
+  exit 1
+fi
+
+echo "== go test"
+go test -count=1 ./...
+
+echo "== fuzz (${FUZZTIME} each)"
+# Each fuzz target: package and name. Keep this list in step with the code.
+fuzz_targets=(
+  "./physics FuzzParseModelConfig"
+  "./features FuzzFeatures"
+)
+for t in "${fuzz_targets[@]}"; do
+  set -- $t
+  go test "$1" -run '^$' -fuzz "^$2\$" -fuzztime "$FUZZTIME"
+done
+echo "== all tests passed"
