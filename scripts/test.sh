@@ -31,6 +31,7 @@ echo "== fuzz (${FUZZTIME} each)"
 fuzz_targets=(
   "./physics FuzzParseModelConfig"
   "./features FuzzFeatures"
+  "./otlpingest FuzzDecodeJSON"
 )
 for t in "${fuzz_targets[@]}"; do
   set -- $t

@@ -1,0 +1,373 @@
+package otlpingest
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+)
+
+// jsonDecoder decodes ExportTraceServiceRequest messages in the OTLP JSON
+// mapping: lowerCamelCase keys (snake_case accepted too), hex ids (base64
+// accepted), 64-bit integers as strings or numbers, enums as integers or
+// names, unknown fields ignored. One decoder serves one goroutine.
+type jsonDecoder struct {
+	s      scanner
+	intern map[string]string
+}
+
+func newJSONDecoder() *jsonDecoder {
+	return &jsonDecoder{intern: make(map[string]string, 1024)}
+}
+
+// maxInterned bounds the intern table: repeated names and short enum-like
+// values are shared, unique ids are not worth keeping.
+const maxInterned = 8192
+
+func (d *jsonDecoder) str(b []byte) string {
+	if len(b) > 40 {
+		return string(b)
+	}
+	if v, ok := d.intern[string(b)]; ok {
+		return v
+	}
+	v := string(b)
+	if len(d.intern) < maxInterned {
+		d.intern[v] = v
+	}
+	return v
+}
+
+// decode appends the spans of one ExportTraceServiceRequest to out. On
+// error, out is returned as it was.
+func (d *jsonDecoder) decode(data []byte, record int64, out []Span) ([]Span, error) {
+	n0 := len(out)
+	s := &d.s
+	s.reset(data)
+	if s.object() {
+		for first := true; ; {
+			k, ok := s.key(&first)
+			if !ok {
+				break
+			}
+			switch string(k) {
+			case "resourceSpans", "resource_spans":
+				if s.null() {
+					continue
+				}
+				if !s.array() {
+					break
+				}
+				for first := true; s.elem(&first); {
+					out = d.resourceSpans(out, record)
+				}
+			default:
+				s.skip()
+			}
+		}
+		s.end()
+	}
+	if s.err != nil {
+		return out[:n0], s.err
+	}
+	return out, nil
+}
+
+func (d *jsonDecoder) resourceSpans(out []Span, record int64) []Span {
+	s := &d.s
+	start := len(out)
+	service := ""
+	if !s.object() {
+		return out
+	}
+	for first := true; ; {
+		k, ok := s.key(&first)
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "resource":
+			service = d.resource()
+		case "scopeSpans", "scope_spans", "instrumentationLibrarySpans", "instrumentation_library_spans":
+			if s.null() {
+				continue
+			}
+			if !s.array() {
+				return out
+			}
+			for first := true; s.elem(&first); {
+				out = d.scopeSpans(out, record)
+			}
+		default:
+			s.skip()
+		}
+	}
+	for i := start; i < len(out); i++ {
+		out[i].Service = service
+	}
+	return out
+}
+
+func (d *jsonDecoder) resource() string {
+	s := &d.s
+	service := ""
+	if s.null() || !s.object() {
+		return ""
+	}
+	for first := true; ; {
+		k, ok := s.key(&first)
+		if !ok {
+			break
+		}
+		if string(k) != "attributes" {
+			s.skip()
+			continue
+		}
+		for _, kv := range d.attributes(nil) {
+			if kv.Key == "service.name" && kv.Value.Type == ValString {
+				service = kv.Value.Str
+			}
+		}
+	}
+	return service
+}
+
+func (d *jsonDecoder) scopeSpans(out []Span, record int64) []Span {
+	s := &d.s
+	start := len(out)
+	scope := ""
+	if !s.object() {
+		return out
+	}
+	for first := true; ; {
+		k, ok := s.key(&first)
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "scope", "instrumentationLibrary", "instrumentation_library":
+			if s.null() || !s.object() {
+				continue
+			}
+			for first := true; ; {
+				k, ok := s.key(&first)
+				if !ok {
+					break
+				}
+				if string(k) == "name" {
+					scope = d.str(s.str())
+				} else {
+					s.skip()
+				}
+			}
+		case "spans":
+			if s.null() {
+				continue
+			}
+			if !s.array() {
+				return out
+			}
+			for first := true; s.elem(&first); {
+				out = append(out, Span{Record: record})
+				d.span(&out[len(out)-1])
+			}
+		default:
+			s.skip()
+		}
+	}
+	for i := start; i < len(out); i++ {
+		out[i].Scope = scope
+	}
+	return out
+}
+
+func (d *jsonDecoder) span(sp *Span) {
+	s := &d.s
+	if !s.object() {
+		return
+	}
+	for first := true; ; {
+		k, ok := s.key(&first)
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "traceId", "trace_id":
+			d.id(sp.TraceID[:], "traceId")
+		case "spanId", "span_id":
+			d.id(sp.SpanID[:], "spanId")
+		case "parentSpanId", "parent_span_id":
+			d.id(sp.ParentSpanID[:], "parentSpanId")
+		case "name":
+			sp.Name = d.str(s.str())
+		case "kind":
+			sp.Kind = d.spanKind()
+		case "startTimeUnixNano", "start_time_unix_nano":
+			sp.StartUnixNano = s.uint64()
+		case "endTimeUnixNano", "end_time_unix_nano":
+			sp.EndUnixNano = s.uint64()
+		case "attributes":
+			sp.Attrs = d.attributes(sp.Attrs)
+		case "events":
+			if s.null() || !s.array() {
+				continue
+			}
+			for first := true; s.elem(&first); {
+				sp.Events = append(sp.Events, Event{})
+				d.event(&sp.Events[len(sp.Events)-1])
+			}
+		case "droppedEventsCount", "dropped_events_count":
+			v := s.uint64()
+			if v > 1<<32-1 {
+				s.fail("droppedEventsCount out of range")
+			}
+			sp.DroppedEventsCount = uint32(v)
+		default:
+			s.skip()
+		}
+	}
+}
+
+func (d *jsonDecoder) event(ev *Event) {
+	s := &d.s
+	if !s.object() {
+		return
+	}
+	for first := true; ; {
+		k, ok := s.key(&first)
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "timeUnixNano", "time_unix_nano":
+			ev.TimeUnixNano = s.uint64()
+		case "name":
+			ev.Name = d.str(s.str())
+		case "attributes":
+			ev.Attrs = d.attributes(ev.Attrs)
+		default:
+			s.skip()
+		}
+	}
+}
+
+var spanKinds = map[string]int32{
+	"SPAN_KIND_UNSPECIFIED": 0, "SPAN_KIND_INTERNAL": 1, "SPAN_KIND_SERVER": 2,
+	"SPAN_KIND_CLIENT": 3, "SPAN_KIND_PRODUCER": 4, "SPAN_KIND_CONSUMER": 5,
+}
+
+func (d *jsonDecoder) spanKind() int32 {
+	s := &d.s
+	if s.peek() == '"' {
+		b := s.str()
+		if k, ok := spanKinds[string(b)]; ok {
+			return k
+		}
+		s.fail("unknown span kind %q", b)
+		return 0
+	}
+	v := s.int64()
+	if v < -1<<31 || v > 1<<31-1 {
+		s.fail("span kind out of range")
+	}
+	return int32(v)
+}
+
+// id decodes a hex id (the OTLP JSON mapping), or a base64 one as written
+// by generic protobuf JSON encoders, into dst. Empty means absent.
+func (d *jsonDecoder) id(dst []byte, field string) {
+	s := &d.s
+	if s.null() {
+		return
+	}
+	b := s.str()
+	if s.err != nil || len(b) == 0 {
+		return
+	}
+	if len(b) == 2*len(dst) {
+		if _, err := hex.Decode(dst, b); err == nil {
+			return
+		}
+	}
+	if len(b) == base64.StdEncoding.EncodedLen(len(dst)) {
+		var tmp [24]byte // DecodedLen of the 24 characters of a 16-byte id
+		if n, err := base64.StdEncoding.Decode(tmp[:], b); err == nil && n == len(dst) {
+			copy(dst, tmp[:n])
+			return
+		}
+	}
+	for i := range dst {
+		dst[i] = 0
+	}
+	s.fail("%s %q is neither %d hex digits nor base64 of %d bytes", field, b, 2*len(dst), len(dst))
+}
+
+func (d *jsonDecoder) attributes(out []KeyValue) []KeyValue {
+	s := &d.s
+	if s.null() || !s.array() {
+		return out
+	}
+	for first := true; s.elem(&first); {
+		var kv KeyValue
+		if !s.object() {
+			return out
+		}
+		for first := true; ; {
+			k, ok := s.key(&first)
+			if !ok {
+				break
+			}
+			switch string(k) {
+			case "key":
+				kv.Key = d.str(s.str())
+			case "value":
+				kv.Value = d.anyValue()
+			default:
+				s.skip()
+			}
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+func (d *jsonDecoder) anyValue() Value {
+	s := &d.s
+	var v Value
+	if s.null() || !s.object() {
+		return v
+	}
+	for first := true; ; {
+		k, ok := s.key(&first)
+		if !ok {
+			break
+		}
+		switch string(k) {
+		case "stringValue", "string_value":
+			v = Value{Type: ValString, Str: d.str(s.str())}
+		case "intValue", "int_value":
+			v = Value{Type: ValInt, Int: s.int64()}
+		case "doubleValue", "double_value":
+			v = Value{Type: ValDouble, Double: s.float64()}
+		case "boolValue", "bool_value":
+			v = Value{Type: ValBool, Bool: s.boolean()}
+		case "arrayValue", "array_value":
+			v = Value{Type: ValArray, Str: string(s.skip())}
+		case "kvlistValue", "kvlist_value":
+			v = Value{Type: ValKVList, Str: string(s.skip())}
+		case "bytesValue", "bytes_value":
+			v = Value{Type: ValBytes, Str: string(s.str())}
+		default:
+			s.skip()
+		}
+	}
+	return v
+}
+
+// DecodeJSON decodes one ExportTraceServiceRequest in the OTLP JSON mapping.
+func DecodeJSON(data []byte) ([]Span, error) {
+	spans, err := newJSONDecoder().decode(data, 1, nil)
+	if err != nil {
+		return nil, fmt.Errorf("OTLP JSON: %w", err)
+	}
+	return spans, nil
+}
