@@ -14,8 +14,8 @@ import (
 // check err once at the end. Strings without escapes are returned as slices
 // of the input and allocate nothing.
 type scanner struct {
-	data []byte
-	pos  int
+	data  []byte
+	pos   int
 	err   error
 	buf   []byte // unescaped string scratch, valid until the next str call
 	depth int
