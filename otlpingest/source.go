@@ -1,0 +1,541 @@
+package otlpingest
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sync"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+// Format is how a file's (decompressed) content is framed.
+type Format string
+
+const (
+	FormatEmpty        Format = "empty"
+	FormatJSONLines    Format = "json-lines"    // one ExportTraceServiceRequest per line
+	FormatJSONDocument Format = "json-document" // a single ExportTraceServiceRequest
+	FormatProto        Format = "proto"         // 4-byte big-endian length, then the message
+)
+
+// Compression is a file's outer encoding, detected from its magic bytes.
+type Compression string
+
+const (
+	CompressionNone Compression = "none"
+	CompressionGzip Compression = "gzip"
+	CompressionZstd Compression = "zstd"
+)
+
+// IssueKind names a reason a record was skipped or counted.
+type IssueKind string
+
+const (
+	IssueMalformedRecord      IssueKind = "malformed_record"
+	IssueTruncatedCompression IssueKind = "truncated_compression"
+	IssueCorruptFraming       IssueKind = "corrupt_framing"
+)
+
+// Issue is one skipped record or counted anomaly, located by file and
+// record (line for JSON lines, message number for proto; 0 for the file).
+type Issue struct {
+	Kind   IssueKind `json:"kind"`
+	File   string    `json:"file"`
+	Record int64     `json:"record"`
+	Detail string    `json:"detail"`
+}
+
+func (i Issue) String() string {
+	return fmt.Sprintf("%s:%d: %s: %s", i.File, i.Record, i.Kind, i.Detail)
+}
+
+// FileInfo describes one input file after it has been read.
+type FileInfo struct {
+	Path              string      `json:"path"`
+	SHA256            string      `json:"sha256"`
+	Bytes             int64       `json:"bytes"`
+	DecompressedBytes int64       `json:"decompressed_bytes"`
+	Compression       Compression `json:"compression"`
+	Format            Format      `json:"format"`
+	Records           int64       `json:"records"`
+	Spans             int64       `json:"spans"`
+}
+
+// Batch is what the reader hands the consumer, in input order: the spans
+// decoded from one chunk and the issues met there. The last batch of a file
+// carries its FileInfo.
+type Batch struct {
+	File     string
+	Spans    []Span
+	Issues   []Issue
+	FileDone *FileInfo
+}
+
+// ReadOptions tune ReadTraces; zero values take defaults.
+type ReadOptions struct {
+	Workers    int                   // decoding goroutines; default GOMAXPROCS
+	ChunkBytes int                   // target chunk size; default 4 MiB
+	Progress   func(bytesRead int64) // called from the reading goroutine
+}
+
+// maxRecordBytes bounds one proto message or one JSON document.
+const maxRecordBytes = 1 << 30
+
+// bufPool recycles the 1 MiB read buffers: rotated traces come as many
+// files, and fresh buffers for each would cost page faults, not just GC.
+var bufPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 1<<20) }}
+
+func getBufReader(r io.Reader) *bufio.Reader {
+	br := bufPool.Get().(*bufio.Reader)
+	br.Reset(r)
+	return br
+}
+
+type chunk struct {
+	seq         int
+	file        string
+	format      Format
+	firstRecord int64
+	data        []byte
+	offsets     []int // proto: message boundaries within data
+	issues      []Issue
+	done        *FileInfo
+}
+
+// Source is one named input; Open is called once, when its turn comes.
+type Source struct {
+	Name string
+	Open func() (io.ReadCloser, error)
+}
+
+// FileSources names files as sources.
+func FileSources(paths []string) []Source {
+	srcs := make([]Source, len(paths))
+	for i, p := range paths {
+		srcs[i] = Source{Name: p, Open: func() (io.ReadCloser, error) { return os.Open(p) }}
+	}
+	return srcs
+}
+
+// ReadTraces reads trace files in order; see ReadSources.
+func ReadTraces(files []string, opt ReadOptions, consume func(*Batch) error) error {
+	return ReadSources(FileSources(files), opt, consume)
+}
+
+// ReadSources reads sources in order and calls consume for every batch in
+// input order, whatever the number of workers. Chunks are decoded in
+// parallel; at most a few chunks per worker are in memory at once.
+func ReadSources(files []Source, opt ReadOptions, consume func(*Batch) error) error {
+	workers := opt.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	chunkBytes := opt.ChunkBytes
+	if chunkBytes <= 0 {
+		chunkBytes = 4 << 20
+	}
+	inflight := make(chan struct{}, 2*workers+1)
+	jobs := make(chan *chunk, workers)
+	results := make(chan *decodedChunk, 2*workers+1)
+	stop := make(chan struct{})
+	var readErr error
+
+	go func() {
+		defer close(jobs)
+		seq := 0
+		emit := func(c *chunk) bool {
+			select {
+			case inflight <- struct{}{}:
+			case <-stop:
+				return false
+			}
+			c.seq = seq
+			seq++
+			jobs <- c
+			return true
+		}
+		var total int64
+		for _, f := range files {
+			if err := readFile(f, chunkBytes, emit, func(n int64) {
+				total += n
+				if opt.Progress != nil {
+					opt.Progress(total)
+				}
+			}); err != nil {
+				readErr = err
+				return
+			}
+		}
+	}()
+
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			jd, pd := newJSONDecoder(), &protoDecoder{}
+			for c := range jobs {
+				results <- decodeChunk(c, jd, pd)
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(results) }()
+
+	pending := map[int]*decodedChunk{}
+	next := 0
+	var consumeErr error
+	for r := range results {
+		pending[r.seq] = r
+		for {
+			d, ok := pending[next]
+			if !ok {
+				break
+			}
+			delete(pending, next)
+			next++
+			if consumeErr == nil {
+				if err := consume(&d.batch); err != nil {
+					consumeErr = err
+					close(stop)
+				}
+			}
+			<-inflight
+		}
+	}
+	if consumeErr != nil {
+		return consumeErr
+	}
+	return readErr
+}
+
+type decodedChunk struct {
+	seq   int
+	batch Batch
+}
+
+func decodeChunk(c *chunk, jd *jsonDecoder, pd *protoDecoder) *decodedChunk {
+	d := &decodedChunk{seq: c.seq, batch: Batch{File: c.file, Issues: c.issues, FileDone: c.done}}
+	bad := func(rec int64, err error) {
+		d.batch.Issues = append(d.batch.Issues, Issue{Kind: IssueMalformedRecord, File: c.file, Record: rec, Detail: err.Error()})
+	}
+	switch c.format {
+	case FormatJSONLines:
+		rec := c.firstRecord
+		for data := c.data; len(data) > 0; rec++ {
+			line := data
+			if i := bytes.IndexByte(data, '\n'); i >= 0 {
+				line, data = data[:i], data[i+1:]
+			} else {
+				data = nil
+			}
+			if len(bytes.TrimSpace(line)) == 0 {
+				continue
+			}
+			var err error
+			if d.batch.Spans, err = jd.decode(line, rec, d.batch.Spans); err != nil {
+				bad(rec, err)
+			}
+		}
+	case FormatJSONDocument:
+		var err error
+		if d.batch.Spans, err = jd.decode(c.data, c.firstRecord, d.batch.Spans); err != nil {
+			bad(c.firstRecord, err)
+		}
+	case FormatProto:
+		for i := 0; i+1 < len(c.offsets); i++ {
+			rec := c.firstRecord + int64(i)
+			var err error
+			if d.batch.Spans, err = pd.decode(c.data[c.offsets[i]:c.offsets[i+1]], rec, d.batch.Spans); err != nil {
+				bad(rec, err)
+			}
+		}
+	}
+	return d
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// readFile detects a file's compression and format and emits its chunks,
+// ending with a chunk that carries the FileInfo.
+func readFile(src Source, chunkBytes int, emit func(*chunk) bool, progress func(int64)) error {
+	path := src.Name
+	f, err := src.Open()
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	info := &FileInfo{Path: path, Compression: CompressionNone}
+	h := sha256.New()
+	raw := &countingReader{r: io.TeeReader(f, h)}
+	br := getBufReader(raw)
+	defer bufPool.Put(br)
+	magic, _ := br.Peek(4)
+	var r io.Reader = br
+	switch {
+	case len(magic) >= 2 && magic[0] == 0x1f && magic[1] == 0x8b:
+		info.Compression = CompressionGzip
+		gz, err := gzip.NewReader(br)
+		if err != nil {
+			return fmt.Errorf("%s: gzip: %w", path, err)
+		}
+		defer gz.Close()
+		r = gz
+	case len(magic) == 4 && bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
+		info.Compression = CompressionZstd
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxRecordBytes))
+		if err != nil {
+			return fmt.Errorf("%s: zstd: %w", path, err)
+		}
+		defer zr.Close()
+		r = zr
+	}
+	dec := &countingReader{r: r}
+	body := getBufReader(dec)
+	defer bufPool.Put(body)
+
+	var fileIssues []Issue
+	readIssue := func(rec int64, err error) {
+		kind := IssueTruncatedCompression
+		if info.Compression == CompressionNone {
+			kind = IssueCorruptFraming
+		}
+		fileIssues = append(fileIssues, Issue{Kind: kind, File: path, Record: rec, Detail: err.Error()})
+	}
+	lastRaw := int64(0)
+	tick := func() {
+		progress(raw.n - lastRaw)
+		lastRaw = raw.n
+	}
+
+	info.Format, err = detectFormat(body)
+	if err != nil {
+		if !isReadFailure(err) {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		readIssue(1, err)
+		err = nil
+	}
+	switch info.Format {
+	case FormatJSONLines:
+		err = chunkLines(path, body, chunkBytes, emit, tick, info, readIssue)
+	case FormatJSONDocument:
+		var data []byte
+		data, err = io.ReadAll(io.LimitReader(body, maxRecordBytes+1))
+		if err == nil && len(data) > maxRecordBytes {
+			err = fmt.Errorf("%s: JSON document larger than %d bytes", path, maxRecordBytes)
+		}
+		if err == nil || isReadFailure(err) {
+			if err != nil {
+				readIssue(1, err)
+				err = nil
+			}
+			info.Records = 1
+			if !emit(&chunk{file: path, format: FormatJSONDocument, firstRecord: 1, data: data}) {
+				return nil
+			}
+		}
+	case FormatProto:
+		err = chunkProto(path, body, chunkBytes, emit, tick, info, readIssue)
+	}
+	if err != nil {
+		return err
+	}
+	// Drain what follows (e.g. gzip trailer) so the hash covers the file.
+	if _, err := io.Copy(io.Discard, f); err != nil {
+		return err
+	}
+	tick()
+	info.Bytes = raw.n
+	info.DecompressedBytes = dec.n
+	info.SHA256 = hex.EncodeToString(h.Sum(nil))
+	emit(&chunk{file: path, issues: fileIssues, done: info})
+	return nil
+}
+
+// isReadFailure tells a damaged input (truncated or corrupt compressed
+// stream) from an I/O failure that should stop the run.
+func isReadFailure(err error) bool {
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) ||
+		errors.Is(err, zstd.ErrMagicMismatch) || errors.Is(err, zstd.ErrWindowSizeExceeded) ||
+		errors.Is(err, zstd.ErrBlockTooSmall) || errors.Is(err, zstd.ErrCRCMismatch) || errors.Is(err, zstd.ErrReservedBlockType) ||
+		errors.Is(err, zstd.ErrUnknownDictionary) || errors.Is(err, zstd.ErrFrameSizeMismatch) || errors.Is(err, zstd.ErrDecoderSizeExceeded)
+}
+
+// detectFormat looks at the start of the content. JSON starts with '{'
+// after optional white space; it is one document per line when the first
+// line holds a complete JSON value or is too long to be pretty-printed,
+// and a single document otherwise. Anything else is taken as proto.
+func detectFormat(r *bufio.Reader) (Format, error) {
+	head, err := r.Peek(r.Size())
+	if err == io.EOF || err == bufio.ErrBufferFull {
+		err = nil
+	}
+	trimmed := bytes.TrimLeft(head, " \t\r\n")
+	if len(trimmed) == 0 {
+		return FormatEmpty, err
+	}
+	if trimmed[0] != '{' {
+		return FormatProto, nil
+	}
+	line := trimmed
+	if i := bytes.IndexByte(trimmed, '\n'); i >= 0 {
+		line = trimmed[:i]
+	} else if len(head) == r.Size() {
+		return FormatJSONLines, nil // a first line longer than the peek window
+	}
+	var s scanner
+	s.reset(line)
+	s.skip()
+	s.end()
+	if s.err == nil || len(line) > 4096 {
+		return FormatJSONLines, nil
+	}
+	return FormatJSONDocument, nil
+}
+
+// fill reads into buf until it is full or the stream ends. A clean end
+// returns io.EOF with what was read; any other error is the stream's own,
+// so that a truncated compressed stream is not mistaken for a clean end.
+func fill(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func chunkLines(path string, r io.Reader, chunkBytes int, emit func(*chunk) bool, tick func(), info *FileInfo, readIssue func(int64, error)) error {
+	var carry []byte
+	line := int64(1)
+	for {
+		size := chunkBytes
+		for size < 2*len(carry) {
+			size *= 2
+		}
+		buf := make([]byte, size)
+		n := copy(buf, carry)
+		m, err := fill(r, buf[n:])
+		data := buf[:n+m]
+		end := err != nil
+		if err != nil && err != io.EOF {
+			if !isReadFailure(err) {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			// A damaged stream: keep what was read, count the damage.
+			readIssue(line+int64(bytes.Count(data, []byte{'\n'})), err)
+		}
+		cut := len(data)
+		if !end {
+			i := bytes.LastIndexByte(data, '\n')
+			if i < 0 { // a line longer than the buffer: read more
+				if len(data) > maxRecordBytes {
+					return fmt.Errorf("%s:%d: line longer than %d bytes", path, line, maxRecordBytes)
+				}
+				carry = data
+				continue
+			}
+			cut = i + 1
+		}
+		carry = append([]byte(nil), data[cut:]...)
+		if cut > 0 {
+			nl := int64(bytes.Count(data[:cut], []byte{'\n'}))
+			records := nl
+			if data[cut-1] != '\n' {
+				records++
+			}
+			info.Records += records
+			if !emit(&chunk{file: path, format: FormatJSONLines, firstRecord: line, data: data[:cut]}) {
+				return nil
+			}
+			line += nl
+		}
+		tick()
+		if end {
+			return nil
+		}
+	}
+}
+
+func chunkProto(path string, r io.Reader, chunkBytes int, emit func(*chunk) bool, tick func(), info *FileInfo, readIssue func(int64, error)) error {
+	rec := int64(1)
+	flush := func(c *chunk) bool {
+		if len(c.offsets) <= 1 {
+			return true
+		}
+		info.Records += int64(len(c.offsets) - 1)
+		return emit(c)
+	}
+	for {
+		c := &chunk{file: path, format: FormatProto, firstRecord: rec, offsets: []int{0}}
+		for len(c.data) < chunkBytes {
+			var hdr [4]byte
+			n, err := fill(r, hdr[:])
+			if err != nil && !(err == io.EOF && n == len(hdr)) {
+				switch {
+				case err == io.EOF && n == 0:
+					flush(c)
+					tick()
+					return nil
+				case err == io.EOF || isReadFailure(err):
+					readIssue(rec, fmt.Errorf("length prefix cut short after %d bytes: %v", n, err))
+					flush(c)
+					return nil
+				default:
+					return fmt.Errorf("%s: %w", path, err)
+				}
+			}
+			size := binary.BigEndian.Uint32(hdr[:])
+			if size > maxRecordBytes {
+				readIssue(rec, fmt.Errorf("message length %d exceeds %d: framing is lost, rest of file skipped", size, maxRecordBytes))
+				flush(c)
+				return nil
+			}
+			// Grow as data arrives: a corrupt length must not allocate a GiB.
+			start, got := len(c.data), 0
+			for got < int(size) {
+				step := min(int(size)-got, 1<<20)
+				c.data = append(c.data, make([]byte, step)...)
+				m, err := fill(r, c.data[start+got:])
+				got += m
+				if m < step {
+					c.data = c.data[:start]
+					if err == nil || err == io.EOF || isReadFailure(err) {
+						readIssue(rec, fmt.Errorf("message of %d bytes cut short after %d: %v", size, got, err))
+						flush(c)
+						return nil
+					}
+					return fmt.Errorf("%s: %w", path, err)
+				}
+			}
+			c.offsets = append(c.offsets, len(c.data))
+			rec++
+		}
+		tick()
+		if !flush(c) {
+			return nil
+		}
+	}
+}
