@@ -113,6 +113,32 @@ func (s *scanner) elem(first *bool) bool {
 	return s.err == nil
 }
 
+// fields calls fn with each key of an object; fn must consume the value.
+// A null stands for an empty object.
+func (s *scanner) fields(fn func(key []byte)) {
+	if s.null() || !s.object() {
+		return
+	}
+	for first := true; ; {
+		k, ok := s.key(&first)
+		if !ok {
+			return
+		}
+		fn(k)
+	}
+}
+
+// items calls fn for each element of an array; fn must consume it. A null
+// stands for an empty array.
+func (s *scanner) items(fn func()) {
+	if s.null() || !s.array() {
+		return
+	}
+	for first := true; s.elem(&first); {
+		fn()
+	}
+}
+
 // null consumes a null and reports whether there was one.
 func (s *scanner) null() bool {
 	if s.peek() == 'n' && s.pos+4 <= len(s.data) && string(s.data[s.pos:s.pos+4]) == "null" {

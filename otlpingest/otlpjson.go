@@ -43,137 +43,77 @@ func (d *jsonDecoder) decode(data []byte, record int64, out []Span) ([]Span, err
 	n0 := len(out)
 	s := &d.s
 	s.reset(data)
-	if s.object() {
-		for first := true; ; {
-			k, ok := s.key(&first)
-			if !ok {
-				break
-			}
-			switch string(k) {
-			case "resourceSpans", "resource_spans":
-				if s.null() {
-					continue
-				}
-				if !s.array() {
-					break
-				}
-				for first := true; s.elem(&first); {
-					out = d.resourceSpans(out, record)
-				}
-			default:
-				s.skip()
-			}
-		}
-		s.end()
+	if s.peek() == 'n' {
+		s.fail("want an object, got null")
 	}
+	s.fields(func(k []byte) {
+		switch string(k) {
+		case "resourceSpans", "resource_spans":
+			s.items(func() { out = d.resourceSpans(out, record) })
+		default:
+			s.skip()
+		}
+	})
+	s.end()
 	if s.err != nil {
 		return out[:n0], s.err
 	}
 	return out, nil
 }
 
+// resourceSpans and scopeSpans fill in service and scope after the whole
+// object is read, because JSON does not order its keys.
 func (d *jsonDecoder) resourceSpans(out []Span, record int64) []Span {
 	s := &d.s
-	start := len(out)
-	service := ""
-	if !s.object() {
-		return out
-	}
-	for first := true; ; {
-		k, ok := s.key(&first)
-		if !ok {
-			break
-		}
+	start, service := len(out), ""
+	s.fields(func(k []byte) {
 		switch string(k) {
 		case "resource":
-			service = d.resource()
+			s.fields(func(k []byte) {
+				if string(k) != "attributes" {
+					s.skip()
+					return
+				}
+				for _, kv := range d.attributes(nil) {
+					if kv.Key == "service.name" && kv.Value.Type == ValString {
+						service = kv.Value.Str
+					}
+				}
+			})
 		case "scopeSpans", "scope_spans", "instrumentationLibrarySpans", "instrumentation_library_spans":
-			if s.null() {
-				continue
-			}
-			if !s.array() {
-				return out
-			}
-			for first := true; s.elem(&first); {
-				out = d.scopeSpans(out, record)
-			}
+			s.items(func() { out = d.scopeSpans(out, record) })
 		default:
 			s.skip()
 		}
-	}
+	})
 	for i := start; i < len(out); i++ {
 		out[i].Service = service
 	}
 	return out
 }
 
-func (d *jsonDecoder) resource() string {
-	s := &d.s
-	service := ""
-	if s.null() || !s.object() {
-		return ""
-	}
-	for first := true; ; {
-		k, ok := s.key(&first)
-		if !ok {
-			break
-		}
-		if string(k) != "attributes" {
-			s.skip()
-			continue
-		}
-		for _, kv := range d.attributes(nil) {
-			if kv.Key == "service.name" && kv.Value.Type == ValString {
-				service = kv.Value.Str
-			}
-		}
-	}
-	return service
-}
-
 func (d *jsonDecoder) scopeSpans(out []Span, record int64) []Span {
 	s := &d.s
-	start := len(out)
-	scope := ""
-	if !s.object() {
-		return out
-	}
-	for first := true; ; {
-		k, ok := s.key(&first)
-		if !ok {
-			break
-		}
+	start, scope := len(out), ""
+	s.fields(func(k []byte) {
 		switch string(k) {
 		case "scope", "instrumentationLibrary", "instrumentation_library":
-			if s.null() || !s.object() {
-				continue
-			}
-			for first := true; ; {
-				k, ok := s.key(&first)
-				if !ok {
-					break
-				}
+			s.fields(func(k []byte) {
 				if string(k) == "name" {
 					scope = d.str(s.str())
 				} else {
 					s.skip()
 				}
-			}
+			})
 		case "spans":
-			if s.null() {
-				continue
-			}
-			if !s.array() {
-				return out
-			}
-			for first := true; s.elem(&first); {
+			s.items(func() {
 				out = append(out, Span{Record: record})
 				d.span(&out[len(out)-1])
-			}
+			})
 		default:
 			s.skip()
 		}
-	}
+	})
 	for i := start; i < len(out); i++ {
 		out[i].Scope = scope
 	}
@@ -182,14 +122,7 @@ func (d *jsonDecoder) scopeSpans(out []Span, record int64) []Span {
 
 func (d *jsonDecoder) span(sp *Span) {
 	s := &d.s
-	if !s.object() {
-		return
-	}
-	for first := true; ; {
-		k, ok := s.key(&first)
-		if !ok {
-			break
-		}
+	s.fields(func(k []byte) {
 		switch string(k) {
 		case "traceId", "trace_id":
 			d.id(sp.TraceID[:], "traceId")
@@ -208,13 +141,10 @@ func (d *jsonDecoder) span(sp *Span) {
 		case "attributes":
 			sp.Attrs = d.attributes(sp.Attrs)
 		case "events":
-			if s.null() || !s.array() {
-				continue
-			}
-			for first := true; s.elem(&first); {
+			s.items(func() {
 				sp.Events = append(sp.Events, Event{})
 				d.event(&sp.Events[len(sp.Events)-1])
-			}
+			})
 		case "droppedEventsCount", "dropped_events_count":
 			v := s.uint64()
 			if v > 1<<32-1 {
@@ -224,19 +154,12 @@ func (d *jsonDecoder) span(sp *Span) {
 		default:
 			s.skip()
 		}
-	}
+	})
 }
 
 func (d *jsonDecoder) event(ev *Event) {
 	s := &d.s
-	if !s.object() {
-		return
-	}
-	for first := true; ; {
-		k, ok := s.key(&first)
-		if !ok {
-			break
-		}
+	s.fields(func(k []byte) {
 		switch string(k) {
 		case "timeUnixNano", "time_unix_nano":
 			ev.TimeUnixNano = s.uint64()
@@ -247,7 +170,7 @@ func (d *jsonDecoder) event(ev *Event) {
 		default:
 			s.skip()
 		}
-	}
+	})
 }
 
 var spanKinds = map[string]int32{
@@ -303,19 +226,9 @@ func (d *jsonDecoder) id(dst []byte, field string) {
 
 func (d *jsonDecoder) attributes(out []KeyValue) []KeyValue {
 	s := &d.s
-	if s.null() || !s.array() {
-		return out
-	}
-	for first := true; s.elem(&first); {
+	s.items(func() {
 		var kv KeyValue
-		if !s.object() {
-			return out
-		}
-		for first := true; ; {
-			k, ok := s.key(&first)
-			if !ok {
-				break
-			}
+		s.fields(func(k []byte) {
 			switch string(k) {
 			case "key":
 				kv.Key = d.str(s.str())
@@ -324,23 +237,16 @@ func (d *jsonDecoder) attributes(out []KeyValue) []KeyValue {
 			default:
 				s.skip()
 			}
-		}
+		})
 		out = append(out, kv)
-	}
+	})
 	return out
 }
 
 func (d *jsonDecoder) anyValue() Value {
 	s := &d.s
 	var v Value
-	if s.null() || !s.object() {
-		return v
-	}
-	for first := true; ; {
-		k, ok := s.key(&first)
-		if !ok {
-			break
-		}
+	s.fields(func(k []byte) {
 		switch string(k) {
 		case "stringValue", "string_value":
 			v = Value{Type: ValString, Str: d.str(s.str())}
@@ -359,7 +265,7 @@ func (d *jsonDecoder) anyValue() Value {
 		default:
 			s.skip()
 		}
-	}
+	})
 	return v
 }
 
