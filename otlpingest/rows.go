@@ -1,0 +1,218 @@
+package otlpingest
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Opt is a nullable column value.
+type Opt[T any] struct {
+	V  T
+	OK bool
+}
+
+func some[T any](v T, ok bool) Opt[T] { return Opt[T]{V: v, OK: ok} }
+
+// Where locates a row in the input.
+type Where struct {
+	File   string
+	Record int64
+}
+
+// JourneyEventRow is one api.* or journey.* event.
+type JourneyEventRow struct {
+	Where
+	TraceID, SpanID string
+	SpanName        string // llm_request or llm_core
+	RequestID       string // the span's gen_ai.request.id: the API id on API events, the engine id on journey events
+	Event           string
+	TimeUnixNano    uint64 // wall clock
+	TSMonotonic     Opt[float64]
+	TSMonotonicNs   Opt[int64]
+	SchedulerStep   Opt[int64]
+	Phase           Opt[string]
+	PrefillDone     Opt[int64]
+	PrefillTotal    Opt[int64]
+	DecodeDone      Opt[int64]
+	DecodeMax       Opt[int64]
+	NumPreemptions  Opt[int64]
+	ScheduleKind    Opt[string]
+	FinishStatus    Opt[string]
+	Reason          Opt[string]
+	Error           Opt[string]
+}
+
+// StepSpanInfo is what a step row carries of its scheduler_steps span.
+type StepSpanInfo struct {
+	TraceID, SpanID    string
+	SpanSequence       Opt[int64]
+	StepRangeStart     Opt[int64]
+	StepRangeEnd       Opt[int64]
+	ClosureInterval    Opt[int64]
+	DroppedEventsCount uint32
+}
+
+// StepRow is one step.BATCH_SUMMARY.
+type StepRow struct {
+	Where
+	StepSpanInfo
+	TimeUnixNano     uint64
+	StepID           int64
+	TSStartNs        int64
+	TSEndNs          Opt[int64]
+	DurationUs       Opt[int64] // scheduler CPU time only, not the step time
+	RunningDepth     Opt[int64]
+	WaitingDepth     Opt[int64]
+	NumPrefillReqs   Opt[int64]
+	NumDecodeReqs    Opt[int64]
+	ScheduledTokens  Opt[int64]
+	PrefillTokens    Opt[int64]
+	DecodeTokens     Opt[int64]
+	NumFinished      Opt[int64]
+	NumPreempted     Opt[int64]
+	KVBlocksTotalGPU Opt[int64]
+	KVBlocksFreeGPU  Opt[int64]
+	KVUsageGPURatio  Opt[float64]
+	HasRichSnapshots bool // a REQUEST_SNAPSHOT with this step id was seen in the same span
+}
+
+// SnapshotRow is one step.REQUEST_SNAPSHOT.
+type SnapshotRow struct {
+	Where
+	StepSpanInfo
+	TimeUnixNano            uint64
+	StepID                  int64
+	RequestID               string
+	Phase                   Opt[string]
+	NumPromptTokens         Opt[int64]
+	NumComputedTokens       Opt[int64]
+	NumOutputTokens         Opt[int64]
+	NumPreemptions          Opt[int64]
+	ScheduledTokensThisStep Opt[int64]
+	KVBlocksAllocatedGPU    Opt[int64]
+	KVBlocksCachedGPU       Opt[int64]
+	EffectivePromptLen      Opt[int64]
+}
+
+// Rows receives the rows of the event tables in input order.
+type Rows struct {
+	Journey   []JourneyEventRow
+	Steps     []StepRow
+	Snapshots []SnapshotRow
+	Issues    []Issue
+}
+
+func (r *Rows) issue(w Where, kind IssueKind, detail string) {
+	r.Issues = append(r.Issues, Issue{Kind: kind, File: w.File, Record: w.Record, Detail: detail})
+}
+
+// AddSpan turns one span's events into rows. Request spans also go to the
+// requests join, which is not this function's business.
+func (r *Rows) AddSpan(file string, sp *Span) {
+	w := Where{File: file, Record: sp.Record}
+	switch {
+	case sp.Name == SpanRequest, sp.Name == SpanCore:
+		r.journeySpan(w, sp)
+	case strings.HasPrefix(sp.Name, StepSpanPrefix):
+		r.stepSpan(w, sp)
+	default:
+		r.issue(w, IssueUnknownSpan, fmt.Sprintf("span %q (scope %q)", sp.Name, sp.Scope))
+	}
+	if sp.DroppedEventsCount > 0 {
+		r.issue(w, IssueDroppedEvents, fmt.Sprintf("span %q (%s) lost %d events to the SDK's per-span limit", sp.Name, sp.SpanID, sp.DroppedEventsCount))
+	}
+}
+
+func (r *Rows) journeySpan(w Where, sp *Span) {
+	specs, spanSpec := APIEvents, RequestSpanAttrs
+	if sp.Name == SpanCore {
+		specs, spanSpec = JourneyEvents, CoreSpanAttrs
+	}
+	issue := func(k IssueKind, d string) { r.issue(w, k, d) }
+	sa, _ := checkAttrs(spanSpec, sp.Attrs, "span "+sp.Name, issue)
+	reqID, _ := sa.Str("gen_ai.request.id")
+	for i := range sp.Events {
+		ev := &sp.Events[i]
+		spec := eventSpec(specs, ev.Name)
+		if spec == nil {
+			issue(IssueUnknownEvent, fmt.Sprintf("event %q on span %s", ev.Name, sp.Name))
+			continue
+		}
+		a, ok := checkAttrs(spec.Attrs, ev.Attrs, "event "+ev.Name, issue)
+		if !ok {
+			continue
+		}
+		row := JourneyEventRow{Where: w, TraceID: sp.TraceID.String(), SpanID: sp.SpanID.String(),
+			SpanName: sp.Name, RequestID: reqID, Event: ev.Name, TimeUnixNano: ev.TimeUnixNano}
+		if sp.Name == SpanRequest {
+			row.TSMonotonic = some(a.Double("event.ts.monotonic"))
+			row.Reason = some(a.Str("reason"))
+			row.Error = some(a.Str("error"))
+		} else {
+			row.TSMonotonic = some(a.Double("ts.monotonic"))
+			row.TSMonotonicNs = some(a.Int("ts.monotonic_ns"))
+			row.SchedulerStep = some(a.Int("scheduler.step"))
+			row.Phase = some(a.Str("phase"))
+			row.PrefillDone = some(a.Int("prefill.done_tokens"))
+			row.PrefillTotal = some(a.Int("prefill.total_tokens"))
+			row.DecodeDone = some(a.Int("decode.done_tokens"))
+			row.DecodeMax = some(a.Int("decode.max_tokens"))
+			row.NumPreemptions = some(a.Int("num_preemptions"))
+			row.ScheduleKind = some(a.Str("schedule.kind"))
+			row.FinishStatus = some(a.Str("finish.status"))
+		}
+		r.Journey = append(r.Journey, row)
+	}
+}
+
+func (r *Rows) stepSpan(w Where, sp *Span) {
+	issue := func(k IssueKind, d string) { r.issue(w, k, d) }
+	sa, _ := checkAttrs(StepSpanAttrs, sp.Attrs, "span "+sp.Name, issue)
+	info := StepSpanInfo{TraceID: sp.TraceID.String(), SpanID: sp.SpanID.String(),
+		SpanSequence: some(sa.Int("scheduler.span_sequence")), StepRangeStart: some(sa.Int("scheduler.step_range_start")),
+		StepRangeEnd: some(sa.Int("scheduler.step_range_end")), ClosureInterval: some(sa.Int("scheduler.closure_interval")),
+		DroppedEventsCount: sp.DroppedEventsCount}
+	firstStep := len(r.Steps)
+	rich := map[int64]bool{}
+	for i := range sp.Events {
+		ev := &sp.Events[i]
+		switch ev.Name {
+		case "step.BATCH_SUMMARY":
+			a, ok := checkAttrs(BatchSummaryAttrs, ev.Attrs, "event "+ev.Name, issue)
+			if !ok {
+				continue
+			}
+			id, _ := a.Int("step.id")
+			start, _ := a.Int("step.ts_start_ns")
+			r.Steps = append(r.Steps, StepRow{Where: w, StepSpanInfo: info, TimeUnixNano: ev.TimeUnixNano,
+				StepID: id, TSStartNs: start, TSEndNs: some(a.Int("step.ts_end_ns")),
+				DurationUs: some(a.Int("step.duration_us")), RunningDepth: some(a.Int("queue.running_depth")),
+				WaitingDepth: some(a.Int("queue.waiting_depth")), NumPrefillReqs: some(a.Int("batch.num_prefill_reqs")),
+				NumDecodeReqs: some(a.Int("batch.num_decode_reqs")), ScheduledTokens: some(a.Int("batch.scheduled_tokens")),
+				PrefillTokens: some(a.Int("batch.prefill_tokens")), DecodeTokens: some(a.Int("batch.decode_tokens")),
+				NumFinished: some(a.Int("batch.num_finished")), NumPreempted: some(a.Int("batch.num_preempted")),
+				KVBlocksTotalGPU: some(a.Int("kv.blocks_total_gpu")), KVBlocksFreeGPU: some(a.Int("kv.blocks_free_gpu")),
+				KVUsageGPURatio: some(a.Double("kv.usage_gpu_ratio"))})
+		case "step.REQUEST_SNAPSHOT":
+			a, ok := checkAttrs(RequestSnapshotAttrs, ev.Attrs, "event "+ev.Name, issue)
+			if !ok {
+				continue
+			}
+			id, _ := a.Int("step.id")
+			reqID, _ := a.Str("request.id")
+			rich[id] = true
+			r.Snapshots = append(r.Snapshots, SnapshotRow{Where: w, StepSpanInfo: info, TimeUnixNano: ev.TimeUnixNano,
+				StepID: id, RequestID: reqID, Phase: some(a.Str("request.phase")),
+				NumPromptTokens: some(a.Int("request.num_prompt_tokens")), NumComputedTokens: some(a.Int("request.num_computed_tokens")),
+				NumOutputTokens: some(a.Int("request.num_output_tokens")), NumPreemptions: some(a.Int("request.num_preemptions")),
+				ScheduledTokensThisStep: some(a.Int("request.scheduled_tokens_this_step")),
+				KVBlocksAllocatedGPU:    some(a.Int("kv.blocks_allocated_gpu")), KVBlocksCachedGPU: some(a.Int("kv.blocks_cached_gpu")),
+				EffectivePromptLen: some(a.Int("request.effective_prompt_len"))})
+		default:
+			issue(IssueUnknownEvent, fmt.Sprintf("event %q on span %s", ev.Name, sp.Name))
+		}
+	}
+	for i := firstStep; i < len(r.Steps); i++ {
+		r.Steps[i].HasRichSnapshots = rich[r.Steps[i].StepID]
+	}
+}
