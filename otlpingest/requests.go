@@ -1,0 +1,239 @@
+package otlpingest
+
+import (
+	"fmt"
+	"hash/fnv"
+	"sort"
+)
+
+// EventTime is one lifecycle event's time: monotonic seconds (both
+// processes' monotonic clocks are comparable on one host), monotonic
+// nanoseconds where the event carries them, and wall-clock nanoseconds.
+type EventTime struct {
+	MonoS  Opt[float64]
+	MonoNs Opt[int64]
+	WallNs Opt[uint64]
+}
+
+// RequestRow is one request: its API span joined to its engine span.
+type RequestRow struct {
+	TraceID         string
+	APISpanID       Opt[string]
+	CoreSpanID      Opt[string]
+	APIWhere        Opt[Where]
+	CoreWhere       Opt[Where]
+	APIRequestID    Opt[string]
+	EngineRequestID Opt[string]
+	Model           Opt[string]
+	Route           Opt[string]
+	PromptTokens    Opt[int64]
+	MaxTokens       Opt[int64]
+	N               Opt[int64]
+	Temperature     Opt[float64]
+	TopP            Opt[float64]
+
+	Arrived, HandoffToCore, FirstResponse, Departed, Aborted EventTime // API events
+	Queued, FirstScheduled, FirstToken, Finished             EventTime // journey events
+
+	AbortReason  Opt[string]
+	OutputTokens Opt[int64] // decode.done_tokens at FINISHED
+	Preemptions  Opt[int64] // num_preemptions at FINISHED, else the PREEMPTED events seen
+	FinishStatus Opt[string]
+}
+
+type joinKey struct {
+	trace TraceID
+	span  SpanID // the API span's id
+}
+
+type half struct {
+	row     RequestRow
+	api     bool // which halves are filled
+	core    bool
+	arrival int64
+}
+
+// Joiner pairs llm_request and llm_core spans through traceId and the core
+// span's parentSpanId, in whatever order and file they arrive. Memory holds
+// only requests whose second half has not arrived yet, plus an 8-byte hash
+// per completed request for duplicate detection.
+type Joiner struct {
+	pending map[joinKey]*half
+	done    map[uint64]struct{}
+	seq     int64
+	Rows    []RequestRow // completed, in completion order
+	Issues  []Issue
+}
+
+// NewJoiner returns an empty joiner.
+func NewJoiner() *Joiner {
+	return &Joiner{pending: map[joinKey]*half{}, done: map[uint64]struct{}{}}
+}
+
+func keyHash(k joinKey) uint64 {
+	h := fnv.New64a()
+	h.Write(k.trace[:])
+	h.Write(k.span[:])
+	return h.Sum64()
+}
+
+// AddSpan takes llm_request and llm_core spans and ignores the rest.
+func (j *Joiner) AddSpan(file string, sp *Span) {
+	w := Where{File: file, Record: sp.Record}
+	var k joinKey
+	isAPI := sp.Name == SpanRequest
+	switch {
+	case isAPI:
+		k = joinKey{sp.TraceID, sp.SpanID}
+	case sp.Name == SpanCore:
+		k = joinKey{sp.TraceID, sp.ParentSpanID}
+	default:
+		return
+	}
+	if _, dup := j.done[keyHash(k)]; dup {
+		j.issue(w, IssueDuplicateSpan, fmt.Sprintf("%s span %s of trace %s after its request was complete", sp.Name, sp.SpanID, sp.TraceID))
+		return
+	}
+	h := j.pending[k]
+	if h == nil {
+		h = &half{arrival: j.seq, row: RequestRow{TraceID: sp.TraceID.String()}}
+		j.seq++
+		j.pending[k] = h
+	}
+	if (isAPI && h.api) || (!isAPI && h.core) {
+		j.issue(w, IssueDuplicateSpan, fmt.Sprintf("%s span %s of trace %s seen twice", sp.Name, sp.SpanID, sp.TraceID))
+		return
+	}
+	if isAPI {
+		h.api = true
+		fillAPI(&h.row, w, sp)
+	} else {
+		h.core = true
+		fillCore(&h.row, w, sp)
+	}
+	if h.api && h.core {
+		j.Rows = append(j.Rows, h.row)
+		delete(j.pending, k)
+		j.done[keyHash(k)] = struct{}{}
+	}
+}
+
+func (j *Joiner) issue(w Where, kind IssueKind, detail string) {
+	j.Issues = append(j.Issues, Issue{Kind: kind, File: w.File, Record: w.Record, Detail: detail})
+}
+
+// Finish emits the requests that never found their other half, in the
+// order their first half arrived, and counts them.
+func (j *Joiner) Finish() {
+	left := make([]*half, 0, len(j.pending))
+	for _, h := range j.pending {
+		left = append(left, h)
+	}
+	sort.Slice(left, func(a, b int) bool { return left[a].arrival < left[b].arrival })
+	for _, h := range left {
+		if h.api {
+			w := h.row.APIWhere.V
+			j.issue(w, IssueOrphanAPISpan, fmt.Sprintf("llm_request %s (%s) of trace %s has no llm_core span", h.row.APISpanID.V, h.row.APIRequestID.V, h.row.TraceID))
+		} else {
+			w := h.row.CoreWhere.V
+			j.issue(w, IssueOrphanCoreSpan, fmt.Sprintf("llm_core %s (%s) of trace %s has no llm_request span", h.row.CoreSpanID.V, h.row.EngineRequestID.V, h.row.TraceID))
+		}
+		j.Rows = append(j.Rows, h.row)
+	}
+	j.pending = map[joinKey]*half{}
+}
+
+// Pending is the number of requests waiting for their other half.
+func (j *Joiner) Pending() int { return len(j.pending) }
+
+func fillAPI(r *RequestRow, w Where, sp *Span) {
+	a, _ := checkAttrs(RequestSpanAttrs, sp.Attrs, "", func(IssueKind, string) {}) // Rows reports the issues
+	r.APISpanID = some(sp.SpanID.String(), true)
+	r.APIWhere = some(w, true)
+	r.APIRequestID = some(a.Str("gen_ai.request.id"))
+	r.Model = some(a.Str("gen_ai.response.model"))
+	r.Route = some(a.Str("http.route"))
+	r.PromptTokens = some(a.Int("gen_ai.usage.prompt_tokens"))
+	r.MaxTokens = some(a.Int("gen_ai.request.max_tokens"))
+	r.N = some(a.Int("gen_ai.request.n"))
+	r.Temperature = some(a.Double("gen_ai.request.temperature"))
+	r.TopP = some(a.Double("gen_ai.request.top_p"))
+	for i := range sp.Events {
+		ev := &sp.Events[i]
+		var t *EventTime
+		switch ev.Name {
+		case "api.ARRIVED":
+			t = &r.Arrived
+		case "api.HANDOFF_TO_CORE":
+			t = &r.HandoffToCore
+		case "api.FIRST_RESPONSE_FROM_CORE":
+			t = &r.FirstResponse
+		case "api.DEPARTED":
+			t = &r.Departed
+		case "api.ABORTED":
+			t = &r.Aborted
+			if v, ok := ev.Attr("reason"); ok && v.Type == ValString {
+				r.AbortReason = some(v.Str, true)
+			}
+		default:
+			continue
+		}
+		if t.WallNs.OK {
+			continue // the first occurrence wins
+		}
+		t.WallNs = some(ev.TimeUnixNano, true)
+		if v, ok := ev.Attr("event.ts.monotonic"); ok && v.Type == ValDouble {
+			t.MonoS = some(v.Double, true)
+		}
+	}
+}
+
+func fillCore(r *RequestRow, w Where, sp *Span) {
+	r.CoreSpanID = some(sp.SpanID.String(), true)
+	r.CoreWhere = some(w, true)
+	if v, ok := sp.Attr("gen_ai.request.id"); ok && v.Type == ValString {
+		r.EngineRequestID = some(v.Str, true)
+	}
+	preempted := int64(0)
+	for i := range sp.Events {
+		ev := &sp.Events[i]
+		var t *EventTime
+		switch ev.Name {
+		case "journey.QUEUED":
+			t = &r.Queued
+		case "journey.SCHEDULED":
+			t = &r.FirstScheduled
+		case "journey.FIRST_TOKEN":
+			t = &r.FirstToken
+		case "journey.PREEMPTED":
+			preempted++
+			continue
+		case "journey.FINISHED":
+			t = &r.Finished
+			if v, ok := ev.Attr("decode.done_tokens"); ok && v.Type == ValInt {
+				r.OutputTokens = some(v.Int, true)
+			}
+			if v, ok := ev.Attr("num_preemptions"); ok && v.Type == ValInt {
+				r.Preemptions = some(v.Int, true)
+			}
+			if v, ok := ev.Attr("finish.status"); ok && v.Type == ValString {
+				r.FinishStatus = some(v.Str, true)
+			}
+		default:
+			continue
+		}
+		if t.WallNs.OK {
+			continue // first SCHEDULED, not a RESUME
+		}
+		t.WallNs = some(ev.TimeUnixNano, true)
+		if v, ok := ev.Attr("ts.monotonic"); ok && v.Type == ValDouble {
+			t.MonoS = some(v.Double, true)
+		}
+		if v, ok := ev.Attr("ts.monotonic_ns"); ok && v.Type == ValInt {
+			t.MonoNs = some(v.Int, true)
+		}
+	}
+	if !r.Preemptions.OK {
+		r.Preemptions = some(preempted, true)
+	}
+}
