@@ -178,13 +178,22 @@ func fillAPI(r *RequestRow, w Where, sp *Span) {
 		default:
 			continue
 		}
-		if t.WallNs.OK {
-			continue // the first occurrence wins
-		}
-		t.WallNs = some(ev.TimeUnixNano, true)
-		if v, ok := ev.Attr("event.ts.monotonic"); ok && v.Type == ValDouble {
-			t.MonoS = some(v.Double, true)
-		}
+		stamp(t, ev, "event.ts.monotonic", "")
+	}
+}
+
+// stamp records an event's times unless an earlier occurrence did: the
+// first SCHEDULED is the first schedule, not a RESUME.
+func stamp(t *EventTime, ev *Event, monoKey, nsKey string) {
+	if t.WallNs.OK {
+		return
+	}
+	t.WallNs = some(ev.TimeUnixNano, true)
+	if v, ok := ev.Attr(monoKey); ok && v.Type == ValDouble {
+		t.MonoS = some(v.Double, true)
+	}
+	if v, ok := ev.Attr(nsKey); ok && nsKey != "" && v.Type == ValInt {
+		t.MonoNs = some(v.Int, true)
 	}
 }
 
@@ -222,16 +231,7 @@ func fillCore(r *RequestRow, w Where, sp *Span) {
 		default:
 			continue
 		}
-		if t.WallNs.OK {
-			continue // first SCHEDULED, not a RESUME
-		}
-		t.WallNs = some(ev.TimeUnixNano, true)
-		if v, ok := ev.Attr("ts.monotonic"); ok && v.Type == ValDouble {
-			t.MonoS = some(v.Double, true)
-		}
-		if v, ok := ev.Attr("ts.monotonic_ns"); ok && v.Type == ValInt {
-			t.MonoNs = some(v.Int, true)
-		}
+		stamp(t, ev, "ts.monotonic", "ts.monotonic_ns")
 	}
 	if !r.Preemptions.OK {
 		r.Preemptions = some(preempted, true)
