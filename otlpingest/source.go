@@ -25,6 +25,7 @@ const (
 	FormatJSONLines    Format = "json-lines"    // one ExportTraceServiceRequest per line
 	FormatJSONDocument Format = "json-document" // a single ExportTraceServiceRequest
 	FormatProto        Format = "proto"         // 4-byte big-endian length, then the message
+	FormatKVEvents     Format = "kv-events"     // vLLM KV events subscriber JSON lines: [ts, [event, ...], dp_rank?]
 )
 
 // Compression is a file's outer encoding, detected from its magic bytes.
@@ -68,6 +69,7 @@ type FileInfo struct {
 	Format            Format      `json:"format"`
 	Records           int64       `json:"records"`
 	Spans             int64       `json:"spans"`
+	KVEvents          int64       `json:"kv_events"`
 }
 
 // Batch is what the reader hands the consumer, in input order: the spans
@@ -76,6 +78,7 @@ type FileInfo struct {
 type Batch struct {
 	File     string
 	Spans    []Span
+	KVEvents []KVEventRow
 	Issues   []Issue
 	FileDone *FileInfo
 }
@@ -192,6 +195,7 @@ func ReadSources(files []Source, opt ReadOptions, consume func(*Batch) error) er
 
 	pending := map[int]*decodedChunk{}
 	next := 0
+	fileSpans, fileKV := int64(0), int64(0) // files are read one after another, so batches of a file are contiguous
 	var consumeErr error
 	for r := range results {
 		pending[r.seq] = r
@@ -202,6 +206,12 @@ func ReadSources(files []Source, opt ReadOptions, consume func(*Batch) error) er
 			}
 			delete(pending, next)
 			next++
+			fileSpans += int64(len(d.batch.Spans))
+			fileKV += int64(len(d.batch.KVEvents))
+			if d.batch.FileDone != nil {
+				d.batch.FileDone.Spans, d.batch.FileDone.KVEvents = fileSpans, fileKV
+				fileSpans, fileKV = 0, 0
+			}
 			if consumeErr == nil {
 				if err := consume(&d.batch); err != nil {
 					consumeErr = err
@@ -244,6 +254,20 @@ func decodeChunk(c *chunk, jd *jsonDecoder, pd *protoDecoder) *decodedChunk {
 			if d.batch.Spans, err = jd.decode(line, rec, d.batch.Spans); err != nil {
 				bad(rec, err)
 			}
+		}
+	case FormatKVEvents:
+		rec := c.firstRecord
+		for data := c.data; len(data) > 0; rec++ {
+			line := data
+			if i := bytes.IndexByte(data, '\n'); i >= 0 {
+				line, data = data[:i], data[i+1:]
+			} else {
+				data = nil
+			}
+			if len(bytes.TrimSpace(line)) == 0 {
+				continue
+			}
+			d.batch.KVEvents, d.batch.Issues = decodeKVLine(line, Where{c.file, rec}, d.batch.KVEvents, d.batch.Issues)
 		}
 	case FormatJSONDocument:
 		var err error
@@ -335,8 +359,8 @@ func readFile(src Source, chunkBytes int, emit func(*chunk) bool, progress func(
 		err = nil
 	}
 	switch info.Format {
-	case FormatJSONLines:
-		err = chunkLines(path, body, chunkBytes, emit, tick, info, readIssue)
+	case FormatJSONLines, FormatKVEvents:
+		err = chunkLines(path, info.Format, body, chunkBytes, emit, tick, info, readIssue)
 	case FormatJSONDocument:
 		var data []byte
 		data, err = io.ReadAll(io.LimitReader(body, maxRecordBytes+1))
@@ -393,6 +417,9 @@ func detectFormat(r *bufio.Reader) (Format, error) {
 	if len(trimmed) == 0 {
 		return FormatEmpty, err
 	}
+	if trimmed[0] == '[' {
+		return FormatKVEvents, nil
+	}
 	if trimmed[0] != '{' {
 		return FormatProto, nil
 	}
@@ -427,7 +454,7 @@ func fill(r io.Reader, buf []byte) (int, error) {
 	return n, nil
 }
 
-func chunkLines(path string, r io.Reader, chunkBytes int, emit func(*chunk) bool, tick func(), info *FileInfo, readIssue func(int64, error)) error {
+func chunkLines(path string, format Format, r io.Reader, chunkBytes int, emit func(*chunk) bool, tick func(), info *FileInfo, readIssue func(int64, error)) error {
 	var carry []byte
 	line := int64(1)
 	for {
@@ -467,7 +494,7 @@ func chunkLines(path string, r io.Reader, chunkBytes int, emit func(*chunk) bool
 				records++
 			}
 			info.Records += records
-			if !emit(&chunk{file: path, format: FormatJSONLines, firstRecord: line, data: data[:cut]}) {
+			if !emit(&chunk{file: path, format: format, firstRecord: line, data: data[:cut]}) {
 				return nil
 			}
 			line += nl
