@@ -77,8 +77,10 @@ func keyHash(k joinKey) uint64 {
 	return h.Sum64()
 }
 
-// AddSpan takes llm_request and llm_core spans and ignores the rest.
-func (j *Joiner) AddSpan(file string, sp *Span) {
+// AddSpan takes llm_request and llm_core spans and ignores the rest. It
+// returns false for a span seen before, which is counted and must not be
+// turned into rows a second time.
+func (j *Joiner) AddSpan(file string, sp *Span) bool {
 	w := Where{File: file, Record: sp.Record}
 	var k joinKey
 	isAPI := sp.Name == SpanRequest
@@ -88,11 +90,11 @@ func (j *Joiner) AddSpan(file string, sp *Span) {
 	case sp.Name == SpanCore:
 		k = joinKey{sp.TraceID, sp.ParentSpanID}
 	default:
-		return
+		return true
 	}
 	if _, dup := j.done[keyHash(k)]; dup {
 		j.issue(w, IssueDuplicateSpan, fmt.Sprintf("%s span %s of trace %s after its request was complete", sp.Name, sp.SpanID, sp.TraceID))
-		return
+		return false
 	}
 	h := j.pending[k]
 	if h == nil {
@@ -102,7 +104,7 @@ func (j *Joiner) AddSpan(file string, sp *Span) {
 	}
 	if (isAPI && h.api) || (!isAPI && h.core) {
 		j.issue(w, IssueDuplicateSpan, fmt.Sprintf("%s span %s of trace %s seen twice", sp.Name, sp.SpanID, sp.TraceID))
-		return
+		return false
 	}
 	if isAPI {
 		h.api = true
@@ -116,6 +118,7 @@ func (j *Joiner) AddSpan(file string, sp *Span) {
 		delete(j.pending, k)
 		j.done[keyHash(k)] = struct{}{}
 	}
+	return true
 }
 
 func (j *Joiner) issue(w Where, kind IssueKind, detail string) {

@@ -19,15 +19,24 @@ type Where struct {
 	Record int64
 }
 
+// At locates an event: its record and its position among its span's
+// events (0-based), or among a KV-events line's events.
+type At struct {
+	Where
+	EventIndex int32
+}
+
 // JourneyEventRow is one api.* or journey.* event.
 type JourneyEventRow struct {
-	Where
+	At
 	TraceID, SpanID string
 	SpanName        string // llm_request or llm_core
 	RequestID       string // the span's gen_ai.request.id: the API id on API events, the engine id on journey events
 	Event           string
-	TimeUnixNano    uint64 // wall clock
-	TSMonotonic     Opt[float64]
+	TimeUnixNano    uint64       // wall clock
+	EventTSMono     Opt[float64] // event.ts.monotonic (API events)
+	EventType       Opt[string]  // event.type (journey events)
+	TSMonotonic     Opt[float64] // ts.monotonic (journey events)
 	TSMonotonicNs   Opt[int64]
 	SchedulerStep   Opt[int64]
 	Phase           Opt[string]
@@ -54,7 +63,7 @@ type StepSpanInfo struct {
 
 // StepRow is one step.BATCH_SUMMARY.
 type StepRow struct {
-	Where
+	At
 	StepSpanInfo
 	TimeUnixNano     uint64
 	StepID           int64
@@ -78,7 +87,7 @@ type StepRow struct {
 
 // SnapshotRow is one step.REQUEST_SNAPSHOT.
 type SnapshotRow struct {
-	Where
+	At
 	StepSpanInfo
 	TimeUnixNano            uint64
 	StepID                  int64
@@ -100,6 +109,8 @@ type Rows struct {
 	Steps     []StepRow
 	Snapshots []SnapshotRow
 	Issues    []Issue
+
+	stepSpans map[uint64]struct{} // hashes of the step spans seen, to skip duplicates
 }
 
 func (r *Rows) issue(w Where, kind IssueKind, detail string) {
@@ -107,13 +118,23 @@ func (r *Rows) issue(w Where, kind IssueKind, detail string) {
 }
 
 // AddSpan turns one span's events into rows. Request spans also go to the
-// requests join, which is not this function's business.
+// requests join, which is not this function's business (and which finds
+// their duplicates); a step span seen twice is counted and skipped here.
 func (r *Rows) AddSpan(file string, sp *Span) {
 	w := Where{File: file, Record: sp.Record}
 	switch {
 	case sp.Name == SpanRequest, sp.Name == SpanCore:
 		r.journeySpan(w, sp)
 	case strings.HasPrefix(sp.Name, StepSpanPrefix):
+		if r.stepSpans == nil {
+			r.stepSpans = map[uint64]struct{}{}
+		}
+		h := keyHash(joinKey{sp.TraceID, sp.SpanID})
+		if _, dup := r.stepSpans[h]; dup {
+			r.issue(w, IssueDuplicateSpan, fmt.Sprintf("step span %q (%s) seen twice", sp.Name, sp.SpanID))
+			return
+		}
+		r.stepSpans[h] = struct{}{}
 		r.stepSpan(w, sp)
 	default:
 		r.issue(w, IssueUnknownSpan, fmt.Sprintf("span %q (scope %q)", sp.Name, sp.Scope))
@@ -142,13 +163,14 @@ func (r *Rows) journeySpan(w Where, sp *Span) {
 		if !ok {
 			continue
 		}
-		row := JourneyEventRow{Where: w, TraceID: sp.TraceID.String(), SpanID: sp.SpanID.String(),
+		row := JourneyEventRow{At: At{w, int32(i)}, TraceID: sp.TraceID.String(), SpanID: sp.SpanID.String(),
 			SpanName: sp.Name, RequestID: reqID, Event: ev.Name, TimeUnixNano: ev.TimeUnixNano}
 		if sp.Name == SpanRequest {
-			row.TSMonotonic = some(a.Double("event.ts.monotonic"))
+			row.EventTSMono = some(a.Double("event.ts.monotonic"))
 			row.Reason = some(a.Str("reason"))
 			row.Error = some(a.Str("error"))
 		} else {
+			row.EventType = some(a.Str("event.type"))
 			row.TSMonotonic = some(a.Double("ts.monotonic"))
 			row.TSMonotonicNs = some(a.Int("ts.monotonic_ns"))
 			row.SchedulerStep = some(a.Int("scheduler.step"))
@@ -184,7 +206,7 @@ func (r *Rows) stepSpan(w Where, sp *Span) {
 			}
 			id, _ := a.Int("step.id")
 			start, _ := a.Int("step.ts_start_ns")
-			r.Steps = append(r.Steps, StepRow{Where: w, StepSpanInfo: info, TimeUnixNano: ev.TimeUnixNano,
+			r.Steps = append(r.Steps, StepRow{At: At{w, int32(i)}, StepSpanInfo: info, TimeUnixNano: ev.TimeUnixNano,
 				StepID: id, TSStartNs: start, TSEndNs: some(a.Int("step.ts_end_ns")),
 				DurationUs: some(a.Int("step.duration_us")), RunningDepth: some(a.Int("queue.running_depth")),
 				WaitingDepth: some(a.Int("queue.waiting_depth")), NumPrefillReqs: some(a.Int("batch.num_prefill_reqs")),
@@ -201,7 +223,7 @@ func (r *Rows) stepSpan(w Where, sp *Span) {
 			id, _ := a.Int("step.id")
 			reqID, _ := a.Str("request.id")
 			rich[id] = true
-			r.Snapshots = append(r.Snapshots, SnapshotRow{Where: w, StepSpanInfo: info, TimeUnixNano: ev.TimeUnixNano,
+			r.Snapshots = append(r.Snapshots, SnapshotRow{At: At{w, int32(i)}, StepSpanInfo: info, TimeUnixNano: ev.TimeUnixNano,
 				StepID: id, RequestID: reqID, Phase: some(a.Str("request.phase")),
 				NumPromptTokens: some(a.Int("request.num_prompt_tokens")), NumComputedTokens: some(a.Int("request.num_computed_tokens")),
 				NumOutputTokens: some(a.Int("request.num_output_tokens")), NumPreemptions: some(a.Int("request.num_preemptions")),

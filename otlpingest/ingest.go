@@ -1,0 +1,303 @@
+package otlpingest
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// Options configure Ingest; zero values take defaults.
+type Options struct {
+	OutDir     string
+	Workers    int // decoding goroutines; default GOMAXPROCS
+	ChunkBytes int // default 4 MiB
+	// Strict makes the first counted issue an error; nothing is written.
+	Strict bool
+	// MaxIssueDetails caps the issues kept with their location, per kind;
+	// counts are always complete. Default 100.
+	MaxIssueDetails int
+	// Tool names the program in the manifest and the Parquet created_by.
+	Tool string
+	// Progress is called with the input bytes read so far (compressed).
+	Progress func(bytesRead int64)
+}
+
+// Manifest describes one ingest run. It holds no wall-clock time, so the
+// same inputs give the same manifest.
+type Manifest struct {
+	SchemaVersion int          `json:"schema_version"`
+	Tool          string       `json:"tool"`
+	Strict        bool         `json:"strict"`
+	Inputs        []FileInfo   `json:"inputs"`
+	Tables        []TableInfo  `json:"tables"`
+	Issues        IssueSummary `json:"issues"`
+}
+
+// TableInfo is one written table.
+type TableInfo struct {
+	Name    string   `json:"name"`
+	File    string   `json:"file"`
+	Rows    int64    `json:"rows"`
+	Columns []Column `json:"columns"`
+}
+
+// IssueCount is the number of issues of one kind.
+type IssueCount struct {
+	Kind  IssueKind `json:"kind"`
+	Count int64     `json:"count"`
+}
+
+// IssueSummary counts every issue and keeps the first few of each kind
+// with their location, in input order.
+type IssueSummary struct {
+	Total           int64        `json:"total"`
+	ByKind          []IssueCount `json:"by_kind"` // sorted by kind
+	MaxDetails      int          `json:"max_details_per_kind"`
+	Details         []Issue      `json:"details"`
+	DetailsComplete bool         `json:"details_complete"` // false when a cap was hit
+}
+
+type issueSink struct {
+	max    int
+	counts map[IssueKind]int64
+	sum    IssueSummary
+}
+
+func (s *issueSink) add(is []Issue) {
+	for _, i := range is {
+		s.counts[i.Kind]++
+		s.sum.Total++
+		if s.counts[i.Kind] <= int64(s.max) {
+			s.sum.Details = append(s.sum.Details, i)
+		}
+	}
+}
+
+func (s *issueSink) summary() IssueSummary {
+	out := s.sum
+	out.MaxDetails = s.max
+	out.ByKind = []IssueCount{}
+	out.DetailsComplete = true
+	for k, n := range s.counts {
+		out.ByKind = append(out.ByKind, IssueCount{k, n})
+		if n > int64(s.max) {
+			out.DetailsComplete = false
+		}
+	}
+	sort.Slice(out.ByKind, func(a, b int) bool { return out.ByKind[a].Kind < out.ByKind[b].Kind })
+	if out.Details == nil {
+		out.Details = []Issue{}
+	}
+	return out
+}
+
+// StrictError is returned by a strict run at the first issue.
+type StrictError struct{ Issue Issue }
+
+func (e *StrictError) Error() string { return "strict: " + e.Issue.String() }
+
+// outputs holds the five table writers and their temporary files.
+type outputs struct {
+	dir       string
+	tmp       []string
+	closers   []func() error
+	requests  *tableWriter[RequestRow]
+	journey   *tableWriter[JourneyEventRow]
+	steps     *tableWriter[StepRow]
+	snapshots *tableWriter[SnapshotRow]
+	kv        *tableWriter[KVEventRow]
+}
+
+func create[R any](o *outputs, name string, defs []colDef[R], tool string) (*tableWriter[R], error) {
+	path := filepath.Join(o.dir, name+".parquet.tmp")
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	o.tmp = append(o.tmp, path)
+	t, err := newTableWriter(name, defs, f, tool)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	o.closers = append(o.closers, t.close)
+	return t, nil
+}
+
+func openOutputs(dir, tool string) (*outputs, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	o := &outputs{dir: dir}
+	var err error
+	if o.requests, err = create(o, TableRequests, requestCols, tool); err != nil {
+		return o, err
+	}
+	if o.journey, err = create(o, TableJourneyEvents, journeyCols, tool); err != nil {
+		return o, err
+	}
+	if o.steps, err = create(o, TableSteps, stepCols, tool); err != nil {
+		return o, err
+	}
+	if o.snapshots, err = create(o, TableRequestSnapshots, snapshotCols, tool); err != nil {
+		return o, err
+	}
+	o.kv, err = create(o, TableKVEvents, kvCols, tool)
+	return o, err
+}
+
+// abort closes what is open and removes the temporary files.
+func (o *outputs) abort() {
+	for _, c := range o.closers {
+		_ = c()
+	}
+	for _, p := range o.tmp {
+		os.Remove(p)
+	}
+}
+
+// commit closes every table and renames it into place.
+func (o *outputs) commit() ([]TableInfo, error) {
+	type tbl struct {
+		name string
+		rows int64
+		cl   func() error
+	}
+	tbls := []tbl{
+		{TableRequests, o.requests.rows, o.requests.close},
+		{TableJourneyEvents, o.journey.rows, o.journey.close},
+		{TableSteps, o.steps.rows, o.steps.close},
+		{TableRequestSnapshots, o.snapshots.rows, o.snapshots.close},
+		{TableKVEvents, o.kv.rows, o.kv.close},
+	}
+	var infos []TableInfo
+	var errs []error
+	for _, t := range tbls {
+		if err := t.cl(); err != nil {
+			errs = append(errs, err)
+		}
+		infos = append(infos, TableInfo{Name: t.name, File: t.name + ".parquet", Rows: t.rows, Columns: TableColumns(t.name)})
+	}
+	if err := errors.Join(errs...); err != nil {
+		for _, p := range o.tmp {
+			os.Remove(p)
+		}
+		return nil, err
+	}
+	for _, t := range tbls {
+		final := filepath.Join(o.dir, t.name+".parquet")
+		if err := os.Rename(final+".tmp", final); err != nil {
+			return nil, err
+		}
+	}
+	return infos, nil
+}
+
+// Ingest reads trace and KV-event files and writes the five tables and
+// manifest.json into opt.OutDir. Inputs are read in the order given; the
+// output depends only on their content and order, not on the number of
+// workers. Memory holds the chunks being decoded, one Arrow record batch
+// per table, and the requests whose other half has not arrived yet.
+func Ingest(inputs []Source, opt Options) (*Manifest, error) {
+	if opt.MaxIssueDetails <= 0 {
+		opt.MaxIssueDetails = 100
+	}
+	if opt.Tool == "" {
+		opt.Tool = "blis calibrate ingest"
+	}
+	out, err := openOutputs(opt.OutDir, opt.Tool)
+	if err != nil {
+		if out != nil {
+			out.abort()
+		}
+		return nil, err
+	}
+	sink := &issueSink{max: opt.MaxIssueDetails, counts: map[IssueKind]int64{}}
+	m := &Manifest{SchemaVersion: SchemaVersion, Tool: opt.Tool, Strict: opt.Strict, Inputs: []FileInfo{}}
+	rows := &Rows{}
+	join := NewJoiner()
+
+	// flushIssues moves the collected issues to the sink, or stops a strict run.
+	flushIssues := func(is ...[]Issue) error {
+		for _, list := range is {
+			if opt.Strict && len(list) > 0 {
+				return &StrictError{list[0]}
+			}
+			sink.add(list)
+		}
+		return nil
+	}
+	drain := func() error {
+		if err := out.journey.append(rows.Journey); err != nil {
+			return err
+		}
+		if err := out.steps.append(rows.Steps); err != nil {
+			return err
+		}
+		if err := out.snapshots.append(rows.Snapshots); err != nil {
+			return err
+		}
+		if err := out.requests.append(join.Rows); err != nil {
+			return err
+		}
+		err := flushIssues(rows.Issues, join.Issues)
+		rows.Journey, rows.Steps, rows.Snapshots, rows.Issues = rows.Journey[:0], rows.Steps[:0], rows.Snapshots[:0], rows.Issues[:0]
+		join.Rows, join.Issues = join.Rows[:0], join.Issues[:0]
+		return err
+	}
+
+	err = ReadSources(inputs, ReadOptions{Workers: opt.Workers, ChunkBytes: opt.ChunkBytes, Progress: opt.Progress}, func(b *Batch) error {
+		// Issues are passed on in input (record) order, whatever the chunking:
+		// the reader's own issues interleaved with those of the spans.
+		k := 0
+		for i := range b.Spans {
+			j := k
+			for j < len(b.Issues) && b.Issues[j].Record < b.Spans[i].Record {
+				j++
+			}
+			if err := flushIssues(b.Issues[k:j]); err != nil {
+				return err
+			}
+			k = j
+			if join.AddSpan(b.File, &b.Spans[i]) {
+				rows.AddSpan(b.File, &b.Spans[i])
+			}
+			if err := flushIssues(join.Issues, rows.Issues); err != nil {
+				return err
+			}
+			join.Issues, rows.Issues = join.Issues[:0], rows.Issues[:0]
+		}
+		if err := flushIssues(b.Issues[k:]); err != nil {
+			return err
+		}
+		if err := out.kv.append(b.KVEvents); err != nil {
+			return err
+		}
+		if b.FileDone != nil {
+			m.Inputs = append(m.Inputs, *b.FileDone)
+		}
+		return drain()
+	})
+	if err == nil {
+		join.Finish()
+		err = drain()
+	}
+	if err != nil {
+		out.abort()
+		return nil, err
+	}
+	if m.Tables, err = out.commit(); err != nil {
+		return nil, err
+	}
+	m.Issues = sink.summary()
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(opt.OutDir, "manifest.json"), append(data, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
