@@ -67,7 +67,7 @@ func bvKV(k string, v bool) KeyValue {
 // Times: wall clock starts at base; monotonic seconds at 1000.
 const baseWall = uint64(1_763_700_000_000_000_000)
 
-func wall(ms float64) uint64 { return baseWall + uint64(ms*1e6) }
+func wall(ms float64) uint64  { return baseWall + uint64(ms*1e6) }
 func monoNs(ms float64) int64 { return 1_000_000_000_000 + int64(ms*1e6) }
 
 func apiReq(trace, span byte, id, route string, prompt, maxTok int64, events ...Event) Span {
