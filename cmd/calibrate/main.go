@@ -1,7 +1,7 @@
-// Command calibrate turns vLLM traces into physics-model coefficients. Today
-// it has one subcommand, physics, which shows the derived constants and
-// feature vectors of a (model, hardware, TP, vLLM knobs) configuration;
-// ingest, fit and predict follow.
+// Command calibrate turns vLLM traces into physics-model coefficients.
+// physics shows the derived constants and feature vectors of a (model,
+// hardware, TP, vLLM knobs) configuration; ingest turns OTLP traces and
+// KV-event logs into Parquet tables; fit and predict follow.
 package main
 
 import (
@@ -26,10 +26,10 @@ func newRootCmd() *cobra.Command {
 simulator uses: 11 alpha features for queueing delay and 16 beta features for
 step time, each normalized by the hardware ceiling that governs it.
 
-The formulas are in docs/physics-spec.md.`,
+The formulas are in docs/physics-spec.md; the trace tables in docs/ingest.md.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newPhysicsCmd())
+	root.AddCommand(newPhysicsCmd(), newIngestCmd())
 	return root
 }
