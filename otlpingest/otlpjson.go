@@ -13,6 +13,31 @@ import (
 type jsonDecoder struct {
 	s      scanner
 	intern map[string]string
+	// Attributes and events are decoded into scratch space, then copied
+	// into large slabs that many spans share: one allocation per few
+	// thousand values instead of a growing slice per event.
+	kvTmp  []KeyValue
+	evTmp  []Event
+	kvSlab []KeyValue
+	evSlab []Event
+	// lastKeys[i] is the key last decoded at position i of an attribute list.
+	lastKeys []string
+}
+
+const slabLen = 4096
+
+// slab copies src to the end of *slab (a new slab when it is full) and
+// returns the copy, capped so that later appends never touch it.
+func slab[T any](slab *[]T, src []T) []T {
+	if len(src) == 0 {
+		return nil
+	}
+	if cap(*slab)-len(*slab) < len(src) {
+		*slab = make([]T, 0, max(slabLen, len(src)))
+	}
+	n := len(*slab)
+	*slab = append(*slab, src...)
+	return (*slab)[n:len(*slab):len(*slab)]
 }
 
 func newJSONDecoder() *jsonDecoder {
@@ -35,6 +60,23 @@ func (d *jsonDecoder) str(b []byte) string {
 		d.intern[v] = v
 	}
 	return v
+}
+
+// key interns an attribute key. Events of one kind list their keys in the
+// same order, so the key last seen at this position is usually the one:
+// a byte comparison instead of a map lookup.
+func (d *jsonDecoder) key(pos int, b []byte) string {
+	if pos < len(d.lastKeys) && d.lastKeys[pos] == string(b) {
+		return d.lastKeys[pos]
+	}
+	k := d.str(b)
+	if pos < 64 {
+		for len(d.lastKeys) <= pos {
+			d.lastKeys = append(d.lastKeys, "")
+		}
+		d.lastKeys[pos] = k
+	}
+	return k
 }
 
 // decode appends the spans of one ExportTraceServiceRequest to out. On
@@ -141,10 +183,18 @@ func (d *jsonDecoder) span(sp *Span) {
 		case "attributes":
 			sp.Attrs = d.attributes(sp.Attrs)
 		case "events":
+			evs := d.evTmp[:0]
 			s.items(func() {
-				sp.Events = append(sp.Events, Event{})
-				d.event(&sp.Events[len(sp.Events)-1])
+				evs = append(evs, Event{})
+				d.event(&evs[len(evs)-1])
 			})
+			d.evTmp = evs
+			if sp.Events == nil {
+				sp.Events = slab(&d.evSlab, evs)
+			} else { // a repeated "events" key appends
+				sp.Events = append(sp.Events, evs...)
+			}
+			clear(evs) // drop references held by the scratch space
 		case "droppedEventsCount", "dropped_events_count":
 			v := s.uint64()
 			if v > 1<<32-1 {
@@ -226,21 +276,27 @@ func (d *jsonDecoder) id(dst []byte, field string) {
 
 func (d *jsonDecoder) attributes(out []KeyValue) []KeyValue {
 	s := &d.s
+	tmp := d.kvTmp[:0]
 	s.items(func() {
 		var kv KeyValue
+		pos := len(tmp)
 		s.fields(func(k []byte) {
 			switch string(k) {
 			case "key":
-				kv.Key = d.str(s.str())
+				kv.Key = d.key(pos, s.str())
 			case "value":
 				kv.Value = d.anyValue()
 			default:
 				s.skip()
 			}
 		})
-		out = append(out, kv)
+		tmp = append(tmp, kv)
 	})
-	return out
+	d.kvTmp = tmp
+	if out != nil { // a repeated "attributes" key appends
+		return append(out, tmp...)
+	}
+	return slab(&d.kvSlab, tmp)
 }
 
 func (d *jsonDecoder) anyValue() Value {

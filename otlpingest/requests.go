@@ -150,7 +150,7 @@ func (j *Joiner) Finish() {
 func (j *Joiner) Pending() int { return len(j.pending) }
 
 func fillAPI(r *RequestRow, w Where, sp *Span) {
-	a, _ := checkAttrs(RequestSpanAttrs, sp.Attrs, "", func(IssueKind, string) {}) // Rows reports the issues
+	a, _ := checkAttrs(RequestSpanAttrs, sp.Attrs, "", "", func(IssueKind, string) {}) // Rows reports the issues
 	r.APISpanID = some(sp.SpanID.String(), true)
 	r.APIWhere = some(w, true)
 	r.APIRequestID = some(a.Str("gen_ai.request.id"))

@@ -111,6 +111,8 @@ type Rows struct {
 	Issues    []Issue
 
 	stepSpans map[uint64]struct{} // hashes of the step spans seen, to skip duplicates
+	spanAttrs Attrs               // scratch, reused for every span
+	evAttrs   Attrs               // scratch, reused for every event
 }
 
 func (r *Rows) issue(w Where, kind IssueKind, detail string) {
@@ -150,7 +152,8 @@ func (r *Rows) journeySpan(w Where, sp *Span) {
 		specs, spanSpec = JourneyEvents, CoreSpanAttrs
 	}
 	issue := func(k IssueKind, d string) { r.issue(w, k, d) }
-	sa, _ := checkAttrs(spanSpec, sp.Attrs, "span "+sp.Name, issue)
+	sa := &r.spanAttrs
+	checkAttrsInto(sa, spanSpec, sp.Attrs, "span", sp.Name, issue)
 	reqID, _ := sa.Str("gen_ai.request.id")
 	for i := range sp.Events {
 		ev := &sp.Events[i]
@@ -159,8 +162,8 @@ func (r *Rows) journeySpan(w Where, sp *Span) {
 			issue(IssueUnknownEvent, fmt.Sprintf("event %q on span %s", ev.Name, sp.Name))
 			continue
 		}
-		a, ok := checkAttrs(spec.Attrs, ev.Attrs, "event "+ev.Name, issue)
-		if !ok {
+		a := &r.evAttrs
+		if !checkAttrsInto(a, spec.Attrs, ev.Attrs, "event", ev.Name, issue) {
 			continue
 		}
 		row := JourneyEventRow{At: At{w, int32(i)}, TraceID: sp.TraceID.String(), SpanID: sp.SpanID.String(),
@@ -189,7 +192,8 @@ func (r *Rows) journeySpan(w Where, sp *Span) {
 
 func (r *Rows) stepSpan(w Where, sp *Span) {
 	issue := func(k IssueKind, d string) { r.issue(w, k, d) }
-	sa, _ := checkAttrs(StepSpanAttrs, sp.Attrs, "span "+sp.Name, issue)
+	sa := &r.spanAttrs
+	checkAttrsInto(sa, StepSpanAttrs, sp.Attrs, "span", sp.Name, issue)
 	info := StepSpanInfo{TraceID: sp.TraceID.String(), SpanID: sp.SpanID.String(),
 		SpanSequence: some(sa.Int("scheduler.span_sequence")), StepRangeStart: some(sa.Int("scheduler.step_range_start")),
 		StepRangeEnd: some(sa.Int("scheduler.step_range_end")), ClosureInterval: some(sa.Int("scheduler.closure_interval")),
@@ -200,8 +204,8 @@ func (r *Rows) stepSpan(w Where, sp *Span) {
 		ev := &sp.Events[i]
 		switch ev.Name {
 		case "step.BATCH_SUMMARY":
-			a, ok := checkAttrs(BatchSummaryAttrs, ev.Attrs, "event "+ev.Name, issue)
-			if !ok {
+			a := &r.evAttrs
+			if !checkAttrsInto(a, BatchSummaryAttrs, ev.Attrs, "event", ev.Name, issue) {
 				continue
 			}
 			id, _ := a.Int("step.id")
@@ -216,8 +220,8 @@ func (r *Rows) stepSpan(w Where, sp *Span) {
 				KVBlocksTotalGPU: some(a.Int("kv.blocks_total_gpu")), KVBlocksFreeGPU: some(a.Int("kv.blocks_free_gpu")),
 				KVUsageGPURatio: some(a.Double("kv.usage_gpu_ratio"))})
 		case "step.REQUEST_SNAPSHOT":
-			a, ok := checkAttrs(RequestSnapshotAttrs, ev.Attrs, "event "+ev.Name, issue)
-			if !ok {
+			a := &r.evAttrs
+			if !checkAttrsInto(a, RequestSnapshotAttrs, ev.Attrs, "event", ev.Name, issue) {
 				continue
 			}
 			id, _ := a.Int("step.id")

@@ -142,22 +142,39 @@ type Attrs struct {
 
 // checkAttrs matches kvs against spec. It returns the matched values and the
 // issues, in spec order then attribute order, so that the result is
-// deterministic. where describes the owner for issue details.
-func checkAttrs(spec []AttrSpec, kvs []KeyValue, where string, issue func(IssueKind, string)) (Attrs, bool) {
-	a := Attrs{spec: spec, vals: make([]Value, len(spec)), have: make([]bool, len(spec))}
-	ok := true
-	for _, kv := range kvs {
-		i := specIndex(spec, kv.Key)
+// deterministic. owner and name describe the owner for issue details
+// (e.g. "event", "step.BATCH_SUMMARY").
+func checkAttrs(spec []AttrSpec, kvs []KeyValue, owner, name string, issue func(IssueKind, string)) (Attrs, bool) {
+	var a Attrs
+	ok := checkAttrsInto(&a, spec, kvs, owner, name, issue)
+	return a, ok
+}
+
+// checkAttrsInto is checkAttrs reusing dst's storage: the hot path runs it
+// once per event.
+func checkAttrsInto(a *Attrs, spec []AttrSpec, kvs []KeyValue, owner, name string, issue func(IssueKind, string)) bool {
+	a.spec = spec
+	if cap(a.vals) < len(spec) {
+		a.vals, a.have = make([]Value, len(spec)), make([]bool, len(spec))
+	}
+	a.vals, a.have = a.vals[:len(spec)], a.have[:len(spec)]
+	clear(a.have)
+	for pos, kv := range kvs {
+		i := pos // attributes usually come in spec order
+		if i >= len(spec) || spec[i].Key != kv.Key {
+			i = specIndex(spec, kv.Key)
+		}
 		if i < 0 {
-			issue(IssueUnknownAttribute, fmt.Sprintf("%s: attribute %q", where, kv.Key))
+			issue(IssueUnknownAttribute, fmt.Sprintf("%s %s: attribute %q", owner, name, kv.Key))
 			continue
 		}
 		if kv.Value.Type != spec[i].Type {
-			issue(IssueWrongType, fmt.Sprintf("%s: attribute %q is %s, want %s", where, kv.Key, kv.Value.Type, spec[i].Type))
+			issue(IssueWrongType, fmt.Sprintf("%s %s: attribute %q is %s, want %s", owner, name, kv.Key, kv.Value.Type, spec[i].Type))
 			continue
 		}
 		a.vals[i], a.have[i] = kv.Value, true
 	}
+	ok := true
 	var missing, missingKeys []string
 	for i, s := range spec {
 		if a.have[i] || !s.Required {
@@ -171,12 +188,12 @@ func checkAttrs(spec []AttrSpec, kvs []KeyValue, where string, issue func(IssueK
 		}
 	}
 	if len(missing) > 0 {
-		issue(IssueMissingAttribute, fmt.Sprintf("%s: missing %s", where, strings.Join(missing, ", ")))
+		issue(IssueMissingAttribute, fmt.Sprintf("%s %s: missing %s", owner, name, strings.Join(missing, ", ")))
 	}
 	if len(missingKeys) > 0 {
-		issue(IssueMissingKey, fmt.Sprintf("%s: missing %s; row skipped", where, strings.Join(missingKeys, ", ")))
+		issue(IssueMissingKey, fmt.Sprintf("%s %s: missing %s; row skipped", owner, name, strings.Join(missingKeys, ", ")))
 	}
-	return a, ok
+	return ok
 }
 
 func specIndex(spec []AttrSpec, key string) int {

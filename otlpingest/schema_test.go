@@ -31,7 +31,7 @@ func TestCheckAttrs(t *testing.T) {
 		{"kv.blocks_cached_gpu", Value{Type: ValInt, Int: 2}},
 	}
 	issues, add := collectIssues()
-	a, ok := checkAttrs(RequestSnapshotAttrs, full, "snap", add)
+	a, ok := checkAttrs(RequestSnapshotAttrs, full, "line 2", "snap", add)
 	require.True(t, ok)
 	assert.Empty(t, *issues, "the optional effective_prompt_len may be absent")
 	v, has := a.Int("request.num_computed_tokens")
@@ -47,7 +47,7 @@ func TestCheckAttrs(t *testing.T) {
 	bad[1] = KeyValue{"request.num_prompt_tokens", Value{Type: ValString, Str: "100"}}
 	bad = append(bad, KeyValue{"request.color", Value{Type: ValString, Str: "red"}})
 	issues, add = collectIssues()
-	a, ok = checkAttrs(RequestSnapshotAttrs, bad, "line 3 snap", add)
+	a, ok = checkAttrs(RequestSnapshotAttrs, bad, "line 3", "snap", add)
 	assert.False(t, ok, "a missing key attribute skips the row")
 	_, has = a.Int("request.num_prompt_tokens")
 	assert.False(t, has, "a value of the wrong type is not used")
