@@ -33,6 +33,7 @@ fuzz_targets=(
   "./features FuzzFeatures"
   "./otlpingest FuzzDecodeJSON"
   "./otlpingest FuzzReadTraces"
+  "./otlpingest FuzzDecodeKVLine"
 )
 for t in "${fuzz_targets[@]}"; do
   set -- $t
