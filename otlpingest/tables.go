@@ -353,9 +353,11 @@ func arrowSchema[R any](table string, defs []colDef[R]) *arrow.Schema {
 	return arrow.NewSchema(fields, &md)
 }
 
-// batchRows is the rows per Arrow record, and so per Parquet row group:
-// large enough for good compression, small enough to bound memory.
-const batchRows = 64 * 1024
+// batchRows is the rows per Arrow record, and so per Parquet row group.
+// Measured on a 1.1 GB trace: 64K rows held 321 MB at peak (the builders
+// of four tables fill at once), 16K rows 196 MB but ~15% slower, 32K rows
+// 238 MB at full speed.
+const batchRows = 32 * 1024
 
 // tableWriter streams rows of one table into a Parquet file.
 type tableWriter[R any] struct {

@@ -193,7 +193,7 @@ func printIngestSummary(w io.Writer, dir string, m *otlpingest.Manifest) error {
 	}
 	fmt.Fprintf(w, "wrote %s (schema v%d):\n", dir, m.SchemaVersion)
 	for _, t := range m.Tables {
-		fmt.Fprintf(w, "  %-24s %10d rows\n", t.File, t.Rows)
+		fmt.Fprintf(w, "  %-26s %10d rows\n", t.File, t.Rows)
 	}
 	if m.Issues.Total == 0 {
 		fmt.Fprintln(w, "issues: none")

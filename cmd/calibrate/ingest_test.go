@@ -20,8 +20,8 @@ func TestIngestCleanFixtures(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, out, "read 2 input file(s)")
 	assert.Contains(t, out, "kv-events")
-	assert.Contains(t, out, "requests.parquet                  3 rows")
-	assert.Contains(t, out, "kv_events.parquet                13 rows")
+	assert.Contains(t, out, "requests.parquet                    3 rows")
+	assert.Contains(t, out, "kv_events.parquet                  13 rows")
 	assert.Contains(t, out, "issues: none")
 	var m otlpingest.Manifest
 	data, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
