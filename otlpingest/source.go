@@ -288,13 +288,17 @@ func decodeChunk(c *chunk, jd *jsonDecoder, pd *protoDecoder) *decodedChunk {
 
 // countingReader counts the bytes read through it.
 type countingReader struct {
-	r io.Reader
-	n int64
+	r   io.Reader
+	n   int64
+	err error // the last error other than io.EOF
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
+	if err != nil && err != io.EOF {
+		c.err = err
+	}
 	return n, err
 }
 
@@ -310,6 +314,11 @@ func readFile(src Source, chunkBytes int, emit func(*chunk) bool, progress func(
 	info := &FileInfo{Path: path, Compression: CompressionNone}
 	h := sha256.New()
 	raw := &countingReader{r: io.TeeReader(f, h)}
+	// A decompressor's error is damage to count, unless the file itself
+	// failed to read: that is an I/O error and stops the run.
+	damaged := func(err error) bool {
+		return isReadFailure(err) || (info.Compression != CompressionNone && raw.err == nil)
+	}
 	br := getBufReader(raw)
 	defer bufPool.Put(br)
 	magic, _ := br.Peek(4)
@@ -319,7 +328,12 @@ func readFile(src Source, chunkBytes int, emit func(*chunk) bool, progress func(
 		info.Compression = CompressionGzip
 		gz, err := gzip.NewReader(br)
 		if err != nil {
-			return fmt.Errorf("%s: gzip: %w", path, err)
+			if !damaged(err) {
+				return fmt.Errorf("%s: gzip: %w", path, err)
+			}
+			// A broken header: the file has nothing readable; count it.
+			r = &errReader{fmt.Errorf("gzip header: %w", err)}
+			break
 		}
 		defer gz.Close()
 		r = gz
@@ -352,7 +366,7 @@ func readFile(src Source, chunkBytes int, emit func(*chunk) bool, progress func(
 
 	info.Format, err = detectFormat(body)
 	if err != nil {
-		if !isReadFailure(err) {
+		if !damaged(err) {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		readIssue(1, err)
@@ -360,14 +374,14 @@ func readFile(src Source, chunkBytes int, emit func(*chunk) bool, progress func(
 	}
 	switch info.Format {
 	case FormatJSONLines, FormatKVEvents:
-		err = chunkLines(path, info.Format, body, chunkBytes, emit, tick, info, readIssue)
+		err = chunkLines(path, info.Format, body, chunkBytes, emit, tick, info, readIssue, damaged)
 	case FormatJSONDocument:
 		var data []byte
 		data, err = io.ReadAll(io.LimitReader(body, maxRecordBytes+1))
 		if err == nil && len(data) > maxRecordBytes {
 			err = fmt.Errorf("%s: JSON document larger than %d bytes", path, maxRecordBytes)
 		}
-		if err == nil || isReadFailure(err) {
+		if err == nil || damaged(err) {
 			if err != nil {
 				readIssue(1, err)
 				err = nil
@@ -378,7 +392,7 @@ func readFile(src Source, chunkBytes int, emit func(*chunk) bool, progress func(
 			}
 		}
 	case FormatProto:
-		err = chunkProto(path, body, chunkBytes, emit, tick, info, readIssue)
+		err = chunkProto(path, body, chunkBytes, emit, tick, info, readIssue, damaged)
 	}
 	if err != nil {
 		return err
@@ -394,6 +408,11 @@ func readFile(src Source, chunkBytes int, emit func(*chunk) bool, progress func(
 	emit(&chunk{file: path, issues: fileIssues, done: info})
 	return nil
 }
+
+// errReader fails every read with err.
+type errReader struct{ err error }
+
+func (e *errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // isReadFailure tells a damaged input (truncated or corrupt compressed
 // stream) from an I/O failure that should stop the run.
@@ -454,7 +473,7 @@ func fill(r io.Reader, buf []byte) (int, error) {
 	return n, nil
 }
 
-func chunkLines(path string, format Format, r io.Reader, chunkBytes int, emit func(*chunk) bool, tick func(), info *FileInfo, readIssue func(int64, error)) error {
+func chunkLines(path string, format Format, r io.Reader, chunkBytes int, emit func(*chunk) bool, tick func(), info *FileInfo, readIssue func(int64, error), damaged func(error) bool) error {
 	var carry []byte
 	line := int64(1)
 	for {
@@ -468,7 +487,7 @@ func chunkLines(path string, format Format, r io.Reader, chunkBytes int, emit fu
 		data := buf[:n+m]
 		end := err != nil
 		if err != nil && err != io.EOF {
-			if !isReadFailure(err) {
+			if !damaged(err) {
 				return fmt.Errorf("%s: %w", path, err)
 			}
 			// A damaged stream: keep what was read, count the damage.
@@ -506,7 +525,7 @@ func chunkLines(path string, format Format, r io.Reader, chunkBytes int, emit fu
 	}
 }
 
-func chunkProto(path string, r io.Reader, chunkBytes int, emit func(*chunk) bool, tick func(), info *FileInfo, readIssue func(int64, error)) error {
+func chunkProto(path string, r io.Reader, chunkBytes int, emit func(*chunk) bool, tick func(), info *FileInfo, readIssue func(int64, error), damaged func(error) bool) error {
 	rec := int64(1)
 	flush := func(c *chunk) bool {
 		if len(c.offsets) <= 1 {
@@ -526,7 +545,7 @@ func chunkProto(path string, r io.Reader, chunkBytes int, emit func(*chunk) bool
 					flush(c)
 					tick()
 					return nil
-				case err == io.EOF || isReadFailure(err):
+				case err == io.EOF || damaged(err):
 					readIssue(rec, fmt.Errorf("length prefix cut short after %d bytes: %v", n, err))
 					flush(c)
 					return nil
@@ -549,7 +568,7 @@ func chunkProto(path string, r io.Reader, chunkBytes int, emit func(*chunk) bool
 				got += m
 				if m < step {
 					c.data = c.data[:start]
-					if err == nil || err == io.EOF || isReadFailure(err) {
+					if err == nil || err == io.EOF || damaged(err) {
 						readIssue(rec, fmt.Errorf("message of %d bytes cut short after %d: %v", size, got, err))
 						flush(c)
 						return nil

@@ -329,3 +329,21 @@ func FuzzReadTraces(f *testing.F) {
 		}
 	})
 }
+
+// A compressed file whose header or frame is corrupt is counted, not an
+// error that stops the run; the files after it are still read.
+func TestReadTracesCorruptCompressionHeaders(t *testing.T) {
+	dir := t.TempDir()
+	badGzip := writeFile(t, dir, "bad.gz", []byte{0x1f, 0x8b, 0x99, 0x00, 0x00})
+	badZstd := writeFile(t, dir, "bad.zst", []byte{0x28, 0xb5, 0x2f, 0xfd, 0xff, 0xff, 0xff, 0xff, 0x00})
+	good := writeFile(t, dir, "good.jsonl", []byte(testLine(1)+"\n"))
+	c := readAll(t, ReadOptions{}, badGzip, badZstd, good)
+	require.Len(t, c.files, 3)
+	require.Len(t, c.spans, 1, "the good file after the damaged ones is read")
+	var kinds []IssueKind
+	for _, i := range c.issues {
+		kinds = append(kinds, i.Kind)
+		assert.Equal(t, int64(1), i.Record)
+	}
+	assert.Equal(t, []IssueKind{IssueTruncatedCompression, IssueTruncatedCompression}, kinds)
+}
