@@ -239,36 +239,16 @@ func decodeChunk(c *chunk, jd *jsonDecoder, pd *protoDecoder) *decodedChunk {
 	}
 	switch c.format {
 	case FormatJSONLines:
-		rec := c.firstRecord
-		for data := c.data; len(data) > 0; rec++ {
-			line := data
-			if i := bytes.IndexByte(data, '\n'); i >= 0 {
-				line, data = data[:i], data[i+1:]
-			} else {
-				data = nil
-			}
-			if len(bytes.TrimSpace(line)) == 0 {
-				continue
-			}
+		eachLine(c.data, c.firstRecord, func(line []byte, rec int64) {
 			var err error
 			if d.batch.Spans, err = jd.decode(line, rec, d.batch.Spans); err != nil {
 				bad(rec, err)
 			}
-		}
+		})
 	case FormatKVEvents:
-		rec := c.firstRecord
-		for data := c.data; len(data) > 0; rec++ {
-			line := data
-			if i := bytes.IndexByte(data, '\n'); i >= 0 {
-				line, data = data[:i], data[i+1:]
-			} else {
-				data = nil
-			}
-			if len(bytes.TrimSpace(line)) == 0 {
-				continue
-			}
+		eachLine(c.data, c.firstRecord, func(line []byte, rec int64) {
 			d.batch.KVEvents, d.batch.Issues = decodeKVLine(line, Where{c.file, rec}, d.batch.KVEvents, d.batch.Issues)
-		}
+		})
 	case FormatJSONDocument:
 		var err error
 		if d.batch.Spans, err = jd.decode(c.data, c.firstRecord, d.batch.Spans); err != nil {
@@ -284,6 +264,21 @@ func decodeChunk(c *chunk, jd *jsonDecoder, pd *protoDecoder) *decodedChunk {
 		}
 	}
 	return d
+}
+
+// eachLine calls fn for every non-blank line of data, numbered from first.
+func eachLine(data []byte, first int64, fn func(line []byte, rec int64)) {
+	for rec := first; len(data) > 0; rec++ {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			fn(line, rec)
+		}
+	}
 }
 
 // countingReader counts the bytes read through it.
