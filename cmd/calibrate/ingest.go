@@ -61,7 +61,7 @@ depend only on the inputs and their order.`,
 	f.BoolVar(&o.strict, "strict", false, "fail at the first skipped or counted record instead of counting it")
 	f.IntVar(&o.workers, "workers", 0, "decoding goroutines (0: one per core)")
 	f.IntVar(&o.maxDetails, "max-issue-details", 100, "issues listed with their location in the manifest, per kind (counts are always complete)")
-	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress on stderr")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress or timing on stderr")
 	return cmd
 }
 
@@ -153,8 +153,10 @@ func runIngest(stdout, stderr io.Writer, args []string, o ingestOpts) error {
 		}
 		return err
 	}
-	el := time.Since(start)
-	fmt.Fprintf(stderr, "ingest: %s in %.1fs (%.0f MB/s)\n", humanBytes(total), el.Seconds(), float64(total)/1e6/el.Seconds())
+	if !o.quiet {
+		el := time.Since(start)
+		fmt.Fprintf(stderr, "ingest: %s in %.1fs (%.0f MB/s)\n", humanBytes(total), el.Seconds(), float64(total)/1e6/el.Seconds())
+	}
 	return printIngestSummary(stdout, o.out, m)
 }
 
