@@ -1,0 +1,90 @@
+package sim
+
+// eventKind orders simultaneous events: an arrival becomes a queued request
+// before a step at the same microsecond runs, so that step can admit it.
+type eventKind uint8
+
+const (
+	evArrival eventKind = iota
+	evQueued
+	evStep
+)
+
+func (k eventKind) String() string {
+	switch k {
+	case evArrival:
+		return "arrival"
+	case evQueued:
+		return "queued"
+	case evStep:
+		return "step"
+	}
+	return "unknown"
+}
+
+// event is a value type so that the heap holds no pointers.
+type event struct {
+	at   int64 // µs
+	kind eventKind
+	seq  uint64 // insertion order: the final tie-breaker
+	req  int32  // request index for arrival and queued events
+}
+
+func (a event) less(b event) bool {
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	if a.kind != b.kind {
+		return a.kind < b.kind
+	}
+	return a.seq < b.seq
+}
+
+// eventHeap is a binary min-heap ordered by (time, kind, seq). It is
+// hand-written rather than container/heap to avoid boxing every event.
+type eventHeap struct {
+	ev  []event
+	seq uint64
+}
+
+func (h *eventHeap) len() int { return len(h.ev) }
+
+func (h *eventHeap) push(at int64, kind eventKind, req int32) {
+	h.seq++
+	h.ev = append(h.ev, event{at: at, kind: kind, seq: h.seq, req: req})
+	i := len(h.ev) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h.ev[i].less(h.ev[p]) {
+			break
+		}
+		h.ev[i], h.ev[p] = h.ev[p], h.ev[i]
+		i = p
+	}
+}
+
+func (h *eventHeap) pop() event {
+	top := h.ev[0]
+	n := len(h.ev) - 1
+	h.ev[0] = h.ev[n]
+	h.ev = h.ev[:n]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && h.ev[r].less(h.ev[l]) {
+			m = r
+		}
+		if !h.ev[m].less(h.ev[i]) {
+			break
+		}
+		h.ev[i], h.ev[m] = h.ev[m], h.ev[i]
+		i = m
+	}
+	return top
+}
+
+func (h *eventHeap) peek() event { return h.ev[0] }

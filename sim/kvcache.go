@@ -1,0 +1,288 @@
+package sim
+
+// kvBlock is one GPU KV block. Free blocks sit on a doubly linked LRU list:
+// allocation takes from the head, release appends at the tail, so the block
+// freed longest ago is reused (and its cached prefix evicted) first.
+type kvBlock struct {
+	hash       uint64
+	hashed     bool // hash is registered in the prefix index
+	ref        int32
+	prev, next int32 // free-list links, -1 at the ends
+	onFree     bool
+}
+
+// kvCache is the GPU block pool with hierarchical prefix caching (vLLM's
+// automatic prefix caching): block i of a token stream is identified by a
+// hash chained over blocks 0..i, so equal hashes mean equal prefixes.
+type kvCache struct {
+	blockSize  int64
+	blocks     []kvBlock
+	head, tail int32
+	numFree    int64
+	prefix     bool             // prefix caching on
+	index      map[uint64]int32 // hash → block holding that prefix
+	cpu        *cpuTier         // nil without CPU offload
+
+	evictions int64 // cached blocks whose content was dropped by reuse
+	offloaded int64 // blocks copied to the CPU tier when evicted under pressure
+	// stepStored counts blocks stored to the CPU tier during the current step.
+	stepStored int64
+	now        int64 // µs, for the CPU tier's thrashing detector
+}
+
+func newKVCache(total, blockSize int64, prefix bool, cpu *cpuTier) *kvCache {
+	c := &kvCache{
+		blockSize: blockSize,
+		blocks:    make([]kvBlock, total),
+		head:      -1,
+		tail:      -1,
+		prefix:    prefix,
+		cpu:       cpu,
+	}
+	if prefix {
+		c.index = make(map[uint64]int32, total)
+	}
+	for i := range c.blocks {
+		c.pushTail(int32(i))
+	}
+	return c
+}
+
+func (c *kvCache) total() int64 { return int64(len(c.blocks)) }
+func (c *kvCache) used() int64  { return c.total() - c.numFree }
+
+func (c *kvCache) pushTail(b int32) {
+	blk := &c.blocks[b]
+	blk.prev, blk.next, blk.onFree = c.tail, -1, true
+	if c.tail >= 0 {
+		c.blocks[c.tail].next = b
+	} else {
+		c.head = b
+	}
+	c.tail = b
+	c.numFree++
+}
+
+func (c *kvCache) unlink(b int32) {
+	blk := &c.blocks[b]
+	if blk.prev >= 0 {
+		c.blocks[blk.prev].next = blk.next
+	} else {
+		c.head = blk.next
+	}
+	if blk.next >= 0 {
+		c.blocks[blk.next].prev = blk.prev
+	} else {
+		c.tail = blk.prev
+	}
+	blk.prev, blk.next, blk.onFree = -1, -1, false
+	c.numFree--
+}
+
+// match counts the leading hashes whose blocks are cached on the GPU, and
+// how many of those are free (they leave the free list when acquired).
+func (c *kvCache) match(hashes []uint64) (hits, hitsFree int64) {
+	if !c.prefix {
+		return 0, 0
+	}
+	for _, h := range hashes {
+		b, ok := c.index[h]
+		if !ok {
+			break
+		}
+		hits++
+		if c.blocks[b].ref == 0 {
+			hitsFree++
+		}
+	}
+	return hits, hitsFree
+}
+
+// acquireCached takes a reference on the first n matched blocks.
+func (c *kvCache) acquireCached(hashes []uint64, n int64, dst []int32) []int32 {
+	for _, h := range hashes[:n] {
+		b := c.index[h]
+		if c.blocks[b].ref == 0 {
+			c.unlink(b)
+		}
+		c.blocks[b].ref++
+		dst = append(dst, b)
+	}
+	return dst
+}
+
+// allocate appends n fresh blocks, or none at all when fewer are free:
+// allocation is transactional.
+func (c *kvCache) allocate(n int64, dst []int32) ([]int32, bool) {
+	if n > c.numFree {
+		return dst, false
+	}
+	for ; n > 0; n-- {
+		b := c.head
+		c.unlink(b)
+		blk := &c.blocks[b]
+		if blk.hashed {
+			c.evict(b)
+		}
+		blk.ref = 1
+		dst = append(dst, b)
+	}
+	return dst, true
+}
+
+// evict drops a cached block's prefix entry as the block is reused. Under
+// memory pressure the content is first stored to the CPU tier.
+func (c *kvCache) evict(b int32) {
+	blk := &c.blocks[b]
+	delete(c.index, blk.hash)
+	blk.hashed = false
+	c.evictions++
+	if c.cpu != nil && c.cpu.pressure(c) {
+		if c.cpu.store(blk.hash, c.now) {
+			c.offloaded++
+			c.stepStored++
+		}
+	}
+}
+
+// release drops one reference on each block, last block first, so that a
+// sequence's tail is evicted before its head (its head is likelier shared).
+func (c *kvCache) release(blocks []int32) {
+	for i := len(blocks) - 1; i >= 0; i-- {
+		b := blocks[i]
+		blk := &c.blocks[b]
+		blk.ref--
+		if blk.ref == 0 {
+			c.pushTail(b)
+		}
+	}
+}
+
+// commit registers a block that has just become full under its prefix hash.
+// When another block already holds that prefix the block stays anonymous.
+func (c *kvCache) commit(b int32, h uint64) {
+	if !c.prefix {
+		return
+	}
+	if _, dup := c.index[h]; dup {
+		return
+	}
+	c.blocks[b].hash, c.blocks[b].hashed = h, true
+	c.index[h] = b
+}
+
+// cpuTier is the host-memory KV tier: a capacity-bounded LRU set of block
+// hashes. GPU blocks evicted while GPU usage is above the offload threshold
+// are stored here; a prefix that misses on the GPU but hits here is reloaded
+// over PCIe instead of being recomputed.
+type cpuTier struct {
+	capacity  int64
+	threshold float64 // GPU usage share above which evicted blocks are stored
+	entries   map[uint64]*cpuEntry
+	head      *cpuEntry // least recently used
+	tail      *cpuEntry
+	pool      []cpuEntry
+
+	stored, reloaded, evicted, thrashing int64
+	stepEvicted                          int64
+}
+
+type cpuEntry struct {
+	hash       uint64
+	storedAt   int64
+	prev, next *cpuEntry
+}
+
+// thrashWindowUs: a block reloaded this soon after it was stored counts as
+// thrashing (seed 004: 1000 ticks).
+const thrashWindowUs = 1000
+
+func newCPUTier(capacity int64, threshold float64) *cpuTier {
+	return &cpuTier{
+		capacity:  capacity,
+		threshold: threshold,
+		entries:   make(map[uint64]*cpuEntry, capacity),
+		pool:      make([]cpuEntry, 0, capacity),
+	}
+}
+
+func (t *cpuTier) pressure(c *kvCache) bool {
+	return float64(c.used()) > t.threshold*float64(c.total())
+}
+
+func (t *cpuTier) unlink(e *cpuEntry) {
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		t.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		t.tail = e.prev
+	}
+	e.prev, e.next = nil, nil
+}
+
+func (t *cpuTier) append(e *cpuEntry) {
+	e.prev = t.tail
+	if t.tail != nil {
+		t.tail.next = e
+	} else {
+		t.head = e
+	}
+	t.tail = e
+}
+
+// store copies a block's content to the CPU; it reports whether a transfer
+// happened (false when the content was already there).
+func (t *cpuTier) store(h uint64, now int64) bool {
+	if e, ok := t.entries[h]; ok {
+		t.unlink(e)
+		t.append(e)
+		return false
+	}
+	var e *cpuEntry
+	if int64(len(t.entries)) >= t.capacity {
+		e = t.head
+		t.unlink(e)
+		delete(t.entries, e.hash)
+		t.evicted++
+		t.stepEvicted++
+	} else {
+		// The pool has capacity for every entry, so append never moves
+		// the entries the list points to.
+		t.pool = append(t.pool, cpuEntry{})
+		e = &t.pool[len(t.pool)-1]
+	}
+	*e = cpuEntry{hash: h, storedAt: now}
+	t.entries[h] = e
+	t.append(e)
+	t.stored++
+	return true
+}
+
+// match counts leading hashes present on the CPU.
+func (t *cpuTier) match(hashes []uint64) int64 {
+	var n int64
+	for _, h := range hashes {
+		if _, ok := t.entries[h]; !ok {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// reload marks n leading hashes as read back to the GPU.
+func (t *cpuTier) reload(hashes []uint64, now int64) {
+	for _, h := range hashes {
+		e := t.entries[h]
+		if now-e.storedAt < thrashWindowUs {
+			t.thrashing++
+		}
+		t.unlink(e)
+		t.append(e)
+		t.reloaded++
+	}
+}

@@ -1,0 +1,303 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/blis-sim/blis/features"
+	"github.com/blis-sim/blis/physics"
+)
+
+// Batch is the composition of one engine step as a latency model sees it.
+type Batch struct {
+	// Beta is the step in the physics model's terms (prefill chunks with
+	// their attention work, decode context, KV blocks, preemption EMA, CPU
+	// transfers). RunningDepth is the running queue after scheduling.
+	Beta features.BetaInput
+	// ReloadBlocks is the number of KV blocks read back from the CPU tier
+	// for this step (also counted in Beta.TransferBlocks).
+	ReloadBlocks int64
+}
+
+// LatencyModel predicts the time of an engine step and the request-level
+// overheads outside the engine loop. Implementations are deterministic given
+// their own state; the engine calls StepTimeUs exactly once per step.
+type LatencyModel interface {
+	Name() string
+	// StepTimeUs is the step's cycle time: schedule, forward pass, sampling
+	// and output processing, ≥ 1 µs.
+	StepTimeUs(b *Batch) int64
+	// ArrivalOverheadUs is the delay from api.ARRIVED to journey.QUEUED (API
+	// handling and tokenization). It delays the enqueue but does not block the
+	// engine.
+	ArrivalOverheadUs(promptTokens int64) int64
+	// DepartureOverheadUs is the delay from journey.FINISHED to api.DEPARTED
+	// (detokenization and response).
+	DepartureOverheadUs(outputTokens int64) int64
+	// PreemptionGamma is the EMA factor of the preemption feature.
+	PreemptionGamma() float64
+}
+
+// Overheads are the request-level costs outside the engine loop, in µs.
+type Overheads struct {
+	ArrivalBaseUs             float64
+	ArrivalPerPromptTokenUs   float64
+	DepartureBaseUs           float64
+	DeparturePerOutputTokenUs float64
+}
+
+// Validate checks that every overhead is finite and ≥ 0.
+func (o Overheads) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"arrival_base_us", o.ArrivalBaseUs}, {"arrival_per_prompt_token_us", o.ArrivalPerPromptTokenUs},
+		{"departure_base_us", o.DepartureBaseUs}, {"departure_per_output_token_us", o.DeparturePerOutputTokenUs},
+	} {
+		if !(f.v >= 0) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("overhead %s must be finite and >= 0, got %v", f.name, f.v)
+		}
+	}
+	return nil
+}
+
+func (o Overheads) arrival(prompt int64) int64 {
+	return roundUs(o.ArrivalBaseUs + o.ArrivalPerPromptTokenUs*float64(prompt))
+}
+
+func (o Overheads) departure(output int64) int64 {
+	return roundUs(o.DepartureBaseUs + o.DeparturePerOutputTokenUs*float64(output))
+}
+
+func roundUs(v float64) int64 {
+	if !(v > 0) {
+		return 0
+	}
+	return int64(math.Round(v))
+}
+
+func stepUs(v float64) int64 {
+	if r := roundUs(v); r >= 1 {
+		return r
+	}
+	return 1
+}
+
+// Blackbox is the seed's regression model: step = β0 + β1·cache-miss
+// (prefill) tokens + β2·decode tokens; queueing = α0 + α1·prompt tokens;
+// α2 per output token between FINISHED and DEPARTED. All in µs.
+type Blackbox struct {
+	Alpha [3]float64
+	Beta  [3]float64
+}
+
+func (m *Blackbox) Name() string { return "blackbox" }
+
+func (m *Blackbox) StepTimeUs(b *Batch) int64 {
+	return stepUs(m.Beta[0] + m.Beta[1]*float64(b.Beta.PrefillTokens) + m.Beta[2]*float64(b.Beta.DecodeTokens))
+}
+
+func (m *Blackbox) ArrivalOverheadUs(p int64) int64 {
+	return roundUs(m.Alpha[0] + m.Alpha[1]*float64(p))
+}
+
+func (m *Blackbox) DepartureOverheadUs(o int64) int64 { return roundUs(m.Alpha[2] * float64(o)) }
+func (m *Blackbox) PreemptionGamma() float64          { return DefaultPreemptionGamma }
+
+// DefaultPreemptionGamma is the EMA factor when no coefficients give one.
+const DefaultPreemptionGamma = 0.3
+
+// Validate checks that the coefficients are finite and the step time of an
+// empty step is positive.
+func (m *Blackbox) Validate() error {
+	for i, v := range append(m.Alpha[:], m.Beta[:]...) {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			name := fmt.Sprintf("alpha%d", i)
+			if i >= 3 {
+				name = fmt.Sprintf("beta%d", i-3)
+			}
+			return fmt.Errorf("blackbox coefficient %s must be finite and >= 0, got %v", name, v)
+		}
+	}
+	return nil
+}
+
+// Roofline is an analytical step time from the model and hardware: one
+// fused forward pass bounded by compute or memory bandwidth, plus the
+// tensor-parallel all-reduces, CPU-tier transfers and a fixed per-step and
+// per-request overhead.
+type Roofline struct {
+	Cfg *physics.PhysicsConfig
+	// ComputeEfficiency and BandwidthEfficiency are the shares of peak FLOP/s
+	// and HBM bandwidth that kernels reach, in (0, 1].
+	ComputeEfficiency   float64
+	BandwidthEfficiency float64
+	// StepOverheadUs is the per-step CPU and launch cost (scheduler, sampler,
+	// output processing); PerRequestOverheadUs adds per running request.
+	StepOverheadUs       float64
+	PerRequestOverheadUs float64
+	// AllReduceLatencyUs is the fixed latency of one all-reduce (two per
+	// layer at TP > 1).
+	AllReduceLatencyUs float64
+	// TransferBaseUs is the fixed cost of a step that moves KV blocks over
+	// PCIe.
+	TransferBaseUs float64
+	Overheads      Overheads
+}
+
+// DefaultRoofline returns a roofline with efficiencies and overheads typical
+// of vLLM on recent GPUs. They are estimates, not measurements; see
+// docs/simulator.md.
+func DefaultRoofline(cfg *physics.PhysicsConfig) *Roofline {
+	return &Roofline{
+		Cfg:                  cfg,
+		ComputeEfficiency:    0.6,
+		BandwidthEfficiency:  0.8,
+		StepOverheadUs:       900,
+		PerRequestOverheadUs: 4,
+		AllReduceLatencyUs:   8,
+		TransferBaseUs:       50,
+		Overheads:            DefaultOverheads(),
+	}
+}
+
+// DefaultOverheads are request-level overheads of a vLLM API server for a
+// short prompt, estimates used by the roofline and as a blackbox default.
+func DefaultOverheads() Overheads {
+	return Overheads{ArrivalBaseUs: 1200, ArrivalPerPromptTokenUs: 0.08, DepartureBaseUs: 400, DeparturePerOutputTokenUs: 1.5}
+}
+
+// Validate checks the efficiencies and overheads.
+func (m *Roofline) Validate() error {
+	if m.Cfg == nil {
+		return fmt.Errorf("roofline needs a physics configuration")
+	}
+	if !(m.ComputeEfficiency > 0 && m.ComputeEfficiency <= 1) || !(m.BandwidthEfficiency > 0 && m.BandwidthEfficiency <= 1) {
+		return fmt.Errorf("roofline efficiencies must be in (0, 1], got compute %v, bandwidth %v", m.ComputeEfficiency, m.BandwidthEfficiency)
+	}
+	for _, v := range []float64{m.StepOverheadUs, m.PerRequestOverheadUs, m.AllReduceLatencyUs, m.TransferBaseUs} {
+		if !(v >= 0) || math.IsInf(v, 0) {
+			return fmt.Errorf("roofline overheads must be finite and >= 0, got %v", v)
+		}
+	}
+	return m.Overheads.Validate()
+}
+
+func (m *Roofline) Name() string { return "roofline" }
+
+// StepSeconds is the roofline time of a step in seconds, before rounding.
+func (m *Roofline) StepSeconds(b *Batch) float64 {
+	c := m.Cfg
+	in := &b.Beta
+	tokens := float64(in.ScheduledTokens)
+	t := (m.StepOverheadUs + m.PerRequestOverheadUs*float64(in.RunningDepth)) * 1e-6
+	if in.ScheduledTokens > 0 {
+		// Linear layers, plus attention: a prefill chunk's queries against
+		// its context (causal, so half of the 4·q_dim per pair) and each
+		// decode query against its whole context.
+		flops := tokens*c.FlopsLinearPerToken +
+			in.SumPrefillAttnWork*c.AttnFlopsPerWorkUnit +
+			float64(in.DecodeContextTokens)*2*c.AttnFlopsPerWorkUnit
+		// Weights once, the KV the step reads (decode blocks, prefill
+		// context) and the KV it writes.
+		kvRead := float64(in.SumDecodeKVBlocks)*c.BlockSizeBytes + prefillContextBytes(in, c)
+		bytes := c.EffectiveWeightBytes(in.ScheduledTokens) + kvRead + tokens*c.KVBytesPerToken
+		t += math.Max(flops/(c.HWPeakFlops*m.ComputeEfficiency), bytes/(c.HWPeakBandwidth*m.BandwidthEfficiency))
+		if m.Cfg.TP > 1 {
+			t += tokens*c.CommBytesPerToken/c.HWInterconnectBW + float64(2*c.Model.NumLayers)*m.AllReduceLatencyUs*1e-6
+		}
+	}
+	if in.TransferBlocks > 0 {
+		t += m.TransferBaseUs*1e-6 + float64(in.TransferBlocks)*c.BlockSizeBytes/c.HWPCIeBandwidthEff
+	}
+	return t
+}
+
+// prefillContextBytes approximates the KV a prefill chunk reads: the
+// context before the chunk, recovered from Σ(context × chunk) ≥ chunk².
+func prefillContextBytes(in *features.BetaInput, c *physics.PhysicsConfig) float64 {
+	if in.PrefillTokens == 0 {
+		return 0
+	}
+	ctx := in.SumPrefillAttnWork/float64(in.PrefillTokens) - float64(in.PrefillTokens)/float64(max(1, in.NumPrefillReqs))
+	return math.Max(0, ctx) * float64(in.NumPrefillReqs) * c.KVBytesPerToken
+}
+
+func (m *Roofline) StepTimeUs(b *Batch) int64         { return stepUs(m.StepSeconds(b) * 1e6) }
+func (m *Roofline) ArrivalOverheadUs(p int64) int64   { return m.Overheads.arrival(p) }
+func (m *Roofline) DepartureOverheadUs(o int64) int64 { return m.Overheads.departure(o) }
+func (m *Roofline) PreemptionGamma() float64          { return DefaultPreemptionGamma }
+func (m *Physics) stepSeconds(f *[features.NumBeta]float64) float64 {
+	var s float64
+	for i, v := range f {
+		s += m.Beta[i] * v
+	}
+	return s
+}
+
+// Physics is the physics-normalized model: step time = β · the 16 beta
+// features, in seconds. The alpha vector is not used for timing: the
+// simulator's own queue produces the QUEUED→SCHEDULED delay that alpha
+// predicts from a trace, and adding it would count queue wait twice. What
+// the simulator does take from a fit are the overheads outside the engine
+// loop (docs/simulator.md, "How the alpha model enters the simulation").
+type Physics struct {
+	Cfg       *physics.PhysicsConfig
+	Beta      [features.NumBeta]float64
+	Gamma     float64
+	Overheads Overheads
+}
+
+// Validate checks the coefficients.
+func (m *Physics) Validate() error {
+	if m.Cfg == nil {
+		return fmt.Errorf("physics model needs a physics configuration")
+	}
+	for i, v := range m.Beta {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("beta coefficient %s is not finite: %v", features.BetaNames[i], v)
+		}
+	}
+	if !(m.Gamma > 0 && m.Gamma <= 1) {
+		return fmt.Errorf("preemption gamma must be in (0, 1], got %v", m.Gamma)
+	}
+	return m.Overheads.Validate()
+}
+
+func (m *Physics) ArrivalOverheadUs(p int64) int64   { return m.Overheads.arrival(p) }
+func (m *Physics) DepartureOverheadUs(o int64) int64 { return m.Overheads.departure(o) }
+func (m *Physics) PreemptionGamma() float64          { return m.Gamma }
+func (m *Physics) Name() string                      { return "physics" }
+
+func (m *Physics) StepTimeUs(b *Batch) int64 {
+	f := features.BetaFeatures(m.Cfg, b.Beta)
+	return stepUs(m.stepSeconds(&f) * 1e6)
+}
+
+// Noisy multiplies another model's step time by mean-one log-normal noise
+// drawn from its own RNG stream: a ground truth that no linear model in the
+// physics features fits exactly.
+type Noisy struct {
+	Inner LatencyModel
+	Sigma float64
+	rng   *rand.Rand
+}
+
+// NewNoisy wraps a model; sigma is the log-normal σ (≈ the coefficient of
+// variation for small σ).
+func NewNoisy(inner LatencyModel, sigma float64, rng *rand.Rand) *Noisy {
+	return &Noisy{Inner: inner, Sigma: sigma, rng: rng}
+}
+
+func (m *Noisy) Name() string                      { return m.Inner.Name() + "+noise" }
+func (m *Noisy) ArrivalOverheadUs(p int64) int64   { return m.Inner.ArrivalOverheadUs(p) }
+func (m *Noisy) DepartureOverheadUs(o int64) int64 { return m.Inner.DepartureOverheadUs(o) }
+func (m *Noisy) PreemptionGamma() float64          { return m.Inner.PreemptionGamma() }
+
+func (m *Noisy) StepTimeUs(b *Batch) int64 {
+	base := m.Inner.StepTimeUs(b)
+	f := math.Exp(m.Sigma*m.rng.NormFloat64() - m.Sigma*m.Sigma/2)
+	return stepUs(float64(base) * f)
+}

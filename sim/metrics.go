@@ -1,0 +1,289 @@
+package sim
+
+import (
+	"math/bits"
+	"slices"
+)
+
+// Distribution summarizes one latency metric, in milliseconds.
+type Distribution struct {
+	Count int64   `json:"count"`
+	Mean  float64 `json:"mean"`
+	Min   float64 `json:"min"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P95   float64 `json:"p95"`
+	P99   float64 `json:"p99"`
+	Max   float64 `json:"max"`
+}
+
+// RequestRecord is one finished request's metrics (µs).
+type RequestRecord struct {
+	ID              int64 `json:"id"`
+	ArrivalUs       int64 `json:"arrival_us"`
+	PromptTokens    int64 `json:"prompt_tokens"`
+	OutputTokens    int64 `json:"output_tokens"`
+	CachedTokens    int64 `json:"cached_tokens"`
+	Preemptions     int64 `json:"preemptions"`
+	SchedulingDelay int64 `json:"scheduling_delay_us"`
+	TTFT            int64 `json:"ttft_us"`
+	E2E             int64 `json:"e2e_us"`
+	DepartedUs      int64 `json:"departed_us"`
+}
+
+// Counts is the request accounting of INV-1.
+type Counts struct {
+	Offered      int64 `json:"offered"`
+	Injected     int64 `json:"injected"`
+	Completed    int64 `json:"completed"`
+	Dropped      int64 `json:"dropped_unservable"`
+	StillArrival int64 `json:"still_in_api"`
+	StillQueued  int64 `json:"still_queued"`
+	StillRunning int64 `json:"still_running"`
+}
+
+// KVOffload reports the CPU tier.
+type KVOffload struct {
+	StoredBlocks   int64 `json:"stored_blocks"`
+	ReloadedBlocks int64 `json:"reloaded_blocks"`
+	CPUEvictions   int64 `json:"cpu_evictions"`
+	Thrashing      int64 `json:"thrashing"`
+}
+
+// Result is a run's metrics (seed 004, Metrics). All times are simulated.
+type Result struct {
+	Requests           Counts       `json:"requests"`
+	TTFT               Distribution `json:"ttft_ms"`
+	ITL                Distribution `json:"itl_ms"`
+	E2E                Distribution `json:"e2e_ms"`
+	SchedulingDelay    Distribution `json:"scheduling_delay_ms"`
+	DurationS          float64      `json:"duration_s"`
+	OutputTokensPerS   float64      `json:"output_tokens_per_s"`
+	RequestsPerS       float64      `json:"requests_per_s"`
+	OutputTokens       int64        `json:"output_tokens"`
+	Steps              int64        `json:"steps"`
+	BusyFraction       float64      `json:"busy_fraction"`
+	Preemptions        int64        `json:"preemptions"`
+	KVAllocFailures    int64        `json:"kv_allocation_failures"`
+	PrefixCacheHitRate float64      `json:"prefix_cache_hit_rate"`
+	KVEvictions        int64        `json:"kv_prefix_evictions"`
+	KVOffload          *KVOffload   `json:"kv_offload,omitempty"`
+	// PerRequest holds finished requests in completion order, when asked.
+	PerRequest []RequestRecord `json:"per_request,omitempty"`
+
+	// TTFTUs, E2EUs and ITLUs give tests the raw samples (ITL from the
+	// histogram, so within 0.1%).
+	TTFTUs, E2EUs, SchedUs []int64    `json:"-"`
+	ITLHist                *Histogram `json:"-"`
+}
+
+type metrics struct {
+	injected, completed, dropped    int64
+	preemptions, kvAllocFailures    int64
+	promptTokens, cachedTokens      int64
+	outputTokens, steps             int64
+	busyUs, lastStepEnd, lastDepart int64
+	ttft, e2e, sched                []int64
+	itl                             Histogram
+	records                         []RequestRecord
+	keepRecords                     bool
+}
+
+func (m *metrics) init(n int, records bool) {
+	m.ttft = make([]int64, 0, n)
+	m.e2e = make([]int64, 0, n)
+	m.sched = make([]int64, 0, n)
+	m.keepRecords = records
+}
+
+func (m *metrics) complete(r *request) {
+	m.completed++
+	m.ttft = append(m.ttft, r.firstToken-r.arrival)
+	m.e2e = append(m.e2e, r.departed-r.arrival)
+	m.sched = append(m.sched, r.firstScheduled-r.arrival)
+	m.lastDepart = max(m.lastDepart, r.departed)
+	if m.keepRecords {
+		m.records = append(m.records, RequestRecord{
+			ID: r.spec.ID, ArrivalUs: r.arrival, PromptTokens: r.spec.PromptTokens, OutputTokens: r.outputs,
+			CachedTokens: r.firstCached, Preemptions: r.preemptions, SchedulingDelay: r.firstScheduled - r.arrival,
+			TTFT: r.firstToken - r.arrival, E2E: r.departed - r.arrival, DepartedUs: r.departed,
+		})
+	}
+}
+
+func (s *Sim) result() *Result {
+	m := &s.m
+	res := &Result{
+		TTFT:            summarize(m.ttft),
+		E2E:             summarize(m.e2e),
+		SchedulingDelay: summarize(m.sched),
+		ITL:             m.itl.summarize(),
+		OutputTokens:    m.outputTokens,
+		Steps:           m.steps,
+		Preemptions:     m.preemptions,
+		KVAllocFailures: m.kvAllocFailures,
+		KVEvictions:     s.kv.evictions,
+		PerRequest:      m.records,
+		TTFTUs:          m.ttft,
+		E2EUs:           m.e2e,
+		SchedUs:         m.sched,
+		ITLHist:         &m.itl,
+	}
+	res.Requests = s.counts()
+	if m.promptTokens > 0 {
+		res.PrefixCacheHitRate = float64(m.cachedTokens) / float64(m.promptTokens)
+	}
+	if len(s.specs) > 0 {
+		end := max(m.lastDepart, m.lastStepEnd, s.now)
+		dur := float64(end-s.specs[0].ArrivalUs) * 1e-6
+		if dur > 0 {
+			res.DurationS = dur
+			res.OutputTokensPerS = float64(m.outputTokens) / dur
+			res.RequestsPerS = float64(m.completed) / dur
+			res.BusyFraction = float64(m.busyUs) * 1e-6 / dur
+		}
+	}
+	if c := s.kv.cpu; c != nil {
+		res.KVOffload = &KVOffload{StoredBlocks: c.stored, ReloadedBlocks: c.reloaded, CPUEvictions: c.evicted, Thrashing: c.thrashing}
+	}
+	return res
+}
+
+func (s *Sim) counts() Counts {
+	c := Counts{Offered: int64(len(s.specs)), Injected: s.m.injected, Completed: s.m.completed, Dropped: s.m.dropped}
+	for i := range s.reqs {
+		switch s.reqs[i].state {
+		case stArriving:
+			c.StillArrival++
+		case stQueued:
+			c.StillQueued++
+		case stRunning:
+			c.StillRunning++
+		}
+	}
+	return c
+}
+
+// summarize sorts v in place and reports it in milliseconds; percentiles
+// are nearest-rank.
+func summarize(v []int64) Distribution {
+	if len(v) == 0 {
+		return Distribution{}
+	}
+	sorted := slices.Clone(v)
+	slices.Sort(sorted)
+	var sum float64
+	for _, x := range sorted {
+		sum += float64(x)
+	}
+	rank := func(p float64) float64 { return ms(sorted[nearestRank(p, int64(len(sorted)))-1]) }
+	return Distribution{
+		Count: int64(len(sorted)),
+		Mean:  sum / float64(len(sorted)) / 1000,
+		Min:   ms(sorted[0]),
+		P50:   rank(0.50), P90: rank(0.90), P95: rank(0.95), P99: rank(0.99),
+		Max: ms(sorted[len(sorted)-1]),
+	}
+}
+
+func ms(us int64) float64 { return float64(us) / 1000 }
+
+// nearestRank is the 1-based rank ceil(p·n), at least 1.
+func nearestRank(p float64, n int64) int64 {
+	k := int64(p * float64(n))
+	if float64(k) < p*float64(n) {
+		k++
+	}
+	return max(1, min(k, n))
+}
+
+// Histogram counts non-negative µs values exactly below 1024 and in
+// buckets 1/512 of their magnitude wide above, so that millions of
+// inter-token latencies cost kilobytes, with percentiles within 0.1%.
+type Histogram struct {
+	counts   []int64
+	n        int64
+	sum      float64
+	min, max int64
+}
+
+const histExact = 1024
+
+func histIndex(v int64) int {
+	if v < histExact {
+		return int(v)
+	}
+	shift := bits.Len64(uint64(v)) - 10
+	return histExact + (shift-1)*512 + int(v>>shift) - 512
+}
+
+// histMid is the midpoint of bucket i's value range.
+func histMid(i int) int64 {
+	if i < histExact {
+		return int64(i)
+	}
+	shift := (i-histExact)/512 + 1
+	lo := int64((i-histExact)%512+512) << shift
+	return lo + (int64(1)<<shift)/2
+}
+
+func (h *Histogram) add(v int64) {
+	v = max(v, 0)
+	i := histIndex(v)
+	if i >= len(h.counts) {
+		h.counts = append(h.counts, make([]int64, i+1-len(h.counts))...)
+	}
+	h.counts[i]++
+	if h.n == 0 || v < h.min {
+		h.min = v
+	}
+	h.max = max(h.max, v)
+	h.n++
+	h.sum += float64(v)
+}
+
+// Count is the number of values added.
+func (h *Histogram) Count() int64 { return h.n }
+
+// Quantile is the nearest-rank p-quantile in µs (bucket midpoint, clamped
+// to the exact min and max).
+func (h *Histogram) Quantile(p float64) int64 {
+	if h.n == 0 {
+		return 0
+	}
+	rank := nearestRank(p, h.n)
+	var seen int64
+	for i, c := range h.counts {
+		seen += c
+		if seen >= rank {
+			return max(h.min, min(h.max, histMid(i)))
+		}
+	}
+	return h.max
+}
+
+// CDF is the share of values ≤ v µs (at bucket resolution).
+func (h *Histogram) CDF(v int64) float64 {
+	if h.n == 0 {
+		return 0
+	}
+	last := min(histIndex(max(v, 0)), len(h.counts)-1)
+	var c int64
+	for i := 0; i <= last; i++ {
+		c += h.counts[i]
+	}
+	return float64(c) / float64(h.n)
+}
+
+func (h *Histogram) summarize() Distribution {
+	if h.n == 0 {
+		return Distribution{}
+	}
+	return Distribution{
+		Count: h.n,
+		Mean:  h.sum / float64(h.n) / 1000,
+		Min:   ms(h.min),
+		P50:   ms(h.Quantile(0.50)), P90: ms(h.Quantile(0.90)), P95: ms(h.Quantile(0.95)), P99: ms(h.Quantile(0.99)),
+		Max: ms(h.max),
+	}
+}
