@@ -233,11 +233,11 @@ func (s *Sim) onQueued(i int32) {
 	// The most KV a request ever holds is its prompt and all but its last
 	// output token; one that cannot fit an empty cache would be preempted
 	// forever, so it is refused (seed 004, DroppedUnservable).
-	if need := s.blocksFor(r.spec.PromptTokens + r.spec.OutputTokens - 1); need > s.kv.total() {
+	if reason := s.unservable(r); reason != "" {
 		s.transition(r, stArriving, stDropped)
 		s.m.dropped++
 		if o := s.cfg.Observer; o != nil {
-			o.Dropped(r.spec.ID, s.now, fmt.Sprintf("needs %d KV blocks, the cache has %d", need, s.kv.total()))
+			o.Dropped(r.spec.ID, s.now, reason)
 		}
 		return
 	}
@@ -246,6 +246,21 @@ func (s *Sim) onQueued(i int32) {
 	s.waiting.push(s.reqs, i)
 	s.journey(r, JourneyQueued, s.now)
 	s.ensureStep(s.now)
+}
+
+// unservable says why a request can never complete, or "". Its longest
+// stream is the prompt and all but the last output token: it must fit the
+// whole KV cache, and without chunked prefill (where a prefill, including a
+// recompute after preemption, runs in one step) the token budget too.
+func (s *Sim) unservable(r *request) string {
+	longest := r.spec.PromptTokens + r.spec.OutputTokens - 1
+	if need := s.blocksFor(longest); need > s.kv.total() {
+		return fmt.Sprintf("needs %d KV blocks, the cache has %d", need, s.kv.total())
+	}
+	if !s.cfg.ChunkedPrefill && longest > s.cfg.MaxBatchedTokens {
+		return fmt.Sprintf("a %d-token prefill exceeds the %d-token budget and chunked prefill is off", longest, s.cfg.MaxBatchedTokens)
+	}
+	return ""
 }
 
 // ensureStep keeps the engine busy while there is work (INV-8).

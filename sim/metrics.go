@@ -245,13 +245,19 @@ func (h *Histogram) add(v int64) {
 // Count is the number of values added.
 func (h *Histogram) Count() int64 { return h.n }
 
-// Quantile is the nearest-rank p-quantile in µs (bucket midpoint, clamped
-// to the exact min and max).
+// Quantile is the nearest-rank p-quantile in µs: exact for the extremes,
+// else its bucket's midpoint clamped to them.
 func (h *Histogram) Quantile(p float64) int64 {
 	if h.n == 0 {
 		return 0
 	}
 	rank := nearestRank(p, h.n)
+	switch rank {
+	case 1:
+		return h.min
+	case h.n:
+		return h.max
+	}
 	var seen int64
 	for i, c := range h.counts {
 		seen += c

@@ -129,15 +129,17 @@ func (s *Sim) admitWaiting(budget int64) {
 		if r.blocks == nil {
 			r.blocks = make([]int32, 0, s.blocksFor(r.spec.PromptTokens+r.spec.OutputTokens))
 		}
-		r.blocks = s.kv.acquireCached(r.hashes, hits, r.blocks)
-		r.blocks, _ = s.kv.allocate(fresh, r.blocks)
 		if reload > 0 {
+			// Read the CPU copies before allocating: allocation may evict
+			// GPU blocks into the CPU tier and push these out of it.
 			s.kv.cpu.reload(r.hashes[hits:hits+reload], s.now)
 			s.batch.ReloadBlocks += reload
 			if o := s.cfg.Observer; o != nil {
 				o.KV(&KVEvent{Kind: KVLoad, Step: s.stepID, AtUs: s.now, Req: r.spec.ID, Blocks: reload})
 			}
 		}
+		r.blocks = s.kv.acquireCached(r.hashes, hits, r.blocks)
+		r.blocks, _ = s.kv.allocate(fresh, r.blocks)
 		s.journey(r, JourneyScheduled, s.now)
 		s.transition(r, stQueued, stRunning)
 		if r.preemptions == 0 {
