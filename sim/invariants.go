@@ -120,15 +120,26 @@ func (s *Sim) checkKV(full bool) {
 		if blk.ref > 0 {
 			allocated++
 		}
-		if blk.hashed && kv.index[blk.hash] != int32(b) {
+		if !blk.hashed {
+			continue
+		}
+		if got, ok := kv.index.get(blk.hash); !ok || got != int32(b) {
 			s.fail("INV-4", "block %d is marked cached but the prefix index does not point to it", b)
 		}
 	}
 	if allocated+kv.numFree != kv.total() {
 		s.fail("INV-4", "allocated %d + free %d ≠ total %d", allocated, kv.numFree, kv.total())
 	}
-	if kv.prefix && int64(len(kv.index)) > kv.total() {
-		s.fail("INV-4", "prefix index has %d entries for %d blocks", len(kv.index), kv.total())
+	if kv.prefix {
+		var hashed int
+		for b := range kv.blocks {
+			if kv.blocks[b].hashed {
+				hashed++
+			}
+		}
+		if hashed != kv.index.len() {
+			s.fail("INV-4", "prefix index has %d entries for %d cached blocks", kv.index.len(), hashed)
+		}
 	}
 }
 

@@ -19,9 +19,9 @@ type kvCache struct {
 	blocks     []kvBlock
 	head, tail int32
 	numFree    int64
-	prefix     bool             // prefix caching on
-	index      map[uint64]int32 // hash → block holding that prefix
-	cpu        *cpuTier         // nil without CPU offload
+	prefix     bool         // prefix caching on
+	index      *prefixIndex // hash → block holding that prefix
+	cpu        *cpuTier     // nil without CPU offload
 
 	evictions int64 // cached blocks whose content was dropped by reuse
 	offloaded int64 // blocks copied to the CPU tier when evicted under pressure
@@ -40,7 +40,7 @@ func newKVCache(total, blockSize int64, prefix bool, cpu *cpuTier) *kvCache {
 		cpu:       cpu,
 	}
 	if prefix {
-		c.index = make(map[uint64]int32, total)
+		c.index = newPrefixIndex(total)
 	}
 	for i := range c.blocks {
 		c.pushTail(int32(i))
@@ -86,7 +86,7 @@ func (c *kvCache) match(hashes []uint64) (hits, hitsFree int64) {
 		return 0, 0
 	}
 	for _, h := range hashes {
-		b, ok := c.index[h]
+		b, ok := c.index.get(h)
 		if !ok {
 			break
 		}
@@ -101,7 +101,7 @@ func (c *kvCache) match(hashes []uint64) (hits, hitsFree int64) {
 // acquireCached takes a reference on the first n matched blocks.
 func (c *kvCache) acquireCached(hashes []uint64, n int64, dst []int32) []int32 {
 	for _, h := range hashes[:n] {
-		b := c.index[h]
+		b, _ := c.index.get(h)
 		if c.blocks[b].ref == 0 {
 			c.unlink(b)
 		}
@@ -134,7 +134,7 @@ func (c *kvCache) allocate(n int64, dst []int32) ([]int32, bool) {
 // memory pressure the content is first stored to the CPU tier.
 func (c *kvCache) evict(b int32) {
 	blk := &c.blocks[b]
-	delete(c.index, blk.hash)
+	c.index.del(blk.hash)
 	blk.hashed = false
 	c.evictions++
 	if c.cpu != nil && c.cpu.pressure(c) {
@@ -164,11 +164,9 @@ func (c *kvCache) commit(b int32, h uint64) {
 	if !c.prefix {
 		return
 	}
-	if _, dup := c.index[h]; dup {
-		return
+	if c.index.put(h, b) {
+		c.blocks[b].hash, c.blocks[b].hashed = h, true
 	}
-	c.blocks[b].hash, c.blocks[b].hashed = h, true
-	c.index[h] = b
 }
 
 // cpuTier is the host-memory KV tier: a capacity-bounded LRU set of block

@@ -1,0 +1,79 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/blis-sim/blis/physics"
+)
+
+// benchWorkload is a Poisson stream at rate req/s with log-normal-ish
+// prompts (mean ~1000) and outputs (mean ~200); a quarter share one of
+// eight system prompts.
+func benchWorkload(n int, rate float64) []RequestSpec {
+	r := rand.New(rand.NewPCG(42, 1))
+	out := make([]RequestSpec, n)
+	var t float64
+	for i := range out {
+		t += r.ExpFloat64() / rate
+		p := int64(200 + r.ExpFloat64()*800)
+		o := int64(20 + r.ExpFloat64()*180)
+		out[i] = RequestSpec{ID: int64(i), ArrivalUs: int64(t * 1e6), PromptTokens: p, OutputTokens: o}
+		if r.IntN(4) == 0 {
+			out[i].PrefixGroup = int32(1 + r.IntN(8))
+			out[i].PrefixTokens = min(p, 512)
+		}
+	}
+	return out
+}
+
+func llamaH100(tb testing.TB) *physics.PhysicsConfig {
+	m, err := physics.LoadModel("llama-3.1-8b")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h, err := physics.LoadHardware("h100-sxm")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c, err := physics.NewPhysicsConfig(m, h, 1, physics.DefaultVLLMKnobs())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+// BenchmarkRun measures the simulator on one Llama-3.1-8B/H100 instance
+// with the roofline model at ~80% of its throughput:
+//
+//	go test ./sim -run '^$' -bench Run -benchmem -count 3
+//
+// µs/req and allocs/req are per simulated request.
+func BenchmarkRun(b *testing.B) {
+	cfgP := llamaH100(b)
+	for _, n := range []int{10_000, 100_000} {
+		reqs := benchWorkload(n, 20)
+		b.Run(fmt.Sprintf("requests=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			var steps int64
+			for b.Loop() {
+				s, err := New(Config{
+					MaxNumSeqs: 256, MaxBatchedTokens: 8192, ChunkedPrefill: true, BlockSize: 16,
+					TotalKVBlocks: cfgP.Knobs.TotalKVBlocksGPU, PrefixCaching: true,
+					Latency: DefaultRoofline(cfgP),
+				}, reqs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				res, err := s.Run()
+				if err != nil {
+					b.Fatal(err)
+				}
+				steps = res.Steps
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n)/1000, "µs/req")
+			b.ReportMetric(float64(steps), "steps")
+		})
+	}
+}
