@@ -1,0 +1,321 @@
+// Package coefficients reads and writes the versioned YAML file that holds
+// the calibrated coefficients of the physics-normalized latency model
+// (docs/physics-spec.md): the alpha vector of the arrival-to-schedule delay,
+// the beta vector of the step time, the request overheads the simulator adds
+// around them, what configuration they apply to and how they were made.
+//
+// # File format (schema_version 1)
+//
+// testdata/valid.yaml is a complete example. In outline:
+//
+//	# blis physics-model coefficients. The dot products are seconds.
+//	schema_version: 1
+//	feature_spec_version: "1.0"      # docs/physics-spec.md version of the features
+//	applies_to:
+//	  model: llama-3.1-8b            # physics.ModelSpec.Name
+//	  hardware: h100-sxm             # physics.HardwareSpec.Name
+//	  tp: 1
+//	  vllm:                          # physics.VLLMKnobs, keyed by its JSON tags
+//	    max_num_seqs: 256
+//	    ...
+//	gamma: 0.3                       # preemption EMA factor of features a9 and b12
+//	alpha:                           # features.AlphaNames, all 11, in that order
+//	  batch_saturation: 0.001
+//	  ...
+//	beta:                            # features.BetaNames, all 16, in that order
+//	  prefill_linear_compute: 1.2
+//	  ...
+//	overheads:                       # microseconds, all >= 0
+//	  arrival_base_us: 900.0         # api.ARRIVED -> journey.QUEUED
+//	  arrival_per_prompt_token_us: 0.05
+//	  departure_base_us: 300.0       # journey.FINISHED -> api.DEPARTED
+//	  departure_per_output_token_us: 2.0
+//	fit:                             # optional: how calibrate fit chose them
+//	  lambda_alpha: 0.1
+//	  ...
+//	provenance:
+//	  tool: calibrate
+//	  tool_version: "0.1.0"
+//	  command: calibrate fit tables/ -o coeffs.yaml
+//	  inputs:                        # optional
+//	    - path: tables/steps.parquet
+//	      sha256: "<64 lowercase hex digits>"
+//	      rows: 12345
+//	  notes: free text               # optional
+//
+// The loader is strict: a misspelt key would otherwise leave a coefficient at
+// zero and the simulator would run without complaint. Unknown, duplicate and
+// missing keys are errors (only fit, provenance.inputs and provenance.notes
+// may be left out, and a fit block has all its keys), alpha and beta must
+// list every feature in vector order, numbers must be finite, and strings,
+// numbers and booleans must be what YAML resolves them to (a version such as
+// 1.0 must be quoted, yes is not a boolean). Aliases are not supported. Every
+// error starts with the file name and names the key path, and the line where
+// one is known.
+//
+// Marshal writes the same layout deterministically. Floats are written in
+// their shortest form that reads back bit for bit, always with a decimal point
+// so that every YAML reader, including YAML 1.1 ones such as PyYAML, takes
+// them as floats.
+//
+// A change that an older reader would misread bumps SchemaVersion; a reader
+// refuses a file with a higher schema_version.
+package coefficients
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/blis-sim/blis/features"
+	"github.com/blis-sim/blis/physics"
+)
+
+// SchemaVersion is the schema_version this package reads and writes.
+const SchemaVersion = 1
+
+// FeatureSpecVersion is the docs/physics-spec.md version the features package
+// implements. A file is accepted when its feature_spec_version has the same
+// major version.
+const FeatureSpecVersion = "1.0"
+
+// defaultSource names a File that did not come from a file, in errors.
+const defaultSource = "coefficients"
+
+// File is one coefficient file.
+type File struct {
+	SchemaVersion      int
+	FeatureSpecVersion string
+	AppliesTo          AppliesTo
+	// Gamma is the preemption EMA factor used to compute features a9 and
+	// b12; the simulator must use the same one.
+	Gamma float64
+	// Alpha and Beta are indexed like features.AlphaNames and BetaNames.
+	Alpha     [features.NumAlpha]float64
+	Beta      [features.NumBeta]float64
+	Overheads Overheads
+	// Fit is nil when the file has no fit block (a hand-written file).
+	Fit        *Fit
+	Provenance Provenance
+}
+
+// AppliesTo is the configuration the coefficients were fitted on.
+type AppliesTo struct {
+	Model    string // physics.ModelSpec.Name
+	Hardware string // physics.HardwareSpec.Name
+	TP       int
+	VLLM     physics.VLLMKnobs
+}
+
+// Overheads are the per-request latencies outside the engine, in
+// microseconds.
+type Overheads struct {
+	ArrivalBaseUs             float64 // api.ARRIVED -> journey.QUEUED
+	ArrivalPerPromptTokenUs   float64 // plus this per prompt token (tokenization)
+	DepartureBaseUs           float64 // journey.FINISHED -> api.DEPARTED
+	DeparturePerOutputTokenUs float64 // plus this per output token (detokenization)
+}
+
+// Fit records how calibrate fit chose the coefficients.
+type Fit struct {
+	LambdaAlpha, LambdaBeta float64   // ridge penalties chosen
+	Folds                   int       // cross-validation folds
+	LambdaGrid, GammaGrid   []float64 // the values searched
+	AlphaCVMAPE, BetaCVMAPE float64   // cross-validated MAPE, as fractions
+	BetaTarget              string    // where the step-time target came from
+	SamplesAlpha            int64
+	SamplesBeta             int64
+}
+
+// Provenance says which tool wrote the file and how to reproduce it.
+type Provenance struct {
+	Tool        string
+	ToolVersion string
+	Command     string
+	Inputs      []Input // nil when there are none
+	Notes       string
+}
+
+// Input is one file the coefficients were fitted from.
+type Input struct {
+	Path   string
+	SHA256 string // 64 lowercase hex digits
+	Rows   int64
+}
+
+// Load reads and parses the coefficient file at path.
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(data, path)
+}
+
+// keyError is an error about one key of a coefficient file.
+type keyError struct {
+	source string
+	line   int // 0 when unknown
+	path   string
+	msg    string
+	err    error // the underlying error, if any
+}
+
+func (e *keyError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.source)
+	if e.line > 0 {
+		fmt.Fprintf(&b, ": line %d", e.line)
+	}
+	fmt.Fprintf(&b, ": %s: %s", e.path, e.msg)
+	return b.String()
+}
+
+func (e *keyError) Unwrap() error { return e.err }
+
+// Validate checks the values of f: the schema and feature spec versions, what
+// it applies to, and the ranges of the coefficients, overheads, fit and
+// provenance. Parse runs it, and Marshal refuses a File that fails it.
+func (f *File) Validate() error { return f.validate(defaultSource, nil) }
+
+// checker keeps the first failed check; lines maps key paths to the lines
+// Parse found them on.
+type checker struct {
+	source string
+	lines  map[string]int
+	err    error
+}
+
+func (c *checker) check(ok bool, path, format string, args ...any) {
+	if !ok && c.err == nil {
+		c.err = &keyError{source: c.source, line: c.lines[path], path: path, msg: fmt.Sprintf(format, args...)}
+	}
+}
+
+func (c *checker) finite(path string, v float64) {
+	c.check(!math.IsNaN(v) && !math.IsInf(v, 0), path, "must be a finite number, got %v", v)
+}
+
+func (c *checker) nonNegative(path string, v float64) {
+	c.finite(path, v)
+	c.check(v >= 0, path, "must be >= 0, got %v", v)
+}
+
+func (c *checker) fraction(path string, v float64) {
+	c.finite(path, v)
+	c.check(v > 0 && v <= 1, path, "must be in (0, 1], got %v", v)
+}
+
+// text checks a string field; Marshal needs valid UTF-8.
+func (c *checker) text(path, s string, required bool) {
+	c.check(utf8.ValidString(s), path, "is not valid UTF-8")
+	c.check(!required || strings.TrimSpace(s) != "", path, "must not be empty")
+}
+
+func (f *File) validate(source string, lines map[string]int) error {
+	c := &checker{source: source, lines: lines}
+	c.check(f.SchemaVersion <= SchemaVersion, "schema_version", "written by a newer tool (schema_version %d, this tool reads %d)", f.SchemaVersion, SchemaVersion)
+	c.check(f.SchemaVersion == SchemaVersion, "schema_version", "must be %d, got %d", SchemaVersion, f.SchemaVersion)
+	c.text("feature_spec_version", f.FeatureSpecVersion, true)
+	wantMajor, _, _ := strings.Cut(FeatureSpecVersion, ".")
+	major, _, _ := strings.Cut(f.FeatureSpecVersion, ".")
+	c.check(major == wantMajor, "feature_spec_version", "%q has major version %q; this tool computes the features of spec %s.x", f.FeatureSpecVersion, major, wantMajor)
+
+	a := &f.AppliesTo
+	c.text("applies_to.model", a.Model, true)
+	c.text("applies_to.hardware", a.Hardware, true)
+	c.check(a.TP >= 1, "applies_to.tp", "must be >= 1, got %d", a.TP)
+	if err := a.VLLM.Validate(); err != nil && c.err == nil {
+		// Re-key physics' error by the file's key path.
+		path, msg := "applies_to.vllm", err.Error()
+		var fe *physics.FieldError
+		if errors.As(err, &fe) {
+			path, msg = path+"."+fe.Field, fe.Msg
+		}
+		c.err = &keyError{source: source, line: lines[path], path: path, msg: msg, err: err}
+	}
+
+	c.fraction("gamma", f.Gamma)
+	for i, v := range f.Alpha {
+		c.finite("alpha."+features.AlphaNames[i], v)
+	}
+	for i, v := range f.Beta {
+		c.finite("beta."+features.BetaNames[i], v)
+	}
+
+	c.nonNegative("overheads.arrival_base_us", f.Overheads.ArrivalBaseUs)
+	c.nonNegative("overheads.arrival_per_prompt_token_us", f.Overheads.ArrivalPerPromptTokenUs)
+	c.nonNegative("overheads.departure_base_us", f.Overheads.DepartureBaseUs)
+	c.nonNegative("overheads.departure_per_output_token_us", f.Overheads.DeparturePerOutputTokenUs)
+
+	if fit := f.Fit; fit != nil {
+		c.nonNegative("fit.lambda_alpha", fit.LambdaAlpha)
+		c.nonNegative("fit.lambda_beta", fit.LambdaBeta)
+		c.check(fit.Folds >= 0, "fit.folds", "must be >= 0, got %d", fit.Folds)
+		for i, v := range fit.LambdaGrid {
+			c.nonNegative(fmt.Sprintf("fit.lambda_grid[%d]", i), v)
+		}
+		for i, v := range fit.GammaGrid {
+			c.fraction(fmt.Sprintf("fit.gamma_grid[%d]", i), v)
+		}
+		c.nonNegative("fit.alpha_cv_mape", fit.AlphaCVMAPE)
+		c.nonNegative("fit.beta_cv_mape", fit.BetaCVMAPE)
+		c.text("fit.beta_target", fit.BetaTarget, false)
+		c.check(fit.SamplesAlpha >= 0, "fit.samples_alpha", "must be >= 0, got %d", fit.SamplesAlpha)
+		c.check(fit.SamplesBeta >= 0, "fit.samples_beta", "must be >= 0, got %d", fit.SamplesBeta)
+	}
+
+	p := &f.Provenance
+	c.text("provenance.tool", p.Tool, true)
+	c.text("provenance.tool_version", p.ToolVersion, true)
+	c.text("provenance.command", p.Command, true)
+	for i, in := range p.Inputs {
+		path := fmt.Sprintf("provenance.inputs[%d].", i)
+		c.text(path+"path", in.Path, true)
+		c.check(isSHA256(in.SHA256), path+"sha256", "must be 64 lowercase hex digits, got %.80q", in.SHA256)
+		c.check(in.Rows >= 0, path+"rows", "must be >= 0, got %d", in.Rows)
+	}
+	c.text("provenance.notes", p.Notes, false)
+	return c.err
+}
+
+func isSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, r := range s {
+		if !('0' <= r && r <= '9' || 'a' <= r && r <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckApplies reports whether the coefficients fit a run with the given
+// model, hardware, tensor parallelism and knobs. It compares only what changes
+// the feature values or the fitted regime; the KV cache size, memory
+// utilization and prefix caching may differ, since a different KV size is a
+// legitimate what-if. Model and hardware names compare case-insensitively.
+// The error lists every mismatch.
+func (f *File) CheckApplies(model, hardware string, tp int, k physics.VLLMKnobs) error {
+	a := &f.AppliesTo
+	var errs []error
+	mismatch := func(ok bool, what string, have, run any, path string) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("coefficients are for %s %v, the run uses %v (%s)", what, have, run, path))
+		}
+	}
+	mismatch(strings.EqualFold(a.Model, model), "model", a.Model, model, "applies_to.model")
+	mismatch(strings.EqualFold(a.Hardware, hardware), "hardware", a.Hardware, hardware, "applies_to.hardware")
+	mismatch(a.TP == tp, "tp", a.TP, tp, "applies_to.tp")
+	v := &a.VLLM
+	mismatch(v.MaxNumSeqs == k.MaxNumSeqs, "max_num_seqs", v.MaxNumSeqs, k.MaxNumSeqs, "applies_to.vllm.max_num_seqs")
+	mismatch(v.MaxBatchedTokens == k.MaxBatchedTokens, "max_batched_tokens", v.MaxBatchedTokens, k.MaxBatchedTokens, "applies_to.vllm.max_batched_tokens")
+	mismatch(v.BlockSizeTokens == k.BlockSizeTokens, "block_size_tokens", v.BlockSizeTokens, k.BlockSizeTokens, "applies_to.vllm.block_size_tokens")
+	mismatch(v.ChunkedPrefillEnabled == k.ChunkedPrefillEnabled, "chunked_prefill_enabled", v.ChunkedPrefillEnabled, k.ChunkedPrefillEnabled, "applies_to.vllm.chunked_prefill_enabled")
+	mismatch(v.CPUOffloading == k.CPUOffloading, "cpu_offloading", v.CPUOffloading, k.CPUOffloading, "applies_to.vllm.cpu_offloading")
+	return errors.Join(errs...)
+}
