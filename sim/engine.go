@@ -62,15 +62,15 @@ func (c *Config) Validate() error {
 	case c.BlockSize <= 0:
 		return fmt.Errorf("--block-size must be > 0, got %d", c.BlockSize)
 	case c.TotalKVBlocks <= 0:
-		return fmt.Errorf("--kv-blocks must be > 0, got %d", c.TotalKVBlocks)
+		return fmt.Errorf("--kv-blocks-gpu must be > 0, got %d", c.TotalKVBlocks)
 	case c.TotalKVBlocks > math.MaxInt32:
-		return fmt.Errorf("--kv-blocks %d is more than this simulator addresses (%d)", c.TotalKVBlocks, math.MaxInt32)
+		return fmt.Errorf("--kv-blocks-gpu %d is more than this simulator addresses (%d)", c.TotalKVBlocks, math.MaxInt32)
 	case c.CPUKVBlocks < 0:
-		return fmt.Errorf("--kv-cpu-blocks must be >= 0, got %d", c.CPUKVBlocks)
+		return fmt.Errorf("--kv-blocks-cpu must be >= 0, got %d", c.CPUKVBlocks)
 	case c.CPUKVBlocks > 0 && !(c.OffloadThreshold >= 0 && c.OffloadThreshold <= 1):
 		return fmt.Errorf("--kv-offload-threshold must be in [0, 1], got %v", c.OffloadThreshold)
 	case c.CPUKVBlocks > 0 && !c.PrefixCaching:
-		return fmt.Errorf("--kv-cpu-blocks needs prefix caching: offloaded blocks are found again by their prefix hash")
+		return fmt.Errorf("--kv-blocks-cpu needs prefix caching: offloaded blocks are found again by their prefix hash")
 	case c.HorizonUs < 0:
 		return fmt.Errorf("--horizon must be >= 0, got %d", c.HorizonUs)
 	case c.Latency == nil:
@@ -108,6 +108,10 @@ type request struct {
 	hashes    []uint64
 	committed int64 // full blocks registered in the prefix index
 
+	// prefillDone is the most prompt tokens ever computed: vLLM reports
+	// this high-water mark, which survives a preemption.
+	prefillDone int64
+
 	preemptions int64
 	sortKey     float64
 	scheduled   int64 // tokens scheduled in the current step
@@ -137,6 +141,8 @@ type Sim struct {
 	storedLastStep int64
 
 	batch    Batch
+	jev      JourneyEvent
+	kev      KVEvent
 	summary  StepSummary
 	finished []int32
 
@@ -293,23 +299,34 @@ func (s *Sim) journey(r *request, kind JourneyKind, at int64) {
 	if o == nil {
 		return
 	}
-	ev := JourneyEvent{
+	// vLLM reports WAITING only on QUEUED; afterwards PREFILL until the
+	// first token and DECODE after it, whatever the request's queue.
+	phase := PhaseWaiting
+	if kind != JourneyQueued {
+		phase = PhasePrefill
+		if r.outputs > 0 {
+			phase = PhaseDecode
+		}
+	}
+	// One scratch event: passing a pointer to a local through the interface
+	// would allocate on every event.
+	s.jev = JourneyEvent{
 		Kind:           kind,
 		Req:            r.spec.ID,
 		AtUs:           at,
 		Step:           s.stepID,
-		Phase:          s.phase(r),
-		PrefillDone:    min(r.computed, r.spec.PromptTokens),
+		Phase:          phase,
+		PrefillDone:    r.prefillDone,
 		PrefillTotal:   r.spec.PromptTokens,
 		DecodeDone:     r.outputs,
 		DecodeMax:      r.spec.OutputTokens,
 		NumPreemptions: r.preemptions,
 	}
 	if kind == JourneyFinished {
-		ev.FinishStatus = "length"
+		s.jev.FinishStatus = "length"
 	}
 	if kind == JourneyScheduled {
-		ev.Resume = r.preemptions > 0
+		s.jev.Resume = r.preemptions > 0
 	}
-	o.Journey(&ev)
+	o.Journey(&s.jev)
 }

@@ -44,7 +44,7 @@ type JourneyEvent struct {
 	AtUs           int64
 	Step           int64 // the engine's step counter when emitted (0 before the first step)
 	Phase          Phase
-	PrefillDone    int64
+	PrefillDone    int64 // most prompt tokens ever computed (survives preemption)
 	PrefillTotal   int64
 	DecodeDone     int64
 	DecodeMax      int64
@@ -114,7 +114,8 @@ type KVEvent struct {
 }
 
 // Observer receives the run as it happens, in simulation order. It must not
-// change the simulation; the trace writer is one.
+// change the simulation; the trace writer is one. Pointers passed to it are
+// valid only during the call: the engine reuses them.
 type Observer interface {
 	Arrived(spec *RequestSpec)
 	Journey(ev *JourneyEvent)

@@ -125,7 +125,8 @@ func TestPreemptionRecomputesFromTheFront(t *testing.T) {
 		}
 		if j.Kind == JourneyScheduled && j.Resume {
 			resumed = append(resumed, j.Req)
-			require.Equal(t, int64(0), j.PrefillDone, "a resumed request restarts from nothing")
+			require.Equal(t, int64(128), j.PrefillDone, "vLLM reports the high-water mark, not the recompute")
+			require.Equal(t, PhaseDecode, j.Phase, "it has produced tokens before")
 		}
 	}
 	require.Equal(t, int64(1), preempted[0], "the tail (last admitted) is preempted first")

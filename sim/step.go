@@ -135,7 +135,8 @@ func (s *Sim) admitWaiting(budget int64) {
 			s.kv.cpu.reload(r.hashes[hits:hits+reload], s.now)
 			s.batch.ReloadBlocks += reload
 			if o := s.cfg.Observer; o != nil {
-				o.KV(&KVEvent{Kind: KVLoad, Step: s.stepID, AtUs: s.now, Req: r.spec.ID, Blocks: reload})
+				s.kev = KVEvent{Kind: KVLoad, Step: s.stepID, AtUs: s.now, Req: r.spec.ID, Blocks: reload}
+				o.KV(&s.kev)
 			}
 		}
 		r.blocks = s.kv.acquireCached(r.hashes, hits, r.blocks)
@@ -204,6 +205,7 @@ func (s *Sim) executeBatch(preempted int64) int64 {
 			continue
 		}
 		r.computed += r.scheduled
+		r.prefillDone = max(r.prefillDone, min(r.computed, r.spec.PromptTokens))
 		s.commitFull(r)
 		if r.computed == r.spec.PromptTokens+r.outputs {
 			// The stream is caught up: the step samples a token.
@@ -232,10 +234,12 @@ func (s *Sim) emitOffload() {
 		return
 	}
 	if s.kv.stepStored > 0 {
-		o.KV(&KVEvent{Kind: KVStore, Step: s.stepID, AtUs: s.now, Req: -1, Blocks: s.kv.stepStored})
+		s.kev = KVEvent{Kind: KVStore, Step: s.stepID, AtUs: s.now, Req: -1, Blocks: s.kv.stepStored}
+		o.KV(&s.kev)
 	}
 	if s.kv.cpu.stepEvicted > 0 {
-		o.KV(&KVEvent{Kind: KVCPUEviction, Step: s.stepID, AtUs: s.now, Req: -1, Blocks: s.kv.cpu.stepEvicted})
+		s.kev = KVEvent{Kind: KVCPUEviction, Step: s.stepID, AtUs: s.now, Req: -1, Blocks: s.kv.cpu.stepEvicted}
+		o.KV(&s.kev)
 	}
 }
 

@@ -1,0 +1,87 @@
+package simtrace
+
+import "github.com/blis-sim/blis/otlpingest"
+
+// spanBuf is one span being recorded. Its events live in a ring that keeps
+// the last max events, as the OpenTelemetry Python SDK does: a span's
+// events are a BoundedList, a deque with maxlen, whose append drops the
+// oldest element when full and counts it in `dropped`, which the exporter
+// writes as droppedEventsCount.
+//
+// A spanBuf and its event slots are reused once its span has been written,
+// so that steady-state tracing allocates little.
+type spanBuf struct {
+	kind    spanKind
+	sp      otlpingest.Span
+	ring    []otlpingest.Event // slots; each keeps its Attrs capacity across reuse
+	start   int                // oldest event once the ring is full
+	n       int                // events held
+	dropped int64
+}
+
+func (b *spanBuf) reset() {
+	sp := &b.sp
+	*sp = otlpingest.Span{Attrs: sp.Attrs[:0], Events: sp.Events[:0]}
+	b.start, b.n, b.dropped = 0, 0, 0
+}
+
+// add appends an event, dropping the oldest when max are held, and
+// returns it with its attributes emptied for the caller to fill.
+func (b *spanBuf) add(max int, timeNs uint64, name string) *otlpingest.Event {
+	var e *otlpingest.Event
+	if b.n < max {
+		// Not full: start is 0 and the slots 0..n-1 are in use.
+		if b.n == len(b.ring) {
+			b.ring = append(b.ring, otlpingest.Event{})
+		}
+		e = &b.ring[b.n]
+		b.n++
+	} else {
+		e = &b.ring[b.start]
+		b.start++
+		if b.start == max {
+			b.start = 0
+		}
+		b.dropped++
+	}
+	e.TimeUnixNano = timeNs
+	e.Name = name
+	e.Attrs = e.Attrs[:0]
+	return e
+}
+
+// finish lays the held events out oldest first in the span and sets its
+// dropped count.
+func (b *spanBuf) finish() {
+	sp := &b.sp
+	sp.Events = append(sp.Events[:0], b.ring[b.start:b.n]...)
+	sp.Events = append(sp.Events, b.ring[:b.start]...)
+	d := b.dropped
+	if d > 1<<32-1 {
+		d = 1<<32 - 1
+	}
+	sp.DroppedEventsCount = uint32(d)
+}
+
+type spanKind uint8
+
+const (
+	kindAPI spanKind = iota
+	kindCore
+	kindStep
+	numKinds
+)
+
+// Attribute helpers.
+
+func sv(k, v string) otlpingest.KeyValue {
+	return otlpingest.KeyValue{Key: k, Value: otlpingest.Value{Type: otlpingest.ValString, Str: v}}
+}
+
+func iv(k string, v int64) otlpingest.KeyValue {
+	return otlpingest.KeyValue{Key: k, Value: otlpingest.Value{Type: otlpingest.ValInt, Int: v}}
+}
+
+func dv(k string, v float64) otlpingest.KeyValue {
+	return otlpingest.KeyValue{Key: k, Value: otlpingest.Value{Type: otlpingest.ValDouble, Double: v}}
+}

@@ -1,0 +1,532 @@
+// Package simtrace writes a simulation run as vLLM with journey and step
+// tracing would trace it: OTLP JSON lines in the OpenTelemetry Collector
+// file exporter's format (one ExportTraceServiceRequest per line, written
+// with otlpingest.AppendJSON), and optionally the KV events subscriber's
+// JSON lines, as ../shared/vllm-tracing-schema.md describes and otlpingest
+// reads them.
+//
+// A Writer is a sim.Observer. Per journey-sampled request it writes an
+// llm_request span (scope vllm.api, service ServiceAPI) when the request
+// departs or is refused, and its child llm_core span (scope vllm.scheduler,
+// service ServiceEngine) when it finishes. Per closure interval it writes a
+// scheduler_steps_<seq> span (scope vllm.scheduler.step) with the sampled
+// steps' BATCH_SUMMARY events and, on rich steps, a REQUEST_SNAPSHOT per
+// running request. Spans are written in the order they end.
+//
+// Step spans follow the vLLM fork's scheduler
+// (vllm/v1/core/sched/scheduler.py): the first span, scheduler_steps_1,
+// starts at step 1, so sequence numbers count from 1. Every ClosureInterval steps the open span
+// is closed, with step_range_end the current step, and the next one opened
+// with step_range_start the step after, but only if a step was sampled in
+// the last ClosureInterval steps; otherwise the open span goes on, so one
+// span can cover several intervals. Close ends the open span, as vLLM does
+// at shutdown, with step_range_end the last step. A closure happens inside
+// schedule(), right after the step's BATCH_SUMMARY: the closed span ends,
+// and the next one starts, at that step's step.ts_end_ns. The first span
+// starts at step 1's start and the last one ends with the last step's
+// cycle. step.duration_us is the scheduler's time (StepSummary.SchedulerUs),
+// not the cycle time.
+//
+// Span events obey the OpenTelemetry SDK's limit: a span keeps its last
+// MaxEventsPerSpan events and counts the dropped older ones in
+// droppedEventsCount (the SDK's BoundedList is a deque with maxlen).
+//
+// Journey events carry the simulator's counters and phase, which the engine
+// computes as vLLM's _compute_progress_snapshot does.
+// A refused request's API span ends with api.ABORTED (reason
+// AbortReasonRejected, error the simulator's reason) and has no engine span.
+//
+// Identifiers: the API request id is "cmpl-" ("chatcmpl-" on the chat
+// route) and 16 hex digits, the engine id that plus "-0-" and 4 hex digits;
+// trace and span ids are hashes of the request id (or the step span's
+// sequence number), unique and never zero. KV events name requests by
+// their engine id, sampled or not.
+//
+// Everything is deterministic: randomness comes only from the two streams
+// the caller passes, and the clocks are fixed bases plus simulated time.
+// Requests still in flight at Close (a run cut by its horizon) are not
+// written, as vLLM exports a span only when it ends.
+package simtrace
+
+import (
+	"errors"
+	"io"
+	"math/rand/v2"
+	"strconv"
+
+	"github.com/blis-sim/blis/otlpingest"
+	"github.com/blis-sim/blis/sim"
+)
+
+// Service names of the two vLLM processes (resource attribute
+// service.name).
+const (
+	ServiceAPI    = "vllm-api-server"
+	ServiceEngine = "vllm-engine-core"
+)
+
+// AbortReasonRejected is api.ABORTED's reason for a request the engine
+// refused; its error is the simulator's explanation.
+const AbortReasonRejected = "rejected"
+
+// Stats counts what a Writer wrote.
+type Stats struct {
+	Spans           int64 // spans written
+	Events          int64 // events written (kept within the limit)
+	DroppedEvents   int64 // events dropped by the per-span limit
+	Lines           int64 // ExportTraceServiceRequest lines
+	SampledRequests int64 // requests chosen for journey tracing
+	SampledSteps    int64 // steps with a BATCH_SUMMARY
+	RichSteps       int64 // sampled steps that also carry REQUEST_SNAPSHOTs
+	KVLines         int64 // KV events lines
+}
+
+type reqState struct {
+	apiID, engineID string
+	api, core       *spanBuf
+}
+
+// Writer traces a run; it implements sim.Observer. Call Close at the end.
+type Writer struct {
+	opt        Options
+	trace      io.Writer
+	kv         *kvLines
+	jrng, srng *rand.Rand
+	idPrefix   string
+	chat       bool
+
+	reqs map[int64]*reqState // journey-sampled requests in flight
+	ids  map[int64]string    // engine ids of unsampled requests, for snapshots and KV loads
+
+	freeBufs [numKinds][]*spanBuf // by kind, so that reused event slots fit
+	freeReqs []*reqState
+	pending  []*spanBuf // finished spans not yet written
+	spans    []otlpingest.Span
+	line     []byte
+
+	// The open step span (nil: none yet, or the last one was just closed).
+	step           *spanBuf
+	stepSeq        int64
+	stepRangeStart int64
+	stepStartUs    int64
+	nextStartUs    int64 // start of the span opened by a closure
+	reopened       bool
+	stepsSince     int64
+	eventsSince    bool
+	last           sim.StepSummary
+	snaps          []sim.RequestSnapshot
+
+	stats  Stats
+	err    error
+	closed bool
+}
+
+var _ sim.Observer = (*Writer)(nil)
+
+// NewWriter returns a Writer that writes OTLP JSON lines to trace and, if
+// kvEvents is not nil, KV events lines to kvEvents. journeyRNG and stepRNG
+// are normally sim.NewRNG(seed).Stream(sim.StreamTraceJourney) and
+// .Stream(sim.StreamTraceStep). The Writer draws exactly one journey number
+// per arrival, and per step one number to sample it and, only if sampled,
+// one to make it rich, so that changing a rate shifts no other draw.
+func NewWriter(trace io.Writer, kvEvents io.Writer, opt Options, journeyRNG, stepRNG *rand.Rand) (*Writer, error) {
+	if err := opt.Validate(); err != nil {
+		return nil, err
+	}
+	if trace == nil {
+		return nil, errors.New("simtrace: no trace writer")
+	}
+	if journeyRNG == nil || stepRNG == nil {
+		return nil, errors.New("simtrace: both random streams are required")
+	}
+	opt = opt.withDefaults()
+	w := &Writer{
+		opt:      opt,
+		trace:    trace,
+		jrng:     journeyRNG,
+		srng:     stepRNG,
+		idPrefix: "cmpl-",
+		chat:     opt.Route == RouteChatCompletions,
+		reqs:     map[int64]*reqState{},
+		ids:      map[int64]string{},
+	}
+	if w.chat {
+		w.idPrefix = "chatcmpl-"
+	}
+	if kvEvents != nil {
+		w.kv = newKVLines(kvEvents)
+	}
+	return w, nil
+}
+
+// Stats reports what has been written so far.
+func (w *Writer) Stats() Stats {
+	s := w.stats
+	if w.kv != nil {
+		s.KVLines = w.kv.lines
+	}
+	return s
+}
+
+func (w *Writer) wallNs(us int64) uint64 { return uint64(w.opt.WallBaseNs + us*1000) }
+func (w *Writer) monoNs(us int64) int64  { return w.opt.MonoBaseNs + us*1000 }
+
+func (w *Writer) setErr(err error) {
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+}
+
+func (w *Writer) newBuf(k spanKind) *spanBuf {
+	free := w.freeBufs[k]
+	if n := len(free); n > 0 {
+		b := free[n-1]
+		w.freeBufs[k] = free[:n-1]
+		return b
+	}
+	return &spanBuf{kind: k}
+}
+
+func (w *Writer) release(b *spanBuf) {
+	b.reset()
+	w.freeBufs[b.kind] = append(w.freeBufs[b.kind], b)
+}
+
+// engineID is a request's engine id, sampled or not.
+func (w *Writer) engineID(req int64) string {
+	if st := w.reqs[req]; st != nil {
+		return st.engineID
+	}
+	if id, ok := w.ids[req]; ok {
+		return id
+	}
+	_, id := requestIDs(w.idPrefix, req)
+	w.ids[req] = id
+	return id
+}
+
+// emit finishes a span and queues it for the next line.
+func (w *Writer) emit(b *spanBuf) {
+	b.finish()
+	w.stats.Spans++
+	w.stats.Events += int64(b.n)
+	w.stats.DroppedEvents += b.dropped
+	w.pending = append(w.pending, b)
+	if len(w.pending) >= w.opt.SpansPerLine {
+		w.flushLine()
+	}
+}
+
+// flushLine writes the queued spans as one ExportTraceServiceRequest.
+func (w *Writer) flushLine() {
+	if len(w.pending) == 0 {
+		return
+	}
+	w.spans = w.spans[:0]
+	for _, b := range w.pending {
+		w.spans = append(w.spans, b.sp)
+	}
+	if w.err == nil {
+		w.line = otlpingest.AppendJSON(w.line[:0], w.spans)
+		w.line = append(w.line, '\n')
+		n, err := w.trace.Write(w.line)
+		if err == nil && n < len(w.line) {
+			err = io.ErrShortWrite
+		}
+		w.setErr(err)
+		w.stats.Lines++
+	}
+	clear(w.spans) // drop references to the reused buffers
+	for _, b := range w.pending {
+		w.release(b)
+	}
+	clear(w.pending)
+	w.pending = w.pending[:0]
+}
+
+func (w *Writer) apiEvent(b *spanBuf, name string, us int64) *otlpingest.Event {
+	e := b.add(w.opt.MaxEventsPerSpan, w.wallNs(us), name)
+	e.Attrs = append(e.Attrs, dv("event.ts.monotonic", float64(w.monoNs(us))/1e9))
+	return e
+}
+
+// Arrived implements sim.Observer: the journey sampling decision.
+func (w *Writer) Arrived(spec *sim.RequestSpec) {
+	if !(w.jrng.Float64() < w.opt.JourneySampleRate) {
+		return
+	}
+	w.stats.SampledRequests++
+	var st *reqState
+	if n := len(w.freeReqs); n > 0 {
+		st = w.freeReqs[n-1]
+		w.freeReqs = w.freeReqs[:n-1]
+	} else {
+		st = &reqState{}
+	}
+	st.apiID, st.engineID = requestIDs(w.idPrefix, spec.ID)
+	tid := traceID(domainRequest, spec.ID)
+
+	api := w.newBuf(kindAPI)
+	sp := &api.sp
+	sp.Service, sp.Scope, sp.Name, sp.Kind = ServiceAPI, otlpingest.ScopeAPI, otlpingest.SpanRequest, 2
+	sp.TraceID, sp.SpanID = tid, spanID(saltAPISpan, spec.ID)
+	sp.StartUnixNano = w.wallNs(spec.ArrivalUs)
+	sp.Attrs = append(sp.Attrs, sv("gen_ai.request.id", st.apiID), sv("http.route", w.opt.Route))
+	if w.opt.Model != "" {
+		sp.Attrs = append(sp.Attrs, sv("gen_ai.response.model", w.opt.Model))
+	}
+	sp.Attrs = append(sp.Attrs, iv("gen_ai.usage.prompt_tokens", spec.PromptTokens),
+		dv("gen_ai.request.temperature", 1), dv("gen_ai.request.top_p", 1),
+		iv("gen_ai.request.max_tokens", spec.OutputTokens), iv("gen_ai.request.n", 1))
+	w.apiEvent(api, "api.ARRIVED", spec.ArrivalUs)
+
+	core := w.newBuf(kindCore)
+	sp = &core.sp
+	sp.Service, sp.Scope, sp.Name, sp.Kind = ServiceEngine, otlpingest.ScopeScheduler, otlpingest.SpanCore, 1
+	sp.TraceID, sp.SpanID, sp.ParentSpanID = tid, spanID(saltCoreSpan, spec.ID), api.sp.SpanID
+	sp.Attrs = append(sp.Attrs, sv("gen_ai.request.id", st.engineID))
+
+	st.api, st.core = api, core
+	w.reqs[spec.ID] = st
+}
+
+var journeyNames = [...]string{
+	sim.JourneyQueued:     "journey.QUEUED",
+	sim.JourneyScheduled:  "journey.SCHEDULED",
+	sim.JourneyFirstToken: "journey.FIRST_TOKEN",
+	sim.JourneyPreempted:  "journey.PREEMPTED",
+	sim.JourneyFinished:   "journey.FINISHED",
+}
+
+// Journey implements sim.Observer.
+func (w *Writer) Journey(ev *sim.JourneyEvent) {
+	st := w.reqs[ev.Req]
+	if st == nil || st.core == nil {
+		return
+	}
+	core := st.core
+	if ev.Kind == sim.JourneyQueued && core.n == 0 {
+		core.sp.StartUnixNano = w.wallNs(ev.AtUs)
+	}
+	mono := w.monoNs(ev.AtUs)
+	e := core.add(w.opt.MaxEventsPerSpan, w.wallNs(ev.AtUs), journeyNames[ev.Kind])
+	e.Attrs = append(e.Attrs,
+		sv("event.type", ev.Kind.String()),
+		dv("ts.monotonic", float64(mono)/1e9),
+		iv("ts.monotonic_ns", mono),
+		iv("scheduler.step", ev.Step),
+		sv("phase", ev.Phase.String()),
+		iv("prefill.done_tokens", ev.PrefillDone),
+		iv("prefill.total_tokens", ev.PrefillTotal),
+		iv("decode.done_tokens", ev.DecodeDone),
+		iv("decode.max_tokens", ev.DecodeMax),
+		iv("num_preemptions", ev.NumPreemptions))
+	switch ev.Kind {
+	case sim.JourneyQueued:
+		if w.chat {
+			w.apiEvent(st.api, "api.HANDOFF_TO_CORE", ev.AtUs)
+		}
+	case sim.JourneyScheduled:
+		kind := "FIRST"
+		if ev.Resume {
+			kind = "RESUME"
+		}
+		e.Attrs = append(e.Attrs, sv("schedule.kind", kind))
+	case sim.JourneyFirstToken:
+		if w.chat {
+			w.apiEvent(st.api, "api.FIRST_RESPONSE_FROM_CORE", ev.AtUs)
+		}
+	case sim.JourneyFinished:
+		e.Attrs = append(e.Attrs, sv("finish.status", ev.FinishStatus))
+		core.sp.EndUnixNano = w.wallNs(ev.AtUs)
+		st.core = nil
+		w.emit(core)
+	}
+}
+
+func (w *Writer) endRequest(req int64) *reqState {
+	delete(w.ids, req)
+	st := w.reqs[req]
+	if st != nil {
+		delete(w.reqs, req)
+	}
+	return st
+}
+
+func (w *Writer) recycle(st *reqState) {
+	*st = reqState{}
+	w.freeReqs = append(w.freeReqs, st)
+}
+
+// Departed implements sim.Observer: the request's spans are written.
+func (w *Writer) Departed(req int64, atUs int64) {
+	st := w.endRequest(req)
+	if st == nil {
+		return
+	}
+	if st.core != nil { // no FINISHED was seen; end the engine span here
+		st.core.sp.EndUnixNano = w.wallNs(atUs)
+		w.emit(st.core)
+	}
+	w.apiEvent(st.api, "api.DEPARTED", atUs)
+	st.api.sp.EndUnixNano = w.wallNs(atUs)
+	w.emit(st.api)
+	w.recycle(st)
+}
+
+// Dropped implements sim.Observer: a refused request has an API span that
+// ends with api.ABORTED, and no engine span.
+func (w *Writer) Dropped(req int64, atUs int64, reason string) {
+	st := w.endRequest(req)
+	if st == nil {
+		return
+	}
+	e := w.apiEvent(st.api, "api.ABORTED", atUs)
+	e.Attrs = append(e.Attrs, sv("reason", AbortReasonRejected), sv("error", reason))
+	st.api.sp.EndUnixNano = w.wallNs(atUs)
+	w.emit(st.api)
+	if st.core != nil {
+		w.release(st.core)
+	}
+	w.recycle(st)
+}
+
+// Step implements sim.Observer: the sampling decisions, the step span's
+// events and closure, and the step's KV events line.
+func (w *Writer) Step(s *sim.StepSummary, snaps sim.SnapshotSource) {
+	sampled := w.srng.Float64() < w.opt.StepSampleRate
+	rich := sampled && w.srng.Float64() < w.opt.RichSubsampleRate
+	if w.kv != nil {
+		w.setErr(w.kv.endStep(s.ID, w.opt.WallBaseNs+(s.StartUs+s.CycleUs)*1000))
+	}
+	w.last = *s
+	if w.opt.StepSampleRate == 0 {
+		return
+	}
+	if w.step == nil {
+		w.openStep(s)
+	}
+	if sampled {
+		w.stats.SampledSteps++
+		w.summary(s)
+		if rich {
+			w.stats.RichSteps++
+			w.snapshots(s, snaps)
+		}
+		w.eventsSince = true
+	}
+	w.stepsSince++
+	if w.stepsSince >= w.opt.ClosureInterval {
+		if w.eventsSince {
+			endUs := s.StartUs + s.SchedulerUs
+			w.closeStep(s.ID, endUs)
+			w.nextStartUs, w.reopened = endUs, true
+		}
+		w.stepsSince, w.eventsSince = 0, false
+	}
+}
+
+func (w *Writer) openStep(s *sim.StepSummary) {
+	w.stepSeq++
+	w.stepRangeStart = s.ID
+	w.stepStartUs = s.StartUs
+	if w.reopened {
+		w.stepStartUs = w.nextStartUs
+	}
+	w.step = w.newBuf(kindStep)
+}
+
+func (w *Writer) closeStep(rangeEnd, endUs int64) {
+	b := w.step
+	w.step = nil
+	sp := &b.sp
+	sp.Service, sp.Scope, sp.Kind = ServiceEngine, otlpingest.ScopeStep, 1
+	sp.Name = otlpingest.StepSpanPrefix + strconv.FormatInt(w.stepSeq, 10)
+	sp.TraceID, sp.SpanID = traceID(domainStep, w.stepSeq), spanID(saltStepSpan, w.stepSeq)
+	sp.StartUnixNano, sp.EndUnixNano = w.wallNs(w.stepStartUs), w.wallNs(endUs)
+	// Attribute order as the SDK keeps it: set at start, then at closure.
+	sp.Attrs = append(sp.Attrs[:0],
+		iv("scheduler.span_sequence", w.stepSeq),
+		iv("scheduler.step_range_start", w.stepRangeStart),
+		iv("scheduler.closure_interval", w.opt.ClosureInterval),
+		iv("scheduler.step_range_end", rangeEnd))
+	w.emit(b)
+}
+
+func (w *Writer) summary(s *sim.StepSummary) {
+	endUs := s.StartUs + s.SchedulerUs
+	e := w.step.add(w.opt.MaxEventsPerSpan, w.wallNs(endUs), "step.BATCH_SUMMARY")
+	e.Attrs = append(e.Attrs,
+		iv("step.id", s.ID),
+		iv("step.ts_start_ns", w.monoNs(s.StartUs)),
+		iv("step.ts_end_ns", w.monoNs(endUs)),
+		iv("step.duration_us", s.SchedulerUs),
+		iv("queue.running_depth", s.Running),
+		iv("queue.waiting_depth", s.Waiting),
+		iv("batch.num_prefill_reqs", s.NumPrefill),
+		iv("batch.num_decode_reqs", s.NumDecode),
+		iv("batch.scheduled_tokens", s.Scheduled),
+		iv("batch.prefill_tokens", s.PrefillTok),
+		iv("batch.decode_tokens", s.DecodeTok),
+		iv("batch.num_finished", s.NumFinished),
+		iv("batch.num_preempted", s.NumPreempted),
+		dv("kv.usage_gpu_ratio", s.KVUsage),
+		iv("kv.blocks_total_gpu", s.KVTotal),
+		iv("kv.blocks_free_gpu", s.KVFree))
+}
+
+func (w *Writer) snapshots(s *sim.StepSummary, src sim.SnapshotSource) {
+	if src == nil {
+		return
+	}
+	w.snaps = src.Snapshots(w.snaps[:0])
+	t := w.wallNs(s.StartUs + s.SchedulerUs)
+	for i := range w.snaps {
+		r := &w.snaps[i]
+		e := w.step.add(w.opt.MaxEventsPerSpan, t, "step.REQUEST_SNAPSHOT")
+		e.Attrs = append(e.Attrs,
+			iv("step.id", s.ID),
+			sv("request.id", w.engineID(r.Req)),
+			sv("request.phase", r.Phase.String()),
+			iv("request.num_prompt_tokens", r.PromptTokens),
+			iv("request.num_computed_tokens", r.ComputedTokens),
+			iv("request.num_output_tokens", r.OutputTokens),
+			iv("request.num_preemptions", r.Preemptions),
+			iv("request.scheduled_tokens_this_step", r.ScheduledThisStep),
+			iv("kv.blocks_allocated_gpu", r.BlocksAllocated),
+			iv("kv.blocks_cached_gpu", r.BlocksCached))
+	}
+}
+
+// KV implements sim.Observer.
+func (w *Writer) KV(ev *sim.KVEvent) {
+	if w.kv == nil {
+		return
+	}
+	switch ev.Kind {
+	case sim.KVStore:
+		w.kv.store(ev.Blocks, ev.Step)
+	case sim.KVLoad:
+		w.kv.load(w.engineID(ev.Req), ev.Blocks, ev.Step)
+	case sim.KVCPUEviction:
+		w.kv.cpuEviction(ev.Blocks, ev.Step)
+	}
+}
+
+// Close ends the open step span, writes every buffered span and KV event,
+// and returns the first write error. The Writer must not be used after.
+func (w *Writer) Close() error {
+	if w.closed {
+		return w.err
+	}
+	w.closed = true
+	lastEndUs := w.last.StartUs + w.last.CycleUs
+	if w.step != nil {
+		w.closeStep(w.last.ID, lastEndUs)
+	}
+	w.flushLine()
+	if w.kv != nil {
+		w.setErr(w.kv.close(w.opt.WallBaseNs + lastEndUs*1000))
+	}
+	return w.err
+}
