@@ -1,0 +1,182 @@
+package workload
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/blis-sim/blis/sim"
+)
+
+// Arrival processes.
+const (
+	ArrivalPoisson = "poisson"
+	ArrivalGamma   = "gamma"
+)
+
+// Spec describes a synthetic workload. Error messages name fields by their
+// command-line flag spelling (gamma-cv, prefix-groups, ...).
+type Spec struct {
+	Requests int     // number of requests (> 0)
+	Rate     float64 // mean arrivals per second (> 0)
+	Arrival  string  // "poisson" (also when empty) or "gamma"
+	// GammaCV is the coefficient of variation of gamma inter-arrival times
+	// (1 = Poisson, > 1 burstier, < 1 more regular); within [0.001, 1000].
+	GammaCV float64
+	// Prompt is the total prompt length, shared prefix included.
+	Prompt, Output Dist
+	PrefixGroups   int     // number of shared-prefix groups (0 = none; then the next two are ignored)
+	PrefixTokens   int64   // tokens of the shared prefix (each group's prefix has this length)
+	PrefixFraction float64 // share of requests that belong to some group (0..1); members pick a group uniformly
+	StartUs        int64   // arrival time of the first possible arrival (default 0)
+}
+
+// Validate reports the first invalid field.
+func (s Spec) Validate() error {
+	if s.Requests <= 0 {
+		return fmt.Errorf("requests must be > 0, got %d", s.Requests)
+	}
+	if !(s.Rate > 0) || math.IsInf(s.Rate, 0) {
+		return fmt.Errorf("rate must be > 0 and finite, got %g", s.Rate)
+	}
+	switch s.Arrival {
+	case "", ArrivalPoisson:
+	case ArrivalGamma:
+		// Outside this range the shape 1/cv² under- or overflows.
+		if !(s.GammaCV >= 1e-3 && s.GammaCV <= 1e3) {
+			return fmt.Errorf("gamma-cv must be within [0.001, 1000], got %g", s.GammaCV)
+		}
+	default:
+		return fmt.Errorf("arrival must be %q or %q, got %q", ArrivalPoisson, ArrivalGamma, s.Arrival)
+	}
+	if err := s.Prompt.Validate(); err != nil {
+		return fmt.Errorf("prompt-tokens: %w", err)
+	}
+	if err := s.Output.Validate(); err != nil {
+		return fmt.Errorf("output-tokens: %w", err)
+	}
+	if s.PrefixGroups < 0 || s.PrefixGroups > math.MaxInt32 {
+		return fmt.Errorf("prefix-groups must be within [0, %d], got %d", math.MaxInt32, s.PrefixGroups)
+	}
+	if !(s.PrefixFraction >= 0 && s.PrefixFraction <= 1) {
+		return fmt.Errorf("prefix-fraction must be within [0, 1], got %g", s.PrefixFraction)
+	}
+	// With PrefixGroups 0, PrefixTokens and PrefixFraction are ignored (the
+	// CLI keeps its defaults for them when --prefix-groups 0 turns prefixes off).
+	switch {
+	case s.PrefixTokens < 0 || s.PrefixTokens >= maxTokens:
+		return fmt.Errorf("prefix-tokens must be within [0, %d), got %d", int64(maxTokens), s.PrefixTokens)
+	case s.PrefixGroups > 0 && s.PrefixTokens == 0:
+		return fmt.Errorf("prefix-tokens must be > 0 when prefix-groups is %d", s.PrefixGroups)
+	case s.PrefixGroups > 0 && s.Prompt.Max != 0 && s.Prompt.Max <= s.PrefixTokens:
+		// Grouped prompts are raised to PrefixTokens+1 (see Generate).
+		return fmt.Errorf("prefix-tokens %d must be < the prompt max %d", s.PrefixTokens, s.Prompt.Max)
+	}
+	if s.StartUs < 0 {
+		return fmt.Errorf("start-us must be >= 0, got %d", s.StartUs)
+	}
+	return nil
+}
+
+// Seeds of the second PCG word, one per per-request value, so two values
+// never share a stream even if their 64-bit seeds collide.
+const (
+	streamGap uint64 = iota + 0x9e3779b97f4a7c15
+	streamPrompt
+	streamOutput
+	streamPrefix
+)
+
+// Generate returns s.Requests requests with IDs 0..n-1 in arrival order.
+//
+// Draw order: for each request, r yields exactly four 64-bit seeds, in this
+// order: gap, prompt, output, prefix. Each value is then sampled from its
+// own short PCG stream seeded with its seed, so r advances by four draws
+// per request whatever the distributions are (rejection samplers use a
+// variable number of draws). Changing one distribution, the arrival
+// process, or the prefix settings therefore never changes any other value
+// of any request. The prefix stream always yields its two values
+// (membership, then group index), even when PrefixGroups is 0.
+//
+// Arrivals: the first request arrives one inter-arrival gap after StartUs.
+// Gaps are exponential with mean 1/Rate (poisson) or gamma with shape
+// k = 1/GammaCV² and scale 1/(Rate·k) (gamma). Time accumulates in float64
+// seconds and each arrival is rounded to microseconds on its own, so
+// rounding error does not accumulate.
+//
+// Prefixes: a request joins a group with probability PrefixFraction, the
+// group being uniform over 1..PrefixGroups. The sampled prompt length is
+// the total prompt, shared prefix included; a member whose sampled prompt
+// is <= PrefixTokens is raised to PrefixTokens+1, so every prompt has at
+// least one token of its own after the prefix (as with a real system
+// prompt, a request cannot be shorter than it). This raise ignores
+// Prompt.Max, which Validate requires to exceed PrefixTokens.
+func Generate(s Spec, r *rand.Rand) ([]sim.RequestSpec, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	gap := func(r *rand.Rand) float64 { return r.ExpFloat64() / s.Rate }
+	if s.Arrival == ArrivalGamma {
+		k := 1 / (s.GammaCV * s.GammaCV)
+		scale := 1 / (s.Rate * k)
+		gap = func(r *rand.Rand) float64 { return gammaSample(r, k) * scale }
+	}
+	// One reseeded PCG serves every per-value stream; rand.Rand keeps no
+	// state of its own, so reseeding the source restarts the stream.
+	src := rand.NewPCG(0, 0)
+	sub := rand.New(src)
+	stream := func(seed, which uint64) *rand.Rand {
+		src.Seed(seed, which)
+		return sub
+	}
+	out := make([]sim.RequestSpec, s.Requests)
+	t := 0.0 // seconds since StartUs
+	for i := range out {
+		gapSeed, promptSeed, outputSeed, prefixSeed := r.Uint64(), r.Uint64(), r.Uint64(), r.Uint64()
+
+		t += gap(stream(gapSeed, streamGap))
+		us := math.Round(t * 1e6)
+		if us > math.MaxInt64/2 || int64(us) > math.MaxInt64-s.StartUs {
+			return nil, fmt.Errorf("request %d: arrival time overflows int64 microseconds; raise rate or lower requests", i)
+		}
+		// One statement per stream: sub is shared, so each sample must
+		// finish before the next reseed.
+		req := sim.RequestSpec{ID: int64(i), ArrivalUs: int64(us) + s.StartUs}
+		req.PromptTokens = s.Prompt.Sample(stream(promptSeed, streamPrompt))
+		req.OutputTokens = s.Output.Sample(stream(outputSeed, streamOutput))
+		pr := stream(prefixSeed, streamPrefix)
+		member, which := pr.Float64(), pr.Float64()
+		if s.PrefixGroups > 0 && member < s.PrefixFraction {
+			g := 1 + int64(which*float64(s.PrefixGroups))
+			req.PrefixGroup = int32(min(g, int64(s.PrefixGroups))) // guard float rounding at the top
+			req.PrefixTokens = s.PrefixTokens
+			req.PromptTokens = max(req.PromptTokens, s.PrefixTokens+1)
+		}
+		out[i] = req
+	}
+	return out, nil
+}
+
+// gammaSample draws from Gamma(k, 1) by Marsaglia and Tsang (2000). For
+// k < 1 it draws Gamma(k+1) and then U^(1/k) (the "boost"), in that order.
+func gammaSample(r *rand.Rand, k float64) float64 {
+	if k < 1 {
+		g := gammaSample(r, k+1)
+		return g * math.Pow(r.Float64(), 1/k)
+	}
+	d := k - 1.0/3
+	c := 1 / math.Sqrt(9*d)
+	for {
+		var x, v float64
+		for v <= 0 {
+			x = r.NormFloat64()
+			v = 1 + c*x
+		}
+		v = v * v * v
+		u := r.Float64()
+		x2 := x * x
+		if u < 1-0.0331*x2*x2 || math.Log(u) < 0.5*x2+d*(1-v+math.Log(v)) {
+			return d * v
+		}
+	}
+}
