@@ -34,6 +34,9 @@ fuzz_targets=(
   "./otlpingest FuzzDecodeJSON"
   "./otlpingest FuzzReadTraces"
   "./otlpingest FuzzDecodeKVLine"
+  "./coefficients FuzzParse"
+  "./sim/workload FuzzParseDist"
+  "./sim/workload FuzzReplayCSV"
 )
 for t in "${fuzz_targets[@]}"; do
   set -- $t

@@ -1,0 +1,35 @@
+// Command blis simulates vLLM serving deployments. run simulates one vLLM
+// instance serving a workload and prints its metrics as JSON; it can also
+// write the run as a vLLM trace for calibrate.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	if err := newRootCmd().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "blis:", err)
+		os.Exit(1)
+	}
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "blis",
+		Short: "Simulate vLLM serving before you buy the GPUs",
+		Long: `blis is a deterministic discrete-event simulator of vLLM instances. Its
+latency models are the physics-normalized model fitted by calibrate, an
+analytical roofline, or a blackbox regression.
+
+Results go to stdout as JSON and are byte-identical for the same inputs and
+--seed; diagnostics go to stderr. See docs/simulator.md.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newRunCmd())
+	return root
+}

@@ -1,0 +1,480 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/blis-sim/blis/coefficients"
+	"github.com/blis-sim/blis/physics"
+	"github.com/blis-sim/blis/sim"
+	"github.com/blis-sim/blis/sim/simtrace"
+	"github.com/blis-sim/blis/sim/workload"
+)
+
+// runOpts are the flags of blis run.
+type runOpts struct {
+	model, hardware string
+	tp              int
+	knobs           physics.VLLMKnobs
+	longPrefill     int64
+	kvBlocksGPU     string
+	offloadThresh   float64
+
+	scheduler, priority string
+	prioBase, prioAge   float64
+
+	latency      string
+	coeffs       string
+	alphaBB      string
+	betaBB       string
+	computeEff   float64
+	bandwidthEff float64
+	stepOverhead float64
+	noise        float64
+	workload     workload.Spec
+	promptDist   string
+	outputDist   string
+	replay       string
+	seed         int64
+	horizonS     float64
+	perRequest   bool
+	debugInv     bool
+	quiet        bool
+	traceFile    string
+	kvEventsFile string
+	traceOpt     simtrace.Options
+}
+
+func newRunCmd() *cobra.Command {
+	o := runOpts{knobs: physics.DefaultVLLMKnobs()}
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Simulate one vLLM instance serving a workload",
+		Long: `run simulates one vLLM instance (model, GPU, TP degree and vLLM settings)
+serving a synthetic workload or a replayed trace, and prints latency and
+throughput metrics as JSON on stdout.
+
+Latency models (--latency):
+  physics   step time from the 16 physics features and fitted coefficients
+            (--coefficients FILE, written by calibrate fit); the file must be
+            for the same model, hardware and TP
+  roofline  analytical: compute or bandwidth bound forward pass, TP
+            all-reduce, per-step overheads (no coefficients needed)
+  blackbox  beta0 + beta1*prefill tokens + beta2*decode tokens (µs), with
+            --alpha-coeffs / --beta-coeffs
+The default is physics when --coefficients is given, else roofline.
+--latency-noise adds mean-one log-normal noise to every step: a ground truth
+no linear model fits exactly, for testing calibration.
+
+--otlp-trace writes the run as vLLM's journey and step tracing would, in
+OTLP JSON lines (read it back with calibrate ingest); --kv-events writes the
+KV events subscriber's JSON lines when --kv-blocks-cpu is set.`,
+		Example: `  blis run
+  blis run --rate 30 --requests 5000 --prompt-tokens lognormal:mean=2000,cv=0.8
+  blis run --coefficients coeffs.yaml --replay tables/requests.parquet
+  blis run --latency-noise 0.05 --otlp-trace run.jsonl --trace-step-sample-rate 1`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runRun(cmd, &o)
+		},
+	}
+	f := cmd.Flags()
+	f.SortFlags = false
+	f.StringVar(&o.model, "model", "llama-3.1-8b", "shipped model name or path to a HuggingFace config.json")
+	f.StringVar(&o.hardware, "hardware", "h100-sxm", "shipped hardware name or path to a hardware spec JSON")
+	f.IntVar(&o.tp, "tp", 1, "tensor-parallel degree")
+	f.Int64Var(&o.knobs.MaxNumSeqs, "max-num-seqs", o.knobs.MaxNumSeqs, "vLLM --max-num-seqs: running requests at most")
+	f.Int64Var(&o.knobs.MaxBatchedTokens, "max-num-batched-tokens", o.knobs.MaxBatchedTokens, "vLLM --max-num-batched-tokens: token budget per step")
+	f.Int64Var(&o.longPrefill, "long-prefill-token-threshold", 0, "vLLM --long-prefill-token-threshold: prefill tokens per request per step (0: no cap)")
+	f.BoolVar(&o.knobs.ChunkedPrefillEnabled, "enable-chunked-prefill", o.knobs.ChunkedPrefillEnabled, "vLLM --enable-chunked-prefill")
+	f.BoolVar(&o.knobs.PrefixCachingEnabled, "enable-prefix-caching", o.knobs.PrefixCachingEnabled, "vLLM --enable-prefix-caching")
+	f.Int64Var(&o.knobs.BlockSizeTokens, "block-size", o.knobs.BlockSizeTokens, "vLLM --block-size: tokens per KV block")
+	f.StringVar(&o.kvBlocksGPU, "kv-blocks-gpu", "auto", "GPU KV blocks, or auto to derive them from device memory as vLLM does")
+	f.Float64Var(&o.knobs.GPUMemoryUtilization, "gpu-memory-utilization", o.knobs.GPUMemoryUtilization, "vLLM --gpu-memory-utilization (used when deriving --kv-blocks-gpu)")
+	f.Int64Var(&o.knobs.TotalKVBlocksCPU, "kv-blocks-cpu", 0, "CPU KV blocks for offload (0: no CPU tier)")
+	f.Float64Var(&o.offloadThresh, "kv-offload-threshold", 0.9, "GPU KV usage above which evicted blocks are stored to the CPU tier")
+
+	f.StringVar(&o.scheduler, "scheduler", "fcfs", "queue order: fcfs, priority-fcfs, sjf, reverse-priority")
+	f.StringVar(&o.priority, "priority", "constant", "priority score: constant, slo-based, inverted-slo")
+	f.Float64Var(&o.prioBase, "priority-base", 0, "base priority score")
+	f.Float64Var(&o.prioAge, "priority-age-weight", 1, "score per second of age (slo-based, inverted-slo)")
+
+	f.StringVar(&o.latency, "latency", "", "latency model: physics, roofline, blackbox (default: physics with --coefficients, else roofline)")
+	f.StringVar(&o.coeffs, "coefficients", "", "coefficient YAML written by calibrate fit (physics model)")
+	f.StringVar(&o.alphaBB, "alpha-coeffs", "1200,0.08,1.5", "blackbox alpha0,alpha1,alpha2: queueing µs + µs per prompt token; µs per output token at departure")
+	f.StringVar(&o.betaBB, "beta-coeffs", "6000,0.2,30", "blackbox beta0,beta1,beta2: step µs + µs per prefill token + µs per decode token")
+	f.Float64Var(&o.computeEff, "roofline-compute-eff", 0.6, "roofline: share of peak FLOP/s reached")
+	f.Float64Var(&o.bandwidthEff, "roofline-bandwidth-eff", 0.8, "roofline: share of peak HBM bandwidth reached")
+	f.Float64Var(&o.stepOverhead, "roofline-step-overhead-us", 900, "roofline: fixed CPU and launch cost per step, µs")
+	f.Float64Var(&o.noise, "latency-noise", 0, "log-normal sigma of multiplicative step-time noise (0: none)")
+
+	f.IntVar(&o.workload.Requests, "requests", 1000, "number of requests")
+	f.Float64Var(&o.workload.Rate, "rate", 8, "mean arrival rate, requests per second")
+	f.StringVar(&o.workload.Arrival, "arrival", "poisson", "arrival process: poisson or gamma")
+	f.Float64Var(&o.workload.GammaCV, "gamma-cv", 2, "gamma arrivals: coefficient of variation of the gaps (1 = Poisson)")
+	f.StringVar(&o.promptDist, "prompt-tokens", "lognormal:mean=1024,cv=0.6,max=16384", "prompt length distribution (const:N, uniform:A,B, normal:/lognormal:mean=M,cv=C[,min=,max=], exponential:mean=M)")
+	f.StringVar(&o.outputDist, "output-tokens", "lognormal:mean=256,cv=0.8,max=4096", "output length distribution, same forms")
+	f.IntVar(&o.workload.PrefixGroups, "prefix-groups", 8, "shared-prefix groups (system prompts); 0 for none")
+	f.Int64Var(&o.workload.PrefixTokens, "prefix-tokens", 512, "tokens of each group's shared prefix")
+	f.Float64Var(&o.workload.PrefixFraction, "prefix-fraction", 0.5, "share of requests that start with a group prefix")
+	f.StringVar(&o.replay, "replay", "", "replay arrivals and lengths from a requests table (calibrate ingest's requests.parquet or its directory) or a CSV; overrides the synthetic workload")
+	f.Int64Var(&o.seed, "seed", 42, "random seed")
+	f.Float64Var(&o.horizonS, "horizon", 0, "stop after this many simulated seconds (0: serve every request)")
+	f.BoolVar(&o.perRequest, "per-request", false, "include one record per finished request in the JSON")
+
+	f.StringVar(&o.traceFile, "otlp-trace", "", "write the run as vLLM OTLP JSON lines to FILE")
+	f.StringVar(&o.kvEventsFile, "kv-events", "", "write KV offload events as the subscriber's JSON lines to FILE (needs --kv-blocks-cpu)")
+	f.Float64Var(&o.traceOpt.JourneySampleRate, "trace-journey-sample-rate", 1.0, "vLLM --journey-tracing-sample-rate")
+	f.Float64Var(&o.traceOpt.StepSampleRate, "trace-step-sample-rate", 0.01, "vLLM --step-tracing-sample-rate")
+	f.Float64Var(&o.traceOpt.RichSubsampleRate, "trace-rich-subsample-rate", 0.001, "vLLM --step-tracing-rich-subsample-rate")
+	f.Int64Var(&o.traceOpt.ClosureInterval, "trace-closure-interval", 100, "vLLM --step-tracing-closure-interval")
+	f.StringVar(&o.traceOpt.Route, "trace-route", "/v1/completions", "HTTP route the trace shows: /v1/completions or /v1/chat/completions")
+
+	f.BoolVar(&o.debugInv, "debug-invariants", false, "check every invariant in full after every step (slow)")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "no diagnostics on stderr")
+	return cmd
+}
+
+// resolved is everything a run needs, built and checked before it starts.
+type resolved struct {
+	cfg      *physics.PhysicsConfig
+	simCfg   sim.Config
+	reqs     []sim.RequestSpec
+	replay   *workload.ReplayReport
+	latency  string
+	coeffSrc string
+}
+
+func runRun(cmd *cobra.Command, o *runOpts) error {
+	stderr := cmd.ErrOrStderr()
+	if o.quiet {
+		stderr = io.Discard
+	}
+	r, err := resolve(cmd.Flags(), o)
+	if err != nil {
+		return err
+	}
+	rng := sim.NewRNG(o.seed)
+	if o.noise > 0 {
+		r.simCfg.Latency = sim.NewNoisy(r.simCfg.Latency, o.noise, rng.Stream(sim.StreamLatencyNoise))
+	}
+
+	var tw *simtrace.Writer
+	var closers []func() error
+	if o.traceFile != "" {
+		tf, err := createOut(o.traceFile, "--otlp-trace")
+		if err != nil {
+			return err
+		}
+		var kvw io.Writer
+		if o.kvEventsFile != "" {
+			kf, err := createOut(o.kvEventsFile, "--kv-events")
+			if err != nil {
+				return err
+			}
+			kvb := bufio.NewWriterSize(kf, 1<<20)
+			kvw = kvb
+			closers = append(closers, kvb.Flush, kf.Close)
+		}
+		tb := bufio.NewWriterSize(tf, 1<<20)
+		o.traceOpt.Model = r.cfg.Model.Name
+		tw, err = simtrace.NewWriter(tb, kvw, o.traceOpt, rng.Stream(sim.StreamTraceJourney), rng.Stream(sim.StreamTraceStep))
+		if err != nil {
+			return err
+		}
+		r.simCfg.Observer = tw
+		closers = append([]func() error{tw.Close, tb.Flush, tf.Close}, closers...)
+	}
+
+	start := time.Now()
+	s, err := sim.New(r.simCfg, r.reqs)
+	if err != nil {
+		return err
+	}
+	res, err := s.Run()
+	if err != nil {
+		return err
+	}
+	wall := time.Since(start)
+	for _, c := range closers {
+		if err := c(); err != nil {
+			return fmt.Errorf("writing trace: %w", err)
+		}
+	}
+	out := report{
+		Tool:     "blis run",
+		Version:  1,
+		Config:   describe(o, r),
+		Metrics:  res,
+		Workload: r.replay,
+	}
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "blis: %d requests (%d completed, %d dropped), %d steps, %.1f s simulated in %.2f s wall (%.1f µs per request)\n",
+		len(r.reqs), res.Requests.Completed, res.Requests.Dropped, res.Steps, res.DurationS, wall.Seconds(),
+		float64(wall.Microseconds())/float64(max(1, len(r.reqs))))
+	if tw != nil {
+		st := tw.Stats()
+		fmt.Fprintf(stderr, "blis: trace %s: %d spans, %d events (%d dropped by the 128-event limit), %d sampled steps (%d rich)\n",
+			o.traceFile, st.Spans, st.Events, st.DroppedEvents, st.SampledSteps, st.RichSteps)
+	}
+	return nil
+}
+
+func createOut(path, flag string) (*os.File, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	return f, nil
+}
+
+// resolve turns flags into a validated configuration; every error names
+// the flag or file at fault.
+func resolve(flags *pflag.FlagSet, o *runOpts) (*resolved, error) {
+	m, err := physics.LoadModel(o.model)
+	if err != nil {
+		return nil, fmt.Errorf("--model: %w", err)
+	}
+	h, err := physics.LoadHardware(o.hardware)
+	if err != nil {
+		return nil, fmt.Errorf("--hardware: %w", err)
+	}
+	if o.tp < 1 {
+		return nil, fmt.Errorf("--tp must be >= 1, got %d", o.tp)
+	}
+	o.knobs.TotalKVBlocksGPU = 0 // derive
+	if o.kvBlocksGPU != "auto" {
+		n, err := strconv.ParseInt(o.kvBlocksGPU, 10, 64)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("--kv-blocks-gpu must be a block count > 0 or auto, got %q", o.kvBlocksGPU)
+		}
+		o.knobs.TotalKVBlocksGPU = n
+	}
+	if o.knobs.TotalKVBlocksCPU < 0 {
+		return nil, fmt.Errorf("--kv-blocks-cpu must be >= 0, got %d", o.knobs.TotalKVBlocksCPU)
+	}
+	o.knobs.CPUOffloading = o.knobs.TotalKVBlocksCPU > 0
+	if o.kvEventsFile != "" && (!o.knobs.CPUOffloading || o.traceFile == "") {
+		return nil, errors.New("--kv-events needs --kv-blocks-cpu > 0 and --otlp-trace")
+	}
+	cfg, err := physics.NewPhysicsConfig(m, h, o.tp, o.knobs)
+	if err != nil {
+		return nil, fmt.Errorf("--model, --hardware, --tp: %w", err)
+	}
+	r := &resolved{cfg: cfg}
+	sched, err := sim.ParseScheduler(o.scheduler)
+	if err != nil {
+		return nil, err
+	}
+	prio, err := sim.ParsePriority(o.priority)
+	if err != nil {
+		return nil, err
+	}
+	if !(o.horizonS >= 0) || math.IsInf(o.horizonS, 0) {
+		return nil, fmt.Errorf("--horizon must be a number of seconds >= 0, got %v", o.horizonS)
+	}
+	if !(o.noise >= 0 && o.noise <= 2) {
+		return nil, fmt.Errorf("--latency-noise must be in [0, 2], got %v", o.noise)
+	}
+	if o.traceFile != "" {
+		if err := o.traceOpt.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	lat, err := latencyModel(o, r)
+	if err != nil {
+		return nil, err
+	}
+	k := cfg.Knobs
+	r.simCfg = sim.Config{
+		MaxNumSeqs:           k.MaxNumSeqs,
+		MaxBatchedTokens:     k.MaxBatchedTokens,
+		LongPrefillThreshold: o.longPrefill,
+		ChunkedPrefill:       k.ChunkedPrefillEnabled,
+		BlockSize:            k.BlockSizeTokens,
+		TotalKVBlocks:        k.TotalKVBlocksGPU,
+		PrefixCaching:        k.PrefixCachingEnabled,
+		CPUKVBlocks:          k.TotalKVBlocksCPU,
+		OffloadThreshold:     o.offloadThresh,
+		Scheduler:            sched,
+		Priority:             sim.PriorityPolicy{Kind: prio, Base: o.prioBase, AgeWeight: o.prioAge},
+		Latency:              lat,
+		HorizonUs:            int64(math.Round(o.horizonS * 1e6)),
+		Exhaustive:           o.debugInv,
+		RecordRequests:       o.perRequest,
+	}
+	if err := r.simCfg.Validate(); err != nil {
+		return nil, err
+	}
+	if o.replay != "" {
+		reqs, rep, err := workload.Replay(o.replay)
+		if err != nil {
+			return nil, fmt.Errorf("--replay: %w", err)
+		}
+		if len(reqs) == 0 {
+			return nil, fmt.Errorf("--replay %s: no usable requests (%d rows)", o.replay, rep.Rows)
+		}
+		r.reqs, r.replay = reqs, &rep
+		return r, nil
+	}
+	if o.workload.Prompt, err = workload.ParseDist(o.promptDist); err != nil {
+		return nil, fmt.Errorf("--prompt-tokens: %w", err)
+	}
+	if o.workload.Output, err = workload.ParseDist(o.outputDist); err != nil {
+		return nil, fmt.Errorf("--output-tokens: %w", err)
+	}
+	if err := o.workload.Validate(); err != nil {
+		return nil, flagError(err)
+	}
+	r.reqs, err = workload.Generate(o.workload, sim.NewRNG(o.seed).Stream(sim.StreamWorkload))
+	if err != nil {
+		return nil, flagError(err)
+	}
+	return r, nil
+}
+
+// flagError prefixes a workload error with "--" when it starts with the
+// field's flag name, so that "rate must be > 0" reads "--rate must be > 0".
+func flagError(err error) error {
+	msg := err.Error()
+	for _, f := range []string{"requests", "rate", "arrival", "gamma-cv", "prefix-groups", "prefix-tokens", "prefix-fraction"} {
+		field := strings.ReplaceAll(f, "-", "_")
+		for _, name := range []string{f, field} {
+			if strings.HasPrefix(msg, name+" ") || strings.HasPrefix(msg, name+":") {
+				return fmt.Errorf("--%s%s", f, msg[len(name):])
+			}
+		}
+	}
+	return err
+}
+
+func latencyModel(o *runOpts, r *resolved) (sim.LatencyModel, error) {
+	name := o.latency
+	if name == "" {
+		name = "roofline"
+		if o.coeffs != "" {
+			name = "physics"
+		}
+	}
+	r.latency = name
+	switch name {
+	case "physics":
+		if o.coeffs == "" {
+			return nil, errors.New("--latency physics needs --coefficients FILE (written by calibrate fit)")
+		}
+		cf, err := coefficients.Load(o.coeffs)
+		if err != nil {
+			return nil, fmt.Errorf("--coefficients: %w", err)
+		}
+		if err := cf.CheckApplies(r.cfg.Model.Name, r.cfg.Hardware.Name, r.cfg.TP, r.cfg.Knobs); err != nil {
+			return nil, fmt.Errorf("--coefficients %s: %w", o.coeffs, err)
+		}
+		r.coeffSrc = o.coeffs
+		p := &sim.Physics{Cfg: r.cfg, Beta: cf.Beta, Gamma: cf.Gamma, Overheads: sim.Overheads{
+			ArrivalBaseUs:             cf.Overheads.ArrivalBaseUs,
+			ArrivalPerPromptTokenUs:   cf.Overheads.ArrivalPerPromptTokenUs,
+			DepartureBaseUs:           cf.Overheads.DepartureBaseUs,
+			DeparturePerOutputTokenUs: cf.Overheads.DeparturePerOutputTokenUs,
+		}}
+		return p, p.Validate()
+	case "roofline":
+		if o.coeffs != "" {
+			return nil, errors.New("--coefficients is only used by --latency physics")
+		}
+		m := sim.DefaultRoofline(r.cfg)
+		m.ComputeEfficiency, m.BandwidthEfficiency, m.StepOverheadUs = o.computeEff, o.bandwidthEff, o.stepOverhead
+		if err := m.Validate(); err != nil {
+			return nil, fmt.Errorf("--roofline-*: %w", err)
+		}
+		return m, nil
+	case "blackbox":
+		a, err := parseTriple(o.alphaBB, "--alpha-coeffs")
+		if err != nil {
+			return nil, err
+		}
+		b, err := parseTriple(o.betaBB, "--beta-coeffs")
+		if err != nil {
+			return nil, err
+		}
+		m := &sim.Blackbox{Alpha: a, Beta: b}
+		return m, m.Validate()
+	}
+	return nil, fmt.Errorf("--latency %q is not a model; use physics, roofline or blackbox", name)
+}
+
+func parseTriple(s, flag string) ([3]float64, error) {
+	var v [3]float64
+	parts := strings.Split(s, ",")
+	if len(parts) != 3 {
+		return v, fmt.Errorf("%s wants three comma-separated numbers, got %q", flag, s)
+	}
+	for i, p := range parts {
+		x, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
+			return v, fmt.Errorf("%s: %q is not a finite number >= 0", flag, p)
+		}
+		v[i] = x
+	}
+	return v, nil
+}
+
+// report is the JSON a run prints.
+type report struct {
+	Tool     string                 `json:"tool"`
+	Version  int                    `json:"version"`
+	Config   runConfig              `json:"config"`
+	Workload *workload.ReplayReport `json:"replay,omitempty"`
+	Metrics  *sim.Result            `json:"metrics"`
+}
+
+type runConfig struct {
+	Model        string            `json:"model"`
+	Hardware     string            `json:"hardware"`
+	TP           int               `json:"tp"`
+	VLLM         physics.VLLMKnobs `json:"vllm"`
+	LongPrefill  int64             `json:"long_prefill_token_threshold"`
+	Scheduler    string            `json:"scheduler"`
+	Priority     string            `json:"priority"`
+	Latency      string            `json:"latency"`
+	Coefficients string            `json:"coefficients,omitempty"`
+	Noise        float64           `json:"latency_noise"`
+	Workload     string            `json:"workload"`
+	Seed         int64             `json:"seed"`
+	HorizonS     float64           `json:"horizon_s"`
+}
+
+func describe(o *runOpts, r *resolved) runConfig {
+	wl := o.replay
+	if wl == "" {
+		w := o.workload
+		wl = fmt.Sprintf("%d requests, %s arrivals at %g/s, prompt %s, output %s", w.Requests, w.Arrival, w.Rate, w.Prompt, w.Output)
+		if w.Arrival == workload.ArrivalGamma {
+			wl += fmt.Sprintf(" (gamma cv %g)", w.GammaCV)
+		}
+		if w.PrefixGroups > 0 {
+			wl += fmt.Sprintf(", %g share %d-token prefixes of %d groups", w.PrefixFraction, w.PrefixTokens, w.PrefixGroups)
+		}
+	} else {
+		wl = "replay " + wl
+	}
+	return runConfig{
+		Model: r.cfg.Model.Name, Hardware: r.cfg.Hardware.Name, TP: r.cfg.TP, VLLM: r.cfg.Knobs,
+		LongPrefill: o.longPrefill, Scheduler: o.scheduler, Priority: o.priority, Latency: r.simCfg.Latency.Name(),
+		Coefficients: r.coeffSrc, Noise: o.noise, Workload: wl, Seed: o.seed, HorizonS: o.horizonS,
+	}
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/blis-sim/blis/coefficients"
+	"github.com/blis-sim/blis/features"
+	"github.com/blis-sim/blis/otlpingest"
+	"github.com/blis-sim/blis/physics"
+	"github.com/blis-sim/blis/sim"
+)
+
+func runCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	cmd := newRootCmd()
+	var out, errb bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errb)
+	cmd.SetArgs(args)
+	err = cmd.Execute()
+	return out.String(), errb.String(), err
+}
+
+type runOutput struct {
+	Config  runConfig  `json:"config"`
+	Metrics sim.Result `json:"metrics"`
+}
+
+func parse(t *testing.T, out string) runOutput {
+	t.Helper()
+	var r runOutput
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	return r
+}
+
+func TestRunDefaultsAndDeterminism(t *testing.T) {
+	a, diag, err := runCLI(t, "run", "--requests", "300")
+	require.NoError(t, err)
+	require.Contains(t, diag, "300 requests (300 completed, 0 dropped)")
+	b, _, err := runCLI(t, "run", "--requests", "300")
+	require.NoError(t, err)
+	require.Equal(t, a, b, "same flags and seed, byte-identical stdout")
+	r := parse(t, a)
+	require.Equal(t, "roofline", r.Config.Latency)
+	require.Equal(t, int64(300), r.Metrics.Requests.Completed)
+	require.Greater(t, r.Metrics.TTFT.Mean, 0.0)
+	require.NotContains(t, a, "µs per request", "wall-clock timing stays on stderr")
+
+	c, _, err := runCLI(t, "run", "--requests", "300", "--seed", "7")
+	require.NoError(t, err)
+	require.NotEqual(t, a, c, "another seed, another workload")
+}
+
+// physicsFile writes a coefficient file for Llama-3.1-8B on H100 at TP 1
+// with the default knobs, after letting edit change it.
+func physicsFile(t *testing.T, edit func(*coefficients.File)) string {
+	t.Helper()
+	m, err := physics.LoadModel("llama-3.1-8b")
+	require.NoError(t, err)
+	h, err := physics.LoadHardware("h100-sxm")
+	require.NoError(t, err)
+	c, err := physics.NewPhysicsConfig(m, h, 1, physics.DefaultVLLMKnobs())
+	require.NoError(t, err)
+	f := &coefficients.File{
+		SchemaVersion:      coefficients.SchemaVersion,
+		FeatureSpecVersion: coefficients.FeatureSpecVersion,
+		AppliesTo:          coefficients.AppliesTo{Model: "llama-3.1-8b", Hardware: "h100-sxm", TP: 1, VLLM: c.Knobs},
+		Gamma:              0.3,
+		Overheads:          coefficients.Overheads{ArrivalBaseUs: 1000, DepartureBaseUs: 300},
+		Provenance:         coefficients.Provenance{Tool: "test", ToolVersion: "0", Command: "written by run_test.go"},
+	}
+	for i := range f.Alpha {
+		f.Alpha[i] = 0.01
+	}
+	// A step: 1.25 × the linear-compute and weight-loading seconds plus 1 ms.
+	f.Beta[0], f.Beta[1], f.Beta[2], f.Beta[3], f.Beta[4] = 1.25, 1.25, 1.25, 1.25, 1.25
+	f.Beta[features.NumBeta-1] = 0.001
+	if edit != nil {
+		edit(f)
+	}
+	data, err := f.Marshal()
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "coeffs.yaml")
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+	return path
+}
+
+// TestPhysicsModeDoesNotAddAlpha: the engine's queue produces the delay that
+// alpha predicts, so alpha must not change a run; the overheads must.
+func TestPhysicsModeDoesNotAddAlpha(t *testing.T) {
+	runWith := func(path string) runOutput {
+		out, _, err := runCLI(t, "run", "--requests", "200", "--rate", "20", "--coefficients", path)
+		require.NoError(t, err)
+		return parse(t, out)
+	}
+	base := runWith(physicsFile(t, nil))
+	require.Equal(t, "physics", base.Config.Latency)
+	otherAlpha := runWith(physicsFile(t, func(f *coefficients.File) {
+		for i := range f.Alpha {
+			f.Alpha[i] = 7
+		}
+	}))
+	require.Equal(t, base.Metrics, otherAlpha.Metrics)
+	slowerAPI := runWith(physicsFile(t, func(f *coefficients.File) { f.Overheads.ArrivalBaseUs += 5000 }))
+	require.InDelta(t, base.Metrics.TTFT.Mean+5, slowerAPI.Metrics.TTFT.Mean, 1.0, "+5 ms of API time is +5 ms of TTFT")
+}
+
+func TestRunBadFlagsNameTheFlag(t *testing.T) {
+	mixtral := physicsFile(t, func(f *coefficients.File) { f.AppliesTo.Model = "mixtral-8x7b" })
+	tp2 := physicsFile(t, func(f *coefficients.File) { f.AppliesTo.TP = 2 })
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--kv-blocks-gpu", "-1"}, "--kv-blocks-gpu"},
+		{[]string{"--kv-blocks-gpu", "0"}, "--kv-blocks-gpu"},
+		{[]string{"--kv-blocks-gpu", "lots"}, "--kv-blocks-gpu"},
+		{[]string{"--model", "llama-2-70b"}, "weights"}, // 140 GB of weights on one 80 GB GPU
+		{[]string{"--kv-blocks-cpu", "-5"}, "--kv-blocks-cpu"},
+		{[]string{"--rate", "-2"}, "--rate"},
+		{[]string{"--rate", "0"}, "--rate"},
+		{[]string{"--requests", "0"}, "--requests"},
+		{[]string{"--scheduler", "lifo"}, "--scheduler"},
+		{[]string{"--priority", "vip"}, "--priority"},
+		{[]string{"--latency", "magic"}, "--latency"},
+		{[]string{"--latency", "physics"}, "--coefficients"},
+		{[]string{"--coefficients", mixtral}, "mixtral-8x7b"},
+		{[]string{"--coefficients", tp2}, "tp"},
+		{[]string{"--coefficients", "/nonexistent/c.yaml"}, "--coefficients"},
+		{[]string{"--tp", "0"}, "--tp"},
+		{[]string{"--model", "no-such-model"}, "--model"},
+		{[]string{"--hardware", "tpu"}, "--hardware"},
+		{[]string{"--max-num-seqs", "0"}, "max_num_seqs"},
+		{[]string{"--block-size", "0"}, "block_size"},
+		{[]string{"--prompt-tokens", "lognormal:mean=-1,cv=1"}, "--prompt-tokens"},
+		{[]string{"--output-tokens", "banana"}, "--output-tokens"},
+		{[]string{"--alpha-coeffs", "1,2", "--latency", "blackbox"}, "--alpha-coeffs"},
+		{[]string{"--beta-coeffs", "1,x,3", "--latency", "blackbox"}, "--beta-coeffs"},
+		{[]string{"--kv-events", "/tmp/x.jsonl"}, "--kv-events"},
+		{[]string{"--horizon", "-1"}, "--horizon"},
+		{[]string{"--latency-noise", "-0.1"}, "--latency-noise"},
+		{[]string{"--otlp-trace", "/tmp/t.jsonl", "--trace-step-sample-rate", "2"}, "--trace-step-sample-rate"},
+		{[]string{"--kv-blocks-cpu", "100", "--kv-offload-threshold", "1.5"}, "--kv-offload-threshold"},
+		{[]string{"--roofline-compute-eff", "0"}, "--roofline"},
+		{[]string{"--replay", "/nonexistent/requests.parquet"}, "--replay"},
+		{[]string{"--arrival", "uniform"}, "--arrival"},
+		{[]string{"--gamma-cv", "-1", "--arrival", "gamma"}, "--gamma-cv"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, _, err := runCLI(t, append([]string{"run", "--requests", "10"}, tc.args...)...)
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+			require.NotContains(t, strings.TrimSpace(err.Error()), "\n", "one line")
+		})
+	}
+}
+
+func TestRunWritesAnIngestableTrace(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "run.jsonl")
+	kv := filepath.Join(dir, "kv.jsonl")
+	out, diag, err := runCLI(t, "run", "--requests", "300", "--rate", "40", "--kv-blocks-gpu", "3000", "--kv-blocks-cpu", "20000",
+		"--kv-offload-threshold", "0.5", "--otlp-trace", trace, "--kv-events", kv, "--trace-step-sample-rate", "1", "--trace-rich-subsample-rate", "0")
+	require.NoError(t, err)
+	require.Contains(t, diag, "trace "+trace)
+	res := parse(t, out)
+	require.NotNil(t, res.Metrics.KVOffload)
+	man, err := otlpingest.Ingest(otlpingest.FileSources([]string{trace, kv}), otlpingest.Options{OutDir: filepath.Join(dir, "tables")})
+	require.NoError(t, err)
+	rows := map[string]int64{}
+	for _, tb := range man.Tables {
+		rows[tb.Name] = tb.Rows
+	}
+	require.Equal(t, res.Metrics.Requests.Completed, rows[otlpingest.TableRequests])
+	require.Equal(t, res.Metrics.Steps, rows[otlpingest.TableSteps], "every step sampled")
+	if res.Metrics.KVOffload.StoredBlocks > 0 {
+		require.Greater(t, rows[otlpingest.TableKVEvents], int64(0))
+	}
+	// Without rich steps a 100-step span holds 100 summaries, under the
+	// SDK's 128-event limit, so nothing is lost.
+	require.Zero(t, man.Issues.Total, "%+v", man.Issues.ByKind)
+}
