@@ -91,12 +91,17 @@ func stepUs(v float64) int64 {
 type Blackbox struct {
 	Alpha [3]float64
 	Beta  [3]float64
+	// TransferUsPerBlock is the PCIe time of one KV block moved to or from
+	// the CPU tier, added to the step (seed 004: non-blocking transfers add
+	// to step time). 0 without a CPU tier.
+	TransferUsPerBlock float64
 }
 
 func (m *Blackbox) Name() string { return "blackbox" }
 
 func (m *Blackbox) StepTimeUs(b *Batch) int64 {
-	return stepUs(m.Beta[0] + m.Beta[1]*float64(b.Beta.PrefillTokens) + m.Beta[2]*float64(b.Beta.DecodeTokens))
+	return stepUs(m.Beta[0] + m.Beta[1]*float64(b.Beta.PrefillTokens) + m.Beta[2]*float64(b.Beta.DecodeTokens) +
+		m.TransferUsPerBlock*float64(b.Beta.TransferBlocks))
 }
 
 func (m *Blackbox) ArrivalOverheadUs(p int64) int64 {

@@ -2,11 +2,14 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/blis-sim/blis/features"
 )
 
 // recorder is an observer that keeps what the tests look at.
@@ -357,4 +360,52 @@ func TestPrefixIndexMatchesAMap(t *testing.T) {
 		}
 		require.Equal(t, len(ref), p.len())
 	}
+}
+
+func TestLatencyModelsChargeCPUTransfers(t *testing.T) {
+	cfg := llamaH100(t)
+	b := &Batch{}
+	b.Beta.AddDecode(1000, 63)
+	b.Beta.RunningDepth = 1
+	moved := *b
+	moved.Beta.TransferBlocks = 100
+	bb := &Blackbox{Beta: [3]float64{5000, 0, 30}, TransferUsPerBlock: 12}
+	require.Equal(t, bb.StepTimeUs(b)+1200, bb.StepTimeUs(&moved))
+	rl := DefaultRoofline(cfg)
+	want := rl.TransferBaseUs*1e-6 + 100*cfg.BlockSizeBytes/cfg.HWPCIeBandwidthEff
+	require.InDelta(t, want, rl.StepSeconds(&moved)-rl.StepSeconds(b), 1e-12)
+}
+
+func TestPhysicsStepIsTheDotProduct(t *testing.T) {
+	cfg := llamaH100(t)
+	m := &Physics{Cfg: cfg, Gamma: 0.3}
+	for i := range m.Beta {
+		m.Beta[i] = float64(i+1) * 0.01
+	}
+	b := &Batch{}
+	b.Beta.AddPrefill(1024, 512)
+	b.Beta.AddDecode(3000, 188)
+	b.Beta.RunningDepth = 2
+	f := features.BetaFeatures(cfg, b.Beta)
+	var want float64
+	for i := range f {
+		want += m.Beta[i] * f[i]
+	}
+	require.Equal(t, int64(math.Round(want*1e6)), m.StepTimeUs(b))
+	require.NoError(t, m.Validate())
+	m.Beta[3] = math.NaN()
+	require.ErrorContains(t, m.Validate(), "decode_attention_compute")
+}
+
+func TestNoiseHasMeanOne(t *testing.T) {
+	n := NewNoisy(constModel{step: 10_000}, 0.2, NewRNG(1).Stream(StreamLatencyNoise))
+	var sum float64
+	const k = 100_000
+	for i := 0; i < k; i++ {
+		sum += float64(n.StepTimeUs(&Batch{}))
+	}
+	require.InDelta(t, 10_000, sum/k, 20, "σ/√k ≈ 6 µs")
+	again := NewNoisy(constModel{step: 10_000}, 0.2, NewRNG(1).Stream(StreamLatencyNoise))
+	first := NewNoisy(constModel{step: 10_000}, 0.2, NewRNG(1).Stream(StreamLatencyNoise))
+	require.Equal(t, first.StepTimeUs(&Batch{}), again.StepTimeUs(&Batch{}), "the stream is reproducible")
 }

@@ -412,6 +412,9 @@ func latencyModel(o *runOpts, r *resolved) (sim.LatencyModel, error) {
 			return nil, err
 		}
 		m := &sim.Blackbox{Alpha: a, Beta: b}
+		if r.cfg.Knobs.CPUOffloading {
+			m.TransferUsPerBlock = r.cfg.BlockSizeBytes / r.cfg.HWPCIeBandwidthEff * 1e6
+		}
 		return m, m.Validate()
 	}
 	return nil, fmt.Errorf("--latency %q is not a model; use physics, roofline or blackbox", name)
