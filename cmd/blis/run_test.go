@@ -187,3 +187,29 @@ func TestRunWritesAnIngestableTrace(t *testing.T) {
 	// SDK's 128-event limit, so nothing is lost.
 	require.Zero(t, man.Issues.Total, "%+v", man.Issues.ByKind)
 }
+
+// TestRNGStreamsAreIndependent: tracing draws from its own streams, so
+// turning it on changes nothing in the results; noise draws from its own,
+// so the workload stays the same when it is turned on.
+func TestRNGStreamsAreIndependent(t *testing.T) {
+	args := []string{"run", "--requests", "300", "--rate", "20", "--latency-noise", "0.1", "--per-request"}
+	plain, _, err := runCLI(t, args...)
+	require.NoError(t, err)
+	traced, _, err := runCLI(t, append(args, "--otlp-trace", filepath.Join(t.TempDir(), "t.jsonl"), "--trace-step-sample-rate", "0.5")...)
+	require.NoError(t, err)
+	require.Equal(t, plain, traced)
+
+	quiet, _, err := runCLI(t, "run", "--requests", "300", "--rate", "20", "--per-request")
+	require.NoError(t, err)
+	a, b := parse(t, plain), parse(t, quiet)
+	require.NotEqual(t, a.Metrics.E2E, b.Metrics.E2E, "noise changes the latencies")
+	type shape struct{ arrival, prompt, output int64 }
+	shapes := func(r runOutput) map[int64]shape {
+		m := map[int64]shape{}
+		for _, q := range r.Metrics.PerRequest {
+			m[q.ID] = shape{q.ArrivalUs, q.PromptTokens, q.OutputTokens}
+		}
+		return m
+	}
+	require.Equal(t, shapes(a), shapes(b), "but not the workload")
+}
