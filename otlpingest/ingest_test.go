@@ -1,7 +1,6 @@
 package otlpingest
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,69 +10,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/apache/arrow/go/v17/arrow/array"
-	"github.com/apache/arrow/go/v17/arrow/memory"
-	"github.com/apache/arrow/go/v17/parquet/file"
-	"github.com/apache/arrow/go/v17/parquet/pqarrow"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/blis-sim/blis/internal/parquettest"
 )
 
-type tableRow = map[string]any
+type tableRow = parquettest.Row
 
-// readTable reads a Parquet table back into rows of plain Go values (nil
-// for null), independently of the writer's code.
+// readTable reads a Parquet table back with its blis metadata.
 func readTable(t *testing.T, path string) (map[string]string, []tableRow) {
 	t.Helper()
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	pr, err := file.NewParquetReader(f)
-	require.NoError(t, err)
-	defer pr.Close()
-	md := map[string]string{}
-	for _, k := range []string{"blis.table", "blis.schema_version"} {
-		if v := pr.MetaData().KeyValueMetadata().FindValue(k); v != nil {
-			md[k] = *v
-		}
-	}
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: 1024}, memory.DefaultAllocator)
-	require.NoError(t, err)
-	tbl, err := fr.ReadTable(context.Background())
-	require.NoError(t, err)
-	defer tbl.Release()
-	tr := array.NewTableReader(tbl, 1024)
-	defer tr.Release()
-	var rows []tableRow
-	for tr.Next() {
-		rec := tr.Record()
-		for i := 0; i < int(rec.NumRows()); i++ {
-			row := tableRow{}
-			for c, col := range rec.Columns() {
-				name := rec.ColumnName(c)
-				if col.IsNull(i) {
-					row[name] = nil
-					continue
-				}
-				switch a := col.(type) {
-				case *array.String:
-					row[name] = a.Value(i)
-				case *array.Int64:
-					row[name] = a.Value(i)
-				case *array.Int32:
-					row[name] = a.Value(i)
-				case *array.Float64:
-					row[name] = a.Value(i)
-				case *array.Boolean:
-					row[name] = a.Value(i)
-				default:
-					t.Fatalf("%s: column %s has unexpected type %s", path, name, col.DataType())
-				}
-			}
-			rows = append(rows, row)
-		}
-	}
-	return md, rows
+	return parquettest.Read(t, path, "blis.table", "blis.schema_version")
 }
 
 func fixturePaths(set fxSet) []string {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/blis-sim/blis/internal/mix"
 	"slices"
 	"strings"
 )
@@ -155,15 +156,8 @@ func (q *queue) push(reqs []request, i int32) {
 // Block identity: block i of a request's token stream is shared content
 // when it lies wholly inside its group's prefix, else the request's own.
 // A chained hash makes block i's identity include every block before it.
-func mix(h, v uint64) uint64 {
-	// splitmix64 finalizer over the combination: cheap and well spread.
-	x := h ^ (v + 0x9e3779b97f4a7c15 + (h << 6) + (h >> 2))
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
+func chain(h, v uint64) uint64 {
+	return mix.Splitmix64(h ^ (v + 0x9e3779b97f4a7c15 + (h << 6) + (h >> 2)))
 }
 
 // ensureHashes computes the chained hashes of the request's first n blocks.
@@ -186,6 +180,6 @@ func (s *Sim) ensureHashes(r *request, n int64) {
 		} else {
 			content = uint64(r.spec.ID)<<24 ^ uint64(i)
 		}
-		r.hashes = append(r.hashes, mix(parent, content))
+		r.hashes = append(r.hashes, chain(parent, content))
 	}
 }

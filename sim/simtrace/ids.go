@@ -3,6 +3,7 @@ package simtrace
 import (
 	"encoding/binary"
 	"encoding/hex"
+	imix "github.com/blis-sim/blis/internal/mix"
 
 	"github.com/blis-sim/blis/otlpingest"
 )
@@ -13,14 +14,7 @@ import (
 // Every salt has its top bit set, so that x^salt is never 0 for the
 // non-negative ids the simulator uses.
 
-func mix(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
-}
+var mix = imix.Splitmix64
 
 const (
 	saltRequestID = 0xa0761d6478bd642f

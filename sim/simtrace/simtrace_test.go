@@ -3,7 +3,6 @@ package simtrace
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -13,13 +12,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/apache/arrow/go/v17/arrow/array"
-	"github.com/apache/arrow/go/v17/arrow/memory"
-	"github.com/apache/arrow/go/v17/parquet/file"
-	"github.com/apache/arrow/go/v17/parquet/pqarrow"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/blis-sim/blis/internal/parquettest"
 	"github.com/blis-sim/blis/otlpingest"
 	"github.com/blis-sim/blis/sim"
 )
@@ -154,54 +150,11 @@ func spansOf(t *testing.T, path string) []otlpingest.Span {
 	return out
 }
 
-type tableRow = map[string]any
+type tableRow = parquettest.Row
 
-// readTable reads a Parquet table back into rows of plain Go values (nil
-// for null); copied from otlpingest's tests.
 func readTable(t *testing.T, path string) []tableRow {
 	t.Helper()
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	pr, err := file.NewParquetReader(f)
-	require.NoError(t, err)
-	defer pr.Close()
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: 1024}, memory.DefaultAllocator)
-	require.NoError(t, err)
-	tbl, err := fr.ReadTable(context.Background())
-	require.NoError(t, err)
-	defer tbl.Release()
-	tr := array.NewTableReader(tbl, 1024)
-	defer tr.Release()
-	var rows []tableRow
-	for tr.Next() {
-		rec := tr.Record()
-		for i := 0; i < int(rec.NumRows()); i++ {
-			row := tableRow{}
-			for c, col := range rec.Columns() {
-				name := rec.ColumnName(c)
-				if col.IsNull(i) {
-					row[name] = nil
-					continue
-				}
-				switch a := col.(type) {
-				case *array.String:
-					row[name] = a.Value(i)
-				case *array.Int64:
-					row[name] = a.Value(i)
-				case *array.Int32:
-					row[name] = a.Value(i)
-				case *array.Float64:
-					row[name] = a.Value(i)
-				case *array.Boolean:
-					row[name] = a.Value(i)
-				default:
-					t.Fatalf("%s: column %s has unexpected type %s", path, name, col.DataType())
-				}
-			}
-			rows = append(rows, row)
-		}
-	}
+	_, rows := parquettest.Read(t, path)
 	return rows
 }
 
