@@ -124,10 +124,6 @@ func (s *Sim) result() *Result {
 		KVAllocFailures: m.kvAllocFailures,
 		KVEvictions:     s.kv.evictions,
 		PerRequest:      m.records,
-		TTFTUs:          m.ttft,
-		E2EUs:           m.e2e,
-		SchedUs:         m.sched,
-		ITLHist:         &m.itl,
 	}
 	res.Requests = s.counts()
 	if m.promptTokens > 0 {
@@ -266,19 +262,6 @@ func (h *Histogram) Quantile(p float64) int64 {
 		}
 	}
 	return h.max
-}
-
-// CDF is the share of values ≤ v µs (at bucket resolution).
-func (h *Histogram) CDF(v int64) float64 {
-	if h.n == 0 {
-		return 0
-	}
-	last := min(histIndex(max(v, 0)), len(h.counts)-1)
-	var c int64
-	for i := 0; i <= last; i++ {
-		c += h.counts[i]
-	}
-	return float64(c) / float64(h.n)
 }
 
 func (h *Histogram) summarize() Distribution {
