@@ -1,0 +1,383 @@
+package fit
+
+import (
+	"cmp"
+	"math"
+	"math/bits"
+	"slices"
+
+	"github.com/blis-sim/blis/features"
+	"github.com/blis-sim/blis/physics"
+)
+
+// Beta target sources.
+const (
+	SourcePairs   = "step_pairs" // ts_start of step id+1 minus ts_start of id, both sampled
+	SourceJourney = "journey"    // first journey.SCHEDULED of step id+1 minus ts_start of id
+)
+
+// Regimes of the validation splits.
+const (
+	regime0 = 0 // beta: prefill-dominated (prefill tokens ≥ decode tokens); alpha: queued
+	regime1 = 1 // beta: decode-dominated; alpha: unqueued (no waiting request, a free slot)
+)
+
+// samples are one vector's training data for one configuration, in time
+// order within each trace.
+type samples struct {
+	y, w   []float64
+	trace  []int32 // index of the trace in the configuration
+	part   []uint8 // 0..folds-1: CV fold; folds: hold-out
+	regime []uint8
+	source []uint8 // beta: 0 step pairs, 1 journey
+}
+
+func (s *samples) len() int { return len(s.y) }
+
+// keep compacts s to the rows i with keep(i), calling move(dst, src) so the
+// caller can compact its own columns alongside.
+func (s *samples) keep(keep func(i int) bool, move func(dst, src int)) {
+	n := 0
+	for i := range s.y {
+		if !keep(i) {
+			continue
+		}
+		s.y[n], s.w[n], s.trace[n], s.regime[n], s.source[n] = s.y[i], s.w[i], s.trace[i], s.regime[i], s.source[i]
+		move(n, i)
+		n++
+	}
+	s.y, s.w, s.trace, s.regime, s.source = s.y[:n], s.w[:n], s.trace[:n], s.regime[:n], s.source[:n]
+}
+
+// assignParts splits each trace's samples in time order: the last holdout
+// share is the hold-out (part folds), the rest is cut into folds contiguous
+// blocks. Every fold therefore has data of every trace, and no fold sees
+// the future of another one's... only within the CV, as the seed asks.
+func (s *samples) assignParts(folds int, holdout float64) {
+	s.part = make([]uint8, len(s.y))
+	start := 0
+	for start < len(s.y) {
+		end := start
+		for end < len(s.y) && s.trace[end] == s.trace[start] {
+			end++
+		}
+		n := end - start
+		nHold := int(math.Ceil(holdout * float64(n)))
+		if holdout > 0 && nHold >= n {
+			nHold = n - 1
+		}
+		nTrain := n - nHold
+		for j := range n {
+			if j >= nTrain {
+				s.part[start+j] = uint8(folds)
+			} else {
+				s.part[start+j] = uint8(j * folds / nTrain)
+			}
+		}
+		start = end
+	}
+}
+
+// betaSamples are the beta samples of one configuration.
+type betaSamples struct {
+	samples
+	cfg *physics.PhysicsConfig
+	in  []features.BetaInput // PreemptionEMA left 0; see ema
+	ema []float64            // len × gammas: the EMA of each γ
+	g   int
+}
+
+func (b *betaSamples) features(i, g int, dst []float64) {
+	in := b.in[i]
+	in.PreemptionEMA = b.ema[i*b.g+g]
+	x := features.BetaFeatures(b.cfg, in)
+	copy(dst, x[:])
+}
+
+// stepIndex is a trace's steps sorted by id, with the preemption EMA of
+// every γ after each step.
+type stepIndex struct {
+	steps []StepRow
+	ema   []float64 // len(steps) × len(gammas)
+	g     int
+}
+
+func newStepIndex(tr *Trace, gammas []float64, dropped *[]Count) *stepIndex {
+	steps := slices.Clone(tr.Steps)
+	slices.SortStableFunc(steps, func(a, b StepRow) int { return cmp.Compare(a.ID, b.ID) })
+	kept := steps[:0]
+	for i, s := range steps {
+		switch {
+		case i > 0 && s.ID == steps[i-1].ID:
+			addCount(dropped, "duplicate step id (first kept)", 1)
+		case s.Running < 0 || s.Waiting < 0 || s.NumPrefill < 0 || s.NumDecode < 0 || s.Scheduled < 0 ||
+			s.PrefillTok < 0 || s.DecodeTok < 0 || s.NumPreempted < 0 || s.KVTotal <= 0 || s.KVFree < 0 ||
+			s.KVUsage < 0 || s.KVUsage > 1:
+			addCount(dropped, "step with a negative count or a KV usage outside [0,1]", 1)
+		default:
+			kept = append(kept, s)
+		}
+	}
+	x := &stepIndex{steps: kept, g: len(gammas), ema: make([]float64, len(kept)*len(gammas))}
+	prev := make([]float64, len(gammas))
+	for i, s := range kept {
+		// As the simulator does: this step's preemptions over the requests
+		// that remain running, folded in before the step's features.
+		r := float64(s.NumPreempted) / float64(max(1, s.Running))
+		for g, gamma := range gammas {
+			prev[g] = gamma*r + (1-gamma)*prev[g]
+			x.ema[i*len(gammas)+g] = prev[g]
+		}
+	}
+	return x
+}
+
+// richStep sums a step's snapshots.
+type richStep struct {
+	n, scheduled        int64
+	prefillWork         float64
+	decodeCtx, decodeKV int64
+}
+
+// betaBuilder turns the traces of one configuration into beta samples.
+type betaBuilder struct {
+	cfg     *physics.PhysicsConfig
+	opt     *Options
+	out     *betaSamples
+	skipped []Count
+	sources [2]int64
+	rich    int64 // samples with exact snapshot sums
+	noKV    bool  // offloading on and some trace had no KV events
+}
+
+func newBetaBuilder(cfg *physics.PhysicsConfig, opt *Options) *betaBuilder {
+	return &betaBuilder{cfg: cfg, opt: opt, out: &betaSamples{cfg: cfg, g: len(opt.Gammas)}}
+}
+
+// promptCV2 is the squared coefficient of variation of prompt lengths, for
+// the non-rich prefill-attention fallback: from the requests table, else the
+// rich snapshots, else 0.
+func promptCV2(tr *Trace) float64 {
+	var xs []float64
+	for _, r := range tr.Requests {
+		if r.Prompt > 0 {
+			xs = append(xs, float64(r.Prompt))
+		}
+	}
+	if len(xs) < 2 {
+		xs = xs[:0]
+		seen := map[string]bool{}
+		for _, s := range tr.Snapshots {
+			if !seen[s.Request] && s.Prompt > 0 {
+				seen[s.Request] = true
+				xs = append(xs, float64(s.Prompt))
+			}
+		}
+	}
+	if len(xs) < 2 {
+		return 0
+	}
+	var sum float64
+	for _, x := range xs {
+		sum += x
+	}
+	mean := sum / float64(len(xs))
+	var ss float64
+	for _, x := range xs {
+		ss += (x - mean) * (x - mean)
+	}
+	return ss / float64(len(xs)) / (mean * mean)
+}
+
+// add builds the samples of one trace (index t in its configuration).
+func (bb *betaBuilder) add(t int, tr *Trace, x *stepIndex) {
+	opt, k := bb.opt, bb.cfg.Knobs
+	rich := map[int64]*richStep{}
+	for _, s := range tr.Snapshots {
+		r := rich[s.StepID]
+		if r == nil {
+			r = &richStep{}
+			rich[s.StepID] = r
+		}
+		r.n++
+		r.scheduled += s.Scheduled
+		if s.Scheduled == 0 {
+			continue
+		}
+		if s.Prefill {
+			r.prefillWork += float64(s.Computed+s.Scheduled) * float64(s.Scheduled)
+		} else {
+			r.decodeCtx += s.Computed + s.Scheduled
+			// Allocated and cached blocks are disjoint (prefix_hit_ratio
+			// divides one by their sum); the step reads both.
+			r.decodeKV += s.BlocksAllocated + s.BlocksCached
+		}
+	}
+	transfer, cpuRead := map[int64]int64{}, map[int64]int64{}
+	for _, e := range tr.KV {
+		switch {
+		case e.Type == "TransferCompleted" && e.Success:
+			transfer[e.Step] += e.Blocks
+		case e.Type == "CacheLoadCommitted" && e.Medium == "CPU":
+			cpuRead[e.Step] += e.Blocks
+		}
+	}
+	if k.CPUOffloading && !tr.HasKV {
+		bb.noKV = true
+	}
+	// The first journey.SCHEDULED of each step: its start, to within the
+	// scheduler's own time.
+	firstSched := map[int64]int64{}
+	useJourney := opt.BetaTarget == SourceJourney
+	if opt.BetaTarget == "auto" {
+		pairs := 0
+		for i := 1; i < len(x.steps); i++ {
+			if x.steps[i].ID == x.steps[i-1].ID+1 {
+				pairs++
+			}
+		}
+		useJourney = pairs < opt.MinPairs
+	}
+	if useJourney {
+		for _, s := range tr.Scheduled {
+			if _, ok := firstSched[s.Step]; !ok {
+				firstSched[s.Step] = s.TsNs
+			}
+		}
+	}
+	cv2 := -1.0
+	skip := func(reason string) { addCount(&bb.skipped, reason, 1) }
+	out := bb.out
+	for i, s := range x.steps {
+		var next int64
+		var src uint8
+		switch {
+		case opt.BetaTarget != SourceJourney && i+1 < len(x.steps) && x.steps[i+1].ID == s.ID+1:
+			next = x.steps[i+1].TsStartNs
+		case useJourney:
+			ts, ok := firstSched[s.ID+1]
+			if !ok {
+				skip("no timestamp of the next step")
+				continue
+			}
+			next, src = ts, 1
+		default:
+			skip("next step not sampled")
+			continue
+		}
+		if s.ID <= opt.WarmupSteps {
+			skip("warm-up step")
+			continue
+		}
+		if s.Waiting == 0 && s.NumFinished >= s.Running {
+			// The engine went idle after this step: the next one started
+			// on an arrival, and the difference includes the idle time.
+			skip("engine idle after the step")
+			continue
+		}
+		dt := float64(next-s.TsStartNs) / 1e9
+		if !(dt > 0) {
+			skip("non-positive cycle time")
+			continue
+		}
+		in := features.BetaInput{
+			PrefillTokens: s.PrefillTok, DecodeTokens: s.DecodeTok, ScheduledTokens: s.Scheduled,
+			NumPrefillReqs: s.NumPrefill, NumDecodeReqs: s.NumDecode, RunningDepth: s.Running,
+			TransferBlocks: transfer[s.ID], CPUResidentReadBlocks: cpuRead[s.ID],
+		}
+		if r := rich[s.ID]; s.Rich && r != nil && r.n == s.Running && r.scheduled == s.Scheduled {
+			in.SumPrefillAttnWork = r.prefillWork
+			in.DecodeContextTokens = r.decodeCtx
+			in.SumDecodeKVBlocks = r.decodeKV
+			bb.rich++
+		} else {
+			if s.NumPrefill > 0 {
+				if k.ChunkedPrefillEnabled {
+					skip("prefill step without complete snapshots (chunked prefill on)")
+					continue
+				}
+				if cv2 < 0 {
+					cv2 = promptCV2(tr)
+				}
+				// Σ p² over the step's prompts, from their sum and spread.
+				in.SumPrefillAttnWork = float64(s.PrefillTok) * float64(s.PrefillTok) / float64(s.NumPrefill) * (1 + cv2)
+			}
+			share := float64(s.NumDecode) / float64(max(1, s.Running))
+			in.DecodeContextTokens = int64(math.Round(s.KVUsage * float64(s.KVTotal) * float64(k.BlockSizeTokens) * share))
+			in.SumDecodeKVBlocks = int64(math.Round(float64(s.KVTotal-s.KVFree) * share))
+		}
+		w := 1.0
+		if float64(s.NumPreempted)/float64(max(1, s.Running)) > opt.PreemptHeavy {
+			w = opt.PreemptWeight
+		}
+		regime := uint8(regime1)
+		if s.PrefillTok >= s.DecodeTok {
+			regime = regime0
+		}
+		out.y = append(out.y, dt)
+		out.w = append(out.w, w)
+		out.trace = append(out.trace, int32(t))
+		out.regime = append(out.regime, regime)
+		out.source = append(out.source, src)
+		out.in = append(out.in, in)
+		out.ema = append(out.ema, x.ema[i*x.g:(i+1)*x.g]...)
+		bb.sources[src]++
+	}
+}
+
+// dropOutliers removes samples whose target exceeds factor × the median
+// of comparable steps: steps of the same configuration whose scheduled
+// token count falls in the same power-of-two bucket (the configuration's
+// median when the bucket has fewer than minBucket samples). The seed
+// compares against the configuration's median alone, which removes every
+// large prefill step of a decode-dominated trace (docs/fit.md).
+func (bb *betaBuilder) dropOutliers(factor float64) (median float64) {
+	const minBucket = 20
+	out := bb.out
+	if out.len() == 0 {
+		return math.NaN()
+	}
+	median = medianOf(out.y)
+	if factor <= 0 {
+		return median
+	}
+	bucket := func(i int) int { return bits.Len64(uint64(out.in[i].ScheduledTokens)) }
+	byBucket := map[int][]float64{}
+	for i, y := range out.y {
+		byBucket[bucket(i)] = append(byBucket[bucket(i)], y)
+	}
+	limit := map[int]float64{}
+	for b, ys := range byBucket {
+		limit[b] = factor * median
+		if len(ys) >= minBucket {
+			limit[b] = factor * medianOf(ys)
+		}
+	}
+	g := out.g
+	out.keep(func(i int) bool {
+		if out.y[i] > limit[bucket(i)] {
+			addCount(&bb.skipped, "outlier: cycle time above outlier factor × the median of steps with as many tokens", 1)
+			return false
+		}
+		return true
+	}, func(dst, src int) {
+		out.in[dst] = out.in[src]
+		copy(out.ema[dst*g:(dst+1)*g], out.ema[src*g:(src+1)*g])
+	})
+	out.in = out.in[:out.len()]
+	out.ema = out.ema[:out.len()*g]
+	return median
+}
+
+func medianOf(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n == 0 {
+		return math.NaN()
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}

@@ -1,0 +1,355 @@
+package fit
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+
+	"github.com/blis-sim/blis/physics"
+	"github.com/blis-sim/blis/ridge"
+)
+
+// Options control the training pipeline. DefaultOptions gives the seed's
+// values.
+type Options struct {
+	Lambdas []float64 // ridge penalties searched (see docs/fit.md for the scale)
+	Gammas  []float64 // preemption EMA factors searched, each in (0, 1]
+	Folds   int       // temporal CV folds, ≥ 2
+	Holdout float64   // share of each trace, at its end, held out for validation, in [0, 0.9]
+	// WarmupSteps: steps with id ≤ this are left out (ids count from
+	// engine start).
+	WarmupSteps int64
+	// OutlierFactor: beta samples above this × the configuration's median
+	// cycle time are left out; 0 keeps them all.
+	OutlierFactor float64
+	// Steps whose preempted share of running requests exceeds
+	// PreemptHeavy get weight PreemptWeight.
+	PreemptHeavy, PreemptWeight float64
+	// BetaTarget: "auto" (step pairs, plus journey reconstruction in a
+	// trace with fewer than MinPairs adjacent sampled steps), SourcePairs
+	// or SourceJourney.
+	BetaTarget string
+	MinPairs   int
+	// AlphaCorrection subtracts the scheduler overhead (the median delay of
+	// unqueued requests) from the alpha target before the fit, when at
+	// least MinCorrectionSamples unqueued requests exist, and adds it back
+	// to the base_bias coefficient after it.
+	AlphaCorrection      bool
+	MinCorrectionSamples int
+	// Progress, when set, receives one line per stage (for stderr).
+	Progress func(format string, args ...any)
+}
+
+// DefaultOptions returns the seed's pipeline settings.
+func DefaultOptions() Options {
+	return Options{
+		Lambdas: []float64{0.001, 0.01, 0.1, 1, 10, 100}, Gammas: []float64{0.1, 0.3, 0.5},
+		Folds: 5, Holdout: 0.2, WarmupSteps: 10, OutlierFactor: 5,
+		PreemptHeavy: 0.5, PreemptWeight: 0.5, BetaTarget: "auto", MinPairs: 1000,
+		AlphaCorrection: true, MinCorrectionSamples: 10,
+	}
+}
+
+// Validate checks the options, naming the offending one.
+func (o *Options) Validate() error {
+	if len(o.Lambdas) == 0 {
+		return errors.New("lambdas: empty grid")
+	}
+	for _, l := range o.Lambdas {
+		if !(l >= 0) || math.IsInf(l, 0) {
+			return fmt.Errorf("lambdas: %v is not a finite number ≥ 0", l)
+		}
+	}
+	if len(o.Gammas) == 0 {
+		return errors.New("gammas: empty grid")
+	}
+	for _, g := range o.Gammas {
+		if !(g > 0 && g <= 1) {
+			return fmt.Errorf("gammas: %v is not in (0, 1]", g)
+		}
+	}
+	switch {
+	case o.Folds < 2 || o.Folds > 100:
+		return fmt.Errorf("folds: %d is not in [2, 100]", o.Folds)
+	case !(o.Holdout >= 0 && o.Holdout <= 0.9):
+		return fmt.Errorf("holdout: %v is not in [0, 0.9]", o.Holdout)
+	case o.WarmupSteps < 0:
+		return fmt.Errorf("warmup-steps: %d is negative", o.WarmupSteps)
+	case !(o.OutlierFactor == 0 || o.OutlierFactor > 1):
+		return fmt.Errorf("outlier-factor: %v must be 0 (off) or > 1", o.OutlierFactor)
+	case !(o.PreemptWeight >= 0 && o.PreemptWeight <= 1):
+		return fmt.Errorf("preempt-weight: %v is not in [0, 1]", o.PreemptWeight)
+	case !(o.PreemptHeavy >= 0):
+		return fmt.Errorf("preempt-heavy: %v is negative", o.PreemptHeavy)
+	}
+	switch o.BetaTarget {
+	case "auto", SourcePairs, SourceJourney:
+	default:
+		return fmt.Errorf("beta-target: %q is not auto, %s or %s", o.BetaTarget, SourcePairs, SourceJourney)
+	}
+	return nil
+}
+
+// Config is one configuration (model, hardware, TP, vLLM knobs) and the
+// traces recorded on it.
+type Config struct {
+	Name   string
+	Phys   *physics.PhysicsConfig
+	Traces []*Trace
+}
+
+// design is one vector's samples of one configuration.
+type design interface {
+	base() *samples
+	features(i, g int, dst []float64)
+}
+
+func (b *betaSamples) base() *samples  { return &b.samples }
+func (a *alphaSamples) base() *samples { return &a.samples }
+
+// vectorFit is the outcome of fitting one vector.
+type vectorFit struct {
+	coef    []float64
+	gamma   int // index into Options.Gammas
+	lambda  float64
+	report  VectorReport
+	holdout []Point // hold-out predictions, for the residual plots
+}
+
+// Point is one prediction against its target, seconds.
+type Point struct {
+	Config    int
+	Predicted float64
+	Actual    float64
+}
+
+// accumulate builds the sufficient statistics of every configuration ×
+// part × γ, one goroutine per γ (each writes only its own γ's slots).
+func accumulate(ds []design, p, parts, gammas int) [][][]*ridge.Stats {
+	st := make([][][]*ridge.Stats, len(ds))
+	for c := range ds {
+		st[c] = make([][]*ridge.Stats, parts)
+		for k := range parts {
+			st[c][k] = make([]*ridge.Stats, gammas)
+			for g := range gammas {
+				st[c][k][g] = ridge.NewStats(p)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for g := range gammas {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			x := make([]float64, p)
+			for c, d := range ds {
+				s := d.base()
+				for i := range s.len() {
+					d.features(i, g, x)
+					st[c][s.part[i]][g].Add(x, s.y[i], s.w[i])
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return st
+}
+
+// sum adds the statistics selected by use(config, part) at γ index g.
+func sum(st [][][]*ridge.Stats, p, g int, use func(c, k int) bool) *ridge.Stats {
+	out := ridge.NewStats(p)
+	for c := range st {
+		for k := range st[c] {
+			if use(c, k) {
+				if err := out.AddStats(st[c][k][g]); err != nil {
+					panic(err) // same p everywhere
+				}
+			}
+		}
+	}
+	return out
+}
+
+// errorsOf scores predictions; offset is added to both sides (the alpha
+// correction), so that errors are those of the uncorrected delay.
+type scorer struct {
+	ape, ae []float64
+	se      float64
+	n       int64
+	nonPos  int64
+}
+
+func (s *scorer) add(pred, y float64) {
+	e := math.Abs(pred - y)
+	s.n++
+	s.ae = append(s.ae, e)
+	s.se += e * e
+	if y > 0 {
+		s.ape = append(s.ape, e/y)
+	} else {
+		s.nonPos++
+	}
+}
+
+func (s *scorer) result() Errors {
+	if s.n == 0 {
+		return Errors{}
+	}
+	var r Errors
+	r.N = s.n
+	r.TargetsNotPositive = s.nonPos
+	r.RMSEms = math.Sqrt(s.se/float64(s.n)) * 1e3
+	var sa float64
+	for _, e := range s.ae {
+		sa += e
+	}
+	r.MAEms = sa / float64(s.n) * 1e3
+	med := medianOf(s.ae)
+	r.MedianAEms = med * 1e3
+	r.MaxAEms = slices.Max(s.ae) * 1e3
+	if med > 0 {
+		r.MaxOverMedian = r.MaxAEms / r.MedianAEms
+	}
+	if len(s.ape) > 0 {
+		var sp float64
+		for _, e := range s.ape {
+			sp += e
+		}
+		r.MAPE = sp / float64(len(s.ape))
+		r.MedianAPE = medianOf(s.ape)
+	}
+	return r
+}
+
+// fitVector runs the CV grid, the validations and the final fit of one
+// vector over every configuration.
+func fitVector(ds []design, names []string, cfgNames []string, unpen []bool, offset float64, opt *Options) (*vectorFit, error) {
+	p, K := len(names), opt.Folds
+	parts := K + 1
+	progress := func(format string, args ...any) {
+		if opt.Progress != nil {
+			opt.Progress(format, args...)
+		}
+	}
+	st := accumulate(ds, p, parts, len(opt.Gammas))
+	vf := &vectorFit{}
+	rep := &vf.report
+
+	// Cross-validation over (λ, γ): folds pooled over configurations, so
+	// each fold has every configuration's data of that time block.
+	bestG, bestL, bestMSE := -1, -1, math.Inf(1)
+	for g := range opt.Gammas {
+		folds := make([]*ridge.Stats, K)
+		for k := range K {
+			folds[k] = sum(st, p, g, func(_, kk int) bool { return kk == k })
+		}
+		cv, err := ridge.CrossValidate(folds, opt.Lambdas, unpen)
+		if err != nil {
+			return nil, fmt.Errorf("cross-validation at γ=%v: %w", opt.Gammas[g], err)
+		}
+		for l, mse := range cv.MSE {
+			rep.Grid = append(rep.Grid, GridPoint{Gamma: opt.Gammas[g], Lambda: opt.Lambdas[l], RMSEms: math.Sqrt(mse) * 1e3})
+			better := mse < bestMSE*(1-1e-12)
+			tie := !better && mse <= bestMSE*(1+1e-12) && opt.Lambdas[l] > opt.Lambdas[bestL]
+			if bestG < 0 || better || (tie && g == bestG) {
+				bestG, bestL, bestMSE = g, l, mse
+			}
+		}
+	}
+	vf.gamma, vf.lambda = bestG, opt.Lambdas[bestL]
+	rep.Gamma, rep.Lambda = opt.Gammas[bestG], vf.lambda
+	progress("  CV over %d λ × %d γ: best λ=%g γ=%g (CV RMSE %.4g ms)", len(opt.Lambdas), len(opt.Gammas), vf.lambda, rep.Gamma, math.Sqrt(bestMSE)*1e3)
+	solve := func(s *ridge.Stats) (*ridge.Fit, error) {
+		return ridge.Solve(s, ridge.Options{Lambda: vf.lambda, Unpenalized: unpen})
+	}
+	x := make([]float64, p)
+	predictAll := func(f *ridge.Fit, c int, sel func(part uint8) bool, visit func(i int, pred float64)) {
+		d := ds[c]
+		s := d.base()
+		for i := range s.len() {
+			if sel(s.part[i]) {
+				d.features(i, bestG, x)
+				visit(i, f.Predict(x))
+			}
+		}
+	}
+
+	// CV MAPE at the chosen point: each training sample predicted by the
+	// model that did not see its fold.
+	train := sum(st, p, bestG, func(_, k int) bool { return k < K })
+	var cvs scorer
+	for k := range K {
+		s := train.Clone()
+		if err := s.Sub(sum(st, p, bestG, func(_, kk int) bool { return kk == k })); err != nil {
+			return nil, err
+		}
+		f, err := solve(s)
+		if err != nil {
+			return nil, fmt.Errorf("fit without fold %d: %w", k+1, err)
+		}
+		for c := range ds {
+			predictAll(f, c, func(part uint8) bool { return int(part) == k }, func(i int, pred float64) {
+				y := ds[c].base().y[i]
+				cvs.add(pred+offset, y+offset)
+			})
+		}
+	}
+	rep.CV = cvs.result()
+
+	// Within-configuration temporal hold-out.
+	if opt.Holdout > 0 {
+		f, err := solve(train)
+		if err != nil {
+			return nil, fmt.Errorf("fit on the training part: %w", err)
+		}
+		for c := range ds {
+			var all scorer
+			regimes := [2]scorer{}
+			predictAll(f, c, func(part uint8) bool { return int(part) == K }, func(i int, pred float64) {
+				s := ds[c].base()
+				y := s.y[i] + offset
+				all.add(pred+offset, y)
+				regimes[s.regime[i]].add(pred+offset, y)
+				vf.holdout = append(vf.holdout, Point{Config: c, Predicted: pred + offset, Actual: y})
+			})
+			rep.Holdout = append(rep.Holdout, ConfigErrors{Config: cfgNames[c], Errors: all.result(),
+				Regimes: []Errors{regimes[0].result(), regimes[1].result()}})
+		}
+	}
+
+	// Leave one configuration out.
+	if len(ds) >= 2 {
+		for c := range ds {
+			f, err := solve(sum(st, p, bestG, func(cc, _ int) bool { return cc != c }))
+			if err != nil {
+				return nil, fmt.Errorf("fit without configuration %s: %w", cfgNames[c], err)
+			}
+			var sc scorer
+			predictAll(f, c, func(uint8) bool { return true }, func(i int, pred float64) {
+				sc.add(pred+offset, ds[c].base().y[i]+offset)
+			})
+			rep.LeaveOneOut = append(rep.LeaveOneOut, ConfigErrors{Config: cfgNames[c], Errors: sc.result()})
+		}
+	}
+
+	// The coefficients shipped: every sample.
+	all := sum(st, p, bestG, func(_, _ int) bool { return true })
+	f, err := solve(all)
+	if err != nil {
+		return nil, fmt.Errorf("final fit: %w", err)
+	}
+	vf.coef = f.Coef
+	rep.Solve = SolveInfo{Method: f.Method, Cond: f.Cond, Rank: f.Rank}
+	for j, d := range f.Dropped {
+		if d {
+			rep.Solve.Dropped = append(rep.Solve.Dropped, names[j])
+		}
+	}
+	rep.Samples = all.N()
+	return vf, nil
+}

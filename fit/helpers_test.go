@@ -1,0 +1,113 @@
+package fit
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/blis-sim/blis/otlpingest"
+	"github.com/blis-sim/blis/physics"
+	"github.com/blis-sim/blis/sim"
+	"github.com/blis-sim/blis/sim/simtrace"
+	"github.com/blis-sim/blis/sim/workload"
+)
+
+// simRun describes one simulated, traced and ingested run.
+type simRun struct {
+	knobs    physics.VLLMKnobs
+	latency  func(*physics.PhysicsConfig) sim.LatencyModel
+	noise    float64
+	requests int
+	rate     float64
+	prompt   string
+	output   string
+	trace    simtrace.Options
+	seed     int64
+	cpuBlock int64
+	offload  float64
+	// prefixGroups > 0 gives half the requests one of that many 256-token prefixes.
+	prefixGroups int
+}
+
+func defaultSimRun() simRun {
+	k := physics.DefaultVLLMKnobs()
+	k.MaxNumSeqs = 64
+	k.MaxBatchedTokens = 4096
+	k.TotalKVBlocksGPU = 4000
+	tr := simtrace.DefaultOptions()
+	tr.StepSampleRate, tr.RichSubsampleRate = 1, 1
+	tr.MaxEventsPerSpan = 1 << 20 // as with a raised OTEL_SPAN_EVENT_COUNT_LIMIT: nothing lost
+	return simRun{
+		knobs:    k,
+		latency:  func(c *physics.PhysicsConfig) sim.LatencyModel { return sim.DefaultRoofline(c) },
+		requests: 600, rate: 20,
+		prompt: "lognormal:mean=600,cv=0.7,max=4000", output: "lognormal:mean=120,cv=0.8,max=600",
+		trace: tr, seed: 7,
+	}
+}
+
+// simulate runs r on Llama-3.1-8B / H100, writes its trace (and KV events),
+// ingests them into dir and returns the configuration.
+func simulate(t testing.TB, dir string, r simRun) *physics.PhysicsConfig {
+	t.Helper()
+	m, err := physics.LoadModel("llama-3.1-8b")
+	require.NoError(t, err)
+	h, err := physics.LoadHardware("h100-sxm")
+	require.NoError(t, err)
+	k := r.knobs
+	if r.cpuBlock > 0 {
+		k.CPUOffloading, k.TotalKVBlocksCPU = true, r.cpuBlock
+	}
+	c, err := physics.NewPhysicsConfig(m, h, 1, k)
+	require.NoError(t, err)
+	rng := sim.NewRNG(r.seed)
+	spec := workload.Spec{Requests: r.requests, Rate: r.rate, PrefixGroups: r.prefixGroups, PrefixTokens: 256, PrefixFraction: 0.5}
+	spec.Prompt, err = workload.ParseDist(r.prompt)
+	require.NoError(t, err)
+	spec.Output, err = workload.ParseDist(r.output)
+	require.NoError(t, err)
+	reqs, err := workload.Generate(spec, rng.Stream(sim.StreamWorkload))
+	require.NoError(t, err)
+	lat := r.latency(c)
+	if r.noise > 0 {
+		lat = sim.NewNoisy(lat, r.noise, rng.Stream(sim.StreamLatencyNoise))
+	}
+	offload := r.offload
+	if offload == 0 {
+		offload = 0.8
+	}
+	cfg := sim.Config{
+		MaxNumSeqs: k.MaxNumSeqs, MaxBatchedTokens: k.MaxBatchedTokens, ChunkedPrefill: k.ChunkedPrefillEnabled,
+		BlockSize: k.BlockSizeTokens, TotalKVBlocks: k.TotalKVBlocksGPU, PrefixCaching: k.PrefixCachingEnabled,
+		CPUKVBlocks: k.TotalKVBlocksCPU, OffloadThreshold: offload, Latency: lat,
+	}
+	tracePath, kvPath := filepath.Join(dir, "trace.jsonl"), filepath.Join(dir, "kv.jsonl")
+	tf, err := os.Create(tracePath)
+	require.NoError(t, err)
+	kf, err := os.Create(kvPath)
+	require.NoError(t, err)
+	tb, kb := bufio.NewWriter(tf), bufio.NewWriter(kf)
+	r.trace.Model = m.Name
+	tw, err := simtrace.NewWriter(tb, kb, r.trace, rng.Stream(sim.StreamTraceJourney), rng.Stream(sim.StreamTraceStep))
+	require.NoError(t, err)
+	cfg.Observer = tw
+	s, err := sim.New(cfg, reqs)
+	require.NoError(t, err)
+	_, err = s.Run()
+	require.NoError(t, err)
+	require.NoError(t, tw.Close())
+	require.NoError(t, tb.Flush())
+	require.NoError(t, kb.Flush())
+	require.NoError(t, tf.Close())
+	require.NoError(t, kf.Close())
+	files := []string{tracePath}
+	if r.cpuBlock > 0 {
+		files = append(files, kvPath)
+	}
+	_, err = otlpingest.Ingest(otlpingest.FileSources(files), otlpingest.Options{OutDir: filepath.Join(dir, "tables")})
+	require.NoError(t, err)
+	return c
+}

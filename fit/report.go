@@ -1,0 +1,222 @@
+package fit
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/blis-sim/blis/coefficients"
+	"github.com/blis-sim/blis/features"
+)
+
+// ToolVersion is written into the provenance of every coefficient file.
+const ToolVersion = "0.1.0"
+
+// Errors are prediction errors over a set of samples. Times are
+// milliseconds; MAPE and MedianAPE are fractions over the samples with a
+// positive target.
+type Errors struct {
+	N                  int64   `json:"samples"`
+	MAPE               float64 `json:"mape"`
+	MedianAPE          float64 `json:"median_ape"`
+	RMSEms             float64 `json:"rmse_ms"`
+	MAEms              float64 `json:"mae_ms"`
+	MedianAEms         float64 `json:"median_abs_error_ms"`
+	MaxAEms            float64 `json:"max_abs_error_ms"`
+	MaxOverMedian      float64 `json:"max_over_median_abs_error"`
+	TargetsNotPositive int64   `json:"targets_not_positive,omitempty"` // left out of MAPE
+}
+
+// ConfigErrors are the errors on one configuration's data.
+type ConfigErrors struct {
+	Config string `json:"config"`
+	Errors
+	// Regimes: beta [prefill-dominated, decode-dominated]; alpha [queued,
+	// unqueued].
+	Regimes []Errors `json:"regimes,omitempty"`
+}
+
+// GridPoint is the CV score of one (γ, λ).
+type GridPoint struct {
+	Gamma  float64 `json:"gamma"`
+	Lambda float64 `json:"lambda"`
+	RMSEms float64 `json:"cv_rmse_ms"`
+}
+
+// SolveInfo describes the final solve.
+type SolveInfo struct {
+	Method  string   `json:"method"`
+	Cond    float64  `json:"condition"`
+	Rank    int      `json:"rank"`
+	Dropped []string `json:"dropped_all_zero_features,omitempty"`
+}
+
+// NamedValue is one coefficient, in vector order.
+type NamedValue struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+}
+
+// Check is one acceptance or plausibility check.
+type Check struct {
+	Config    string  `json:"config"`
+	Check     string  `json:"check"`
+	Value     float64 `json:"value"`
+	Threshold string  `json:"threshold"`
+	Pass      bool    `json:"pass"`
+	Note      string  `json:"note,omitempty"`
+}
+
+// VectorReport is the fit of one vector (alpha or beta).
+type VectorReport struct {
+	Fitted       bool             `json:"fitted"`
+	NotFitted    string           `json:"not_fitted_reason,omitempty"`
+	Samples      int64            `json:"samples"`
+	Sources      map[string]int64 `json:"target_sources,omitempty"`
+	Skipped      []Count          `json:"skipped"`
+	Gamma        float64          `json:"gamma"`
+	Lambda       float64          `json:"lambda"`
+	Grid         []GridPoint      `json:"cv_grid"`
+	CV           Errors           `json:"cv"`
+	Holdout      []ConfigErrors   `json:"holdout"`
+	LeaveOneOut  []ConfigErrors   `json:"leave_one_config_out,omitempty"`
+	Solve        SolveInfo        `json:"solve"`
+	Coefficients []NamedValue     `json:"coefficients"`
+	Checks       []Check          `json:"checks"`
+}
+
+// ConfigInfo describes one configuration of the fit.
+type ConfigInfo struct {
+	Name     string      `json:"name"`
+	Model    string      `json:"model"`
+	Hardware string      `json:"hardware"`
+	TP       int         `json:"tp"`
+	Traces   []string    `json:"traces"`
+	Inputs   []InputFile `json:"inputs"`
+	Dropped  []Count     `json:"rows_dropped_on_read,omitempty"`
+	// BetaMedianMs is the median cycle time the outlier rule used.
+	BetaMedianMs float64  `json:"beta_median_cycle_ms"`
+	RichSamples  int64    `json:"beta_samples_with_snapshots"`
+	Warnings     []string `json:"warnings,omitempty"`
+}
+
+// AlphaCorrection records the scheduler-overhead correction.
+type AlphaCorrection struct {
+	Applied    bool    `json:"applied"`
+	OverheadMs float64 `json:"scheduler_overhead_ms"`
+	Samples    int     `json:"unqueued_samples"`
+	Note       string  `json:"note"`
+	// BaseBiasFitted is base_bias as fitted on the corrected target,
+	// before the overhead is added back.
+	BaseBiasFitted float64 `json:"base_bias_fitted"`
+	// MedianLagMs is the median time from the reference step's start to
+	// QUEUED: how stale the step state the features see is.
+	MedianLagMs float64 `json:"median_reference_lag_ms"`
+}
+
+// Report is the validation report of calibrate fit.
+type Report struct {
+	Tool       string          `json:"tool"`
+	Version    string          `json:"tool_version"`
+	Command    string          `json:"command"`
+	Options    ReportOptions   `json:"options"`
+	Configs    []ConfigInfo    `json:"configs"`
+	Beta       VectorReport    `json:"beta"`
+	Alpha      VectorReport    `json:"alpha"`
+	Correction AlphaCorrection `json:"alpha_correction"`
+	Arrival    LineFit         `json:"overhead_arrival"`
+	Departure  LineFit         `json:"overhead_departure"`
+	Overheads  []Count         `json:"overhead_samples_skipped,omitempty"`
+	Pass       bool            `json:"acceptance_pass"`
+}
+
+// ReportOptions are the options that shaped the fit.
+type ReportOptions struct {
+	Lambdas         []float64 `json:"lambda_grid"`
+	Gammas          []float64 `json:"gamma_grid"`
+	Folds           int       `json:"folds"`
+	Holdout         float64   `json:"holdout"`
+	WarmupSteps     int64     `json:"warmup_steps"`
+	OutlierFactor   float64   `json:"outlier_factor"`
+	PreemptHeavy    float64   `json:"preempt_heavy_share"`
+	PreemptWeight   float64   `json:"preempt_heavy_weight"`
+	BetaTarget      string    `json:"beta_target"`
+	MinPairs        int       `json:"min_pairs"`
+	AlphaCorrection bool      `json:"alpha_correction"`
+}
+
+// checks adds the v1 acceptance checks (docs/physics-spec.md section 9).
+func (v *VectorReport) addChecks(isBeta bool, coef []float64) {
+	within, loco, maxMed := 0.25, 0.40, 5.0
+	if isBeta {
+		within, loco, maxMed = 0.15, 0.25, 3.0
+	}
+	for _, h := range v.Holdout {
+		v.Checks = append(v.Checks,
+			Check{Config: h.Config, Check: "within-config hold-out MAPE", Value: h.MAPE, Threshold: fmt.Sprintf("< %g", within), Pass: h.N > 0 && h.MAPE < within},
+			Check{Config: h.Config, Check: "max abs error / median abs error (hold-out)", Value: h.MaxOverMedian, Threshold: fmt.Sprintf("< %g", maxMed), Pass: h.N > 0 && h.MaxOverMedian < maxMed})
+	}
+	for _, l := range v.LeaveOneOut {
+		v.Checks = append(v.Checks, Check{Config: l.Config, Check: "leave-one-config-out MAPE", Value: l.MAPE, Threshold: fmt.Sprintf("< %g", loco), Pass: l.N > 0 && l.MAPE < loco})
+	}
+	sign := func(name string, idx int, strict bool) {
+		c := Check{Config: "all", Check: "sign of " + name, Value: coef[idx]}
+		if strict {
+			c.Threshold, c.Pass = "> 0", coef[idx] > 0
+		} else {
+			c.Threshold, c.Pass = ">= 0", coef[idx] >= 0
+		}
+		v.Checks = append(v.Checks, c)
+	}
+	if isBeta {
+		sign(features.BetaNames[0], 0, true)   // b1 prefill compute
+		sign(features.BetaNames[2], 2, true)   // b3 decode weights
+		sign(features.BetaNames[10], 10, true) // b11 fixed overhead
+		sign(features.BetaNames[15], 15, false)
+	} else {
+		sign(features.AlphaNames[2], 2, false) // a3 admission compute
+		sign(features.AlphaNames[3], 3, false) // a4 base bias
+		sign(features.AlphaNames[4], 4, false) // a5 queue drain
+	}
+}
+
+func (v *VectorReport) pass() bool {
+	for _, c := range v.Checks {
+		if !c.Pass {
+			return false
+		}
+	}
+	return v.Fitted
+}
+
+// Result is the outcome of Run.
+type Result struct {
+	File   *coefficients.File
+	Report *Report
+	// BetaHoldout and AlphaHoldout are the hold-out predictions, for plots.
+	BetaHoldout, AlphaHoldout []Point
+}
+
+func finiteOr0(x float64) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return 0
+	}
+	return x
+}
+
+func sortedCounts(cs []Count) []Count {
+	out := slices.Clone(cs)
+	slices.SortFunc(out, func(a, b Count) int {
+		if a.Reason < b.Reason {
+			return -1
+		}
+		if a.Reason > b.Reason {
+			return 1
+		}
+		return 0
+	})
+	if out == nil {
+		out = []Count{}
+	}
+	return out
+}

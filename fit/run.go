@@ -1,0 +1,268 @@
+package fit
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/blis-sim/blis/coefficients"
+	"github.com/blis-sim/blis/features"
+)
+
+// minSamplesPerFold is the fewest training samples per fold (and per
+// configuration) a vector needs to be fitted.
+const minSamplesPerFold = 2
+
+// Run builds the training samples of every configuration, fits beta, alpha
+// and the overheads, validates them and returns the coefficient file (which
+// applies to the first configuration) and the report. command is recorded
+// in the provenance.
+func Run(cfgs []Config, opt Options, command string) (*Result, error) {
+	if err := opt.Validate(); err != nil {
+		return nil, err
+	}
+	if len(cfgs) == 0 {
+		return nil, errors.New("no configuration to fit")
+	}
+	progress := func(format string, args ...any) {
+		if opt.Progress != nil {
+			opt.Progress(format, args...)
+		}
+	}
+	rep := &Report{Tool: "calibrate fit", Version: ToolVersion, Command: command, Options: ReportOptions{
+		Lambdas: opt.Lambdas, Gammas: opt.Gammas, Folds: opt.Folds, Holdout: opt.Holdout, WarmupSteps: opt.WarmupSteps,
+		OutlierFactor: opt.OutlierFactor, PreemptHeavy: opt.PreemptHeavy, PreemptWeight: opt.PreemptWeight,
+		BetaTarget: opt.BetaTarget, MinPairs: opt.MinPairs, AlphaCorrection: opt.AlphaCorrection,
+	}}
+	var betas, alphas []design
+	var cfgNames []string
+	var betaSkipped, alphaSkipped []Count
+	var arrX, arrY, depX, depY []float64
+	sources := map[string]int64{}
+	var lags []float64
+	for _, cfg := range cfgs {
+		info := ConfigInfo{Name: cfg.Name, Model: cfg.Phys.Model.Name, Hardware: cfg.Phys.Hardware.Name, TP: cfg.Phys.TP}
+		bb, ab := newBetaBuilder(cfg.Phys, &opt), newAlphaBuilder(cfg.Phys, &opt)
+		for t, tr := range cfg.Traces {
+			info.Traces = append(info.Traces, tr.Dir)
+			info.Inputs = append(info.Inputs, tr.Inputs...)
+			for _, d := range tr.Dropped {
+				addCount(&info.Dropped, d.Reason, d.Count)
+			}
+			var dropped []Count
+			x := newStepIndex(tr, opt.Gammas, &dropped)
+			for _, d := range dropped {
+				addCount(&info.Dropped, d.Reason, d.Count)
+			}
+			for _, s := range x.steps {
+				if s.KVTotal != cfg.Phys.Knobs.TotalKVBlocksGPU {
+					return nil, fmt.Errorf("%s: steps report kv.blocks_total_gpu = %d but configuration %s has %d GPU KV blocks (set --kv-blocks-gpu to the trace's value)",
+						tr.Dir, s.KVTotal, cfg.Name, cfg.Phys.Knobs.TotalKVBlocksGPU)
+				}
+				break
+			}
+			bb.add(t, tr, x)
+			ab.add(t, tr, x)
+			overheadSamples(tr, &arrX, &arrY, &depX, &depY, &rep.Overheads)
+		}
+		if bb.noKV {
+			info.Warnings = append(info.Warnings, "CPU offloading is on but a trace has no kv_events table: transfer features are 0 (ingest with --kv-events)")
+		}
+		info.BetaMedianMs = finiteOr0(bb.dropOutliers(opt.OutlierFactor) * 1e3)
+		bb.out.assignParts(opt.Folds, opt.Holdout)
+		ab.out.assignParts(opt.Folds, opt.Holdout)
+		for _, s := range bb.out.source {
+			sources[[]string{SourcePairs, SourceJourney}[s]]++
+		}
+		info.RichSamples = bb.rich
+		lags = append(lags, ab.out.lag...)
+		for _, c := range bb.skipped {
+			addCount(&betaSkipped, c.Reason, c.Count)
+		}
+		for _, c := range ab.skipped {
+			addCount(&alphaSkipped, c.Reason, c.Count)
+		}
+		if need := minSamplesPerFold * opt.Folds; trainCount(&bb.out.samples, opt.Folds) < need {
+			return nil, fmt.Errorf("configuration %s: %d usable beta samples (%s); %d-fold CV needs at least %d training samples per configuration",
+				cfg.Name, bb.out.len(), describeCounts(bb.skipped), opt.Folds, need)
+		}
+		betas = append(betas, bb.out)
+		alphas = append(alphas, ab.out)
+		cfgNames = append(cfgNames, cfg.Name)
+		rep.Configs = append(rep.Configs, info)
+		progress("%s: %d beta samples, %d alpha samples", cfg.Name, bb.out.len(), ab.out.len())
+	}
+	rep.Beta.Skipped, rep.Alpha.Skipped = sortedCounts(betaSkipped), sortedCounts(alphaSkipped)
+	rep.Beta.Sources = sources
+	rep.Overheads = sortedCounts(rep.Overheads)
+
+	progress("fitting beta (%d features)", features.NumBeta)
+	betaUnpen := make([]bool, features.NumBeta)
+	betaUnpen[15] = true // b16 bias
+	bf, err := fitVector(betas, features.BetaNames[:], cfgNames, betaUnpen, 0, &opt)
+	if err != nil {
+		return nil, fmt.Errorf("beta: %w", err)
+	}
+	mergeVector(&rep.Beta, bf)
+	rep.Beta.Fitted = true
+	rep.Beta.Coefficients = coefList(features.BetaNames[:], bf.coef)
+	rep.Beta.addChecks(true, bf.coef)
+
+	// Alpha: fitted only when every configuration has enough samples.
+	alphaCoef := make([]float64, features.NumAlpha)
+	var af *vectorFit
+	short := ""
+	for c, d := range alphas {
+		if n := trainCount(d.base(), opt.Folds); n < minSamplesPerFold*opt.Folds {
+			short = fmt.Sprintf("configuration %s has %d usable alpha samples (%s)", cfgNames[c], d.base().len(), describeCounts(alphaSkipped))
+			break
+		}
+	}
+	rep.Correction.MedianLagMs = finiteOr0(medianOf(lags) * 1e3)
+	if short != "" {
+		rep.Alpha.NotFitted = short + "; alpha is written as zeros (the simulator does not use it)"
+		progress("alpha not fitted: %s", short)
+	} else {
+		offset := 0.0
+		if opt.AlphaCorrection {
+			var ys []float64
+			for _, d := range alphas {
+				s := d.base()
+				for i := range s.len() {
+					if s.regime[i] == regime1 {
+						ys = append(ys, s.y[i])
+					}
+				}
+			}
+			rep.Correction.Samples = len(ys)
+			if len(ys) >= opt.MinCorrectionSamples {
+				offset = medianOf(ys)
+				rep.Correction.Applied = true
+				rep.Correction.OverheadMs = offset * 1e3
+				rep.Correction.Note = "the median QUEUED→SCHEDULED delay of unqueued requests was subtracted from every target before the fit and added back to base_bias after it; not clamped at 0, which would bias the mean"
+				for _, d := range alphas {
+					s := d.base()
+					for i := range s.y {
+						s.y[i] -= offset
+					}
+				}
+			} else {
+				rep.Correction.Note = fmt.Sprintf("not applied: %d unqueued requests, fewer than %d; base_bias includes the scheduler overhead", len(ys), opt.MinCorrectionSamples)
+			}
+		} else {
+			rep.Correction.Note = "off (--alpha-correction=false): base_bias includes the scheduler overhead"
+		}
+		progress("fitting alpha (%d features)", features.NumAlpha)
+		alphaUnpen := make([]bool, features.NumAlpha)
+		alphaUnpen[3] = true // a4 base_bias
+		af, err = fitVector(alphas, features.AlphaNames[:], cfgNames, alphaUnpen, offset, &opt)
+		if err != nil {
+			return nil, fmt.Errorf("alpha: %w", err)
+		}
+		copy(alphaCoef, af.coef)
+		rep.Correction.BaseBiasFitted = alphaCoef[3]
+		alphaCoef[3] += offset
+		mergeVector(&rep.Alpha, af)
+		rep.Alpha.Fitted = true
+		rep.Alpha.Coefficients = coefList(features.AlphaNames[:], alphaCoef)
+		rep.Alpha.addChecks(false, alphaCoef)
+	}
+
+	rep.Arrival, rep.Departure = fitLine(arrX, arrY), fitLine(depX, depY)
+	rep.Pass = rep.Beta.pass() && rep.Alpha.pass()
+
+	first := cfgs[0].Phys
+	f := &coefficients.File{
+		SchemaVersion: coefficients.SchemaVersion, FeatureSpecVersion: coefficients.FeatureSpecVersion,
+		AppliesTo: coefficients.AppliesTo{Model: first.Model.Name, Hardware: first.Hardware.Name, TP: first.TP, VLLM: first.Knobs},
+		Gamma:     opt.Gammas[bf.gamma],
+		Overheads: coefficients.Overheads{
+			ArrivalBaseUs: rep.Arrival.BaseUs, ArrivalPerPromptTokenUs: rep.Arrival.PerUnit,
+			DepartureBaseUs: rep.Departure.BaseUs, DeparturePerOutputTokenUs: rep.Departure.PerUnit,
+		},
+		Fit: &coefficients.Fit{
+			LambdaBeta: bf.lambda, Folds: opt.Folds, LambdaGrid: opt.Lambdas, GammaGrid: opt.Gammas,
+			BetaCVMAPE: bf.report.CV.MAPE, BetaTarget: describeSources(sources),
+			SamplesBeta: bf.report.Samples,
+		},
+		Provenance: coefficients.Provenance{Tool: "calibrate", ToolVersion: ToolVersion, Command: command},
+	}
+	copy(f.Beta[:], bf.coef)
+	copy(f.Alpha[:], alphaCoef)
+	if af != nil {
+		f.Fit.LambdaAlpha, f.Fit.AlphaCVMAPE, f.Fit.SamplesAlpha = af.lambda, af.report.CV.MAPE, af.report.Samples
+		if af.gamma != bf.gamma {
+			// One γ serves both vectors in the file: beta's, which the
+			// simulator uses.
+			rep.Alpha.Checks = append(rep.Alpha.Checks, Check{Config: "all", Check: "alpha's best γ equals beta's", Value: opt.Gammas[af.gamma],
+				Threshold: fmt.Sprint(opt.Gammas[bf.gamma]), Pass: true, Note: "the file records beta's γ; alpha's a9 was fitted with its own"})
+		}
+	}
+	var notes []string
+	for _, c := range rep.Configs {
+		for _, in := range c.Inputs {
+			f.Provenance.Inputs = append(f.Provenance.Inputs, coefficients.Input{Path: in.Path, SHA256: in.SHA256, Rows: in.Rows})
+		}
+		notes = append(notes, fmt.Sprintf("%s (%s on %d × %s)", c.Name, c.Model, c.TP, c.Hardware))
+	}
+	f.Provenance.Notes = "fitted on " + strings.Join(notes, ", ")
+	if len(cfgs) > 1 {
+		f.Provenance.Notes += "; applies_to is the first configuration"
+	}
+	if !rep.Alpha.Fitted {
+		f.Provenance.Notes += "; alpha not fitted: " + rep.Alpha.NotFitted
+	}
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("the fitted coefficients are not a valid file: %w", err)
+	}
+	res := &Result{File: f, Report: rep, BetaHoldout: bf.holdout}
+	if af != nil {
+		res.AlphaHoldout = af.holdout
+	}
+	return res, nil
+}
+
+func trainCount(s *samples, folds int) int {
+	n := 0
+	for _, p := range s.part {
+		if int(p) < folds {
+			n++
+		}
+	}
+	return n
+}
+
+func describeCounts(cs []Count) string {
+	if len(cs) == 0 {
+		return "none skipped"
+	}
+	var parts []string
+	for _, c := range sortedCounts(cs) {
+		parts = append(parts, fmt.Sprintf("%d %s", c.Count, c.Reason))
+	}
+	return "skipped: " + strings.Join(parts, "; ")
+}
+
+func describeSources(src map[string]int64) string {
+	var parts []string
+	for _, k := range []string{SourcePairs, SourceJourney} {
+		if src[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%s (%d)", k, src[k]))
+		}
+	}
+	return strings.Join(parts, " + ")
+}
+
+func coefList(names []string, coef []float64) []NamedValue {
+	out := make([]NamedValue, len(names))
+	for i, n := range names {
+		out[i] = NamedValue{n, coef[i]}
+	}
+	return out
+}
+
+func mergeVector(dst *VectorReport, vf *vectorFit) {
+	r := vf.report
+	r.Skipped, r.Sources = dst.Skipped, dst.Sources
+	*dst = r
+}
