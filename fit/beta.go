@@ -147,7 +147,10 @@ type betaBuilder struct {
 	skipped []Count
 	sources [2]int64
 	rich    int64 // samples with exact snapshot sums
-	noKV    bool  // offloading on and some trace had no KV events
+	// chunkedPrefillSteps counts prefill steps under chunked prefill, and
+	// chunkedRich those of them with complete snapshots.
+	chunkedPrefillSteps, chunkedRich int64
+	noKV                             bool // offloading on and some trace had no KV events
 }
 
 func newBetaBuilder(cfg *physics.PhysicsConfig, opt *Options) *betaBuilder {
@@ -290,9 +293,14 @@ func (bb *betaBuilder) add(t int, tr *Trace, x *stepIndex) {
 			in.DecodeContextTokens = r.decodeCtx
 			in.SumDecodeKVBlocks = r.decodeKV
 			bb.rich++
+			if s.NumPrefill > 0 && k.ChunkedPrefillEnabled {
+				bb.chunkedPrefillSteps++
+				bb.chunkedRich++
+			}
 		} else {
 			if s.NumPrefill > 0 {
 				if k.ChunkedPrefillEnabled {
+					bb.chunkedPrefillSteps++
 					skip("prefill step without complete snapshots (chunked prefill on)")
 					continue
 				}

@@ -68,6 +68,10 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 		if bb.noKV {
 			info.Warnings = append(info.Warnings, "CPU offloading is on but a trace has no kv_events table: transfer features are 0 (ingest with --kv-events)")
 		}
+		if bb.chunkedPrefillSteps > 0 && bb.chunkedRich == 0 {
+			return nil, fmt.Errorf("configuration %s: chunked prefill is on and none of its %d prefill steps has complete REQUEST_SNAPSHOTs, so prefill attention (b2) cannot be computed; trace with --step-tracing-rich-subsample-rate > 0 (and a raised OTEL_SPAN_EVENT_COUNT_LIMIT), or pass --enable-chunked-prefill=false if the server ran without it",
+				cfg.Name, bb.chunkedPrefillSteps)
+		}
 		info.BetaMedianMs = finiteOr0(bb.dropOutliers(opt.OutlierFactor) * 1e3)
 		bb.out.assignParts(opt.Folds, opt.Holdout)
 		ab.out.assignParts(opt.Folds, opt.Holdout)

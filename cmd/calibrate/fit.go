@@ -1,0 +1,302 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"gopkg.in/yaml.v3"
+
+	"github.com/blis-sim/blis/fit"
+	"github.com/blis-sim/blis/physics"
+)
+
+type fitOpts struct {
+	model, hardware string
+	tp              int
+	knobs           physics.VLLMKnobs
+	configs         string
+	output, report  string
+	opt             fit.Options
+	quiet           bool
+}
+
+func addKnobFlags(f *pflag.FlagSet, k *physics.VLLMKnobs, kvHelp string) {
+	f.Int64Var(&k.MaxNumSeqs, "max-num-seqs", k.MaxNumSeqs, "vLLM --max-num-seqs")
+	f.Int64Var(&k.MaxBatchedTokens, "max-num-batched-tokens", k.MaxBatchedTokens, "vLLM --max-num-batched-tokens")
+	f.Int64Var(&k.BlockSizeTokens, "block-size", k.BlockSizeTokens, "vLLM --block-size (tokens per KV block)")
+	f.Float64Var(&k.GPUMemoryUtilization, "gpu-memory-utilization", k.GPUMemoryUtilization, "vLLM --gpu-memory-utilization")
+	f.BoolVar(&k.ChunkedPrefillEnabled, "enable-chunked-prefill", k.ChunkedPrefillEnabled, "vLLM --enable-chunked-prefill")
+	f.BoolVar(&k.PrefixCachingEnabled, "enable-prefix-caching", k.PrefixCachingEnabled, "vLLM --enable-prefix-caching")
+	f.BoolVar(&k.CPUOffloading, "cpu-offloading", false, "KV cache offload to host memory (needs --kv-blocks-cpu)")
+	f.Int64Var(&k.TotalKVBlocksGPU, "kv-blocks-gpu", 0, kvHelp)
+	f.Int64Var(&k.TotalKVBlocksCPU, "kv-blocks-cpu", 0, "CPU KV blocks when --cpu-offloading is on")
+}
+
+func newFitCmd() *cobra.Command {
+	o := fitOpts{knobs: physics.DefaultVLLMKnobs(), opt: fit.DefaultOptions()}
+	cmd := &cobra.Command{
+		Use:   "fit TABLES_DIR... | fit --configs FILE",
+		Short: "Fit physics-model coefficients to ingested traces and write a validation report",
+		Long: `fit turns the tables that 'calibrate ingest' wrote into a coefficient file for
+the simulator's physics latency mode, and writes a validation report.
+
+Each TABLES_DIR is one trace of the configuration given by --model, --hardware,
+--tp and the vLLM flags (the traces do not record them). --kv-blocks-gpu
+defaults to the trace's kv.blocks_total_gpu. To fit several configurations
+together (and get leave-one-config-out validation), list them in a YAML file:
+
+  configs:
+    - name: h100-tp1              # used in the report
+      tables: [run1/tables]       # relative to this file
+      model: llama-3.1-8b
+      hardware: h100-sxm
+      tp: 1
+      vllm: {max_num_seqs: 256, max_batched_tokens: 8192}   # omitted keys: defaults
+
+The coefficient file applies to the first configuration. Beta (step time) is
+trained on the difference of step.ts_start_ns between consecutive sampled steps,
+never on step.duration_us; trace with a high --step-tracing-sample-rate, and
+with rich snapshots when chunked prefill is on. The pipeline and every choice
+it makes are in docs/fit.md.`,
+		Example: `  calibrate ingest vllm-trace.jsonl -o tables/
+  calibrate fit tables/ --model llama-3.1-8b --hardware h100-sxm -o coeffs.yaml
+  calibrate fit --configs configs.yaml -o coeffs.yaml --report report/`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runFit(cmd, args, &o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.model, "model", "llama-3.1-8b", "shipped model name or path to a HuggingFace config.json")
+	f.StringVar(&o.hardware, "hardware", "h100-sxm", "shipped hardware name or path to a hardware spec JSON")
+	f.IntVar(&o.tp, "tp", 1, "tensor-parallel degree")
+	addKnobFlags(f, &o.knobs, "GPU KV blocks; 0 takes the traces' kv.blocks_total_gpu")
+	f.StringVar(&o.configs, "configs", "", "YAML file listing several configurations (instead of TABLES_DIR and the configuration flags)")
+	f.StringVarP(&o.output, "output", "o", "coefficients.yaml", "coefficient file to write")
+	f.StringVar(&o.report, "report", "", "directory for report.md, report.json and residual plots (default: the output's name + .report)")
+	f.Float64SliceVar(&o.opt.Lambdas, "lambdas", o.opt.Lambdas, "ridge penalties to search")
+	f.Float64SliceVar(&o.opt.Gammas, "gammas", o.opt.Gammas, "preemption EMA factors to search, each in (0,1]")
+	f.IntVar(&o.opt.Folds, "folds", o.opt.Folds, "temporal cross-validation folds")
+	f.Float64Var(&o.opt.Holdout, "holdout", o.opt.Holdout, "share of each trace, at its end, held out for validation")
+	f.Int64Var(&o.opt.WarmupSteps, "warmup-steps", o.opt.WarmupSteps, "leave out steps with id up to this (engine warm-up)")
+	f.Float64Var(&o.opt.OutlierFactor, "outlier-factor", o.opt.OutlierFactor, "leave out steps slower than this × the median of steps with as many tokens (0: keep all)")
+	f.Float64Var(&o.opt.PreemptHeavy, "preempt-heavy", o.opt.PreemptHeavy, "a step is preemption-heavy above this share of running requests preempted")
+	f.Float64Var(&o.opt.PreemptWeight, "preempt-weight", o.opt.PreemptWeight, "sample weight of preemption-heavy steps and of requests queued behind them")
+	f.StringVar(&o.opt.BetaTarget, "beta-target", o.opt.BetaTarget, "step-time source: auto, step_pairs or journey")
+	f.IntVar(&o.opt.MinPairs, "min-pairs", o.opt.MinPairs, "with --beta-target auto, add journey-reconstructed targets to a trace with fewer adjacent sampled steps")
+	f.BoolVar(&o.opt.AlphaCorrection, "alpha-correction", o.opt.AlphaCorrection, "subtract the scheduler overhead from alpha targets before the fit (added back to base_bias)")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress on stderr")
+	return cmd
+}
+
+// manifest is the --configs file.
+type manifest struct {
+	Configs []struct {
+		Name     string         `yaml:"name"`
+		Tables   []string       `yaml:"tables"`
+		Model    string         `yaml:"model"`
+		Hardware string         `yaml:"hardware"`
+		TP       int            `yaml:"tp"`
+		VLLM     map[string]any `yaml:"vllm"`
+	} `yaml:"configs"`
+}
+
+// configSpec is one configuration before its traces are read.
+type configSpec struct {
+	name, model, hardware string
+	tp                    int
+	knobs                 physics.VLLMKnobs
+	dirs                  []string
+}
+
+func readManifest(path string) ([]configSpec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--configs: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var m manifest
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("--configs %s: %w", path, err)
+	}
+	if len(m.Configs) == 0 {
+		return nil, fmt.Errorf("--configs %s: no configs listed", path)
+	}
+	base := filepath.Dir(path)
+	var out []configSpec
+	seen := map[string]bool{}
+	for i, c := range m.Configs {
+		where := fmt.Sprintf("--configs %s: configs[%d]", path, i)
+		if c.Name == "" || c.Model == "" || c.Hardware == "" || len(c.Tables) == 0 {
+			return nil, fmt.Errorf("%s: name, tables, model and hardware are required", where)
+		}
+		if seen[c.Name] {
+			return nil, fmt.Errorf("%s: duplicate name %q", where, c.Name)
+		}
+		seen[c.Name] = true
+		if c.TP == 0 {
+			c.TP = 1
+		}
+		k := physics.DefaultVLLMKnobs()
+		k.TotalKVBlocksGPU = 0
+		if c.VLLM != nil {
+			// Through JSON so the keys are physics.VLLMKnobs' tags, strictly.
+			js, err := json.Marshal(c.VLLM)
+			if err != nil {
+				return nil, fmt.Errorf("%s.vllm: %w", where, err)
+			}
+			d := json.NewDecoder(bytes.NewReader(js))
+			d.DisallowUnknownFields()
+			if err := d.Decode(&k); err != nil {
+				return nil, fmt.Errorf("%s.vllm: %w", where, err)
+			}
+		}
+		cs := configSpec{name: c.Name, model: c.Model, hardware: c.Hardware, tp: c.TP, knobs: k}
+		for _, t := range c.Tables {
+			if !filepath.IsAbs(t) {
+				t = filepath.Join(base, t)
+			}
+			cs.dirs = append(cs.dirs, t)
+		}
+		out = append(out, cs)
+	}
+	return out, nil
+}
+
+func runFit(cmd *cobra.Command, args []string, o *fitOpts) error {
+	stderr := cmd.ErrOrStderr()
+	if o.quiet {
+		stderr = io.Discard
+	}
+	start := time.Now()
+	logf := func(format string, a ...any) {
+		fmt.Fprintf(stderr, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
+	}
+	o.opt.Progress = logf
+	if err := o.opt.Validate(); err != nil {
+		return errors.New("--" + err.Error())
+	}
+	var specs []configSpec
+	switch {
+	case o.configs != "" && len(args) > 0:
+		return errors.New("give either TABLES_DIR arguments or --configs, not both")
+	case o.configs != "":
+		for _, name := range []string{"model", "hardware", "tp", "max-num-seqs", "max-num-batched-tokens", "block-size", "kv-blocks-gpu"} {
+			if cmd.Flags().Changed(name) {
+				return fmt.Errorf("--%s: with --configs, each configuration's settings come from the file", name)
+			}
+		}
+		var err error
+		if specs, err = readManifest(o.configs); err != nil {
+			return err
+		}
+	case len(args) == 0:
+		return errors.New("no TABLES_DIR given (the output directory of calibrate ingest), and no --configs")
+	default:
+		specs = []configSpec{{name: o.model, model: o.model, hardware: o.hardware, tp: o.tp, knobs: o.knobs, dirs: args}}
+	}
+
+	var cfgs []fit.Config
+	for _, s := range specs {
+		var traces []*fit.Trace
+		for _, d := range s.dirs {
+			logf("reading %s", d)
+			tr, err := fit.LoadTrace(d)
+			if err != nil {
+				return err
+			}
+			logf("  %d steps, %d snapshots, %d requests, %d journey SCHEDULED, %d KV events", len(tr.Steps), len(tr.Snapshots), len(tr.Requests), len(tr.Scheduled), len(tr.KV))
+			traces = append(traces, tr)
+		}
+		k := s.knobs
+		if k.TotalKVBlocksGPU == 0 {
+			for _, tr := range traces {
+				if len(tr.Steps) > 0 {
+					k.TotalKVBlocksGPU = tr.Steps[0].KVTotal
+					break
+				}
+			}
+		}
+		m, err := physics.LoadModel(s.model)
+		if err != nil {
+			return fmt.Errorf("%s: model: %w", s.name, err)
+		}
+		h, err := physics.LoadHardware(s.hardware)
+		if err != nil {
+			return fmt.Errorf("%s: hardware: %w", s.name, err)
+		}
+		pc, err := physics.NewPhysicsConfig(m, h, s.tp, k)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		cfgs = append(cfgs, fit.Config{Name: s.name, Phys: pc, Traces: traces})
+	}
+	command := "calibrate " + strings.Join(os.Args[1:], " ")
+	if len(os.Args) < 2 {
+		command = "calibrate fit " + strings.Join(args, " ")
+	}
+	res, err := fit.Run(cfgs, o.opt, command)
+	if err != nil {
+		return err
+	}
+	data, err := res.File.Marshal()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(o.output, data, 0o644); err != nil {
+		return fmt.Errorf("-o: %w", err)
+	}
+	dir := o.report
+	if dir == "" {
+		dir = strings.TrimSuffix(o.output, filepath.Ext(o.output)) + ".report"
+	}
+	if err := writeReport(dir, res); err != nil {
+		return fmt.Errorf("--report: %w", err)
+	}
+	r := res.Report
+	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s and %s/report.md\n", o.output, dir)
+	for _, h := range r.Beta.Holdout {
+		fmt.Fprintf(cmd.OutOrStdout(), "beta  %s: hold-out MAPE %.2f%% over %d steps\n", h.Config, h.MAPE*100, h.N)
+	}
+	for _, h := range r.Alpha.Holdout {
+		fmt.Fprintf(cmd.OutOrStdout(), "alpha %s: hold-out MAPE %.2f%% over %d requests\n", h.Config, h.MAPE*100, h.N)
+	}
+	verdict := "pass"
+	if !r.Pass {
+		verdict = "FAIL (see the report's checks)"
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "acceptance: %s\n", verdict)
+	logf("done")
+	return nil
+}
+
+func writeReport(dir string, res *fit.Result) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	plots, err := writePlots(dir, res)
+	if err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(res.Report, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	var md bytes.Buffer
+	if err := res.Report.WriteMarkdown(&md, plots); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "report.md"), md.Bytes(), 0o644)
+}
