@@ -112,7 +112,7 @@ func newStepIndex(tr *Trace, gammas []float64, dropped *[]Count) *stepIndex {
 			addCount(dropped, "duplicate step id (first kept)", 1)
 		case s.Running < 0 || s.Waiting < 0 || s.NumPrefill < 0 || s.NumDecode < 0 || s.Scheduled < 0 ||
 			s.PrefillTok < 0 || s.DecodeTok < 0 || s.NumPreempted < 0 || s.KVTotal <= 0 || s.KVFree < 0 ||
-			s.KVUsage < 0 || s.KVUsage > 1:
+			!(s.KVUsage >= 0 && s.KVUsage <= 1):
 			addCount(dropped, "step with a negative count or a KV usage outside [0,1]", 1)
 		default:
 			kept = append(kept, s)

@@ -1,0 +1,298 @@
+package fit
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/blis-sim/blis/physics"
+	"github.com/blis-sim/blis/sim"
+)
+
+func TestReferenceStepJoin(t *testing.T) {
+	ts := []int64{100, 200, 300}
+	for _, tc := range []struct {
+		queued int64
+		want   int
+	}{
+		{99, -1}, // before every sampled step
+		{100, 0}, // a step starting in the same ns counts as before
+		{101, 0},
+		{199, 0}, // not the step after
+		{200, 1},
+		{300, 2},
+		{1 << 40, 2},
+	} {
+		require.Equal(t, tc.want, referenceStep(ts, tc.queued), "queued at %d", tc.queued)
+	}
+	require.Equal(t, -1, referenceStep(nil, 5))
+}
+
+func TestOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		mod  func(*Options)
+		want string
+	}{
+		{func(o *Options) { o.Lambdas = nil }, "lambdas"},
+		{func(o *Options) { o.Lambdas = []float64{-1} }, "lambdas"},
+		{func(o *Options) { o.Lambdas = []float64{math.NaN()} }, "lambdas"},
+		{func(o *Options) { o.Gammas = []float64{0} }, "gammas"},
+		{func(o *Options) { o.Gammas = []float64{1.5} }, "gammas"},
+		{func(o *Options) { o.Folds = 1 }, "folds"},
+		{func(o *Options) { o.Holdout = 1 }, "holdout"},
+		{func(o *Options) { o.WarmupSteps = -1 }, "warmup-steps"},
+		{func(o *Options) { o.OutlierFactor = 0.5 }, "outlier-factor"},
+		{func(o *Options) { o.PreemptWeight = 2 }, "preempt-weight"},
+		{func(o *Options) { o.BetaTarget = "duration_us" }, "beta-target"},
+	} {
+		o := DefaultOptions()
+		tc.mod(&o)
+		err := o.Validate()
+		require.Error(t, err)
+		require.Contains(t, err.Error(), tc.want)
+	}
+	o := DefaultOptions()
+	require.NoError(t, o.Validate())
+}
+
+func TestAssignPartsIsTemporalPerTrace(t *testing.T) {
+	s := samples{y: make([]float64, 30), trace: make([]int32, 30)}
+	for i := 20; i < 30; i++ {
+		s.trace[i] = 1
+	}
+	s.assignParts(5, 0.2)
+	// Trace 0: 20 samples, last 4 held out, 16 in 5 contiguous folds.
+	require.Equal(t, []uint8{0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 5, 5, 5, 5}, s.part[:20])
+	// Trace 1: 10 samples, last 2 held out; every fold gets some.
+	require.Equal(t, []uint8{0, 0, 1, 1, 2, 3, 3, 4, 5, 5}, s.part[20:])
+}
+
+func TestFitLineKeepsCoefficientsNonNegative(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		xs, ys    []float64
+		base, per float64
+		method    string
+	}{
+		{"exact", []float64{0, 10, 20}, []float64{5, 7, 9}, 5, 0.2, "ols"},
+		{"negative slope", []float64{0, 10, 20}, []float64{9, 7, 5}, 7, 0, "ols, slope clamped to 0"},
+		{"negative base", []float64{10, 20, 30}, []float64{0, 10, 20}, 0, 2.0 / 3 * 1.0, "ols, base clamped to 0"},
+		{"empty", nil, nil, 0, 0, "none"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := fitLine(tc.xs, tc.ys)
+			require.Equal(t, tc.method, f.Method)
+			require.InDelta(t, tc.base, f.BaseUs, 1e-9)
+			if tc.name != "negative base" {
+				require.InDelta(t, tc.per, f.PerUnit, 1e-9)
+			} else {
+				// Through the origin: Σxy/Σx² = (0+200+600)/1400.
+				require.InDelta(t, 800.0/1400, f.PerUnit, 1e-12)
+			}
+		})
+	}
+}
+
+// roofTrace simulates the noisy roofline truth and loads its tables.
+func roofTrace(t *testing.T, mod func(*simRun)) (*physics.PhysicsConfig, *Trace) {
+	t.Helper()
+	dir := t.TempDir()
+	r := defaultSimRun()
+	r.noise = 0.05
+	if mod != nil {
+		mod(&r)
+	}
+	c := simulate(t, dir, r)
+	tr, err := LoadTrace(filepath.Join(dir, "tables"))
+	require.NoError(t, err)
+	return c, tr
+}
+
+func TestRunIsDeterministic(t *testing.T) {
+	c, tr := roofTrace(t, nil)
+	var outs [2][]byte
+	for i := range outs {
+		res, err := Run([]Config{{Name: "a", Phys: c, Traces: []*Trace{tr}}}, DefaultOptions(), "test")
+		require.NoError(t, err)
+		y, err := res.File.Marshal()
+		require.NoError(t, err)
+		js, err := json.Marshal(res.Report)
+		require.NoError(t, err)
+		var md bytes.Buffer
+		require.NoError(t, res.Report.WriteMarkdown(&md, nil))
+		outs[i] = append(append(y, js...), md.Bytes()...)
+	}
+	require.Equal(t, outs[0], outs[1])
+}
+
+func TestAlphaCorrectionChangesNoPrediction(t *testing.T) {
+	c, tr := roofTrace(t, nil)
+	cfgs := []Config{{Name: "a", Phys: c, Traces: []*Trace{tr}}}
+	on := DefaultOptions()
+	off := DefaultOptions()
+	off.AlphaCorrection = false
+	ron, err := Run(cfgs, on, "test")
+	require.NoError(t, err)
+	roff, err := Run(cfgs, off, "test")
+	require.NoError(t, err)
+	require.True(t, ron.Report.Correction.Applied)
+	require.Greater(t, ron.Report.Correction.OverheadMs, 0.0)
+	// base_bias is not penalized, so shifting the target shifts only it.
+	for i := range ron.File.Alpha {
+		require.InDelta(t, roff.File.Alpha[i], ron.File.Alpha[i], 1e-9*max(1, math.Abs(roff.File.Alpha[i])), "alpha[%d]", i)
+	}
+	require.InDelta(t, roff.Report.Alpha.Holdout[0].MAPE, ron.Report.Alpha.Holdout[0].MAPE, 1e-9)
+	require.NotEqual(t, ron.Report.Correction.BaseBiasFitted, ron.File.Alpha[3], "written base_bias includes the overhead")
+}
+
+func TestNoisyRooflineFitIsPlausible(t *testing.T) {
+	c, tr := roofTrace(t, nil)
+	res, err := Run([]Config{{Name: "a", Phys: c, Traces: []*Trace{tr}}}, DefaultOptions(), "test")
+	require.NoError(t, err)
+	b := res.Report.Beta.Holdout[0]
+	t.Logf("beta hold-out %+v", b.Errors)
+	// 5% multiplicative noise alone gives ~4% MAPE. The roofline's
+	// max(compute, memory) is not linear in the features: a step just past
+	// the ridge point is predicted as compute plus weight loading, so the
+	// mean error is well above the median one.
+	require.Less(t, b.MAPE, 0.25)
+	require.Less(t, b.MedianAPE, 0.08)
+	require.Greater(t, b.MAPE, 0.02, "noise cannot be fitted away")
+	ov := res.File.Overheads
+	def := sim.DefaultOverheads()
+	// The truth's overheads are linear in tokens; the fit recovers them to
+	// the µs rounding of the simulator's clock.
+	require.InDelta(t, def.ArrivalBaseUs, ov.ArrivalBaseUs, 2)
+	require.InDelta(t, def.ArrivalPerPromptTokenUs, ov.ArrivalPerPromptTokenUs, 0.01)
+	require.InDelta(t, def.DepartureBaseUs, ov.DepartureBaseUs, 2)
+	require.InDelta(t, def.DeparturePerOutputTokenUs, ov.DeparturePerOutputTokenUs, 0.01)
+}
+
+func TestTargetSources(t *testing.T) {
+	t.Run("journey reconstruction when few pairs are sampled", func(t *testing.T) {
+		c, tr := roofTrace(t, func(r *simRun) { r.trace.StepSampleRate = 0.2; r.noise = 0 })
+		res, err := Run([]Config{{Name: "a", Phys: c, Traces: []*Trace{tr}}}, DefaultOptions(), "test")
+		require.NoError(t, err)
+		src := res.Report.Beta.Sources
+		require.Greater(t, src[SourceJourney], int64(0))
+		require.Greater(t, src[SourcePairs], int64(0))
+		require.Contains(t, res.File.Fit.BetaTarget, SourceJourney)
+	})
+	t.Run("pairs only", func(t *testing.T) {
+		c, tr := roofTrace(t, func(r *simRun) { r.trace.StepSampleRate = 0.2 })
+		o := DefaultOptions()
+		o.BetaTarget = SourcePairs
+		res, err := Run([]Config{{Name: "a", Phys: c, Traces: []*Trace{tr}}}, o, "test")
+		require.NoError(t, err)
+		require.Zero(t, res.Report.Beta.Sources[SourceJourney])
+	})
+	t.Run("idle gaps are left out", func(t *testing.T) {
+		c, tr := roofTrace(t, func(r *simRun) { r.rate = 2 })
+		res, err := Run([]Config{{Name: "a", Phys: c, Traces: []*Trace{tr}}}, DefaultOptions(), "test")
+		require.NoError(t, err)
+		var idle int64
+		for _, s := range res.Report.Beta.Skipped {
+			if s.Reason == "engine idle after the step" {
+				idle = s.Count
+			}
+		}
+		require.Greater(t, idle, int64(10))
+		require.Less(t, res.Report.Beta.Holdout[0].MaxAEms, 50.0, "no idle gap in a target")
+	})
+}
+
+func TestBadInputs(t *testing.T) {
+	c, tr := roofTrace(t, func(r *simRun) { r.requests = 200 })
+	run := func(tr *Trace, mod func(*Options)) (*Result, error) {
+		o := DefaultOptions()
+		if mod != nil {
+			mod(&o)
+		}
+		return Run([]Config{{Name: "cfg-x", Phys: c, Traces: []*Trace{tr}}}, o, "test")
+	}
+	t.Run("empty steps", func(t *testing.T) {
+		_, err := run(&Trace{Dir: "empty"}, nil)
+		require.ErrorContains(t, err, "configuration cfg-x: 0 usable beta samples")
+	})
+	t.Run("too few rows for the folds", func(t *testing.T) {
+		short := *tr
+		short.Steps = tr.Steps[:18]
+		_, err := run(&short, nil)
+		require.ErrorContains(t, err, "5-fold CV needs at least 10")
+		require.ErrorContains(t, err, "warm-up step")
+	})
+	t.Run("no configuration", func(t *testing.T) {
+		_, err := Run(nil, DefaultOptions(), "test")
+		require.Error(t, err)
+	})
+	t.Run("non-finite and negative rows are dropped and counted", func(t *testing.T) {
+		bad := *tr
+		bad.Steps = append([]StepRow(nil), tr.Steps...)
+		bad.Steps[100].KVUsage = math.NaN()
+		bad.Steps[101].Running = -1
+		res, err := run(&bad, nil)
+		require.NoError(t, err)
+		require.Contains(t, res.Report.Configs[0].Dropped, Count{"step with a negative count or a KV usage outside [0,1]", 2})
+	})
+	t.Run("all-zero feature columns", func(t *testing.T) {
+		// No offload, TP 1, dense: several beta features are 0 everywhere.
+		res, err := run(tr, nil)
+		require.NoError(t, err)
+		require.Contains(t, res.Report.Beta.Solve.Dropped, "cpu_offload_transfer")
+		require.Contains(t, res.Report.Beta.Solve.Dropped, "tp_communication")
+		for i, v := range res.File.Beta {
+			require.False(t, math.IsNaN(v) || math.IsInf(v, 0), "beta[%d]", i)
+		}
+	})
+	t.Run("no journey data: alpha written as zeros with a reason", func(t *testing.T) {
+		nj := *tr
+		nj.Requests = nil
+		res, err := run(&nj, nil)
+		require.NoError(t, err)
+		require.False(t, res.Report.Alpha.Fitted)
+		require.Contains(t, res.Report.Alpha.NotFitted, "0 usable alpha samples")
+		require.Contains(t, res.File.Provenance.Notes, "alpha not fitted")
+		require.Equal(t, 0.0, res.File.Alpha[3])
+	})
+	t.Run("kv total differs from the configuration", func(t *testing.T) {
+		other := *tr
+		other.Steps = append([]StepRow(nil), tr.Steps...)
+		for i := range other.Steps {
+			other.Steps[i].KVTotal = 123
+		}
+		_, err := run(&other, nil)
+		require.ErrorContains(t, err, "kv.blocks_total_gpu = 123")
+	})
+}
+
+func TestChunkedPrefillWithoutSnapshotsIsAnError(t *testing.T) {
+	c, tr := roofTrace(t, func(r *simRun) { r.trace.RichSubsampleRate = 0 })
+	_, err := Run([]Config{{Name: "a", Phys: c, Traces: []*Trace{tr}}}, DefaultOptions(), "test")
+	require.ErrorContains(t, err, "chunked prefill is on and none of its")
+	require.ErrorContains(t, err, "rich-subsample-rate")
+}
+
+func TestNonRichFallbackWithoutChunkedPrefill(t *testing.T) {
+	c, tr := roofTrace(t, func(r *simRun) { r.trace.RichSubsampleRate = 0; r.knobs.ChunkedPrefillEnabled = false; r.noise = 0 })
+	res, err := Run([]Config{{Name: "a", Phys: c, Traces: []*Trace{tr}}}, DefaultOptions(), "test")
+	require.NoError(t, err)
+	require.Zero(t, res.Report.Configs[0].RichSamples)
+	require.Less(t, res.Report.Beta.Holdout[0].MAPE, 0.10)
+}
+
+func TestLeaveOneConfigOut(t *testing.T) {
+	c1, tr1 := roofTrace(t, nil)
+	c2, tr2 := roofTrace(t, func(r *simRun) { r.knobs.MaxNumSeqs = 32; r.seed = 9 })
+	res, err := Run([]Config{{Name: "s64", Phys: c1, Traces: []*Trace{tr1}}, {Name: "s32", Phys: c2, Traces: []*Trace{tr2}}}, DefaultOptions(), "test")
+	require.NoError(t, err)
+	require.Len(t, res.Report.Beta.LeaveOneOut, 2)
+	require.Len(t, res.Report.Beta.Holdout, 2)
+	require.Equal(t, int64(64), res.File.AppliesTo.VLLM.MaxNumSeqs, "applies to the first configuration")
+	for _, l := range res.Report.Beta.LeaveOneOut {
+		require.Less(t, l.MAPE, 0.25, l.Config)
+	}
+}
