@@ -78,18 +78,65 @@ func (s *samples) assignParts(folds int, holdout float64) {
 	}
 }
 
-// betaSamples are the beta samples of one configuration.
+// betaSamples are the beta samples of one configuration. A sample points
+// at its step row (ref) instead of copying it, and at the sums that do not
+// come from the row (extra), so that 10M samples cost 8 bytes each beyond
+// the table itself.
 type betaSamples struct {
 	samples
-	cfg *physics.PhysicsConfig
-	in  []features.BetaInput // PreemptionEMA left 0; see ema
-	ema []float64            // len × gammas: the EMA of each γ
-	g   int
+	cfg    *physics.PhysicsConfig
+	traces []*betaTrace
+	ref    []int32 // index into the trace's steps
+	extra  []int32 // index into extras, or -1
+	extras []stepExtra
+	g      int
+}
+
+// betaTrace is what the samples of one trace share.
+type betaTrace struct {
+	x   *stepIndex
+	cv2 float64 // prompt-length cv² for the non-rich prefill fallback
+}
+
+// stepExtra holds the inputs of a step that are not in its BATCH_SUMMARY.
+type stepExtra struct {
+	rich                bool // the next three are exact snapshot sums
+	prefillWork         float64
+	decodeCtx, decodeKV int64
+	transfer, cpuRead   int64
+}
+
+// input rebuilds sample i's features.BetaInput (PreemptionEMA left 0).
+func (b *betaSamples) input(i int) features.BetaInput {
+	t := b.traces[b.trace[i]]
+	s := &t.x.steps[b.ref[i]]
+	in := features.BetaInput{
+		PrefillTokens: s.PrefillTok, DecodeTokens: s.DecodeTok, ScheduledTokens: s.Scheduled,
+		NumPrefillReqs: s.NumPrefill, NumDecodeReqs: s.NumDecode, RunningDepth: s.Running,
+	}
+	var ex stepExtra
+	if e := b.extra[i]; e >= 0 {
+		ex = b.extras[e]
+	}
+	in.TransferBlocks, in.CPUResidentReadBlocks = ex.transfer, ex.cpuRead
+	if ex.rich {
+		in.SumPrefillAttnWork, in.DecodeContextTokens, in.SumDecodeKVBlocks = ex.prefillWork, ex.decodeCtx, ex.decodeKV
+		return in
+	}
+	if s.NumPrefill > 0 {
+		// Σ p² over the step's prompts, from their sum and spread.
+		in.SumPrefillAttnWork = float64(s.PrefillTok) * float64(s.PrefillTok) / float64(s.NumPrefill) * (1 + t.cv2)
+	}
+	share := float64(s.NumDecode) / float64(max(1, s.Running))
+	in.DecodeContextTokens = int64(math.Round(s.KVUsage * float64(s.KVTotal) * float64(b.cfg.Knobs.BlockSizeTokens) * share))
+	in.SumDecodeKVBlocks = int64(math.Round(float64(s.KVTotal-s.KVFree) * share))
+	return in
 }
 
 func (b *betaSamples) features(i, g int, dst []float64) {
-	in := b.in[i]
-	in.PreemptionEMA = b.ema[i*b.g+g]
+	in := b.input(i)
+	t := b.traces[b.trace[i]]
+	in.PreemptionEMA = t.x.ema[int(b.ref[i])*b.g+g]
 	x := features.BetaFeatures(b.cfg, in)
 	copy(dst, x[:])
 }
@@ -103,10 +150,16 @@ type stepIndex struct {
 }
 
 func newStepIndex(tr *Trace, gammas []float64, dropped *[]Count) *stepIndex {
-	steps := slices.Clone(tr.Steps)
-	slices.SortStableFunc(steps, func(a, b StepRow) int { return cmp.Compare(a.ID, b.ID) })
-	kept := steps[:0]
+	steps := tr.Steps
+	if !slices.IsSortedFunc(steps, func(a, b StepRow) int { return cmp.Compare(a.ID, b.ID) }) {
+		steps = slices.Clone(steps)
+		slices.SortStableFunc(steps, func(a, b StepRow) int { return cmp.Compare(a.ID, b.ID) })
+	}
+	// Copied only when a row is left out (rare): the table can be large.
+	kept := steps
+	copied := false
 	for i, s := range steps {
+		bad := true
 		switch {
 		case i > 0 && s.ID == steps[i-1].ID:
 			addCount(dropped, "duplicate step id (first kept)", 1)
@@ -115,6 +168,12 @@ func newStepIndex(tr *Trace, gammas []float64, dropped *[]Count) *stepIndex {
 			!(s.KVUsage >= 0 && s.KVUsage <= 1):
 			addCount(dropped, "step with a negative count or a KV usage outside [0,1]", 1)
 		default:
+			bad = false
+		}
+		switch {
+		case bad && !copied:
+			kept, copied = slices.Clone(steps[:i]), true
+		case !bad && copied:
 			kept = append(kept, s)
 		}
 	}
@@ -228,6 +287,7 @@ func (bb *betaBuilder) add(t int, tr *Trace, x *stepIndex) {
 	if k.CPUOffloading && !tr.HasKV {
 		bb.noKV = true
 	}
+	out := bb.out
 	// The first journey.SCHEDULED of each step: its start, to within the
 	// scheduler's own time.
 	firstSched := map[int64]int64{}
@@ -241,6 +301,13 @@ func (bb *betaBuilder) add(t int, tr *Trace, x *stepIndex) {
 		}
 		useJourney = pairs < opt.MinPairs
 	}
+	out.y = slices.Grow(out.y, len(x.steps))
+	out.w = slices.Grow(out.w, len(x.steps))
+	out.trace = slices.Grow(out.trace, len(x.steps))
+	out.regime = slices.Grow(out.regime, len(x.steps))
+	out.source = slices.Grow(out.source, len(x.steps))
+	out.ref = slices.Grow(out.ref, len(x.steps))
+	out.extra = slices.Grow(out.extra, len(x.steps))
 	if useJourney {
 		for _, s := range tr.Scheduled {
 			if _, ok := firstSched[s.Step]; !ok {
@@ -248,9 +315,12 @@ func (bb *betaBuilder) add(t int, tr *Trace, x *stepIndex) {
 			}
 		}
 	}
-	cv2 := -1.0
+	bt := &betaTrace{x: x}
+	if !k.ChunkedPrefillEnabled {
+		bt.cv2 = promptCV2(tr)
+	}
+	out.traces = append(out.traces, bt)
 	skip := func(reason string) { addCount(&bb.skipped, reason, 1) }
-	out := bb.out
 	for i, s := range x.steps {
 		var next int64
 		var src uint8
@@ -283,36 +353,23 @@ func (bb *betaBuilder) add(t int, tr *Trace, x *stepIndex) {
 			skip("non-positive cycle time")
 			continue
 		}
-		in := features.BetaInput{
-			PrefillTokens: s.PrefillTok, DecodeTokens: s.DecodeTok, ScheduledTokens: s.Scheduled,
-			NumPrefillReqs: s.NumPrefill, NumDecodeReqs: s.NumDecode, RunningDepth: s.Running,
-			TransferBlocks: transfer[s.ID], CPUResidentReadBlocks: cpuRead[s.ID],
-		}
+		ex := stepExtra{transfer: transfer[s.ID], cpuRead: cpuRead[s.ID]}
 		if r := rich[s.ID]; s.Rich && r != nil && r.n == s.Running && r.scheduled == s.Scheduled {
-			in.SumPrefillAttnWork = r.prefillWork
-			in.DecodeContextTokens = r.decodeCtx
-			in.SumDecodeKVBlocks = r.decodeKV
+			ex.rich, ex.prefillWork, ex.decodeCtx, ex.decodeKV = true, r.prefillWork, r.decodeCtx, r.decodeKV
 			bb.rich++
 			if s.NumPrefill > 0 && k.ChunkedPrefillEnabled {
 				bb.chunkedPrefillSteps++
 				bb.chunkedRich++
 			}
-		} else {
-			if s.NumPrefill > 0 {
-				if k.ChunkedPrefillEnabled {
-					bb.chunkedPrefillSteps++
-					skip("prefill step without complete snapshots (chunked prefill on)")
-					continue
-				}
-				if cv2 < 0 {
-					cv2 = promptCV2(tr)
-				}
-				// Σ p² over the step's prompts, from their sum and spread.
-				in.SumPrefillAttnWork = float64(s.PrefillTok) * float64(s.PrefillTok) / float64(s.NumPrefill) * (1 + cv2)
-			}
-			share := float64(s.NumDecode) / float64(max(1, s.Running))
-			in.DecodeContextTokens = int64(math.Round(s.KVUsage * float64(s.KVTotal) * float64(k.BlockSizeTokens) * share))
-			in.SumDecodeKVBlocks = int64(math.Round(float64(s.KVTotal-s.KVFree) * share))
+		} else if s.NumPrefill > 0 && k.ChunkedPrefillEnabled {
+			bb.chunkedPrefillSteps++
+			skip("prefill step without complete snapshots (chunked prefill on)")
+			continue
+		}
+		extra := int32(-1)
+		if ex != (stepExtra{}) {
+			extra = int32(len(out.extras))
+			out.extras = append(out.extras, ex)
 		}
 		w := 1.0
 		if float64(s.NumPreempted)/float64(max(1, s.Running)) > opt.PreemptHeavy {
@@ -327,9 +384,8 @@ func (bb *betaBuilder) add(t int, tr *Trace, x *stepIndex) {
 		out.trace = append(out.trace, int32(t))
 		out.regime = append(out.regime, regime)
 		out.source = append(out.source, src)
-		out.in = append(out.in, in)
-		out.ema = append(out.ema, x.ema[i*x.g:(i+1)*x.g]...)
-		bb.sources[src]++
+		out.ref = append(out.ref, int32(i))
+		out.extra = append(out.extra, extra)
 	}
 }
 
@@ -349,7 +405,9 @@ func (bb *betaBuilder) dropOutliers(factor float64) (median float64) {
 	if factor <= 0 {
 		return median
 	}
-	bucket := func(i int) int { return bits.Len64(uint64(out.in[i].ScheduledTokens)) }
+	bucket := func(i int) int {
+		return bits.Len64(uint64(out.traces[out.trace[i]].x.steps[out.ref[i]].Scheduled))
+	}
 	byBucket := map[int][]float64{}
 	for i, y := range out.y {
 		byBucket[bucket(i)] = append(byBucket[bucket(i)], y)
@@ -361,7 +419,6 @@ func (bb *betaBuilder) dropOutliers(factor float64) (median float64) {
 			limit[b] = factor * medianOf(ys)
 		}
 	}
-	g := out.g
 	out.keep(func(i int) bool {
 		if out.y[i] > limit[bucket(i)] {
 			addCount(&bb.skipped, "outlier: cycle time above outlier factor × the median of steps with as many tokens", 1)
@@ -369,23 +426,73 @@ func (bb *betaBuilder) dropOutliers(factor float64) (median float64) {
 		}
 		return true
 	}, func(dst, src int) {
-		out.in[dst] = out.in[src]
-		copy(out.ema[dst*g:(dst+1)*g], out.ema[src*g:(src+1)*g])
+		out.ref[dst], out.extra[dst] = out.ref[src], out.extra[src]
 	})
-	out.in = out.in[:out.len()]
-	out.ema = out.ema[:out.len()*g]
+	out.ref, out.extra = out.ref[:out.len()], out.extra[:out.len()]
 	return median
 }
 
+// medianOf returns the median of xs (NaN when empty) without modifying it.
 func medianOf(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
+	n := len(xs)
 	if n == 0 {
 		return math.NaN()
 	}
+	s := slices.Clone(xs)
+	hi := selectKth(s, n/2)
 	if n%2 == 1 {
-		return s[n/2]
+		return hi
 	}
-	return (s[n/2-1] + s[n/2]) / 2
+	// The lower middle is the largest value left of n/2 after selection.
+	return (slices.Max(s[:n/2]) + hi) / 2
+}
+
+// selectKth reorders s so that s[k] is the value a sort would put there,
+// with no larger value before it and no smaller one after it, and returns
+// s[k]. Quickselect with a median-of-three pivot, falling back to sorting a
+// range that shrinks too slowly, so it is O(n) in practice and O(n log n)
+// at worst.
+func selectKth(s []float64, k int) float64 {
+	lo, hi := 0, len(s)-1
+	for budget := 2 * bits.Len(uint(len(s))); hi > lo; budget-- {
+		if budget == 0 || hi-lo < 16 {
+			slices.Sort(s[lo : hi+1])
+			break
+		}
+		mid := lo + (hi-lo)/2
+		if s[mid] < s[lo] {
+			s[mid], s[lo] = s[lo], s[mid]
+		}
+		if s[hi] < s[lo] {
+			s[hi], s[lo] = s[lo], s[hi]
+		}
+		if s[hi] < s[mid] {
+			s[hi], s[mid] = s[mid], s[hi]
+		}
+		pivot := s[mid]
+		// Hoare partition.
+		i, j := lo, hi
+		for i <= j {
+			for s[i] < pivot {
+				i++
+			}
+			for s[j] > pivot {
+				j--
+			}
+			if i <= j {
+				s[i], s[j] = s[j], s[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return s[k]
+		}
+	}
+	return s[k]
 }

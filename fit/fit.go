@@ -226,6 +226,69 @@ func (s *scorer) result() Errors {
 	return r
 }
 
+// evalChunks is the fixed number of pieces an evaluation pass is cut into,
+// whatever the core count, so that sums merge in the same order everywhere.
+const evalChunks = 8
+
+func (s *scorer) merge(o *scorer) {
+	s.ape = append(s.ape, o.ape...)
+	s.ae = append(s.ae, o.ae...)
+	s.se += o.se
+	s.n += o.n
+	s.nonPos += o.nonPos
+}
+
+// evaluation is the outcome of predicting a set of samples.
+type evaluation struct {
+	all     scorer
+	regimes [2]scorer
+	points  []Point
+}
+
+// evaluate predicts every sample i of configuration c for which pick
+// returns a model, in parallel over fixed chunks; offset is added to both
+// prediction and target (the alpha correction).
+func evaluate(d design, c, g, p int, pick func(part uint8) *ridge.Fit, offset float64, keepPoints bool) evaluation {
+	s := d.base()
+	n := s.len()
+	outs := make([]evaluation, evalChunks)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for k := range evalChunks {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			lo, hi := n*k/evalChunks, n*(k+1)/evalChunks
+			e := &outs[k]
+			e.all.ae, e.all.ape = make([]float64, 0, hi-lo), make([]float64, 0, hi-lo)
+			x := make([]float64, p)
+			for i := lo; i < hi; i++ {
+				f := pick(s.part[i])
+				if f == nil {
+					continue
+				}
+				d.features(i, g, x)
+				pred, y := f.Predict(x)+offset, s.y[i]+offset
+				e.all.add(pred, y)
+				e.regimes[s.regime[i]].add(pred, y)
+				if keepPoints {
+					e.points = append(e.points, Point{Config: c, Predicted: pred, Actual: y})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var out evaluation
+	for k := range outs {
+		out.all.merge(&outs[k].all)
+		out.regimes[0].merge(&outs[k].regimes[0])
+		out.regimes[1].merge(&outs[k].regimes[1])
+		out.points = append(out.points, outs[k].points...)
+	}
+	return out
+}
+
 // fitVector runs the CV grid, the validations and the final fit of one
 // vector over every configuration.
 func fitVector(ds []design, names []string, cfgNames []string, unpen []bool, offset float64, opt *Options) (*vectorFit, error) {
@@ -267,22 +330,10 @@ func fitVector(ds []design, names []string, cfgNames []string, unpen []bool, off
 	solve := func(s *ridge.Stats) (*ridge.Fit, error) {
 		return ridge.Solve(s, ridge.Options{Lambda: vf.lambda, Unpenalized: unpen})
 	}
-	x := make([]float64, p)
-	predictAll := func(f *ridge.Fit, c int, sel func(part uint8) bool, visit func(i int, pred float64)) {
-		d := ds[c]
-		s := d.base()
-		for i := range s.len() {
-			if sel(s.part[i]) {
-				d.features(i, bestG, x)
-				visit(i, f.Predict(x))
-			}
-		}
-	}
-
 	// CV MAPE at the chosen point: each training sample predicted by the
 	// model that did not see its fold.
 	train := sum(st, p, bestG, func(_, k int) bool { return k < K })
-	var cvs scorer
+	models := make([]*ridge.Fit, K+1)
 	for k := range K {
 		s := train.Clone()
 		if err := s.Sub(sum(st, p, bestG, func(_, kk int) bool { return kk == k })); err != nil {
@@ -292,12 +343,12 @@ func fitVector(ds []design, names []string, cfgNames []string, unpen []bool, off
 		if err != nil {
 			return nil, fmt.Errorf("fit without fold %d: %w", k+1, err)
 		}
-		for c := range ds {
-			predictAll(f, c, func(part uint8) bool { return int(part) == k }, func(i int, pred float64) {
-				y := ds[c].base().y[i]
-				cvs.add(pred+offset, y+offset)
-			})
-		}
+		models[k] = f
+	}
+	var cvs scorer
+	for c, d := range ds {
+		e := evaluate(d, c, bestG, p, func(part uint8) *ridge.Fit { return models[part] }, offset, false)
+		cvs.merge(&e.all)
 	}
 	rep.CV = cvs.result()
 
@@ -307,33 +358,29 @@ func fitVector(ds []design, names []string, cfgNames []string, unpen []bool, off
 		if err != nil {
 			return nil, fmt.Errorf("fit on the training part: %w", err)
 		}
-		for c := range ds {
-			var all scorer
-			regimes := [2]scorer{}
-			predictAll(f, c, func(part uint8) bool { return int(part) == K }, func(i int, pred float64) {
-				s := ds[c].base()
-				y := s.y[i] + offset
-				all.add(pred+offset, y)
-				regimes[s.regime[i]].add(pred+offset, y)
-				vf.holdout = append(vf.holdout, Point{Config: c, Predicted: pred + offset, Actual: y})
-			})
-			rep.Holdout = append(rep.Holdout, ConfigErrors{Config: cfgNames[c], Errors: all.result(),
-				Regimes: []Errors{regimes[0].result(), regimes[1].result()}})
+		only := func(part uint8) *ridge.Fit {
+			if int(part) == K {
+				return f
+			}
+			return nil
+		}
+		for c, d := range ds {
+			e := evaluate(d, c, bestG, p, only, offset, true)
+			vf.holdout = append(vf.holdout, e.points...)
+			rep.Holdout = append(rep.Holdout, ConfigErrors{Config: cfgNames[c], Errors: e.all.result(),
+				Regimes: []Errors{e.regimes[0].result(), e.regimes[1].result()}})
 		}
 	}
 
 	// Leave one configuration out.
 	if len(ds) >= 2 {
-		for c := range ds {
+		for c, d := range ds {
 			f, err := solve(sum(st, p, bestG, func(cc, _ int) bool { return cc != c }))
 			if err != nil {
 				return nil, fmt.Errorf("fit without configuration %s: %w", cfgNames[c], err)
 			}
-			var sc scorer
-			predictAll(f, c, func(uint8) bool { return true }, func(i int, pred float64) {
-				sc.add(pred+offset, ds[c].base().y[i]+offset)
-			})
-			rep.LeaveOneOut = append(rep.LeaveOneOut, ConfigErrors{Config: cfgNames[c], Errors: sc.result()})
+			e := evaluate(d, c, bestG, p, func(uint8) *ridge.Fit { return f }, offset, false)
+			rep.LeaveOneOut = append(rep.LeaveOneOut, ConfigErrors{Config: cfgNames[c], Errors: e.all.result()})
 		}
 	}
 

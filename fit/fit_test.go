@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -295,4 +297,33 @@ func TestLeaveOneConfigOut(t *testing.T) {
 	for _, l := range res.Report.Beta.LeaveOneOut {
 		require.Less(t, l.MAPE, 0.25, l.Config)
 	}
+}
+
+func TestMedianMatchesSorting(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for n := 1; n < 300; n++ {
+		xs := make([]float64, n)
+		for i := range xs {
+			switch n % 3 {
+			case 0:
+				xs[i] = float64(rng.IntN(5)) // many ties
+			case 1:
+				xs[i] = float64(n - i) // sorted descending
+			default:
+				xs[i] = rng.NormFloat64()
+			}
+		}
+		orig := slices.Clone(xs)
+		s := slices.Clone(xs)
+		slices.Sort(s)
+		want := s[n/2]
+		if n%2 == 0 {
+			want = (s[n/2-1] + s[n/2]) / 2
+		}
+		require.Equal(t, want, medianOf(xs), "n=%d", n)
+		require.Equal(t, orig, xs, "input unchanged")
+		k := rng.IntN(n)
+		require.Equal(t, s[k], selectKth(slices.Clone(xs), k))
+	}
+	require.True(t, math.IsNaN(medianOf(nil)))
 }

@@ -85,7 +85,7 @@ func (c *Column[T]) OK(i int) bool { return c.Valid == nil || c.Valid[i] }
 
 // Int64 reads an int64 column.
 func (f *File) Int64(col string) (Column[int64], error) {
-	var c Column[int64]
+	c := Column[int64]{V: make([]int64, 0, f.NumRows())}
 	err := f.read(col, arrow.PrimitiveTypes.Int64, func(a arrow.Array) {
 		c.V = append(c.V, a.(*array.Int64).Int64Values()...)
 	}, &c.Valid)
@@ -94,7 +94,7 @@ func (f *File) Int64(col string) (Column[int64], error) {
 
 // Int32 reads an int32 column.
 func (f *File) Int32(col string) (Column[int32], error) {
-	var c Column[int32]
+	c := Column[int32]{V: make([]int32, 0, f.NumRows())}
 	err := f.read(col, arrow.PrimitiveTypes.Int32, func(a arrow.Array) {
 		c.V = append(c.V, a.(*array.Int32).Int32Values()...)
 	}, &c.Valid)
@@ -103,7 +103,7 @@ func (f *File) Int32(col string) (Column[int32], error) {
 
 // Float64 reads a double column.
 func (f *File) Float64(col string) (Column[float64], error) {
-	var c Column[float64]
+	c := Column[float64]{V: make([]float64, 0, f.NumRows())}
 	err := f.read(col, arrow.PrimitiveTypes.Float64, func(a arrow.Array) {
 		c.V = append(c.V, a.(*array.Float64).Float64Values()...)
 	}, &c.Valid)
@@ -112,7 +112,7 @@ func (f *File) Float64(col string) (Column[float64], error) {
 
 // Bool reads a boolean column.
 func (f *File) Bool(col string) (Column[bool], error) {
-	var c Column[bool]
+	c := Column[bool]{V: make([]bool, 0, f.NumRows())}
 	err := f.read(col, arrow.FixedWidthTypes.Boolean, func(a arrow.Array) {
 		b := a.(*array.Boolean)
 		for i := range b.Len() {
@@ -124,7 +124,7 @@ func (f *File) Bool(col string) (Column[bool], error) {
 
 // String reads a string column.
 func (f *File) String(col string) (Column[string], error) {
-	var c Column[string]
+	c := Column[string]{V: make([]string, 0, f.NumRows())}
 	err := f.read(col, arrow.BinaryTypes.String, func(a arrow.Array) {
 		s := a.(*array.String)
 		for i := range s.Len() {
