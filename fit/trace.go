@@ -4,12 +4,15 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/blis-sim/blis/internal/pqread"
 )
@@ -214,12 +217,28 @@ func (tr *Trace) loadSteps() error {
 		{"kv_blocks_total_gpu", func(s *StepRow) *int64 { return &s.KVTotal }},
 		{"kv_blocks_free_gpu", func(s *StepRow) *int64 { return &s.KVFree }},
 	}
+	// The columns are decoded in parallel (each read recovers its own
+	// panics), then copied into rows one at a time.
+	cols := make([]pqread.Column[int64], len(ints))
+	errs := make([]error, len(ints))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for j, c := range ints {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			cols[j], errs[j] = f.Int64(c.name)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
 	var missing []Count
-	for _, c := range ints {
-		col := r.i64(c.name)
-		if r.err != nil {
-			return r.err
-		}
+	for j, c := range ints {
+		col := cols[j]
+		cols[j] = pqread.Column[int64]{}
 		for i := range rows {
 			if !col.OK(i) {
 				if ok[i] {
