@@ -30,6 +30,6 @@ The formulas are in docs/physics-spec.md; the trace tables in docs/ingest.md.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newPhysicsCmd(), newIngestCmd(), newFitCmd())
+	root.AddCommand(newPhysicsCmd(), newIngestCmd(), newFitCmd(), newPredictCmd())
 	return root
 }

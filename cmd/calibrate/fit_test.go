@@ -1,0 +1,135 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/blis-sim/blis/coefficients"
+	"github.com/blis-sim/blis/otlpingest"
+	"github.com/blis-sim/blis/physics"
+	"github.com/blis-sim/blis/sim"
+	"github.com/blis-sim/blis/sim/simtrace"
+	"github.com/blis-sim/blis/sim/workload"
+)
+
+// simTables simulates a short noisy-roofline run on Llama-3.1-8B / H100
+// (chunked prefill off, so no snapshots are needed), traces every step,
+// ingests it and returns the tables directory.
+func simTables(t *testing.T, seed int64) string {
+	t.Helper()
+	dir := t.TempDir()
+	m, err := physics.LoadModel("llama-3.1-8b")
+	require.NoError(t, err)
+	h, err := physics.LoadHardware("h100-sxm")
+	require.NoError(t, err)
+	k := physics.DefaultVLLMKnobs()
+	k.ChunkedPrefillEnabled, k.TotalKVBlocksGPU, k.MaxNumSeqs = false, 5000, 64
+	c, err := physics.NewPhysicsConfig(m, h, 1, k)
+	require.NoError(t, err)
+	rng := sim.NewRNG(seed)
+	spec := workload.Spec{Requests: 400, Rate: 20}
+	spec.Prompt, _ = workload.ParseDist("lognormal:mean=600,cv=0.6,max=4000")
+	spec.Output, _ = workload.ParseDist("lognormal:mean=100,cv=0.6,max=500")
+	reqs, err := workload.Generate(spec, rng.Stream(sim.StreamWorkload))
+	require.NoError(t, err)
+	f, err := os.Create(filepath.Join(dir, "trace.jsonl"))
+	require.NoError(t, err)
+	opt := simtrace.DefaultOptions()
+	opt.StepSampleRate, opt.RichSubsampleRate = 1, 0
+	tw, err := simtrace.NewWriter(f, nil, opt, rng.Stream(sim.StreamTraceJourney), rng.Stream(sim.StreamTraceStep))
+	require.NoError(t, err)
+	s, err := sim.New(sim.Config{MaxNumSeqs: k.MaxNumSeqs, MaxBatchedTokens: k.MaxBatchedTokens, BlockSize: k.BlockSizeTokens,
+		TotalKVBlocks: k.TotalKVBlocksGPU, PrefixCaching: true, OffloadThreshold: 0.8,
+		Latency: sim.NewNoisy(sim.DefaultRoofline(c), 0.05, rng.Stream(sim.StreamLatencyNoise)), Observer: tw}, reqs)
+	require.NoError(t, err)
+	_, err = s.Run()
+	require.NoError(t, err)
+	require.NoError(t, tw.Close())
+	require.NoError(t, f.Close())
+	_, err = otlpingest.Ingest(otlpingest.FileSources([]string{filepath.Join(dir, "trace.jsonl")}), otlpingest.Options{OutDir: filepath.Join(dir, "tables")})
+	require.NoError(t, err)
+	return filepath.Join(dir, "tables")
+}
+
+func TestFitWritesALoadableFileAndReport(t *testing.T) {
+	tables := simTables(t, 1)
+	out := filepath.Join(t.TempDir(), "c.yaml")
+	stdout, err := run(t, "fit", tables, "--enable-chunked-prefill=false", "--max-num-seqs", "64", "-o", out, "-q")
+	require.NoError(t, err)
+	require.Contains(t, stdout, "beta  llama-3.1-8b: hold-out MAPE")
+	f, err := coefficients.Load(out)
+	require.NoError(t, err)
+	require.Equal(t, int64(5000), f.AppliesTo.VLLM.TotalKVBlocksGPU, "taken from the trace")
+	require.NoError(t, f.CheckApplies("llama-3.1-8b", "h100-sxm", 1, f.AppliesTo.VLLM))
+	require.Len(t, f.Provenance.Inputs, 5, "every table read, with its hash")
+	rep := strings.TrimSuffix(out, ".yaml") + ".report"
+	for _, name := range []string{"report.md", "report.json", "beta_predicted_vs_actual.png", "beta_residuals.png", "alpha_residuals.png"} {
+		st, err := os.Stat(filepath.Join(rep, name))
+		require.NoError(t, err, name)
+		require.Greater(t, st.Size(), int64(100), name)
+	}
+
+	// predict on another trace of the same configuration.
+	other := simTables(t, 2)
+	js, err := run(t, "predict", "--coefficients", out, "--tables", other)
+	require.NoError(t, err)
+	require.Contains(t, js, `"beta"`)
+	require.Contains(t, js, `"mape"`)
+	csvPath := filepath.Join(t.TempDir(), "b.csv")
+	require.NoError(t, os.WriteFile(csvPath, []byte("prefill_tokens,num_prefill_reqs,sum_prefill_attn_work,prompt_tokens\n512,1,262144,512\n1024,1,1048576,1024\n"), 0o644))
+	res, err := run(t, "predict", "--coefficients", out, "--batches", csvPath)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(res), "\n")
+	require.Equal(t, "row,step_time_ms,queue_delay_ms", lines[0])
+	require.Len(t, lines, 3)
+}
+
+func TestFitAndPredictBadInput(t *testing.T) {
+	dir := t.TempDir()
+	n := 0
+	manifest := func(body string) string {
+		n++
+		p := filepath.Join(dir, fmt.Sprintf("m%d.yaml", n))
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+		return p
+	}
+	badCSV := filepath.Join(dir, "bad.csv")
+	require.NoError(t, os.WriteFile(badCSV, []byte("prefill_tokens,bogus\n1,2\n"), 0o644))
+	nanCSV := filepath.Join(dir, "nan.csv")
+	require.NoError(t, os.WriteFile(nanCSV, []byte("prefill_tokens\nNaN\n"), 0o644))
+	good := filepath.Join("..", "..", "coefficients", "testdata", "valid.yaml")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"fit"}, "no TABLES_DIR"},
+		{[]string{"fit", dir}, "steps.parquet"},
+		{[]string{"fit", dir, "--folds", "1"}, "--folds"},
+		{[]string{"fit", dir, "--lambdas", "-1"}, "--lambdas"},
+		{[]string{"fit", dir, "--gammas", "0"}, "--gammas"},
+		{[]string{"fit", dir, "--beta-target", "duration"}, "--beta-target"},
+		{[]string{"fit", dir, "--configs", "x.yaml"}, "not both"},
+		{[]string{"fit", "--configs", filepath.Join(dir, "none.yaml")}, "--configs"},
+		{[]string{"fit", "--configs", manifest("configs:\n  - name: a\n    tables: [t]\n    model: llama-3.1-8b\n    hardware: h100-sxm\n    colour: red\n")}, "colour"},
+		{[]string{"fit", "--configs", manifest("configs:\n  - name: a\n    tables: [t]\n    model: llama-3.1-8b\n    hardware: h100-sxm\n    vllm: {max_seqs: 3}\n")}, "max_seqs"},
+		{[]string{"fit", "--configs", manifest("configs:\n  - name: a\n    model: llama-3.1-8b\n")}, "required"},
+		{[]string{"fit", "--configs", manifest("configs: []\n")}, "no configs"},
+		{[]string{"fit", "--configs", manifest("configs:\n  - name: a\n    tables: [t]\n    model: m\n    hardware: h\n"), "--tp", "2"}, "--tp"},
+		{[]string{"predict", "--batches", badCSV}, "--coefficients is required"},
+		{[]string{"predict", "--coefficients", good}, "exactly one"},
+		{[]string{"predict", "--coefficients", filepath.Join(dir, "none.yaml"), "--batches", badCSV}, "--coefficients"},
+		{[]string{"predict", "--coefficients", good, "--batches", badCSV}, `column 2: unknown column "bogus"`},
+		{[]string{"predict", "--coefficients", good, "--batches", nanCSV}, "line 2, column 1 (prefill_tokens)"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, err := run(t, tc.args...)
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+}

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/blis-sim/blis/coefficients"
+	"github.com/blis-sim/blis/features"
+	"github.com/blis-sim/blis/fit"
+	"github.com/blis-sim/blis/physics"
+)
+
+type predictOpts struct {
+	coeffs, batches, tables, perStep string
+	model, hardware                  string
+}
+
+func newPredictCmd() *cobra.Command {
+	var o predictOpts
+	cmd := &cobra.Command{
+		Use:   "predict --coefficients FILE (--batches CSV | --tables DIR)",
+		Short: "Predict step times and queue delays from a coefficient file",
+		Long: `predict applies a coefficient file to data.
+
+--batches CSV: one batch composition per row, columns named like the JSON keys
+of the feature inputs (docs/physics-spec.md section 7): prefill_tokens,
+decode_tokens, scheduled_tokens, num_prefill_reqs, num_decode_reqs,
+running_depth, sum_prefill_attn_work, decode_context_tokens,
+sum_decode_kv_blocks, preemption_ema, transfer_blocks,
+cpu_resident_read_blocks, and for the queue delay waiting_depth,
+kv_usage_ratio, prompt_tokens, prefix_hit_ratio, kv_free_bytes. Missing
+columns are 0, except scheduled_tokens (default: prefill + decode tokens) and
+kv_free_bytes (default: the free share of the GPU KV cache). Prints CSV
+with step_time_ms, and queue_delay_ms when a prompt_tokens column is given.
+
+--tables DIR: the output of calibrate ingest for a trace of the file's
+configuration; prints JSON with the errors of the predicted step times and
+QUEUED→SCHEDULED delays against the trace, cleaned as calibrate fit cleans it.
+This is how to check a fit against held-out traces.
+
+The model, GPU, TP and vLLM settings are the file's applies_to.`,
+		Example: `  calibrate predict --coefficients coefficients/llama-3.1-8b_h100-sxm_tp1.yaml --batches batches.csv
+  calibrate predict --coefficients coeffs.yaml --tables heldout/tables`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runPredict(cmd.OutOrStdout(), &o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.coeffs, "coefficients", "", "coefficient file (required)")
+	f.StringVar(&o.batches, "batches", "", "CSV of batch compositions")
+	f.StringVar(&o.tables, "tables", "", "calibrate ingest output directory")
+	f.StringVar(&o.perStep, "per-step", "", "with --tables: also write step_id-free CSV of actual and predicted step times (ms) here")
+	f.StringVar(&o.model, "model", "", "model name or config.json (default: the file's applies_to.model)")
+	f.StringVar(&o.hardware, "hardware", "", "hardware name or spec JSON (default: the file's applies_to.hardware)")
+	return cmd
+}
+
+func runPredict(w io.Writer, o *predictOpts) error {
+	if o.coeffs == "" {
+		return errors.New("--coefficients is required")
+	}
+	if (o.batches == "") == (o.tables == "") {
+		return errors.New("give exactly one of --batches and --tables")
+	}
+	cf, err := coefficients.Load(o.coeffs)
+	if err != nil {
+		return fmt.Errorf("--coefficients: %w", err)
+	}
+	model, hw := cf.AppliesTo.Model, cf.AppliesTo.Hardware
+	if o.model != "" {
+		model = o.model
+	}
+	if o.hardware != "" {
+		hw = o.hardware
+	}
+	m, err := physics.LoadModel(model)
+	if err != nil {
+		if m, err = physics.LoadModel(strings.ToLower(model)); err != nil {
+			return fmt.Errorf("--model: %w", err)
+		}
+	}
+	h, err := physics.LoadHardware(hw)
+	if err != nil {
+		if h, err = physics.LoadHardware(strings.ToLower(hw)); err != nil {
+			return fmt.Errorf("--hardware: %w", err)
+		}
+	}
+	pc, err := physics.NewPhysicsConfig(m, h, cf.AppliesTo.TP, cf.AppliesTo.VLLM)
+	if err != nil {
+		return fmt.Errorf("%s: applies_to: %w", o.coeffs, err)
+	}
+	if o.batches != "" {
+		return predictBatches(w, o.batches, pc, cf)
+	}
+	tr, err := fit.LoadTrace(o.tables)
+	if err != nil {
+		return err
+	}
+	ev, err := fit.Evaluate(fit.Config{Name: o.tables, Phys: pc, Traces: []*fit.Trace{tr}}, cf, fit.DefaultOptions(), o.perStep != "")
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.tables, err)
+	}
+	if o.perStep != "" {
+		var b strings.Builder
+		b.WriteString("actual_ms,predicted_ms\n")
+		for _, p := range ev.Points {
+			fmt.Fprintf(&b, "%s,%s\n", strconv.FormatFloat(p.Actual*1e3, 'g', -1, 64), strconv.FormatFloat(p.Predicted*1e3, 'g', -1, 64))
+		}
+		if err := os.WriteFile(o.perStep, []byte(b.String()), 0o644); err != nil {
+			return fmt.Errorf("--per-step: %w", err)
+		}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(ev)
+}
+
+// jsonFields maps the JSON keys of a struct's fields to their index.
+func jsonFields(t reflect.Type) map[string]int {
+	out := map[string]int{}
+	for i := range t.NumField() {
+		out[strings.Split(t.Field(i).Tag.Get("json"), ",")[0]] = i
+	}
+	return out
+}
+
+func predictBatches(w io.Writer, path string, pc *physics.PhysicsConfig, cf *coefficients.File) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("--batches: %w", err)
+	}
+	defer f.Close()
+	r := csv.NewReader(f)
+	r.TrimLeadingSpace = true
+	header, err := r.Read()
+	if err != nil {
+		return fmt.Errorf("--batches %s: header: %w", path, err)
+	}
+	betaF, alphaF := jsonFields(reflect.TypeOf(features.BetaInput{})), jsonFields(reflect.TypeOf(features.AlphaInput{}))
+	hasPrompt, hasSched, hasFree := false, false, false
+	for j, name := range header {
+		_, inB := betaF[name]
+		_, inA := alphaF[name]
+		if !inB && !inA {
+			return fmt.Errorf("--batches %s: line 1, column %d: unknown column %q", path, j+1, name)
+		}
+		hasPrompt = hasPrompt || name == "prompt_tokens"
+		hasSched = hasSched || name == "scheduled_tokens"
+		hasFree = hasFree || name == "kv_free_bytes"
+	}
+	out := csv.NewWriter(w)
+	cols := append([]string{"row"}, "step_time_ms")
+	if hasPrompt {
+		cols = append(cols, "queue_delay_ms")
+	}
+	if err := out.Write(cols); err != nil {
+		return err
+	}
+	for row := 1; ; row++ {
+		rec, err := r.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("--batches %s: %w", path, err)
+		}
+		var b features.BetaInput
+		var a features.AlphaInput
+		bv, av := reflect.ValueOf(&b).Elem(), reflect.ValueOf(&a).Elem()
+		for j, cell := range rec {
+			v, err := strconv.ParseFloat(strings.TrimSpace(cell), 64)
+			if err != nil || v < 0 || v != v {
+				return fmt.Errorf("--batches %s: line %d, column %d (%s): %q is not a number >= 0", path, row+1, j+1, header[j], cell)
+			}
+			for _, s := range []struct {
+				v  reflect.Value
+				fs map[string]int
+			}{{bv, betaF}, {av, alphaF}} {
+				if i, ok := s.fs[header[j]]; ok {
+					fv := s.v.Field(i)
+					if fv.Kind() == reflect.Int64 {
+						if v != float64(int64(v)) {
+							return fmt.Errorf("--batches %s: line %d, column %d (%s): %q is not an integer", path, row+1, j+1, header[j], cell)
+						}
+						fv.SetInt(int64(v))
+					} else {
+						fv.SetFloat(v)
+					}
+				}
+			}
+		}
+		if !hasSched {
+			b.ScheduledTokens = b.PrefillTokens + b.DecodeTokens
+		}
+		bx := features.BetaFeatures(pc, b)
+		var step float64
+		for j, c := range cf.Beta {
+			step += c * bx[j]
+		}
+		line := []string{strconv.Itoa(row), strconv.FormatFloat(step*1e3, 'f', 4, 64)}
+		if hasPrompt {
+			if !hasFree {
+				a.KVFreeBytes = (1 - min(1, a.KVUsageRatio)) * pc.GPUKVCapacityBytes
+			}
+			ax := features.AlphaFeatures(pc, a)
+			var q float64
+			for j, c := range cf.Alpha {
+				q += c * ax[j]
+			}
+			line = append(line, strconv.FormatFloat(q*1e3, 'f', 4, 64))
+		}
+		if err := out.Write(line); err != nil {
+			return err
+		}
+	}
+	out.Flush()
+	return out.Error()
+}
