@@ -418,3 +418,19 @@ func FuzzParse(f *testing.F) {
 		require.Equal(t, string(out), string(again))
 	})
 }
+
+func TestShippedFilesParseAndApply(t *testing.T) {
+	files := Shipped()
+	require.NotEmpty(t, files)
+	for _, s := range files {
+		require.NoError(t, s.File.Validate(), s.Name)
+		require.NotEmpty(t, s.File.Provenance.Inputs, "%s: provenance lists the traces", s.Name)
+		require.Contains(t, s.File.Provenance.Notes, "make-shipped-coefficients.sh", s.Name)
+	}
+	k := physics.DefaultVLLMKnobs()
+	got := FindShipped("llama-3.1-8b", "h100-sxm", 1, k)
+	require.NotNil(t, got)
+	require.Nil(t, FindShipped("llama-3.1-8b", "h100-sxm", 2, k), "TP must match")
+	k.MaxNumSeqs = 7
+	require.Nil(t, FindShipped("llama-3.1-8b", "h100-sxm", 1, k), "knobs must match")
+}

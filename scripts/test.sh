@@ -26,6 +26,9 @@ fi
 echo "== go test"
 go test -count=1 ./...
 
+echo "== shipped coefficients up to date"
+scripts/make-shipped-coefficients.sh --check
+
 echo "== fuzz (${FUZZTIME} each)"
 # Each fuzz target: package and name. Keep this list in step with the code.
 fuzz_targets=(

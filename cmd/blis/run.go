@@ -73,7 +73,9 @@ Latency models (--latency):
             all-reduce, per-step overheads (no coefficients needed)
   blackbox  beta0 + beta1*prefill tokens + beta2*decode tokens (µs), with
             --alpha-coeffs / --beta-coeffs
-The default is physics when --coefficients is given, else roofline.
+The default is physics when --coefficients is given or a shipped coefficient
+file applies (Llama-3.1-8B on one H100 with vLLM's default settings; see
+coefficients/shipped/), else roofline.
 --latency-noise adds mean-one log-normal noise to every step: a ground truth
 no linear model fits exactly, for testing calibration.
 
@@ -110,7 +112,7 @@ KV events subscriber's JSON lines when --kv-blocks-cpu is set.`,
 	f.Float64Var(&o.prioBase, "priority-base", 0, "base priority score")
 	f.Float64Var(&o.prioAge, "priority-age-weight", 1, "score per second of age (slo-based, inverted-slo)")
 
-	f.StringVar(&o.latency, "latency", "", "latency model: physics, roofline, blackbox (default: physics with --coefficients, else roofline)")
+	f.StringVar(&o.latency, "latency", "", "latency model: physics, roofline, blackbox (default: physics with --coefficients or shipped coefficients that apply, else roofline)")
 	f.StringVar(&o.coeffs, "coefficients", "", "coefficient YAML written by calibrate fit (physics model)")
 	f.StringVar(&o.alphaBB, "alpha-coeffs", "1200,0.08,1.5", "blackbox alpha0,alpha1,alpha2: queueing µs + µs per prompt token; µs per output token at departure")
 	f.StringVar(&o.betaBB, "beta-coeffs", "6000,0.2,30", "blackbox beta0,beta1,beta2: step µs + µs per prefill token + µs per decode token")
@@ -139,6 +141,7 @@ KV events subscriber's JSON lines when --kv-blocks-cpu is set.`,
 	f.Float64Var(&o.traceOpt.StepSampleRate, "trace-step-sample-rate", 0.01, "vLLM --step-tracing-sample-rate")
 	f.Float64Var(&o.traceOpt.RichSubsampleRate, "trace-rich-subsample-rate", 0.001, "vLLM --step-tracing-rich-subsample-rate")
 	f.Int64Var(&o.traceOpt.ClosureInterval, "trace-closure-interval", 100, "vLLM --step-tracing-closure-interval")
+	f.IntVar(&o.traceOpt.MaxEventsPerSpan, "trace-max-events-per-span", 128, "the OpenTelemetry SDK's OTEL_SPAN_EVENT_COUNT_LIMIT: a span keeps its last this many events")
 	f.StringVar(&o.traceOpt.Route, "trace-route", "/v1/completions", "HTTP route the trace shows: /v1/completions or /v1/chat/completions")
 
 	f.BoolVar(&o.debugInv, "debug-invariants", false, "check every invariant in full after every step (slow)")
@@ -296,7 +299,7 @@ func resolve(flags *pflag.FlagSet, o *runOpts) (*resolved, error) {
 			return nil, err
 		}
 	}
-	lat, err := latencyModel(o, r)
+	lat, err := latencyModel(flags, o, r)
 	if err != nil {
 		return nil, err
 	}
@@ -363,28 +366,41 @@ func flagError(err error) error {
 	return err
 }
 
-func latencyModel(o *runOpts, r *resolved) (sim.LatencyModel, error) {
+func latencyModel(flags *pflag.FlagSet, o *runOpts, r *resolved) (sim.LatencyModel, error) {
 	name := o.latency
+	shipped := coefficients.FindShipped(r.cfg.Model.Name, r.cfg.Hardware.Name, r.cfg.TP, r.cfg.Knobs)
 	if name == "" {
 		name = "roofline"
-		if o.coeffs != "" {
+		if o.coeffs != "" || shipped != nil {
 			name = "physics"
 		}
 	}
 	r.latency = name
+	if name != "roofline" {
+		for _, f := range []string{"roofline-compute-eff", "roofline-bandwidth-eff", "roofline-step-overhead-us"} {
+			if flags.Changed(f) {
+				return nil, fmt.Errorf("--%s is only used by --latency roofline (the run uses %s)", f, name)
+			}
+		}
+	}
 	switch name {
 	case "physics":
-		if o.coeffs == "" {
-			return nil, errors.New("--latency physics needs --coefficients FILE (written by calibrate fit)")
+		var cf *coefficients.File
+		switch {
+		case o.coeffs != "":
+			var err error
+			if cf, err = coefficients.Load(o.coeffs); err != nil {
+				return nil, fmt.Errorf("--coefficients: %w", err)
+			}
+			if err := cf.CheckApplies(r.cfg.Model.Name, r.cfg.Hardware.Name, r.cfg.TP, r.cfg.Knobs); err != nil {
+				return nil, fmt.Errorf("--coefficients %s: %w", o.coeffs, err)
+			}
+			r.coeffSrc = o.coeffs
+		case shipped != nil:
+			cf, r.coeffSrc = shipped.File, "builtin:"+shipped.Name
+		default:
+			return nil, errors.New("--latency physics needs --coefficients FILE (written by calibrate fit): no shipped coefficients apply to this model, hardware, TP and vLLM settings")
 		}
-		cf, err := coefficients.Load(o.coeffs)
-		if err != nil {
-			return nil, fmt.Errorf("--coefficients: %w", err)
-		}
-		if err := cf.CheckApplies(r.cfg.Model.Name, r.cfg.Hardware.Name, r.cfg.TP, r.cfg.Knobs); err != nil {
-			return nil, fmt.Errorf("--coefficients %s: %w", o.coeffs, err)
-		}
-		r.coeffSrc = o.coeffs
 		p := &sim.Physics{Cfg: r.cfg, Beta: cf.Beta, Gamma: cf.Gamma, Overheads: sim.Overheads{
 			ArrivalBaseUs:             cf.Overheads.ArrivalBaseUs,
 			ArrivalPerPromptTokenUs:   cf.Overheads.ArrivalPerPromptTokenUs,

@@ -48,7 +48,8 @@ func TestRunDefaultsAndDeterminism(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, a, b, "same flags and seed, byte-identical stdout")
 	r := parse(t, a)
-	require.Equal(t, "roofline", r.Config.Latency)
+	require.Equal(t, "physics", r.Config.Latency, "shipped coefficients apply to the defaults")
+	require.Equal(t, "builtin:shipped/llama-3.1-8b_h100-sxm_tp1.yaml", r.Config.Coefficients)
 	require.Equal(t, int64(300), r.Metrics.Requests.Completed)
 	require.Greater(t, r.Metrics.TTFT.Mean, 0.0)
 	require.NotContains(t, a, "µs per request", "wall-clock timing stays on stderr")
@@ -130,7 +131,8 @@ func TestRunBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{"--scheduler", "lifo"}, "--scheduler"},
 		{[]string{"--priority", "vip"}, "--priority"},
 		{[]string{"--latency", "magic"}, "--latency"},
-		{[]string{"--latency", "physics"}, "--coefficients"},
+		{[]string{"--latency", "physics", "--max-num-seqs", "100"}, "--coefficients"},
+		{[]string{"--roofline-compute-eff", "0.5"}, "--roofline-compute-eff is only used by --latency roofline"},
 		{[]string{"--coefficients", mixtral}, "mixtral-8x7b"},
 		{[]string{"--coefficients", tp2}, "tp"},
 		{[]string{"--coefficients", "/nonexistent/c.yaml"}, "--coefficients"},
@@ -148,7 +150,7 @@ func TestRunBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{"--latency-noise", "-0.1"}, "--latency-noise"},
 		{[]string{"--otlp-trace", "/tmp/t.jsonl", "--trace-step-sample-rate", "2"}, "--trace-step-sample-rate"},
 		{[]string{"--kv-blocks-cpu", "100", "--kv-offload-threshold", "1.5"}, "--kv-offload-threshold"},
-		{[]string{"--roofline-compute-eff", "0"}, "--roofline"},
+		{[]string{"--latency", "roofline", "--roofline-compute-eff", "0"}, "--roofline"},
 		{[]string{"--replay", "/nonexistent/requests.parquet"}, "--replay"},
 		{[]string{"--arrival", "uniform"}, "--arrival"},
 		{[]string{"--gamma-cv", "-1", "--arrival", "gamma"}, "--gamma-cv"},

@@ -27,6 +27,7 @@ type fitOpts struct {
 	output, report  string
 	opt             fit.Options
 	quiet           bool
+	notes           string
 }
 
 func addKnobFlags(f *pflag.FlagSet, k *physics.VLLMKnobs, kvHelp string) {
@@ -93,6 +94,7 @@ it makes are in docs/fit.md.`,
 	f.StringVar(&o.opt.BetaTarget, "beta-target", o.opt.BetaTarget, "step-time source: auto, step_pairs or journey")
 	f.IntVar(&o.opt.MinPairs, "min-pairs", o.opt.MinPairs, "with --beta-target auto, add journey-reconstructed targets to a trace with fewer adjacent sampled steps")
 	f.BoolVar(&o.opt.AlphaCorrection, "alpha-correction", o.opt.AlphaCorrection, "subtract the scheduler overhead from alpha targets before the fit (added back to base_bias)")
+	f.StringVar(&o.notes, "notes", "", "free text added to the file's provenance notes (e.g. how the traces were made)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress on stderr")
 	return cmd
 }
@@ -247,6 +249,9 @@ func runFit(cmd *cobra.Command, args []string, o *fitOpts) error {
 	res, err := fit.Run(cfgs, o.opt, command)
 	if err != nil {
 		return err
+	}
+	if o.notes != "" {
+		res.File.Provenance.Notes += "; " + o.notes
 	}
 	data, err := res.File.Marshal()
 	if err != nil {

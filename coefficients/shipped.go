@@ -1,0 +1,57 @@
+package coefficients
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+
+	"github.com/blis-sim/blis/physics"
+)
+
+// The shipped files are produced by scripts/make-shipped-coefficients.sh;
+// each one's provenance says how.
+//
+//go:embed shipped
+var shippedFS embed.FS
+
+// ShippedFile is one coefficient file built into the binary.
+type ShippedFile struct {
+	Name string // e.g. shipped/llama-3.1-8b_h100-sxm_tp1.yaml
+	File *File
+}
+
+// Shipped returns the built-in coefficient files, sorted by name. A file
+// that fails to parse is a build defect and panics (a test parses them all).
+func Shipped() []ShippedFile {
+	names, err := fs.Glob(shippedFS, "shipped/*.yaml")
+	if err != nil {
+		panic(err)
+	}
+	sort.Strings(names)
+	out := make([]ShippedFile, 0, len(names))
+	for _, n := range names {
+		data, err := shippedFS.ReadFile(n)
+		if err != nil {
+			panic(err)
+		}
+		f, err := Parse(data, path.Join("coefficients", n))
+		if err != nil {
+			panic(fmt.Sprintf("shipped coefficient file: %v", err))
+		}
+		out = append(out, ShippedFile{Name: n, File: f})
+	}
+	return out
+}
+
+// FindShipped returns the first shipped file that applies to the
+// configuration, or nil.
+func FindShipped(model, hardware string, tp int, k physics.VLLMKnobs) *ShippedFile {
+	for _, s := range Shipped() {
+		if s.File.CheckApplies(model, hardware, tp, k) == nil {
+			return &s
+		}
+	}
+	return nil
+}
