@@ -30,6 +30,8 @@ type simRun struct {
 	offload  float64
 	// prefixGroups > 0 gives half the requests one of that many 256-token prefixes.
 	prefixGroups int
+	// reqs, when set, is the workload (instead of generating one).
+	reqs []sim.RequestSpec
 }
 
 func defaultSimRun() simRun {
@@ -52,6 +54,26 @@ func defaultSimRun() simRun {
 // simulate runs r on Llama-3.1-8B / H100, writes its trace (and KV events),
 // ingests them into dir and returns the configuration.
 func simulate(t testing.TB, dir string, r simRun) *physics.PhysicsConfig {
+	c, _ := simulateResult(t, dir, r)
+	return c
+}
+
+// workloadOf generates r's workload.
+func workloadOf(t testing.TB, r simRun) []sim.RequestSpec {
+	spec := workload.Spec{Requests: r.requests, Rate: r.rate, PrefixGroups: r.prefixGroups, PrefixTokens: 256, PrefixFraction: 0.5}
+	var err error
+	spec.Prompt, err = workload.ParseDist(r.prompt)
+	require.NoError(t, err)
+	spec.Output, err = workload.ParseDist(r.output)
+	require.NoError(t, err)
+	reqs, err := workload.Generate(spec, sim.NewRNG(r.seed).Stream(sim.StreamWorkload))
+	require.NoError(t, err)
+	return reqs
+}
+
+// simulateResult is simulate that also returns the run's metrics; with an
+// empty dir it writes no trace.
+func simulateResult(t testing.TB, dir string, r simRun) (*physics.PhysicsConfig, *sim.Result) {
 	t.Helper()
 	m, err := physics.LoadModel("llama-3.1-8b")
 	require.NoError(t, err)
@@ -64,13 +86,10 @@ func simulate(t testing.TB, dir string, r simRun) *physics.PhysicsConfig {
 	c, err := physics.NewPhysicsConfig(m, h, 1, k)
 	require.NoError(t, err)
 	rng := sim.NewRNG(r.seed)
-	spec := workload.Spec{Requests: r.requests, Rate: r.rate, PrefixGroups: r.prefixGroups, PrefixTokens: 256, PrefixFraction: 0.5}
-	spec.Prompt, err = workload.ParseDist(r.prompt)
-	require.NoError(t, err)
-	spec.Output, err = workload.ParseDist(r.output)
-	require.NoError(t, err)
-	reqs, err := workload.Generate(spec, rng.Stream(sim.StreamWorkload))
-	require.NoError(t, err)
+	reqs := r.reqs
+	if reqs == nil {
+		reqs = workloadOf(t, r)
+	}
 	lat := r.latency(c)
 	if r.noise > 0 {
 		lat = sim.NewNoisy(lat, r.noise, rng.Stream(sim.StreamLatencyNoise))
@@ -84,6 +103,13 @@ func simulate(t testing.TB, dir string, r simRun) *physics.PhysicsConfig {
 		BlockSize: k.BlockSizeTokens, TotalKVBlocks: k.TotalKVBlocksGPU, PrefixCaching: k.PrefixCachingEnabled,
 		CPUKVBlocks: k.TotalKVBlocksCPU, OffloadThreshold: offload, Latency: lat,
 	}
+	if dir == "" {
+		s, err := sim.New(cfg, reqs)
+		require.NoError(t, err)
+		res, err := s.Run()
+		require.NoError(t, err)
+		return c, res
+	}
 	tracePath, kvPath := filepath.Join(dir, "trace.jsonl"), filepath.Join(dir, "kv.jsonl")
 	tf, err := os.Create(tracePath)
 	require.NoError(t, err)
@@ -96,7 +122,7 @@ func simulate(t testing.TB, dir string, r simRun) *physics.PhysicsConfig {
 	cfg.Observer = tw
 	s, err := sim.New(cfg, reqs)
 	require.NoError(t, err)
-	_, err = s.Run()
+	res, err := s.Run()
 	require.NoError(t, err)
 	require.NoError(t, tw.Close())
 	require.NoError(t, tb.Flush())
@@ -109,5 +135,5 @@ func simulate(t testing.TB, dir string, r simRun) *physics.PhysicsConfig {
 	}
 	_, err = otlpingest.Ingest(otlpingest.FileSources(files), otlpingest.Options{OutDir: filepath.Join(dir, "tables")})
 	require.NoError(t, err)
-	return c
+	return c, res
 }

@@ -71,8 +71,9 @@ type Result struct {
 	// PerRequest holds finished requests in completion order, when asked.
 	PerRequest []RequestRecord `json:"per_request,omitempty"`
 
-	// TTFTUs, E2EUs and ITLUs give tests the raw samples (ITL from the
-	// histogram, so within 0.1%).
+	// TTFTUs, E2EUs and SchedUs are the raw samples in completion order,
+	// and ITLHist the inter-token histogram (percentiles within 0.1%), for
+	// comparisons between runs such as the round-trip test's KS statistics.
 	TTFTUs, E2EUs, SchedUs []int64    `json:"-"`
 	ITLHist                *Histogram `json:"-"`
 }
@@ -124,6 +125,10 @@ func (s *Sim) result() *Result {
 		KVAllocFailures: m.kvAllocFailures,
 		KVEvictions:     s.kv.evictions,
 		PerRequest:      m.records,
+		TTFTUs:          m.ttft,
+		E2EUs:           m.e2e,
+		SchedUs:         m.sched,
+		ITLHist:         &m.itl,
 	}
 	res.Requests = s.counts()
 	if m.promptTokens > 0 {
