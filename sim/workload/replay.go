@@ -3,7 +3,6 @@ package workload
 import (
 	"bufio"
 	"cmp"
-	"context"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -15,12 +14,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/apache/arrow/go/v17/arrow"
-	"github.com/apache/arrow/go/v17/arrow/array"
-	"github.com/apache/arrow/go/v17/arrow/memory"
-	"github.com/apache/arrow/go/v17/parquet/file"
-	"github.com/apache/arrow/go/v17/parquet/pqarrow"
-
+	"github.com/blis-sim/blis/internal/pqread"
 	"github.com/blis-sim/blis/sim"
 )
 
@@ -100,7 +94,7 @@ func Replay(path string) ([]sim.RequestSpec, ReplayReport, error) {
 	}
 	var reqs []sim.RequestSpec
 	if string(magic[:n]) == "PAR1" || strings.EqualFold(filepath.Ext(path), ".parquet") {
-		reqs, err = replayParquet(f, &rep)
+		reqs, err = replayParquet(&rep)
 	} else {
 		reqs, err = replayCSV(f, &rep)
 	}
@@ -117,65 +111,42 @@ func Replay(path string) ([]sim.RequestSpec, ReplayReport, error) {
 	return reqs, rep, nil
 }
 
-// parquetCol is a column Replay reads from the requests table.
-type parquetCol struct {
-	name string
-	typ  arrow.DataType
-}
-
-var parquetCols = []parquetCol{
-	{"arrived_mono_s", arrow.PrimitiveTypes.Float64},
-	{"queued_mono_s", arrow.PrimitiveTypes.Float64},
-	{"prompt_tokens", arrow.PrimitiveTypes.Int64},
-	{"output_tokens", arrow.PrimitiveTypes.Int64},
-}
-
-func replayParquet(f *os.File, rep *ReplayReport) (_ []sim.RequestSpec, err error) {
+// replayParquet reads the requests table written by calibrate ingest.
+func replayParquet(rep *ReplayReport) ([]sim.RequestSpec, error) {
 	path := rep.Source
-	// The Arrow reader panics on some corrupt files (e.g. nil column chunk
-	// metadata); report those as errors.
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("%s: corrupt Parquet file: %v", path, p)
-		}
-	}()
-	pr, err := file.NewParquetReader(f)
+	f, err := pqread.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: not a readable Parquet file: %w", path, err)
+		return nil, err
 	}
+	defer f.Close()
 	// Catch another ingest table passed by mistake (steps.parquet, ...).
-	if v := pr.MetaData().KeyValueMetadata().FindValue("blis.table"); v != nil && *v != "requests" {
-		return nil, fmt.Errorf("%s is the %q table of calibrate ingest; replay needs the \"requests\" table", path, *v)
-	}
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	sc, err := fr.Schema()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if v := f.Meta("blis.table"); v != "" && v != "requests" {
+		return nil, fmt.Errorf("%s is the %q table of calibrate ingest; replay needs the \"requests\" table", path, v)
 	}
 	var missing []string
-	readers := make([]*pqarrow.ColumnReader, len(parquetCols))
-	for i, c := range parquetCols {
-		fi := sc.FieldIndices(c.name)
-		if len(fi) == 0 {
-			missing = append(missing, c.name)
-			continue
+	for _, c := range []string{"arrived_mono_s", "queued_mono_s", "prompt_tokens", "output_tokens"} {
+		if !f.Has(c) {
+			missing = append(missing, c)
 		}
-		if got := sc.Field(fi[0]).Type; len(fi) > 1 || !arrow.TypeEqual(got, c.typ) {
-			return nil, fmt.Errorf("%s: column %s has type %s, want %s", path, c.name, got, c.typ)
-		}
-		// One reader per column, read in lockstep below. Unlike
-		// GetRecordReader, GetColumn starts no goroutines, so the recover
-		// above sees every panic of the reader.
-		if readers[i], err = fr.GetColumn(context.Background(), fi[0]); err != nil {
-			return nil, fmt.Errorf("%s: column %s: %w", path, c.name, err)
-		}
-		defer readers[i].Release()
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("%s: missing column(s) %s of the requests table", path, strings.Join(missing, ", "))
+	}
+	arrived, err := f.Float64("arrived_mono_s")
+	if err != nil {
+		return nil, err
+	}
+	queued, err := f.Float64("queued_mono_s")
+	if err != nil {
+		return nil, err
+	}
+	prompt, err := f.Int64("prompt_tokens")
+	if err != nil {
+		return nil, err
+	}
+	output, err := f.Int64("output_tokens")
+	if err != nil {
+		return nil, err
 	}
 
 	type timed struct {
@@ -192,48 +163,28 @@ func replayParquet(f *os.File, rep *ReplayReport) (_ []sim.RequestSpec, err erro
 		}
 		rep.Skipped = append(rep.Skipped, SkipCount{Reason: reason, Count: 1, FirstRow: row})
 	}
-	// batch reads the next n rows; a function so each batch is released.
-	batch := func(n int64) error {
-		cols := make([]arrow.Array, len(readers))
-		for i, cr := range readers {
-			a, err := nextBatch(cr, n)
-			if err != nil {
-				return fmt.Errorf("%s: column %s: %w", path, parquetCols[i].name, err)
-			}
-			defer a.Release()
-			cols[i] = a
+	for i := range prompt.V {
+		row := rep.Rows
+		rep.Rows++
+		var t float64
+		switch {
+		case arrived.OK(i) && isFinite(arrived.V[i]):
+			t = arrived.V[i]
+		case queued.OK(i) && isFinite(queued.V[i]):
+			t = queued.V[i]
+		default:
+			skip(SkipNoArrivalTime, row)
+			continue
 		}
-		arrived, queued := cols[0].(*array.Float64), cols[1].(*array.Float64)
-		prompt, output := cols[2].(*array.Int64), cols[3].(*array.Int64)
-		for i := range int(n) {
-			row := rep.Rows
-			rep.Rows++
-			var t float64
-			switch {
-			case arrived.IsValid(i) && isFinite(arrived.Value(i)):
-				t = arrived.Value(i)
-			case queued.IsValid(i) && isFinite(queued.Value(i)):
-				t = queued.Value(i)
-			default:
-				skip(SkipNoArrivalTime, row)
-				continue
-			}
-			switch {
-			case prompt.IsNull(i):
-				skip(SkipNoPromptTokens, row)
-			case output.IsNull(i):
-				skip(SkipNoOutputTokens, row)
-			case prompt.Value(i) <= 0 || output.Value(i) <= 0:
-				skip(SkipNonpositiveTokens, row)
-			default:
-				kept = append(kept, timed{t, sim.RequestSpec{PromptTokens: prompt.Value(i), OutputTokens: output.Value(i)}})
-			}
-		}
-		return nil
-	}
-	for total := pr.NumRows(); rep.Rows < total; {
-		if err := batch(min(total-rep.Rows, parquetBatch)); err != nil {
-			return nil, err
+		switch {
+		case !prompt.OK(i):
+			skip(SkipNoPromptTokens, row)
+		case !output.OK(i):
+			skip(SkipNoOutputTokens, row)
+		case prompt.V[i] <= 0 || output.V[i] <= 0:
+			skip(SkipNonpositiveTokens, row)
+		default:
+			kept = append(kept, timed{t, sim.RequestSpec{PromptTokens: prompt.V[i], OutputTokens: output.V[i]}})
 		}
 	}
 	slices.SortFunc(rep.Skipped, func(a, b SkipCount) int { return strings.Compare(a.Reason, b.Reason) })
@@ -255,27 +206,6 @@ func replayParquet(f *os.File, rep *ReplayReport) (_ []sim.RequestSpec, err erro
 		out[i] = k.s
 	}
 	return out, nil
-}
-
-// parquetBatch is the rows read per column at a time.
-const parquetBatch = 64 * 1024
-
-// nextBatch reads exactly n values of one column as a single array.
-func nextBatch(cr *pqarrow.ColumnReader, n int64) (arrow.Array, error) {
-	ch, err := cr.NextBatch(n)
-	if err != nil {
-		return nil, err
-	}
-	defer ch.Release()
-	if int64(ch.Len()) != n {
-		return nil, fmt.Errorf("corrupt Parquet file: read %d values, want %d", ch.Len(), n)
-	}
-	if len(ch.Chunks()) == 1 {
-		a := ch.Chunk(0)
-		a.Retain()
-		return a, nil
-	}
-	return array.Concatenate(ch.Chunks(), memory.DefaultAllocator)
 }
 
 func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
