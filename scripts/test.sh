@@ -40,6 +40,7 @@ fuzz_targets=(
   "./coefficients FuzzParse"
   "./sim/workload FuzzParseDist"
   "./sim/workload FuzzReplayCSV"
+  "./cmd/calibrate FuzzReadManifest"
 )
 for t in "${fuzz_targets[@]}"; do
   set -- $t
