@@ -51,8 +51,9 @@ func (s *samples) keep(keep func(i int) bool, move func(dst, src int)) {
 
 // assignParts splits each trace's samples in time order: the last holdout
 // share is the hold-out (part folds), the rest is cut into folds contiguous
-// blocks. Every fold therefore has data of every trace, and no fold sees
-// the future of another one's... only within the CV, as the seed asks.
+// blocks (parts 0..folds-1). Fold k pools block k of every trace, so every
+// fold has data of every trace and configuration, and the hold-out is the
+// future of everything the fit sees.
 func (s *samples) assignParts(folds int, holdout float64) {
 	s.part = make([]uint8, len(s.y))
 	start := 0

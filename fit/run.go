@@ -54,12 +54,9 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 			for _, d := range dropped {
 				addCount(&info.Dropped, d.Reason, d.Count)
 			}
-			for _, s := range x.steps {
-				if s.KVTotal != cfg.Phys.Knobs.TotalKVBlocksGPU {
-					return nil, fmt.Errorf("%s: steps report kv.blocks_total_gpu = %d but configuration %s has %d GPU KV blocks (set --kv-blocks-gpu to the trace's value)",
-						tr.Dir, s.KVTotal, cfg.Name, cfg.Phys.Knobs.TotalKVBlocksGPU)
-				}
-				break
+			if len(x.steps) > 0 && x.steps[0].KVTotal != cfg.Phys.Knobs.TotalKVBlocksGPU {
+				return nil, fmt.Errorf("%s: steps report kv.blocks_total_gpu = %d but configuration %s has %d GPU KV blocks (set --kv-blocks-gpu to the trace's value)",
+					tr.Dir, x.steps[0].KVTotal, cfg.Name, cfg.Phys.Knobs.TotalKVBlocksGPU)
 			}
 			bb.add(t, tr, x)
 			ab.add(t, tr, x)
