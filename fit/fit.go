@@ -126,6 +126,29 @@ type Point struct {
 	Actual    float64
 }
 
+// parallel runs fn(0..n-1) on at most GOMAXPROCS goroutines and waits.
+// Each call must write only its own outputs.
+func parallel(n int, fn func(k int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for k := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fn(k)
+		}()
+	}
+	wg.Wait()
+}
+
+// progress reports one stage when Progress is set.
+func (o *Options) progress(format string, args ...any) {
+	if o.Progress != nil {
+		o.Progress(format, args...)
+	}
+}
+
 // accumulate builds the sufficient statistics of every configuration ×
 // part × γ, one goroutine per γ (each writes only its own γ's slots).
 func accumulate(ds []design, p, parts, gammas int) [][][]*ridge.Stats {
@@ -139,24 +162,16 @@ func accumulate(ds []design, p, parts, gammas int) [][][]*ridge.Stats {
 			}
 		}
 	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for g := range gammas {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			x := make([]float64, p)
-			for c, d := range ds {
-				s := d.base()
-				for i := range s.len() {
-					d.features(i, g, x)
-					st[c][s.part[i]][g].Add(x, s.y[i], s.w[i])
-				}
+	parallel(gammas, func(g int) {
+		x := make([]float64, p)
+		for c, d := range ds {
+			s := d.base()
+			for i := range s.len() {
+				d.features(i, g, x)
+				st[c][s.part[i]][g].Add(x, s.y[i], s.w[i])
 			}
-		}()
-	}
-	wg.Wait()
+		}
+	})
 	return st
 }
 
@@ -252,33 +267,25 @@ func evaluate(d design, c, g, p int, pick func(part uint8) *ridge.Fit, offset fl
 	s := d.base()
 	n := s.len()
 	outs := make([]evaluation, evalChunks)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for k := range evalChunks {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			lo, hi := n*k/evalChunks, n*(k+1)/evalChunks
-			e := &outs[k]
-			e.all.ae, e.all.ape = make([]float64, 0, hi-lo), make([]float64, 0, hi-lo)
-			x := make([]float64, p)
-			for i := lo; i < hi; i++ {
-				f := pick(s.part[i])
-				if f == nil {
-					continue
-				}
-				d.features(i, g, x)
-				pred, y := f.Predict(x)+offset, s.y[i]+offset
-				e.all.add(pred, y)
-				e.regimes[s.regime[i]].add(pred, y)
-				if keepPoints {
-					e.points = append(e.points, Point{Config: c, Predicted: pred, Actual: y})
-				}
+	parallel(evalChunks, func(k int) {
+		lo, hi := n*k/evalChunks, n*(k+1)/evalChunks
+		e := &outs[k]
+		e.all.ae, e.all.ape = make([]float64, 0, hi-lo), make([]float64, 0, hi-lo)
+		x := make([]float64, p)
+		for i := lo; i < hi; i++ {
+			f := pick(s.part[i])
+			if f == nil {
+				continue
 			}
-		}()
-	}
-	wg.Wait()
+			d.features(i, g, x)
+			pred, y := f.Predict(x)+offset, s.y[i]+offset
+			e.all.add(pred, y)
+			e.regimes[s.regime[i]].add(pred, y)
+			if keepPoints {
+				e.points = append(e.points, Point{Config: c, Predicted: pred, Actual: y})
+			}
+		}
+	})
 	var out evaluation
 	for k := range outs {
 		out.all.merge(&outs[k].all)
@@ -294,11 +301,6 @@ func evaluate(d design, c, g, p int, pick func(part uint8) *ridge.Fit, offset fl
 func fitVector(ds []design, names []string, cfgNames []string, unpen []bool, offset float64, opt *Options) (*vectorFit, error) {
 	p, K := len(names), opt.Folds
 	parts := K + 1
-	progress := func(format string, args ...any) {
-		if opt.Progress != nil {
-			opt.Progress(format, args...)
-		}
-	}
 	st := accumulate(ds, p, parts, len(opt.Gammas))
 	vf := &vectorFit{}
 	rep := &vf.report
@@ -326,7 +328,7 @@ func fitVector(ds []design, names []string, cfgNames []string, unpen []bool, off
 	}
 	vf.gamma, vf.lambda = bestG, opt.Lambdas[bestL]
 	rep.Gamma, rep.Lambda = opt.Gammas[bestG], vf.lambda
-	progress("  CV over %d λ × %d γ: best λ=%g γ=%g (CV RMSE %.4g ms)", len(opt.Lambdas), len(opt.Gammas), vf.lambda, rep.Gamma, math.Sqrt(bestMSE)*1e3)
+	opt.progress("  CV over %d λ × %d γ: best λ=%g γ=%g (CV RMSE %.4g ms)", len(opt.Lambdas), len(opt.Gammas), vf.lambda, rep.Gamma, math.Sqrt(bestMSE)*1e3)
 	solve := func(s *ridge.Stats) (*ridge.Fit, error) {
 		return ridge.Solve(s, ridge.Options{Lambda: vf.lambda, Unpenalized: unpen})
 	}

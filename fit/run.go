@@ -24,11 +24,6 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 	if len(cfgs) == 0 {
 		return nil, errors.New("no configuration to fit")
 	}
-	progress := func(format string, args ...any) {
-		if opt.Progress != nil {
-			opt.Progress(format, args...)
-		}
-	}
 	rep := &Report{Tool: "calibrate fit", Version: ToolVersion, Command: command, Options: ReportOptions{
 		Lambdas: opt.Lambdas, Gammas: opt.Gammas, Folds: opt.Folds, Holdout: opt.Holdout, WarmupSteps: opt.WarmupSteps,
 		OutlierFactor: opt.OutlierFactor, PreemptHeavy: opt.PreemptHeavy, PreemptWeight: opt.PreemptWeight,
@@ -91,13 +86,13 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 		alphas = append(alphas, ab.out)
 		cfgNames = append(cfgNames, cfg.Name)
 		rep.Configs = append(rep.Configs, info)
-		progress("%s: %d beta samples, %d alpha samples", cfg.Name, bb.out.len(), ab.out.len())
+		opt.progress("%s: %d beta samples, %d alpha samples", cfg.Name, bb.out.len(), ab.out.len())
 	}
 	rep.Beta.Skipped, rep.Alpha.Skipped = sortedCounts(betaSkipped), sortedCounts(alphaSkipped)
 	rep.Beta.Sources = sources
 	rep.Overheads = sortedCounts(rep.Overheads)
 
-	progress("fitting beta (%d features)", features.NumBeta)
+	opt.progress("fitting beta (%d features)", features.NumBeta)
 	betaUnpen := make([]bool, features.NumBeta)
 	betaUnpen[15] = true // b16 bias
 	bf, err := fitVector(betas, features.BetaNames[:], cfgNames, betaUnpen, 0, &opt)
@@ -122,7 +117,7 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 	rep.Correction.MedianLagMs = finiteOr0(medianOf(lags) * 1e3)
 	if short != "" {
 		rep.Alpha.NotFitted = short + "; alpha is written as zeros (the simulator does not use it)"
-		progress("alpha not fitted: %s", short)
+		opt.progress("alpha not fitted: %s", short)
 	} else {
 		offset := 0.0
 		if opt.AlphaCorrection {
@@ -153,7 +148,7 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 		} else {
 			rep.Correction.Note = "off (--alpha-correction=false): base_bias includes the scheduler overhead"
 		}
-		progress("fitting alpha (%d features)", features.NumAlpha)
+		opt.progress("fitting alpha (%d features)", features.NumAlpha)
 		alphaUnpen := make([]bool, features.NumAlpha)
 		alphaUnpen[3] = true // a4 base_bias
 		af, err = fitVector(alphas, features.AlphaNames[:], cfgNames, alphaUnpen, offset, &opt)

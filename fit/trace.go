@@ -10,9 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
-	"sync"
 
 	"github.com/blis-sim/blis/internal/pqread"
 )
@@ -132,41 +130,20 @@ type colReader struct {
 	err error
 }
 
-func (r *colReader) i64(name string) pqread.Column[int64] {
+// read is one column read through r, keeping r's first error.
+func read[T any](r *colReader, get func(string) (pqread.Column[T], error), name string) pqread.Column[T] {
 	if r.err != nil {
-		return pqread.Column[int64]{}
+		return pqread.Column[T]{}
 	}
-	c, err := r.f.Int64(name)
+	c, err := get(name)
 	r.err = err
 	return c
 }
 
-func (r *colReader) f64(name string) pqread.Column[float64] {
-	if r.err != nil {
-		return pqread.Column[float64]{}
-	}
-	c, err := r.f.Float64(name)
-	r.err = err
-	return c
-}
-
-func (r *colReader) str(name string) pqread.Column[string] {
-	if r.err != nil {
-		return pqread.Column[string]{}
-	}
-	c, err := r.f.String(name)
-	r.err = err
-	return c
-}
-
-func (r *colReader) boolean(name string) pqread.Column[bool] {
-	if r.err != nil {
-		return pqread.Column[bool]{}
-	}
-	c, err := r.f.Bool(name)
-	r.err = err
-	return c
-}
+func (r *colReader) i64(name string) pqread.Column[int64]    { return read(r, r.f.Int64, name) }
+func (r *colReader) f64(name string) pqread.Column[float64]  { return read(r, r.f.Float64, name) }
+func (r *colReader) str(name string) pqread.Column[string]   { return read(r, r.f.String, name) }
+func (r *colReader) boolean(name string) pqread.Column[bool] { return read(r, r.f.Bool, name) }
 
 // LoadTrace reads the tables of one calibrate ingest output directory:
 // steps (required), request_snapshots, requests, journey_events and
@@ -221,17 +198,7 @@ func (tr *Trace) loadSteps() error {
 	// panics), then copied into rows one at a time.
 	cols := make([]pqread.Column[int64], len(ints))
 	errs := make([]error, len(ints))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for j, c := range ints {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			cols[j], errs[j] = f.Int64(c.name)
-		}()
-	}
-	wg.Wait()
+	parallel(len(ints), func(j int) { cols[j], errs[j] = f.Int64(ints[j].name) })
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
