@@ -52,6 +52,9 @@ func newAlphaBuilder(cfg *physics.PhysicsConfig, opt *Options) *alphaBuilder {
 func (ab *alphaBuilder) add(t int, tr *Trace, x *stepIndex) {
 	opt, c := ab.opt, ab.cfg
 	skip := func(reason string) { addCount(&ab.skipped, reason, 1) }
+	if len(tr.Requests) == 0 {
+		return
+	}
 	order := make([]int, len(x.steps))
 	for i := range order {
 		order[i] = i
