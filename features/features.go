@@ -179,7 +179,7 @@ func BetaFeatures(c *physics.PhysicsConfig, in BetaInput) [NumBeta]float64 {
 	f[8] = div(c.CommBytesPerToken*sched, c.HWInterconnectBW)
 	f[9] = c.GQARatio
 	f[10] = 1 / max(1, sched)
-	f[11] = in.PreemptionEMA
+	f[BetaPreemptionIndex] = in.PreemptionEMA
 	f[12] = div(offload*float64(in.TransferBlocks)*c.BlockSizeBytes, c.HWPCIeBandwidthEff)
 	f[13] = div(offload*float64(in.CPUResidentReadBlocks)*c.BlockSizeBytes, c.HWPCIeBandwidthEff)
 	f[14] = indicator(c.Knobs.ChunkedPrefillEnabled && in.NumPrefillReqs > 0 && in.NumDecodeReqs > 0)
@@ -188,6 +188,17 @@ func BetaFeatures(c *physics.PhysicsConfig, in BetaInput) [NumBeta]float64 {
 		f[i] = clamp(f[i])
 	}
 	return f
+}
+
+// BetaPreemptionIndex is the position of preemption_overhead, the only beta
+// feature that reads PreemptionEMA.
+const BetaPreemptionIndex = 11
+
+// SetBetaPreemptionEMA replaces f's preemption feature by the value
+// BetaFeatures gives for ema, so that a caller trying several EMA decay
+// rates computes the other 15 features once.
+func SetBetaPreemptionEMA(f *[NumBeta]float64, ema float64) {
+	f[BetaPreemptionIndex] = clamp(ema)
 }
 
 // AddPrefill adds one prefill request to the step: chunk new tokens on top

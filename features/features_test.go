@@ -306,6 +306,22 @@ func TestFeaturesFiniteAndBoundedProperty(t *testing.T) {
 	}
 }
 
+// SetBetaPreemptionEMA must agree exactly with recomputing every feature,
+// including the clamps at both ends (EMA values from −1 to 200).
+func TestSetBetaPreemptionEMAMatchesBetaFeatures(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	c := cfgFor(t, "mixtral-8x7b", "h100-sxm", 2, func(k *physics.VLLMKnobs) { k.ChunkedPrefillEnabled = true })
+	require.Equal(t, "preemption_overhead", BetaNames[BetaPreemptionIndex])
+	for i := 0; i < 2000; i++ {
+		_, in := randomInputs(r, c)
+		f := BetaFeatures(c, in)
+		ema := []float64{-1, 0, 0.5, 150, 200 * r.Float64()}[i%5]
+		in.PreemptionEMA = ema
+		SetBetaPreemptionEMA(&f, ema)
+		require.Equal(t, BetaFeatures(c, in), f, "ema %v", ema)
+	}
+}
+
 // FuzzFeatures checks the bounds on inputs the fuzzer chooses, including
 // negative counts that no valid trace has: those must clamp to 0, not wrap.
 func FuzzFeatures(f *testing.F) {

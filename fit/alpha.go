@@ -29,6 +29,12 @@ func (a *alphaSamples) features(i, g int, dst []float64) {
 	copy(dst, x[:])
 }
 
+func (a *alphaSamples) featureSets(i int, xs [][]float64) {
+	for g, x := range xs {
+		a.features(i, g, x)
+	}
+}
+
 // referenceStep returns the index in byTs (step indices sorted by
 // ts_start) of the latest step whose ts_start_ns is at or before queuedNs,
 // or -1 when every sampled step starts after it. A step that starts in the

@@ -142,6 +142,20 @@ func (b *betaSamples) features(i, g int, dst []float64) {
 	copy(dst, x[:])
 }
 
+// featureSets computes the γ-independent features once: only the
+// preemption feature differs between γ.
+func (b *betaSamples) featureSets(i int, xs [][]float64) {
+	in := b.input(i)
+	t := b.traces[b.trace[i]]
+	ema := t.x.ema[int(b.ref[i])*b.g:]
+	in.PreemptionEMA = ema[0]
+	f := features.BetaFeatures(b.cfg, in)
+	for g, x := range xs {
+		features.SetBetaPreemptionEMA(&f, ema[g])
+		copy(x, f[:])
+	}
+}
+
 // stepIndex is a trace's steps sorted by id, with the preemption EMA of
 // every γ after each step.
 type stepIndex struct {

@@ -105,6 +105,8 @@ type Config struct {
 type design interface {
 	base() *samples
 	features(i, g int, dst []float64)
+	// featureSets fills xs[g] with sample i's features at every γ index g.
+	featureSets(i int, xs [][]float64)
 }
 
 func (b *betaSamples) base() *samples  { return &b.samples }
@@ -149,29 +151,62 @@ func (o *Options) progress(format string, args ...any) {
 	}
 }
 
+// accumulateChunk is the number of samples one accumulation task covers.
+// Chunks are fixed (not tied to GOMAXPROCS) so that the summation order, and
+// with it every digit of the result, is the same on every machine; a
+// configuration with fewer samples is one chunk, summed in sample order.
+const accumulateChunk = 1 << 20
+
 // accumulate builds the sufficient statistics of every configuration ×
-// part × γ, one goroutine per γ (each writes only its own γ's slots).
+// part × γ. Each task computes the features of one chunk of samples once
+// for all γ; the chunks' statistics are then merged in chunk order.
 func accumulate(ds []design, p, parts, gammas int) [][][]*ridge.Stats {
+	type task struct{ c, lo, hi int }
+	var tasks []task
+	for c, d := range ds {
+		n := d.base().len()
+		for lo := 0; lo < n || lo == 0; lo += accumulateChunk {
+			tasks = append(tasks, task{c, lo, min(n, lo+accumulateChunk)})
+		}
+	}
+	out := make([][][]*ridge.Stats, len(tasks)) // task × part × γ
+	parallel(len(tasks), func(k int) {
+		tk := tasks[k]
+		st := make([][]*ridge.Stats, parts)
+		for part := range st {
+			st[part] = make([]*ridge.Stats, gammas)
+			for g := range st[part] {
+				st[part][g] = ridge.NewStats(p)
+			}
+		}
+		xs := make([][]float64, gammas)
+		for g := range xs {
+			xs[g] = make([]float64, p)
+		}
+		d := ds[tk.c]
+		s := d.base()
+		for i := tk.lo; i < tk.hi; i++ {
+			d.featureSets(i, xs)
+			for g, x := range xs {
+				st[s.part[i]][g].Add(x, s.y[i], s.w[i])
+			}
+		}
+		out[k] = st
+	})
 	st := make([][][]*ridge.Stats, len(ds))
-	for c := range ds {
-		st[c] = make([][]*ridge.Stats, parts)
-		for k := range parts {
-			st[c][k] = make([]*ridge.Stats, gammas)
+	for k, tk := range tasks {
+		if st[tk.c] == nil {
+			st[tk.c] = out[k]
+			continue
+		}
+		for part := range parts {
 			for g := range gammas {
-				st[c][k][g] = ridge.NewStats(p)
+				if err := st[tk.c][part][g].AddStats(out[k][part][g]); err != nil {
+					panic(err) // same p everywhere
+				}
 			}
 		}
 	}
-	parallel(gammas, func(g int) {
-		x := make([]float64, p)
-		for c, d := range ds {
-			s := d.base()
-			for i := range s.len() {
-				d.features(i, g, x)
-				st[c][s.part[i]][g].Add(x, s.y[i], s.w[i])
-			}
-		}
-	})
 	return st
 }
 
