@@ -168,79 +168,60 @@ func (tr *Trace) loadSteps() error {
 	}
 	defer f.Close()
 	tr.Inputs = append(tr.Inputs, in)
-	n := int(f.NumRows())
-	rows := make([]StepRow, n)
-	ok := make([]bool, n)
-	for i := range ok {
-		ok[i] = true
-	}
-	r := &colReader{f: f}
-	// One column at a time, so that only one column is held beside rows.
-	ints := []struct {
-		name string
-		dst  func(*StepRow) *int64
-	}{
-		{"step_id", func(s *StepRow) *int64 { return &s.ID }},
-		{"step_ts_start_ns", func(s *StepRow) *int64 { return &s.TsStartNs }},
-		{"queue_running_depth", func(s *StepRow) *int64 { return &s.Running }},
-		{"queue_waiting_depth", func(s *StepRow) *int64 { return &s.Waiting }},
-		{"batch_num_prefill_reqs", func(s *StepRow) *int64 { return &s.NumPrefill }},
-		{"batch_num_decode_reqs", func(s *StepRow) *int64 { return &s.NumDecode }},
-		{"batch_scheduled_tokens", func(s *StepRow) *int64 { return &s.Scheduled }},
-		{"batch_prefill_tokens", func(s *StepRow) *int64 { return &s.PrefillTok }},
-		{"batch_decode_tokens", func(s *StepRow) *int64 { return &s.DecodeTok }},
-		{"batch_num_finished", func(s *StepRow) *int64 { return &s.NumFinished }},
-		{"batch_num_preempted", func(s *StepRow) *int64 { return &s.NumPreempted }},
-		{"kv_blocks_total_gpu", func(s *StepRow) *int64 { return &s.KVTotal }},
-		{"kv_blocks_free_gpu", func(s *StepRow) *int64 { return &s.KVFree }},
-	}
+	names := []string{"step_id", "step_ts_start_ns", "queue_running_depth", "queue_waiting_depth",
+		"batch_num_prefill_reqs", "batch_num_decode_reqs", "batch_scheduled_tokens", "batch_prefill_tokens",
+		"batch_decode_tokens", "batch_num_finished", "batch_num_preempted", "kv_blocks_total_gpu", "kv_blocks_free_gpu"}
 	// The columns are decoded in parallel (each read recovers its own
-	// panics), then copied into rows one at a time.
-	cols := make([]pqread.Column[int64], len(ints))
-	errs := make([]error, len(ints))
-	parallel(len(ints), func(j int) { cols[j], errs[j] = f.Int64(ints[j].name) })
+	// panics), then copied into rows in one pass.
+	cols := make([]pqread.Column[int64], len(names))
+	errs := make([]error, len(names))
+	parallel(len(names), func(j int) { cols[j], errs[j] = f.Int64(names[j]) })
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	var missing []Count
-	for j, c := range ints {
-		col := cols[j]
-		cols[j] = pqread.Column[int64]{}
-		for i := range rows {
-			if !col.OK(i) {
-				if ok[i] {
-					addCount(&missing, "step row without "+c.name, 1)
-				}
-				ok[i] = false
-				continue
-			}
-			*c.dst(&rows[i]) = col.V[i]
-		}
-	}
+	r := &colReader{f: f}
 	usage := r.f64("kv_usage_gpu_ratio")
 	rich := r.boolean("has_rich_snapshots")
 	if r.err != nil {
 		return r.err
 	}
-	kept := rows[:0]
-	for i := range rows {
-		if !ok[i] {
+	var missing []Count
+	n := int(f.NumRows())
+	rows := make([]StepRow, 0, n)
+	v := func(j int) []int64 { return cols[j].V[:n] }
+	id, ts, run, wait, np, nd, sc, pt, dt, fin, pre, tot, free :=
+		v(0), v(1), v(2), v(3), v(4), v(5), v(6), v(7), v(8), v(9), v(10), v(11), v(12)
+	for i := range n {
+		if !rowValid(cols, i, names, &missing) {
 			continue
 		}
 		if !usage.OK(i) || math.IsNaN(usage.V[i]) || math.IsInf(usage.V[i], 0) {
 			addCount(&missing, "step row without a finite kv_usage_gpu_ratio", 1)
 			continue
 		}
-		s := rows[i]
-		s.KVUsage = usage.V[i]
-		s.Rich = rich.OK(i) && rich.V[i]
-		kept = append(kept, s)
+		rows = append(rows, StepRow{
+			ID: id[i], TsStartNs: ts[i], Running: run[i], Waiting: wait[i], NumPrefill: np[i], NumDecode: nd[i],
+			Scheduled: sc[i], PrefillTok: pt[i], DecodeTok: dt[i], NumFinished: fin[i], NumPreempted: pre[i],
+			KVTotal: tot[i], KVFree: free[i], KVUsage: usage.V[i], Rich: rich.OK(i) && rich.V[i],
+		})
 	}
-	tr.Steps = slices.Clip(kept)
+	tr.Steps = slices.Clip(rows)
 	for _, m := range missing {
 		addCount(&tr.Dropped, m.Reason, m.Count)
 	}
 	return nil
+}
+
+// rowValid reports whether row i has a value in every column; if not, the
+// first missing column is counted in missing.
+func rowValid(cols []pqread.Column[int64], i int, names []string, missing *[]Count) bool {
+	for j := range cols {
+		if !cols[j].OK(i) {
+			addCount(missing, "step row without "+names[j], 1)
+			return false
+		}
+	}
+	return true
 }
 
 func (tr *Trace) loadSnapshots() error {
