@@ -322,11 +322,25 @@ func evaluate(d design, c, g, p int, pick func(part uint8) *ridge.Fit, offset fl
 		}
 	})
 	var out evaluation
+	out.all = mergeScorers(outs, func(e *evaluation) *scorer { return &e.all })
+	out.regimes[0] = mergeScorers(outs, func(e *evaluation) *scorer { return &e.regimes[0] })
+	out.regimes[1] = mergeScorers(outs, func(e *evaluation) *scorer { return &e.regimes[1] })
 	for k := range outs {
-		out.all.merge(&outs[k].all)
-		out.regimes[0].merge(&outs[k].regimes[0])
-		out.regimes[1].merge(&outs[k].regimes[1])
 		out.points = append(out.points, outs[k].points...)
+	}
+	return out
+}
+
+// mergeScorers merges one scorer of each evaluation in order, sizing the
+// result once: repeated appends of 10M errors cost more than the scoring.
+func mergeScorers(es []evaluation, of func(*evaluation) *scorer) scorer {
+	var na, np int
+	for k := range es {
+		na, np = na+len(of(&es[k]).ae), np+len(of(&es[k]).ape)
+	}
+	out := scorer{ae: make([]float64, 0, na), ape: make([]float64, 0, np)}
+	for k := range es {
+		out.merge(of(&es[k]))
 	}
 	return out
 }
@@ -382,12 +396,12 @@ func fitVector(ds []design, names []string, cfgNames []string, unpen []bool, off
 		}
 		models[k] = f
 	}
-	var cvs scorer
+	cvs := make([]evaluation, len(ds))
 	for c, d := range ds {
-		e := evaluate(d, c, bestG, p, func(part uint8) *ridge.Fit { return models[part] }, offset, false)
-		cvs.merge(&e.all)
+		cvs[c] = evaluate(d, c, bestG, p, func(part uint8) *ridge.Fit { return models[part] }, offset, false)
 	}
-	rep.CV = cvs.result()
+	all := mergeScorers(cvs, func(e *evaluation) *scorer { return &e.all })
+	rep.CV = all.result()
 
 	// Within-configuration temporal hold-out.
 	if opt.Holdout > 0 {
@@ -422,8 +436,8 @@ func fitVector(ds []design, names []string, cfgNames []string, unpen []bool, off
 	}
 
 	// The coefficients shipped: every sample.
-	all := sum(st, p, bestG, func(_, _ int) bool { return true })
-	f, err := solve(all)
+	whole := sum(st, p, bestG, func(_, _ int) bool { return true })
+	f, err := solve(whole)
 	if err != nil {
 		return nil, fmt.Errorf("final fit: %w", err)
 	}
@@ -434,6 +448,6 @@ func fitVector(ds []design, names []string, cfgNames []string, unpen []bool, off
 			rep.Solve.Dropped = append(rep.Solve.Dropped, names[j])
 		}
 	}
-	rep.Samples = all.N()
+	rep.Samples = whole.N()
 	return vf, nil
 }
