@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh machine: Go modules are fetched
-# first, then vet, format check, unit/golden/property tests, and a short
-# fixed-time run of each fuzz target. Set FUZZTIME to change the fuzz budget.
+# first, then vet, format check, unit/golden/property tests, the Python
+# trainer's tests (in a virtualenv with its pinned requirements), and a short
+# fixed-time run of each fuzz target. Set FUZZTIME to change the fuzz budget
+# and BLIS_VENV to put the virtualenv elsewhere (default build/venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 FUZZTIME="${FUZZTIME:-5s}"
 
 command -v go >/dev/null || { echo "test.sh: Go is not installed (need Go >= 1.24)" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "test.sh: python3 is not installed (need Python >= 3.11 with venv)" >&2; exit 1; }
 
 echo "== go mod download"
 go mod download
@@ -28,6 +31,17 @@ go test -count=1 ./...
 
 echo "== shipped coefficients up to date"
 scripts/make-shipped-coefficients.sh --check
+
+echo "== Python trainer: pinned requirements and pytest"
+venv="${BLIS_VENV:-build/venv}"
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+py="$(cd "$venv" && pwd)/bin/python"
+"$py" -m pip install -q --disable-pip-version-check -r tools/physics_trainer/requirements.lock
+# The package is imported from the source tree (no install step), so the
+# tests always see the checked-out code.
+(cd tools/physics_trainer && PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$py" -m pytest -q -p no:cacheprovider)
 
 echo "== fuzz (${FUZZTIME} each)"
 # Each fuzz target: package and name. Keep this list in step with the code.
