@@ -41,7 +41,7 @@ py="$(cd "$venv" && pwd)/bin/python"
 "$py" -m pip install -q --disable-pip-version-check -r tools/physics_trainer/requirements.lock
 # The package is imported from the source tree (no install step), so the
 # tests always see the checked-out code.
-(cd tools/physics_trainer && PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$py" -m pytest -q -p no:cacheprovider)
+(cd tools/physics_trainer && BLIS_REQUIRE_GO=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$py" -m pytest -q -p no:cacheprovider)
 
 echo "== fuzz (${FUZZTIME} each)"
 # Each fuzz target: package and name. Keep this list in step with the code.

@@ -1,0 +1,169 @@
+"""Validation numbers of the fit: the headline errors of Go's ``calibrate fit`` report.
+
+Mirrored from Go (``fit/fit.go`` scorer, ``fit/evaluate.go``, ``fit/report.go``):
+
+* the error summary of a set of predictions (``Scorer``): samples, MAPE and
+  median APE over the samples with a positive target (the others are counted in
+  ``targets_not_positive``), RMSE, MAE, median and maximum absolute error (ms)
+  and maximum / median absolute error; sums are merged over the same fixed chunks
+  as Go, so the same predictions give the same numbers to the last bit;
+* CV errors at the chosen (gamma, lambda), the within-configuration temporal
+  hold-out errors with their regime splits, and leave-one-configuration-out errors
+  (with two or more configurations) are computed by ``fit_coefficients.fit_vector``
+  with this scorer and appear in ``FitResult.report`` under the keys of Go's
+  report.json (``cv``, ``holdout``, ``leave_one_config_out``);
+* the v1 acceptance and sign checks (``checks``, ``acceptance_pass``);
+* ``evaluate_file``: a coefficient file scored on every sample of a
+  configuration's traces, cleaned as the fit cleans them (Go's ``fit.Evaluate``,
+  what ``calibrate predict --tables`` prints), with the per-step points that
+  ``--per-step`` writes.
+
+Not mirrored: the residual plots (``*_predicted_vs_actual.png``,
+``*_residuals.png``) and report.md (Go's markdown rendering); ``summary`` gives a
+short text instead. report.json's structure is followed, but not byte for byte
+(extra keys: ``cv_mse`` per grid point, ``holdout_coef``, and ``solve.scale``,
+the weighted RMS s_j of every feature in the final fit).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, List
+
+import numpy as np
+
+__all__ = ["Scorer", "Errors", "errors_dict", "evaluate_file", "Evaluation", "summary"]
+
+Errors = Dict[str, float]
+
+_ZERO = {"samples": 0, "mape": 0.0, "median_ape": 0.0, "rmse_ms": 0.0, "mae_ms": 0.0, "median_abs_error_ms": 0.0,
+         "max_abs_error_ms": 0.0, "max_over_median_abs_error": 0.0, "targets_not_positive": 0}
+
+
+def _seqsum(a: np.ndarray) -> float:
+    if a.size == 0:
+        return 0.0
+    return float(np.cumsum(a)[-1])
+
+
+def _median(a: np.ndarray) -> float:
+    n = a.size
+    if n == 0:
+        return float("nan")
+    s = np.sort(a)
+    return float(s[n // 2]) if n % 2 else float((s[n // 2 - 1] + s[n // 2]) / 2)
+
+
+class Scorer:
+    """Go's scorer: absolute and relative errors of predictions against targets (seconds)."""
+
+    def __init__(self):
+        self.ape: List[np.ndarray] = []
+        self.ae: List[np.ndarray] = []
+        self.se = 0.0
+        self.n = 0
+        self.non_pos = 0
+
+    @classmethod
+    def of(cls, pred: np.ndarray, y: np.ndarray) -> "Scorer":
+        """One chunk: errors added one sample at a time, as Go's scorer.add."""
+        s = cls()
+        pred = np.asarray(pred, dtype=np.float64)
+        y = np.asarray(y, dtype=np.float64)
+        e = np.abs(pred - y)
+        s.n = int(e.size)
+        s.ae.append(e)
+        s.se = _seqsum(e * e)
+        pos = y > 0
+        s.ape.append(e[pos] / y[pos])
+        s.non_pos = int(np.count_nonzero(~pos))
+        return s
+
+    def merge(self, o: "Scorer") -> None:
+        self.ape.extend(o.ape)
+        self.ae.extend(o.ae)
+        self.se += o.se
+        self.n += o.n
+        self.non_pos += o.non_pos
+
+    def result(self) -> Errors:
+        """Go's scorer.result: the summary of Errors (report.json's keys)."""
+        if self.n == 0:
+            return dict(_ZERO)
+        ae = np.concatenate(self.ae) if self.ae else np.zeros(0)
+        ape = np.concatenate(self.ape) if self.ape else np.zeros(0)
+        r = dict(_ZERO)
+        r["samples"] = self.n
+        r["targets_not_positive"] = self.non_pos
+        r["rmse_ms"] = math.sqrt(self.se / float(self.n)) * 1e3
+        r["mae_ms"] = _seqsum(ae) / float(self.n) * 1e3
+        med = _median(ae)
+        r["median_abs_error_ms"] = med * 1e3
+        r["max_abs_error_ms"] = float(ae.max()) * 1e3
+        if med > 0:
+            r["max_over_median_abs_error"] = r["max_abs_error_ms"] / r["median_abs_error_ms"]
+        if ape.size:
+            r["mape"] = _seqsum(ape) / float(ape.size)
+            r["median_ape"] = _median(ape)
+        return r
+
+
+def errors_dict(pred, y) -> Errors:
+    """Errors of predictions against targets in one pass (no chunking)."""
+    return Scorer.of(pred, y).result()
+
+
+class Evaluation(dict):
+    """Go's fit.Evaluation as a dict: beta, beta_regimes, beta_skipped,
+    beta_target_sources, alpha, alpha_skipped; ``points`` holds the beta
+    (predicted, actual) pairs in sample order when asked for."""
+
+    points: List[tuple]
+
+
+def evaluate_file(cfg, traces, coef_file, opt=None, keep_points: bool = False) -> Evaluation:
+    """Score a coefficient file on every sample of ``traces`` (Go's fit.Evaluate).
+
+    ``cfg`` is the compute_features.PhysicsConfig of the file's applies_to,
+    ``coef_file`` an export_coeffs.CoefficientFile. Samples are cleaned as the
+    fit cleans them (warm-up, idle, outliers) with the file's gamma; no split.
+    """
+    from . import fit_coefficients as fc
+
+    opt = opt or fc.Options()
+    opt = fc.Options(**{**opt.__dict__, "gammas": [coef_file.gamma], "folds": 2, "holdout": 0.0})
+    opt.validate()
+    bb, ab = fc.BetaBuilder(cfg, opt), fc.AlphaBuilder(cfg, opt)
+    for t, tr in enumerate(traces):
+        x = fc.step_index(tr, opt.gammas, [])
+        bb.add(t, tr, x)
+        ab.add(t, tr, x)
+    if bb.chunked_prefill_steps > 0 and bb.chunked_rich == 0:
+        raise fc.FitError(f"chunked prefill is on and none of the {bb.chunked_prefill_steps} prefill steps has "
+                          "complete REQUEST_SNAPSHOTs: prefill attention cannot be computed")
+    bb.drop_outliers(opt.outlier_factor)
+    bb.out.part = np.zeros(len(bb.out), dtype=np.int64)
+    ab.out.part = np.zeros(len(ab.out), dtype=np.int64)
+    ev = Evaluation()
+    a, regs, pts = fc.evaluate(bb.out, 0, 0, {0: np.asarray(coef_file.beta, dtype=np.float64)}, 0.0, keep_points)
+    ev["beta"] = a.result()
+    ev["beta_regimes"] = [regs[0].result(), regs[1].result()]
+    ev["beta_skipped"] = fc._sorted_counts(bb.skipped)
+    ev["beta_target_sources"] = {name: int(np.count_nonzero(bb.out.source == i))
+                                 for i, name in enumerate(fc.SOURCES) if np.any(bb.out.source == i)}
+    aa, _, _ = fc.evaluate(ab.out, 0, 0, {0: np.asarray(coef_file.alpha, dtype=np.float64)}, 0.0)
+    ev["alpha"] = aa.result()
+    ev["alpha_skipped"] = fc._sorted_counts(ab.skipped)
+    ev.points = [(p, y) for _, p, y in pts]
+    return ev
+
+
+def summary(report: dict) -> str:
+    """The lines ``calibrate fit`` prints after a fit: hold-out MAPE per vector and configuration."""
+    lines = []
+    for h in report.get("beta", {}).get("holdout", []):
+        lines.append(f"beta  {h['config']}: hold-out MAPE {h['mape'] * 100:.2f}% over {h['samples']} steps")
+    for h in report.get("alpha", {}).get("holdout", []):
+        lines.append(f"alpha {h['config']}: hold-out MAPE {h['mape'] * 100:.2f}% over {h['samples']} requests")
+    lines.append("acceptance: " + ("pass" if report.get("acceptance_pass") else "FAIL (see the report's checks)"))
+    return "\n".join(lines)
