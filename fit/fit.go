@@ -155,7 +155,7 @@ func (o *Options) progress(format string, args ...any) {
 // Chunks are fixed (not tied to GOMAXPROCS) so that the summation order, and
 // with it every digit of the result, is the same on every machine; a
 // configuration with fewer samples is one chunk, summed in sample order.
-const accumulateChunk = 1 << 20
+var accumulateChunk = 1 << 20 // a variable only so that a test can make chunks small
 
 // accumulate builds the sufficient statistics of every configuration ×
 // part × γ. Each task computes the features of one chunk of samples once
