@@ -112,11 +112,41 @@ type AppliesTo struct {
 
 // Overheads are the per-request latencies outside the engine, in
 // microseconds.
+// The simulator (sim.Physics, sim.Roofline) uses them through ArrivalUs and
+// DepartureUs, the one statement of the two formulas.
 type Overheads struct {
 	ArrivalBaseUs             float64 // api.ARRIVED -> journey.QUEUED
 	ArrivalPerPromptTokenUs   float64 // plus this per prompt token (tokenization)
 	DepartureBaseUs           float64 // journey.FINISHED -> api.DEPARTED
 	DeparturePerOutputTokenUs float64 // plus this per output token (detokenization)
+}
+
+// ArrivalUs is the api.ARRIVED -> journey.QUEUED delay of a prompt, µs.
+func (o Overheads) ArrivalUs(promptTokens int64) float64 {
+	return o.ArrivalBaseUs + o.ArrivalPerPromptTokenUs*float64(promptTokens)
+}
+
+// DepartureUs is the journey.FINISHED -> api.DEPARTED delay of a
+// response, µs.
+func (o Overheads) DepartureUs(outputTokens int64) float64 {
+	return o.DepartureBaseUs + o.DeparturePerOutputTokenUs*float64(outputTokens)
+}
+
+// Validate checks that every overhead is finite and >= 0; the error names
+// the key under overheads.
+func (o Overheads) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"arrival_base_us", o.ArrivalBaseUs}, {"arrival_per_prompt_token_us", o.ArrivalPerPromptTokenUs},
+		{"departure_base_us", o.DepartureBaseUs}, {"departure_per_output_token_us", o.DeparturePerOutputTokenUs},
+	} {
+		if !(f.v >= 0) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("overhead %s must be finite and >= 0, got %v", f.name, f.v)
+		}
+	}
+	return nil
 }
 
 // Fit records how calibrate fit chose the coefficients.

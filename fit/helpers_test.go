@@ -98,11 +98,7 @@ func simulateResult(t testing.TB, dir string, r simRun) (*physics.PhysicsConfig,
 	if offload == 0 {
 		offload = 0.8
 	}
-	cfg := sim.Config{
-		MaxNumSeqs: k.MaxNumSeqs, MaxBatchedTokens: k.MaxBatchedTokens, ChunkedPrefill: k.ChunkedPrefillEnabled,
-		BlockSize: k.BlockSizeTokens, TotalKVBlocks: k.TotalKVBlocksGPU, PrefixCaching: k.PrefixCachingEnabled,
-		CPUKVBlocks: k.TotalKVBlocksCPU, OffloadThreshold: offload, Latency: lat,
-	}
+	cfg := sim.Config{Engine: sim.EngineConfig{VLLMKnobs: k, OffloadThreshold: offload}, Latency: lat}
 	if dir == "" {
 		s, err := sim.New(cfg, reqs)
 		require.NoError(t, err)

@@ -85,10 +85,7 @@ func TestRoundTrip(t *testing.T) {
 	// the residual is the roofline's max(), systematic, not random.)
 	phys.noise = 0
 	phys.latency = func(c *physics.PhysicsConfig) sim.LatencyModel {
-		return &sim.Physics{Cfg: c, Beta: f.Beta, Gamma: f.Gamma, Overheads: sim.Overheads{
-			ArrivalBaseUs: f.Overheads.ArrivalBaseUs, ArrivalPerPromptTokenUs: f.Overheads.ArrivalPerPromptTokenUs,
-			DepartureBaseUs: f.Overheads.DepartureBaseUs, DeparturePerOutputTokenUs: f.Overheads.DeparturePerOutputTokenUs,
-		}}
+		return &sim.Physics{Cfg: c, Beta: f.Beta, Gamma: f.Gamma, Overheads: f.Overheads}
 	}
 	_, got := simulateResult(t, "", phys)
 	require.Equal(t, want.Requests.Completed, got.Requests.Completed)
@@ -99,7 +96,7 @@ func TestRoundTrip(t *testing.T) {
 		ks        float64
 	}{
 		{"TTFT", want.TTFT, got.TTFT, ks(want.TTFTUs, got.TTFTUs)},
-		{"ITL", want.ITL, got.ITL, ksHist(want.ITLHist, got.ITLHist)},
+		{"ITL", want.ITL, got.ITL, ksHist(want.Hist.ITL, got.Hist.ITL)},
 		{"E2E", want.E2E, got.E2E, ks(want.E2EUs, got.E2EUs)},
 	} {
 		rel := func(a, b float64) float64 { return math.Abs(b-a) / a }

@@ -58,11 +58,7 @@ func BenchmarkRun(b *testing.B) {
 			b.ReportAllocs()
 			var steps int64
 			for b.Loop() {
-				s, err := New(Config{
-					MaxNumSeqs: 256, MaxBatchedTokens: 8192, ChunkedPrefill: true, BlockSize: 16,
-					TotalKVBlocks: cfgP.Knobs.TotalKVBlocksGPU, PrefixCaching: true,
-					Latency: DefaultRoofline(cfgP),
-				}, reqs)
+				s, err := New(Config{Engine: EngineConfig{VLLMKnobs: cfgP.Knobs}, Latency: DefaultRoofline(cfgP)}, reqs)
 				if err != nil {
 					b.Fatal(err)
 				}

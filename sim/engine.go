@@ -4,89 +4,131 @@
 // prefix caching and optional CPU offload, are preempted by recompute under
 // memory pressure, and finish. A LatencyModel gives each step's time.
 //
-// The engine is a plain state machine driven by an event heap ordered by
-// (time, kind, sequence), with an integer-microsecond clock and no I/O:
-// Run takes a workload and returns a Result. Randomness comes only from
-// named streams of RNG. Observers (the trace writer) see every event.
-// docs/simulator.md states the rules; invariants.go checks INV-1..INV-8.
+// The core is Engine, a caller-driven state machine in the manner of
+// etcd-io/raft's RawNode: it has no loop or goroutine of its own. The caller
+// injects requests (Inject), asks when the next event is (NextEventUs),
+// processes exactly the events at that time (Advance), reads the completions
+// that produced (Completions) and a no-allocation status (Status), and ends
+// the run (Finish). Many engines can therefore share one clock: package
+// cluster drives one per instance. Sim is the thin closed-world shell: New
+// takes a whole workload and Run loops over the Engine API.
+//
+// Time is an integer count of microseconds; events are ordered by (time,
+// kind, insertion sequence); randomness comes only from named streams of
+// RNG. Observers (the trace writer) see every event. docs/simulator.md
+// states the rules; invariants.go checks INV-1..INV-8.
 package sim
 
 import (
 	"fmt"
 	"math"
+
+	"github.com/blis-sim/blis/physics"
 )
 
-// Config is one instance's engine configuration.
+// Config is one instance's configuration, in separate parts: the vLLM
+// engine settings, the queueing policies, the latency model, an observer,
+// and what the run keeps and checks.
 type Config struct {
-	MaxNumSeqs       int64 // --max-num-seqs
-	MaxBatchedTokens int64 // --max-num-batched-tokens: token budget per step
+	Engine   EngineConfig
+	Policies Policies
+	Latency  LatencyModel
+	Observer Observer // nil: none
+	Options  Options
+}
+
+// EngineConfig is the instance's vLLM settings. The embedded knobs must be
+// resolved: TotalKVBlocksGPU is the block count (> 0), not "derive".
+// GPUMemoryUtilization only matters when deriving that count and is not
+// read here. The CPU tier is on when TotalKVBlocksCPU > 0, which
+// CPUOffloading must agree with.
+type EngineConfig struct {
+	physics.VLLMKnobs
 	// LongPrefillThreshold caps the tokens one request may prefill in a
-	// step (--long-prefill-token-threshold); 0 = no cap beyond the budget.
+	// step (vLLM --long-prefill-token-threshold); 0 = no cap beyond the
+	// budget.
 	LongPrefillThreshold int64
-	ChunkedPrefill       bool // off: a prompt that does not fit the budget waits
-	BlockSize            int64
-	TotalKVBlocks        int64
-	PrefixCaching        bool
+	// OffloadThreshold is the GPU usage share above which evicted prefix
+	// blocks are stored to the CPU tier, in [0, 1].
+	OffloadThreshold float64
+}
 
-	// CPU offload tier; off when CPUKVBlocks is 0.
-	CPUKVBlocks      int64
-	OffloadThreshold float64 // GPU usage share above which evicted blocks go to CPU
-
+// Policies are the instance's queueing policies.
+type Policies struct {
 	Scheduler SchedulerPolicy
 	Priority  PriorityPolicy
+}
 
-	Latency LatencyModel
-
-	// HorizonUs stops the run at this time (0: run until every request has
-	// left).
+// Options say what a run keeps and checks.
+type Options struct {
+	// HorizonUs stops Sim.Run at this time (0: run until every request has
+	// left). A caller driving an Engine stops where it wants.
 	HorizonUs int64
-
 	// Exhaustive checks every invariant in full after every step (slow; for
 	// tests and --debug-invariants). The cheap checks always run.
 	Exhaustive bool
-
-	Observer Observer // nil: none
-	// RecordRequests keeps per-request records in the Result.
+	// RecordRequests keeps one RequestRecord per finished request.
 	RecordRequests bool
+	// BoundedMemory keeps no per-request latency samples: TTFT, E2E and
+	// scheduling delay are summarized from histograms (percentiles within
+	// 0.1 %, mean, min and max exact), as ITL always is. Off, they are exact
+	// and the raw samples are in the Result.
+	BoundedMemory bool
 }
 
-// Validate checks a configuration; errors name the CLI flag.
-func (c *Config) Validate() error {
+func fieldErr(field, format string, args ...any) error {
+	return &physics.FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks the engine settings. Errors are *physics.FieldError
+// naming the field (max_num_seqs, ...); callers map them to their own
+// vocabulary (a CLI flag, a YAML key).
+func (c *EngineConfig) Validate() error {
 	switch {
 	case c.MaxNumSeqs <= 0:
-		return fmt.Errorf("--max-num-seqs must be > 0, got %d", c.MaxNumSeqs)
+		return fieldErr("max_num_seqs", "must be > 0, got %d", c.MaxNumSeqs)
 	case c.MaxBatchedTokens <= 0:
-		return fmt.Errorf("--max-num-batched-tokens must be > 0, got %d", c.MaxBatchedTokens)
+		return fieldErr("max_batched_tokens", "must be > 0, got %d", c.MaxBatchedTokens)
 	case c.LongPrefillThreshold < 0:
-		return fmt.Errorf("--long-prefill-token-threshold must be >= 0, got %d", c.LongPrefillThreshold)
-	case c.BlockSize <= 0:
-		return fmt.Errorf("--block-size must be > 0, got %d", c.BlockSize)
-	case c.TotalKVBlocks <= 0:
-		return fmt.Errorf("--kv-blocks-gpu must be > 0, got %d", c.TotalKVBlocks)
-	case c.TotalKVBlocks > math.MaxInt32:
-		return fmt.Errorf("--kv-blocks-gpu %d is more than this simulator addresses (%d)", c.TotalKVBlocks, math.MaxInt32)
-	case c.CPUKVBlocks < 0:
-		return fmt.Errorf("--kv-blocks-cpu must be >= 0, got %d", c.CPUKVBlocks)
-	case c.CPUKVBlocks > 0 && !(c.OffloadThreshold >= 0 && c.OffloadThreshold <= 1):
-		return fmt.Errorf("--kv-offload-threshold must be in [0, 1], got %v", c.OffloadThreshold)
-	case c.CPUKVBlocks > 0 && !c.PrefixCaching:
-		return fmt.Errorf("--kv-blocks-cpu needs prefix caching: offloaded blocks are found again by their prefix hash")
-	case c.HorizonUs < 0:
-		return fmt.Errorf("--horizon must be >= 0, got %d", c.HorizonUs)
-	case c.Latency == nil:
-		return fmt.Errorf("no latency model")
-	}
-	if err := c.Priority.Validate(); err != nil {
-		return err
+		return fieldErr("long_prefill_token_threshold", "must be >= 0, got %d", c.LongPrefillThreshold)
+	case c.BlockSizeTokens <= 0:
+		return fieldErr("block_size_tokens", "must be > 0, got %d", c.BlockSizeTokens)
+	case c.TotalKVBlocksGPU <= 0:
+		return fieldErr("total_kv_blocks_gpu", "must be > 0, got %d", c.TotalKVBlocksGPU)
+	case c.TotalKVBlocksGPU > math.MaxInt32:
+		return fieldErr("total_kv_blocks_gpu", "%d is more than this simulator addresses (%d)", c.TotalKVBlocksGPU, math.MaxInt32)
+	case c.TotalKVBlocksCPU < 0:
+		return fieldErr("total_kv_blocks_cpu", "must be >= 0, got %d", c.TotalKVBlocksCPU)
+	case c.CPUOffloading != (c.TotalKVBlocksCPU > 0):
+		return fieldErr("cpu_offloading", "is %v but total_kv_blocks_cpu is %d: the CPU tier is on exactly when it has blocks", c.CPUOffloading, c.TotalKVBlocksCPU)
+	case c.TotalKVBlocksCPU > 0 && !(c.OffloadThreshold >= 0 && c.OffloadThreshold <= 1):
+		return fieldErr("offload_threshold", "must be in [0, 1], got %v", c.OffloadThreshold)
+	case c.TotalKVBlocksCPU > 0 && !c.PrefixCachingEnabled:
+		return fieldErr("total_kv_blocks_cpu", "needs prefix caching: offloaded blocks are found again by their prefix hash")
 	}
 	return nil
+}
+
+// Validate checks a configuration.
+func (c *Config) Validate() error {
+	if err := c.Engine.Validate(); err != nil {
+		return err
+	}
+	if c.Options.HorizonUs < 0 {
+		return fieldErr("horizon", "must be >= 0, got %d µs", c.Options.HorizonUs)
+	}
+	if c.Latency == nil {
+		return fmt.Errorf("no latency model")
+	}
+	return c.Policies.Priority.Validate()
 }
 
 // reqState is a request's place in the lifecycle (INV-2).
 type reqState uint8
 
 const (
-	stPending  reqState = iota // not yet arrived
+	stFree     reqState = iota // slot not in use
+	stPending                  // injected, arrival event not yet processed
 	stArriving                 // arrived, in API/tokenization overhead
 	stQueued
 	stRunning
@@ -94,8 +136,11 @@ const (
 	stDropped
 )
 
+// request is one request's engine state. It lives in a slot that is reused
+// once the request has left, so an engine's memory follows its concurrency,
+// not the number of requests it has served.
 type request struct {
-	spec  *RequestSpec
+	spec  RequestSpec
 	state reqState
 
 	computed int64 // tokens whose KV exists
@@ -116,19 +161,20 @@ type request struct {
 	sortKey     float64
 	scheduled   int64 // tokens scheduled in the current step
 
-	arrival, enqueued, firstScheduled, firstToken, finished, departed int64
-	lastToken                                                         int64
+	arrival, injected, enqueued, firstScheduled, firstToken, finished, departed int64
+	lastToken                                                                   int64
 }
 
-// Sim is one simulation run. Create it with New, then call Run once.
-type Sim struct {
-	cfg   Config
-	reqs  []request
-	specs []RequestSpec
+// Engine is one vLLM instance as a caller-driven state machine. Create it
+// with NewEngine. It is not safe for concurrent use.
+type Engine struct {
+	cfg       Config
+	blockSize int64
+	reqs      []request
+	free      []int32 // free slots of reqs
 
-	now     int64
-	events  eventHeap
-	nextArr int // next request to inject
+	now    int64
+	events eventHeap
 
 	waiting queue
 	running []int32
@@ -144,147 +190,223 @@ type Sim struct {
 	jev      JourneyEvent
 	kev      KVEvent
 	summary  StepSummary
-	finished []int32
+
+	done []Completion // completions of the last Advance
+
+	// Request counts by lifecycle state (INV-1); queued and running are
+	// the queue's and the batch's lengths.
+	injected, arrived, arriving int64
+	firstArrival                int64
+	hasArrival                  bool
 
 	m metrics
 }
 
-// New prepares a run of reqs (validated with ValidateWorkload) under cfg.
-func New(cfg Config, reqs []RequestSpec) (*Sim, error) {
+// NewEngine returns an idle engine at time 0.
+func NewEngine(cfg Config) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := ValidateWorkload(reqs); err != nil {
-		return nil, err
-	}
 	var cpu *cpuTier
-	if cfg.CPUKVBlocks > 0 {
-		cpu = newCPUTier(cfg.CPUKVBlocks, cfg.OffloadThreshold)
+	if cfg.Engine.TotalKVBlocksCPU > 0 {
+		cpu = newCPUTier(cfg.Engine.TotalKVBlocksCPU, cfg.Engine.OffloadThreshold)
 	}
-	s := &Sim{
-		cfg:   cfg,
-		specs: reqs,
-		reqs:  make([]request, len(reqs)),
-		kv:    newKVCache(cfg.TotalKVBlocks, cfg.BlockSize, cfg.PrefixCaching, cpu),
+	e := &Engine{
+		cfg:       cfg,
+		blockSize: cfg.Engine.BlockSizeTokens,
+		kv:        newKVCache(cfg.Engine.TotalKVBlocksGPU, cfg.Engine.BlockSizeTokens, cfg.Engine.PrefixCachingEnabled, cpu),
 	}
-	for i := range reqs {
-		s.reqs[i] = request{spec: &reqs[i], arrival: reqs[i].ArrivalUs}
-	}
-	s.waiting.keyed = cfg.Scheduler != FCFS
-	s.m.init(len(reqs), cfg.RecordRequests)
-	return s, nil
+	e.waiting.keyed = cfg.Policies.Scheduler != FCFS
+	e.m.init(cfg.Options)
+	return e, nil
 }
 
-// Run simulates until every request has left (or the horizon) and returns
-// the metrics. It returns an *InvariantError if an invariant is violated.
-func (s *Sim) Run() (res *Result, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			ie, ok := r.(*InvariantError)
-			if !ok {
-				panic(r)
-			}
-			err = ie
+// catch turns an invariant panic into an error; any other panic goes on.
+func catch(err *error) {
+	if r := recover(); r != nil {
+		ie, ok := r.(*InvariantError)
+		if !ok {
+			panic(r)
 		}
-	}()
-	s.injectNext()
-	for s.events.len() > 0 {
-		ev := s.events.peek()
-		if s.cfg.HorizonUs > 0 && ev.at > s.cfg.HorizonUs {
-			break
-		}
-		s.events.pop()
-		if ev.at < s.now {
-			s.fail("INV-3", "clock would go back from %d to %d µs (%s event)", s.now, ev.at, ev.kind)
-		}
-		s.now = ev.at
+		*err = ie
+	}
+}
+
+// Inject offers a request that reaches the instance at atUs (≥ the
+// engine's clock and ≥ spec.ArrivalUs, the client's send time, from which
+// latencies are measured). The caller chooses spec.ID; IDs must be unique
+// among the engine's requests, since a request's own KV content is
+// identified by it. The arrival is an event at atUs: nothing else changes
+// until Advance processes it.
+func (e *Engine) Inject(spec RequestSpec, atUs int64) error {
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	if atUs < e.now {
+		return fmt.Errorf("request %d: injected at %d µs, before the engine's clock %d µs", spec.ID, atUs, e.now)
+	}
+	if atUs < spec.ArrivalUs {
+		return fmt.Errorf("request %d: injected at %d µs, before its arrival_us %d", spec.ID, atUs, spec.ArrivalUs)
+	}
+	i := e.slot()
+	r := &e.reqs[i]
+	r.spec = spec
+	r.state = stPending
+	r.arrival = spec.ArrivalUs
+	r.injected = atUs
+	e.injected++
+	e.events.push(atUs, evArrival, i)
+	return nil
+}
+
+// slot returns a cleared request slot, reusing a free one when there is
+// one; the block and hash slices keep their capacity.
+func (e *Engine) slot() int32 {
+	if n := len(e.free); n > 0 {
+		i := e.free[n-1]
+		e.free = e.free[:n-1]
+		r := &e.reqs[i]
+		*r = request{blocks: r.blocks[:0], hashes: r.hashes[:0]}
+		return i
+	}
+	e.reqs = append(e.reqs, request{})
+	return int32(len(e.reqs) - 1)
+}
+
+func (e *Engine) release(i int32) {
+	e.reqs[i].state = stFree
+	e.free = append(e.free, i)
+}
+
+// NextEventUs is the time of the next event, and false when there is none
+// (the engine is idle and holds no request).
+func (e *Engine) NextEventUs() (int64, bool) {
+	if e.events.len() == 0 {
+		return 0, false
+	}
+	return e.events.peek().at, true
+}
+
+// Now is the engine's clock: the time of the last events processed.
+func (e *Engine) Now() int64 { return e.now }
+
+// Advance processes exactly the events at the next event time, including
+// those they create at that same time, and moves the clock there. It
+// returns an *InvariantError if an invariant is violated (a simulator bug);
+// the engine must not be used after that.
+func (e *Engine) Advance() (err error) {
+	defer catch(&err)
+	e.done = e.done[:0]
+	if e.events.len() == 0 {
+		return nil
+	}
+	t := e.events.peek().at
+	if t < e.now {
+		e.fail("INV-3", "clock would go back from %d to %d µs (%s event)", e.now, t, e.events.peek().kind)
+	}
+	e.now = t
+	for e.events.len() > 0 && e.events.peek().at == t {
+		ev := e.events.pop()
 		switch ev.kind {
 		case evArrival:
-			s.onArrival(ev.req)
+			e.onArrival(ev.req)
 		case evQueued:
-			s.onQueued(ev.req)
+			e.onQueued(ev.req)
 		case evStep:
-			s.stepPending = false
-			s.step()
+			e.stepPending = false
+			e.step()
 		}
 	}
-	s.checkEnd()
-	return s.result(), nil
+	return nil
 }
 
-func (s *Sim) injectNext() {
-	if s.nextArr < len(s.reqs) {
-		s.events.push(s.specs[s.nextArr].ArrivalUs, evArrival, int32(s.nextArr))
-		s.nextArr++
-	}
+// Completions are the requests that finished or were dropped during the
+// last Advance, in the order the engine decided it. The slice is reused by
+// the next Advance.
+func (e *Engine) Completions() []Completion { return e.done }
+
+// Finish runs the end-of-run checks and returns the metrics. The engine may
+// still hold requests (a caller that stopped at a horizon); they are counted
+// as still in the system.
+func (e *Engine) Finish() (res *Result, err error) {
+	defer catch(&err)
+	e.checkEnd()
+	return e.result(), nil
 }
 
-func (s *Sim) onArrival(i int32) {
-	r := &s.reqs[i]
-	s.transition(r, stPending, stArriving)
-	s.m.injected++
-	if o := s.cfg.Observer; o != nil {
-		o.Arrived(r.spec)
+func (e *Engine) onArrival(i int32) {
+	r := &e.reqs[i]
+	e.transition(r, stPending, stArriving)
+	e.arrived++
+	e.arriving++
+	if !e.hasArrival {
+		e.firstArrival, e.hasArrival = r.arrival, true
 	}
-	s.events.push(s.now+s.cfg.Latency.ArrivalOverheadUs(r.spec.PromptTokens), evQueued, i)
-	s.injectNext()
+	if o := e.cfg.Observer; o != nil {
+		o.Arrived(&r.spec)
+	}
+	e.events.push(e.now+e.cfg.Latency.ArrivalOverheadUs(r.spec.PromptTokens), evQueued, i)
 }
 
 // blocksFor is the number of blocks that hold n tokens.
-func (s *Sim) blocksFor(n int64) int64 { return (n + s.cfg.BlockSize - 1) / s.cfg.BlockSize }
+func (e *Engine) blocksFor(n int64) int64 { return (n + e.blockSize - 1) / e.blockSize }
 
-func (s *Sim) onQueued(i int32) {
-	r := &s.reqs[i]
-	r.enqueued = s.now
+func (e *Engine) onQueued(i int32) {
+	r := &e.reqs[i]
+	r.enqueued = e.now
+	e.arriving--
 	// The most KV a request ever holds is its prompt and all but its last
 	// output token; one that cannot fit an empty cache would be preempted
 	// forever, so it is refused (seed 004, DroppedUnservable).
-	if reason := s.unservable(r); reason != "" {
-		s.transition(r, stArriving, stDropped)
-		s.m.dropped++
-		if o := s.cfg.Observer; o != nil {
-			o.Dropped(r.spec.ID, s.now, reason)
+	if reason := e.unservable(r); reason != "" {
+		e.transition(r, stArriving, stDropped)
+		e.m.dropped++
+		if o := e.cfg.Observer; o != nil {
+			o.Dropped(r.spec.ID, e.now, reason)
 		}
+		e.done = append(e.done, Completion{ID: r.spec.ID, Dropped: true, Reason: reason, ArrivalUs: r.arrival,
+			InjectedUs: r.injected, EnqueuedUs: e.now, DepartedUs: e.now, PromptTokens: r.spec.PromptTokens})
+		e.release(i)
 		return
 	}
-	s.transition(r, stArriving, stQueued)
-	r.sortKey = s.sortKey(r)
-	s.waiting.push(s.reqs, i)
-	s.journey(r, JourneyQueued, s.now)
-	s.ensureStep(s.now)
+	e.transition(r, stArriving, stQueued)
+	r.sortKey = e.sortKey(r)
+	e.waiting.push(e.reqs, i)
+	e.journey(r, JourneyQueued, e.now)
+	e.ensureStep(e.now)
 }
 
 // unservable says why a request can never complete, or "". Its longest
 // stream is the prompt and all but the last output token: it must fit the
 // whole KV cache, and without chunked prefill (where a prefill, including a
 // recompute after preemption, runs in one step) the token budget too.
-func (s *Sim) unservable(r *request) string {
+func (e *Engine) unservable(r *request) string {
 	longest := r.spec.PromptTokens + r.spec.OutputTokens - 1
-	if need := s.blocksFor(longest); need > s.kv.total() {
-		return fmt.Sprintf("needs %d KV blocks, the cache has %d", need, s.kv.total())
+	if need := e.blocksFor(longest); need > e.kv.total() {
+		return fmt.Sprintf("needs %d KV blocks, the cache has %d", need, e.kv.total())
 	}
-	if !s.cfg.ChunkedPrefill && longest > s.cfg.MaxBatchedTokens {
-		return fmt.Sprintf("a %d-token prefill exceeds the %d-token budget and chunked prefill is off", longest, s.cfg.MaxBatchedTokens)
+	if !e.cfg.Engine.ChunkedPrefillEnabled && longest > e.cfg.Engine.MaxBatchedTokens {
+		return fmt.Sprintf("a %d-token prefill exceeds the %d-token budget and chunked prefill is off", longest, e.cfg.Engine.MaxBatchedTokens)
 	}
 	return ""
 }
 
 // ensureStep keeps the engine busy while there is work (INV-8).
-func (s *Sim) ensureStep(at int64) {
-	if !s.stepPending {
-		s.stepPending = true
-		s.events.push(at, evStep, -1)
+func (e *Engine) ensureStep(at int64) {
+	if !e.stepPending {
+		e.stepPending = true
+		e.events.push(at, evStep, -1)
 	}
 }
 
-func (s *Sim) transition(r *request, from, to reqState) {
+func (e *Engine) transition(r *request, from, to reqState) {
 	if r.state != from {
-		s.fail("INV-2", "request %d: transition to state %d from %d, expected %d", r.spec.ID, to, r.state, from)
+		e.fail("INV-2", "request %d: transition to state %d from %d, expected %d", r.spec.ID, to, r.state, from)
 	}
 	r.state = to
 }
 
-func (s *Sim) phase(r *request) Phase {
+func (e *Engine) phase(r *request) Phase {
 	if r.state == stQueued {
 		return PhaseWaiting
 	}
@@ -294,8 +416,8 @@ func (s *Sim) phase(r *request) Phase {
 	return PhaseDecode
 }
 
-func (s *Sim) journey(r *request, kind JourneyKind, at int64) {
-	o := s.cfg.Observer
+func (e *Engine) journey(r *request, kind JourneyKind, at int64) {
+	o := e.cfg.Observer
 	if o == nil {
 		return
 	}
@@ -310,11 +432,11 @@ func (s *Sim) journey(r *request, kind JourneyKind, at int64) {
 	}
 	// One scratch event: passing a pointer to a local through the interface
 	// would allocate on every event.
-	s.jev = JourneyEvent{
+	e.jev = JourneyEvent{
 		Kind:           kind,
 		Req:            r.spec.ID,
 		AtUs:           at,
-		Step:           s.stepID,
+		Step:           e.stepID,
 		Phase:          phase,
 		PrefillDone:    r.prefillDone,
 		PrefillTotal:   r.spec.PromptTokens,
@@ -323,10 +445,10 @@ func (s *Sim) journey(r *request, kind JourneyKind, at int64) {
 		NumPreemptions: r.preemptions,
 	}
 	if kind == JourneyFinished {
-		s.jev.FinishStatus = "length"
+		e.jev.FinishStatus = "length"
 	}
 	if kind == JourneyScheduled {
-		s.jev.Resume = r.preemptions > 0
+		e.jev.Resume = r.preemptions > 0
 	}
-	o.Journey(&s.jev)
+	o.Journey(&e.jev)
 }

@@ -4,10 +4,12 @@ import "fmt"
 
 // The invariants of seed 004 (docs/simulator.md states each):
 //
-//	INV-1 request conservation: offered = not yet arrived + in API overhead
-//	      + queued + running + completed + dropped, at the end of every run.
+//	INV-1 request conservation: injected = not yet arrived + in API overhead
+//	      + queued + running + completed + dropped, at the end of every run,
+//	      and nothing is left in flight once no event remains.
 //	INV-2 lifecycle: a request moves only along pending → arriving →
-//	      queued ⇄ running → finished (or arriving → dropped).
+//	      queued ⇄ running → finished (or arriving → dropped), then its
+//	      slot is freed.
 //	INV-3 clock monotonicity: events are processed in non-decreasing time
 //	      and every step takes at least 1 µs.
 //	INV-4 KV conservation: allocated + free = total blocks; exhaustively,
@@ -22,7 +24,7 @@ import "fmt"
 //	INV-8 work conservation: after every step, if a request waits or runs,
 //	      a step event is pending.
 //
-// The cheap checks run on every step; Config.Exhaustive adds the full ones.
+// The cheap checks run on every step; Options.Exhaustive adds the full ones.
 
 // InvariantError reports a violated invariant: a bug in the simulator.
 type InvariantError struct {
@@ -36,65 +38,78 @@ func (e *InvariantError) Error() string {
 	return fmt.Sprintf("invariant %s violated at t=%d µs (step %d): %s", e.Invariant, e.AtUs, e.Step, e.Detail)
 }
 
-func (s *Sim) fail(inv, format string, args ...any) {
-	panic(&InvariantError{Invariant: inv, AtUs: s.now, Step: s.stepID, Detail: fmt.Sprintf(format, args...)})
+func (e *Engine) fail(inv, format string, args ...any) {
+	panic(&InvariantError{Invariant: inv, AtUs: e.now, Step: e.stepID, Detail: fmt.Sprintf(format, args...)})
 }
 
-func (s *Sim) checkEnd() {
-	c := s.counts()
-	notArrived := c.Offered - c.Injected
-	if got := notArrived + c.StillArrival + c.StillQueued + c.StillRunning + c.Completed + c.Dropped; got != c.Offered {
-		s.fail("INV-1", "offered %d ≠ not arrived %d + in API %d + queued %d + running %d + completed %d + dropped %d",
-			c.Offered, notArrived, c.StillArrival, c.StillQueued, c.StillRunning, c.Completed, c.Dropped)
+// checkEnd is INV-1 at the end of a run: the counters add up, agree with
+// a recount of the request slots, and an engine with no event left holds
+// no request.
+func (e *Engine) checkEnd() {
+	c := e.counts()
+	pending := c.Offered - c.Injected
+	if got := pending + c.StillArrival + c.StillQueued + c.StillRunning + c.Completed + c.Dropped; got != c.Offered {
+		e.fail("INV-1", "injected %d ≠ not arrived %d + in API %d + queued %d + running %d + completed %d + dropped %d",
+			c.Offered, pending, c.StillArrival, c.StillQueued, c.StillRunning, c.Completed, c.Dropped)
 	}
-	if int64(s.waiting.len()) != c.StillQueued || int64(len(s.running)) != c.StillRunning {
-		s.fail("INV-1", "queue holds %d and running %d, states say %d and %d", s.waiting.len(), len(s.running), c.StillQueued, c.StillRunning)
+	var byState [stDropped + 1]int64
+	for i := range e.reqs {
+		byState[e.reqs[i].state]++
 	}
-	if s.cfg.HorizonUs == 0 && c.Completed+c.Dropped != c.Offered {
-		s.fail("INV-1", "run ended with %d of %d requests neither completed nor dropped", c.Offered-c.Completed-c.Dropped, c.Offered)
+	if byState[stPending] != pending || byState[stArriving] != c.StillArrival || byState[stQueued] != c.StillQueued ||
+		byState[stRunning] != c.StillRunning || byState[stFinished]+byState[stDropped] != 0 {
+		e.fail("INV-1", "request slots hold %d pending, %d in API, %d queued, %d running, %d left unreleased; counters say %d, %d, %d, %d, 0",
+			byState[stPending], byState[stArriving], byState[stQueued], byState[stRunning], byState[stFinished]+byState[stDropped],
+			pending, c.StillArrival, c.StillQueued, c.StillRunning)
 	}
-	s.checkKV(true)
+	if int64(len(e.free)) != byState[stFree] {
+		e.fail("INV-1", "%d free slots listed, %d slots free", len(e.free), byState[stFree])
+	}
+	if e.events.len() == 0 && c.Completed+c.Dropped != c.Offered {
+		e.fail("INV-1", "no event is left but %d of %d requests are neither completed nor dropped", c.Offered-c.Completed-c.Dropped, c.Offered)
+	}
+	e.checkKV(true)
 }
 
-func (s *Sim) checkCausality(r *request) {
+func (e *Engine) checkCausality(r *request) {
 	if !(r.arrival <= r.enqueued && r.enqueued <= r.firstScheduled && r.firstScheduled <= r.firstToken &&
 		r.firstToken <= r.finished && r.finished <= r.departed) {
-		s.fail("INV-5", "request %d: arrival %d, enqueue %d, schedule %d, first token %d, finish %d, departure %d",
+		e.fail("INV-5", "request %d: arrival %d, enqueue %d, schedule %d, first token %d, finish %d, departure %d",
 			r.spec.ID, r.arrival, r.enqueued, r.firstScheduled, r.firstToken, r.finished, r.departed)
 	}
 }
 
-func (s *Sim) checkWorkConserving() {
-	if (len(s.running) > 0 || s.waiting.len() > 0) && !s.stepPending {
-		s.fail("INV-8", "%d waiting and %d running but no step is scheduled", s.waiting.len(), len(s.running))
+func (e *Engine) checkWorkConserving() {
+	if (len(e.running) > 0 || e.waiting.len() > 0) && !e.stepPending {
+		e.fail("INV-8", "%d waiting and %d running but no step is scheduled", e.waiting.len(), len(e.running))
 	}
 }
 
 // checkSignals compares the step summary with the live state it reports.
-func (s *Sim) checkSignals() {
-	st := &s.summary
-	if st.Running != int64(len(s.running)) || st.Waiting != int64(s.waiting.len()) || st.KVFree != s.kv.numFree {
-		s.fail("INV-7", "step summary reports running %d, waiting %d, free blocks %d; state is %d, %d, %d",
-			st.Running, st.Waiting, st.KVFree, len(s.running), s.waiting.len(), s.kv.numFree)
+func (e *Engine) checkSignals() {
+	st := &e.summary
+	if st.Running != int64(len(e.running)) || st.Waiting != int64(e.waiting.len()) || st.KVFree != e.kv.numFree {
+		e.fail("INV-7", "step summary reports running %d, waiting %d, free blocks %d; state is %d, %d, %d",
+			st.Running, st.Waiting, st.KVFree, len(e.running), e.waiting.len(), e.kv.numFree)
 	}
 }
 
 // checkKV is INV-4. The cheap form checks the counters and that an idle
 // engine holds no blocks; the full form recounts every reference.
-func (s *Sim) checkKV(full bool) {
-	kv := s.kv
+func (e *Engine) checkKV(full bool) {
+	kv := e.kv
 	if kv.numFree < 0 || kv.numFree > kv.total() {
-		s.fail("INV-4", "free blocks %d outside [0, %d]", kv.numFree, kv.total())
+		e.fail("INV-4", "free blocks %d outside [0, %d]", kv.numFree, kv.total())
 	}
-	if len(s.running) == 0 && kv.numFree != kv.total() {
-		s.fail("INV-4", "no request runs but %d of %d blocks are allocated", kv.used(), kv.total())
+	if len(e.running) == 0 && kv.numFree != kv.total() {
+		e.fail("INV-4", "no request runs but %d of %d blocks are allocated", kv.used(), kv.total())
 	}
 	if !full {
 		return
 	}
 	refs := make([]int32, len(kv.blocks))
-	for _, idx := range s.running {
-		for _, b := range s.reqs[idx].blocks {
+	for _, idx := range e.running {
+		for _, b := range e.reqs[idx].blocks {
 			refs[b]++
 		}
 	}
@@ -102,20 +117,20 @@ func (s *Sim) checkKV(full bool) {
 	for b := kv.head; b >= 0; b = kv.blocks[b].next {
 		onList++
 		if onList > kv.total() {
-			s.fail("INV-4", "free list has a cycle")
+			e.fail("INV-4", "free list has a cycle")
 		}
 	}
 	if onList != kv.numFree {
-		s.fail("INV-4", "free list holds %d blocks, counter says %d", onList, kv.numFree)
+		e.fail("INV-4", "free list holds %d blocks, counter says %d", onList, kv.numFree)
 	}
 	var allocated int64
 	for b := range kv.blocks {
 		blk := &kv.blocks[b]
 		if blk.ref != refs[b] {
-			s.fail("INV-4", "block %d has refcount %d but %d block tables hold it", b, blk.ref, refs[b])
+			e.fail("INV-4", "block %d has refcount %d but %d block tables hold it", b, blk.ref, refs[b])
 		}
 		if (blk.ref == 0) != blk.onFree {
-			s.fail("INV-4", "block %d: refcount %d, on free list %v", b, blk.ref, blk.onFree)
+			e.fail("INV-4", "block %d: refcount %d, on free list %v", b, blk.ref, blk.onFree)
 		}
 		if blk.ref > 0 {
 			allocated++
@@ -124,11 +139,11 @@ func (s *Sim) checkKV(full bool) {
 			continue
 		}
 		if got, ok := kv.index.get(blk.hash); !ok || got != int32(b) {
-			s.fail("INV-4", "block %d is marked cached but the prefix index does not point to it", b)
+			e.fail("INV-4", "block %d is marked cached but the prefix index does not point to it", b)
 		}
 	}
 	if allocated+kv.numFree != kv.total() {
-		s.fail("INV-4", "allocated %d + free %d ≠ total %d", allocated, kv.numFree, kv.total())
+		e.fail("INV-4", "allocated %d + free %d ≠ total %d", allocated, kv.numFree, kv.total())
 	}
 	if kv.prefix {
 		var hashed int
@@ -138,28 +153,28 @@ func (s *Sim) checkKV(full bool) {
 			}
 		}
 		if hashed != kv.index.len() {
-			s.fail("INV-4", "prefix index has %d entries for %d cached blocks", kv.index.len(), hashed)
+			e.fail("INV-4", "prefix index has %d entries for %d cached blocks", kv.index.len(), hashed)
 		}
 	}
 }
 
-func (s *Sim) checkExhaustive() {
-	s.checkKV(true)
+func (e *Engine) checkExhaustive() {
+	e.checkKV(true)
 	var q, run int64
-	for i := range s.reqs {
-		switch s.reqs[i].state {
+	for i := range e.reqs {
+		switch e.reqs[i].state {
 		case stQueued:
 			q++
 		case stRunning:
 			run++
 		}
 	}
-	if q != int64(s.waiting.len()) || run != int64(len(s.running)) {
-		s.fail("INV-2", "states say %d queued and %d running; the queue holds %d and the batch %d", q, run, s.waiting.len(), len(s.running))
+	if q != int64(e.waiting.len()) || run != int64(len(e.running)) {
+		e.fail("INV-2", "states say %d queued and %d running; the queue holds %d and the batch %d", q, run, e.waiting.len(), len(e.running))
 	}
-	for i := 0; i < s.waiting.len(); i++ {
-		if s.reqs[s.waiting.at(i)].state != stQueued {
-			s.fail("INV-2", "request %d is in the waiting queue in state %d", s.waiting.at(i), s.reqs[s.waiting.at(i)].state)
+	for i := 0; i < e.waiting.len(); i++ {
+		if e.reqs[e.waiting.at(i)].state != stQueued {
+			e.fail("INV-2", "request %d is in the waiting queue in state %d", e.waiting.at(i), e.reqs[e.waiting.at(i)].state)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/blis-sim/blis/coefficients"
 	"github.com/blis-sim/blis/features"
 	"github.com/blis-sim/blis/physics"
 )
@@ -39,36 +40,10 @@ type LatencyModel interface {
 	PreemptionGamma() float64
 }
 
-// Overheads are the request-level costs outside the engine loop, in µs.
-type Overheads struct {
-	ArrivalBaseUs             float64
-	ArrivalPerPromptTokenUs   float64
-	DepartureBaseUs           float64
-	DeparturePerOutputTokenUs float64
-}
-
-// Validate checks that every overhead is finite and ≥ 0.
-func (o Overheads) Validate() error {
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{
-		{"arrival_base_us", o.ArrivalBaseUs}, {"arrival_per_prompt_token_us", o.ArrivalPerPromptTokenUs},
-		{"departure_base_us", o.DepartureBaseUs}, {"departure_per_output_token_us", o.DeparturePerOutputTokenUs},
-	} {
-		if !(f.v >= 0) || math.IsInf(f.v, 0) {
-			return fmt.Errorf("overhead %s must be finite and >= 0, got %v", f.name, f.v)
-		}
-	}
-	return nil
-}
-
-func (o Overheads) arrival(prompt int64) int64 {
-	return roundUs(o.ArrivalBaseUs + o.ArrivalPerPromptTokenUs*float64(prompt))
-}
-
-func (o Overheads) departure(output int64) int64 {
-	return roundUs(o.DepartureBaseUs + o.DeparturePerOutputTokenUs*float64(output))
+// arrivalUs and departureUs round an overhead formula to whole µs.
+func arrivalUs(o *coefficients.Overheads, prompt int64) int64 { return roundUs(o.ArrivalUs(prompt)) }
+func departureUs(o *coefficients.Overheads, output int64) int64 {
+	return roundUs(o.DepartureUs(output))
 }
 
 func roundUs(v float64) int64 {
@@ -149,7 +124,7 @@ type Roofline struct {
 	// TransferBaseUs is the fixed cost of a step that moves KV blocks over
 	// PCIe.
 	TransferBaseUs float64
-	Overheads      Overheads
+	Overheads      coefficients.Overheads
 }
 
 // DefaultRoofline returns a roofline with efficiencies and overheads typical
@@ -170,8 +145,8 @@ func DefaultRoofline(cfg *physics.PhysicsConfig) *Roofline {
 
 // DefaultOverheads are request-level overheads of a vLLM API server for a
 // short prompt, estimates used by the roofline and as a blackbox default.
-func DefaultOverheads() Overheads {
-	return Overheads{ArrivalBaseUs: 1200, ArrivalPerPromptTokenUs: 0.08, DepartureBaseUs: 400, DeparturePerOutputTokenUs: 1.5}
+func DefaultOverheads() coefficients.Overheads {
+	return coefficients.Overheads{ArrivalBaseUs: 1200, ArrivalPerPromptTokenUs: 0.08, DepartureBaseUs: 400, DeparturePerOutputTokenUs: 1.5}
 }
 
 // Validate checks the efficiencies and overheads.
@@ -231,8 +206,8 @@ func prefillContextBytes(in *features.BetaInput, c *physics.PhysicsConfig) float
 }
 
 func (m *Roofline) StepTimeUs(b *Batch) int64         { return stepUs(m.StepSeconds(b) * 1e6) }
-func (m *Roofline) ArrivalOverheadUs(p int64) int64   { return m.Overheads.arrival(p) }
-func (m *Roofline) DepartureOverheadUs(o int64) int64 { return m.Overheads.departure(o) }
+func (m *Roofline) ArrivalOverheadUs(p int64) int64   { return arrivalUs(&m.Overheads, p) }
+func (m *Roofline) DepartureOverheadUs(o int64) int64 { return departureUs(&m.Overheads, o) }
 func (m *Roofline) PreemptionGamma() float64          { return DefaultPreemptionGamma }
 func (m *Physics) stepSeconds(f *[features.NumBeta]float64) float64 {
 	var s float64
@@ -252,7 +227,7 @@ type Physics struct {
 	Cfg       *physics.PhysicsConfig
 	Beta      [features.NumBeta]float64
 	Gamma     float64
-	Overheads Overheads
+	Overheads coefficients.Overheads
 }
 
 // Validate checks the coefficients.
@@ -271,8 +246,8 @@ func (m *Physics) Validate() error {
 	return m.Overheads.Validate()
 }
 
-func (m *Physics) ArrivalOverheadUs(p int64) int64   { return m.Overheads.arrival(p) }
-func (m *Physics) DepartureOverheadUs(o int64) int64 { return m.Overheads.departure(o) }
+func (m *Physics) ArrivalOverheadUs(p int64) int64   { return arrivalUs(&m.Overheads, p) }
+func (m *Physics) DepartureOverheadUs(o int64) int64 { return departureUs(&m.Overheads, o) }
 func (m *Physics) PreemptionGamma() float64          { return m.Gamma }
 func (m *Physics) Name() string                      { return "physics" }
 

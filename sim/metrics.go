@@ -71,72 +71,95 @@ type Result struct {
 	// PerRequest holds finished requests in completion order, when asked.
 	PerRequest []RequestRecord `json:"per_request,omitempty"`
 
-	// TTFTUs, E2EUs and SchedUs are the raw samples in completion order,
-	// and ITLHist the inter-token histogram (percentiles within 0.1%), for
-	// comparisons between runs such as the round-trip test's KS statistics.
-	TTFTUs, E2EUs, SchedUs []int64    `json:"-"`
-	ITLHist                *Histogram `json:"-"`
+	// TTFTUs, E2EUs and SchedUs are the raw samples in completion order
+	// (nil with Options.BoundedMemory), for comparisons between runs such
+	// as the round-trip test's KS statistics.
+	TTFTUs, E2EUs, SchedUs []int64 `json:"-"`
+	// Hist holds the run's latency histograms (µs), which merge across
+	// instances without the samples.
+	Hist Histograms `json:"-"`
+	// Span is the simulated interval the rates are over, in µs: from the
+	// first arrival to the last departure, step end or event.
+	StartUs, EndUs int64 `json:"-"`
+	// PromptTokens and CachedPromptTokens are the prefix cache hit rate's
+	// denominator and numerator.
+	PromptTokens, CachedPromptTokens int64 `json:"-"`
+	BusyUs                           int64 `json:"-"`
+}
+
+// Histograms are a run's latency histograms in µs.
+type Histograms struct {
+	TTFT, ITL, E2E, Sched *Histogram
 }
 
 type metrics struct {
-	injected, completed, dropped    int64
+	completed, dropped              int64
 	preemptions, kvAllocFailures    int64
 	promptTokens, cachedTokens      int64
 	outputTokens, steps             int64
 	busyUs, lastStepEnd, lastDepart int64
-	ttft, e2e, sched                []int64
-	itl                             Histogram
+	ttft, e2e, sched                []int64 // exact samples, unless bounded
+	exact                           bool
+	ttftH, itl, e2eH, schedH        Histogram
 	records                         []RequestRecord
 	keepRecords                     bool
 }
 
-func (m *metrics) init(n int, records bool) {
-	m.ttft = make([]int64, 0, n)
-	m.e2e = make([]int64, 0, n)
-	m.sched = make([]int64, 0, n)
-	m.keepRecords = records
+func (m *metrics) init(o Options) {
+	m.exact = !o.BoundedMemory
+	m.keepRecords = o.RecordRequests
 }
 
 func (m *metrics) complete(r *request) {
 	m.completed++
-	m.ttft = append(m.ttft, r.firstToken-r.arrival)
-	m.e2e = append(m.e2e, r.departed-r.arrival)
-	m.sched = append(m.sched, r.firstScheduled-r.arrival)
+	ttft, e2e, sched := r.firstToken-r.arrival, r.departed-r.arrival, r.firstScheduled-r.arrival
+	m.ttftH.add(ttft)
+	m.e2eH.add(e2e)
+	m.schedH.add(sched)
+	if m.exact {
+		m.ttft = append(m.ttft, ttft)
+		m.e2e = append(m.e2e, e2e)
+		m.sched = append(m.sched, sched)
+	}
 	m.lastDepart = max(m.lastDepart, r.departed)
 	if m.keepRecords {
 		m.records = append(m.records, RequestRecord{
 			ID: r.spec.ID, ArrivalUs: r.arrival, PromptTokens: r.spec.PromptTokens, OutputTokens: r.outputs,
-			CachedTokens: r.firstCached, Preemptions: r.preemptions, SchedulingDelay: r.firstScheduled - r.arrival,
-			TTFT: r.firstToken - r.arrival, E2E: r.departed - r.arrival, DepartedUs: r.departed,
+			CachedTokens: r.firstCached, Preemptions: r.preemptions, SchedulingDelay: sched,
+			TTFT: ttft, E2E: e2e, DepartedUs: r.departed,
 		})
 	}
 }
 
-func (s *Sim) result() *Result {
-	m := &s.m
+func (e *Engine) result() *Result {
+	m := &e.m
 	res := &Result{
-		TTFT:            summarize(m.ttft),
-		E2E:             summarize(m.e2e),
-		SchedulingDelay: summarize(m.sched),
-		ITL:             m.itl.summarize(),
-		OutputTokens:    m.outputTokens,
-		Steps:           m.steps,
-		Preemptions:     m.preemptions,
-		KVAllocFailures: m.kvAllocFailures,
-		KVEvictions:     s.kv.evictions,
-		PerRequest:      m.records,
-		TTFTUs:          m.ttft,
-		E2EUs:           m.e2e,
-		SchedUs:         m.sched,
-		ITLHist:         &m.itl,
+		ITL:                m.itl.summarize(),
+		OutputTokens:       m.outputTokens,
+		Steps:              m.steps,
+		Preemptions:        m.preemptions,
+		KVAllocFailures:    m.kvAllocFailures,
+		KVEvictions:        e.kv.evictions,
+		PerRequest:         m.records,
+		Hist:               Histograms{TTFT: &m.ttftH, ITL: &m.itl, E2E: &m.e2eH, Sched: &m.schedH},
+		PromptTokens:       m.promptTokens,
+		CachedPromptTokens: m.cachedTokens,
+		BusyUs:             m.busyUs,
 	}
-	res.Requests = s.counts()
+	if m.exact {
+		res.TTFT, res.E2E, res.SchedulingDelay = summarize(m.ttft), summarize(m.e2e), summarize(m.sched)
+		res.TTFTUs, res.E2EUs, res.SchedUs = m.ttft, m.e2e, m.sched
+	} else {
+		res.TTFT, res.E2E, res.SchedulingDelay = m.ttftH.summarize(), m.e2eH.summarize(), m.schedH.summarize()
+	}
+	res.Requests = e.counts()
 	if m.promptTokens > 0 {
 		res.PrefixCacheHitRate = float64(m.cachedTokens) / float64(m.promptTokens)
 	}
-	if len(s.specs) > 0 {
-		end := max(m.lastDepart, m.lastStepEnd, s.now)
-		dur := float64(end-s.specs[0].ArrivalUs) * 1e-6
+	if e.hasArrival {
+		res.StartUs = e.firstArrival
+		res.EndUs = max(m.lastDepart, m.lastStepEnd, e.now)
+		dur := float64(res.EndUs-res.StartUs) * 1e-6
 		if dur > 0 {
 			res.DurationS = dur
 			res.OutputTokensPerS = float64(m.outputTokens) / dur
@@ -144,25 +167,18 @@ func (s *Sim) result() *Result {
 			res.BusyFraction = float64(m.busyUs) * 1e-6 / dur
 		}
 	}
-	if c := s.kv.cpu; c != nil {
+	if c := e.kv.cpu; c != nil {
 		res.KVOffload = &KVOffload{StoredBlocks: c.stored, ReloadedBlocks: c.reloaded, CPUEvictions: c.evicted, Thrashing: c.thrashing}
 	}
 	return res
 }
 
-func (s *Sim) counts() Counts {
-	c := Counts{Offered: int64(len(s.specs)), Injected: s.m.injected, Completed: s.m.completed, Dropped: s.m.dropped}
-	for i := range s.reqs {
-		switch s.reqs[i].state {
-		case stArriving:
-			c.StillArrival++
-		case stQueued:
-			c.StillQueued++
-		case stRunning:
-			c.StillRunning++
-		}
+// counts is the request accounting from the engine's counters.
+func (e *Engine) counts() Counts {
+	return Counts{
+		Offered: e.injected, Injected: e.arrived, Completed: e.m.completed, Dropped: e.m.dropped,
+		StillArrival: e.arriving, StillQueued: int64(e.waiting.len()), StillRunning: int64(len(e.running)),
 	}
-	return c
 }
 
 // summarize sorts v in place and reports it in milliseconds; percentiles
@@ -242,6 +258,28 @@ func (h *Histogram) add(v int64) {
 	h.n++
 	h.sum += float64(v)
 }
+
+// Merge adds every value of o to h.
+func (h *Histogram) Merge(o *Histogram) {
+	if o == nil || o.n == 0 {
+		return
+	}
+	if len(o.counts) > len(h.counts) {
+		h.counts = append(h.counts, make([]int64, len(o.counts)-len(h.counts))...)
+	}
+	for i, c := range o.counts {
+		h.counts[i] += c
+	}
+	if h.n == 0 || o.min < h.min {
+		h.min = o.min
+	}
+	h.max = max(h.max, o.max)
+	h.n += o.n
+	h.sum += o.sum
+}
+
+// Summarize reports the histogram in milliseconds.
+func (h *Histogram) Summarize() Distribution { return h.summarize() }
 
 // Count is the number of values added.
 func (h *Histogram) Count() int64 { return h.n }

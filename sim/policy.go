@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"github.com/blis-sim/blis/internal/mix"
 	"slices"
 	"strings"
 )
@@ -26,7 +25,7 @@ func ParseScheduler(s string) (SchedulerPolicy, error) {
 	if i := slices.Index(schedulerNames, s); i >= 0 {
 		return SchedulerPolicy(i), nil
 	}
-	return 0, fmt.Errorf("--scheduler %q is not a policy; use one of %s", s, strings.Join(schedulerNames, ", "))
+	return 0, fmt.Errorf("scheduler %q is not a policy; use one of %s", s, strings.Join(schedulerNames, ", "))
 }
 
 // PriorityKind computes a request's priority score.
@@ -47,7 +46,7 @@ func ParsePriority(s string) (PriorityKind, error) {
 	if i := slices.Index(priorityNames, s); i >= 0 {
 		return PriorityKind(i), nil
 	}
-	return 0, fmt.Errorf("--priority %q is not a policy; use one of %s", s, strings.Join(priorityNames, ", "))
+	return 0, fmt.Errorf("priority %q is not a policy; use one of %s", s, strings.Join(priorityNames, ", "))
 }
 
 // PriorityPolicy assigns each request a score; the priority schedulers
@@ -61,7 +60,7 @@ type PriorityPolicy struct {
 // Validate checks the weights.
 func (p PriorityPolicy) Validate() error {
 	if p.AgeWeight < 0 || p.AgeWeight != p.AgeWeight {
-		return fmt.Errorf("--priority-age-weight must be >= 0, got %v", p.AgeWeight)
+		return fmt.Errorf("priority age weight must be >= 0, got %v", p.AgeWeight)
 	}
 	return nil
 }
@@ -83,12 +82,12 @@ func (p PriorityPolicy) Score(spec *RequestSpec, nowUs int64) float64 {
 // score above is its value at time 0 plus ±AgeWeight × now, a shift common
 // to all requests, so the order the scores induce never changes over time:
 // the queue is kept sorted on insertion instead of re-sorted every step.
-func (s *Sim) sortKey(r *request) float64 {
-	switch s.cfg.Scheduler {
+func (e *Engine) sortKey(r *request) float64 {
+	switch e.cfg.Policies.Scheduler {
 	case PriorityFCFS:
-		return -s.cfg.Priority.Score(r.spec, 0)
+		return -e.cfg.Policies.Priority.Score(&r.spec, 0)
 	case ReversePriority:
-		return s.cfg.Priority.Score(r.spec, 0)
+		return e.cfg.Policies.Priority.Score(&r.spec, 0)
 	case SJF:
 		return float64(r.spec.PromptTokens)
 	}
@@ -153,33 +152,13 @@ func (q *queue) push(reqs []request, i int32) {
 	q.items = slices.Insert(q.items, q.head+pos, i)
 }
 
-// Block identity: block i of a request's token stream is shared content
-// when it lies wholly inside its group's prefix, else the request's own.
-// A chained hash makes block i's identity include every block before it.
-func chain(h, v uint64) uint64 {
-	return mix.Splitmix64(h ^ (v + 0x9e3779b97f4a7c15 + (h << 6) + (h >> 2)))
-}
-
 // ensureHashes computes the chained hashes of the request's first n blocks.
-func (s *Sim) ensureHashes(r *request, n int64) {
+func (e *Engine) ensureHashes(r *request, n int64) {
 	if int64(len(r.hashes)) >= n {
 		return
 	}
-	if r.hashes == nil {
-		r.hashes = make([]uint64, 0, s.blocksFor(r.spec.PromptTokens+r.spec.OutputTokens))
+	if cap(r.hashes) == 0 {
+		r.hashes = make([]uint64, 0, e.blocksFor(r.spec.PromptTokens+r.spec.OutputTokens))
 	}
-	bs := s.cfg.BlockSize
-	for i := int64(len(r.hashes)); i < n; i++ {
-		var parent uint64
-		if i > 0 {
-			parent = r.hashes[i-1]
-		}
-		var content uint64
-		if r.spec.PrefixGroup > 0 && (i+1)*bs <= r.spec.PrefixTokens {
-			content = uint64(r.spec.PrefixGroup)<<32 | uint64(i) | 1<<63
-		} else {
-			content = uint64(r.spec.ID)<<24 ^ uint64(i)
-		}
-		r.hashes = append(r.hashes, chain(parent, content))
-	}
+	r.hashes = AppendBlockHashes(r.hashes, &r.spec, e.blockSize, n)
 }

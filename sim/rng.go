@@ -3,6 +3,7 @@ package sim
 import (
 	"hash/fnv"
 	"math/rand/v2"
+	"strconv"
 )
 
 // Stream names of the partitioned RNG. Each subsystem draws only from its
@@ -13,6 +14,19 @@ const (
 	StreamTraceJourney = "trace-journey"
 	StreamTraceStep    = "trace-step"
 )
+
+// InstanceStream is the name of instance index's own stream of a
+// per-instance subsystem (latency noise, trace sampling): the subsystem's
+// name for instance 0, so that a one-instance cluster draws exactly as a
+// single-instance run does, and name/instance_<index> for the others.
+// Instance indices are never reused, so neither are stream names, and
+// adding an instance shifts no other instance's draws.
+func InstanceStream(name string, index int) string {
+	if index == 0 {
+		return name
+	}
+	return name + "/instance_" + strconv.Itoa(index)
+}
 
 // RNG derives independent random streams from one seed (seed 002, E.2):
 // stream s is a PCG seeded with (seed, FNV-1a(s)).

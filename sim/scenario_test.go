@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/blis-sim/blis/features"
+	"github.com/blis-sim/blis/physics"
 )
 
 // recorder is an observer that keeps what the tests look at.
@@ -55,8 +56,8 @@ func TestChunkedPrefillSplitsByBudgetAndThreshold(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := baseConfig()
-			cfg.MaxBatchedTokens = tc.budget
-			cfg.LongPrefillThreshold = tc.threshold
+			cfg.Engine.MaxBatchedTokens = tc.budget
+			cfg.Engine.LongPrefillThreshold = tc.threshold
 			rec := &recorder{}
 			cfg.Observer = rec
 			run(t, cfg, specs([3]int64{0, 1200, 2}))
@@ -90,8 +91,8 @@ func TestChunkedPrefillSplitsByBudgetAndThreshold(t *testing.T) {
 
 func TestChunkedPrefillOffWaitsForBudgetAndDropsTooLong(t *testing.T) {
 	cfg := baseConfig()
-	cfg.ChunkedPrefill = false
-	cfg.MaxBatchedTokens = 600
+	cfg.Engine.ChunkedPrefillEnabled = false
+	cfg.Engine.MaxBatchedTokens = 600
 	rec := &recorder{}
 	cfg.Observer = rec
 	// Request 0 decodes while request 1's 599-token prompt arrives: it fits
@@ -102,7 +103,7 @@ func TestChunkedPrefillOffWaitsForBudgetAndDropsTooLong(t *testing.T) {
 	require.Equal(t, int64(1), res.Requests.Dropped)
 	require.Equal(t, int64(2), res.Requests.Completed)
 	for _, st := range rec.steps {
-		require.LessOrEqual(t, st.Scheduled, cfg.MaxBatchedTokens)
+		require.LessOrEqual(t, st.Scheduled, cfg.Engine.MaxBatchedTokens)
 		if st.PrefillTok > 0 {
 			require.Contains(t, []int64{100, 599}, st.PrefillTok, "prefills are never split")
 		}
@@ -111,11 +112,11 @@ func TestChunkedPrefillOffWaitsForBudgetAndDropsTooLong(t *testing.T) {
 
 func TestPreemptionRecomputesFromTheFront(t *testing.T) {
 	cfg := baseConfig()
-	cfg.TotalKVBlocks = 20 // 320 tokens
-	cfg.PrefixCaching = false
+	cfg.Engine.TotalKVBlocksGPU = 20 // 320 tokens
+	cfg.Engine.PrefixCachingEnabled = false
 	rec := &recorder{}
 	cfg.Observer = rec
-	cfg.RecordRequests = true
+	cfg.Options.RecordRequests = true
 	// Both prompts fit together (2 × 8 blocks), but their decodes outgrow
 	// the cache: the later-admitted request is preempted, then resumes.
 	res := run(t, cfg, specs([3]int64{0, 128, 100}, [3]int64{0, 128, 100}))
@@ -141,7 +142,7 @@ func TestPreemptionRecomputesFromTheFront(t *testing.T) {
 
 func TestPrefixCacheSharesGroupBlocks(t *testing.T) {
 	cfg := baseConfig()
-	cfg.RecordRequests = true
+	cfg.Options.RecordRequests = true
 	reqs := []RequestSpec{
 		{ID: 0, ArrivalUs: 0, PromptTokens: 300, OutputTokens: 2, PrefixGroup: 1, PrefixTokens: 256},
 		{ID: 1, ArrivalUs: 50_000, PromptTokens: 280, OutputTokens: 2, PrefixGroup: 1, PrefixTokens: 256},
@@ -160,7 +161,7 @@ func TestPrefixCacheSharesGroupBlocks(t *testing.T) {
 
 func TestPrefixCacheNeverServesTheWholePrompt(t *testing.T) {
 	cfg := baseConfig()
-	cfg.RecordRequests = true
+	cfg.Options.RecordRequests = true
 	// Identical 256-token prompts: 16 full blocks, but one token must be
 	// computed to sample from, so at most 15 blocks are cached.
 	reqs := []RequestSpec{
@@ -197,8 +198,8 @@ func TestSchedulingPolicies(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%s/%s", tc.sched, tc.prio.Kind), func(t *testing.T) {
 			cfg := baseConfig()
-			cfg.MaxNumSeqs = 1
-			cfg.Scheduler, cfg.Priority = tc.sched, tc.prio
+			cfg.Engine.MaxNumSeqs = 1
+			cfg.Policies.Scheduler, cfg.Policies.Priority = tc.sched, tc.prio
 			rec := &recorder{}
 			cfg.Observer = rec
 			run(t, cfg, reqs)
@@ -210,7 +211,7 @@ func TestSchedulingPolicies(t *testing.T) {
 func TestUnservableRequestsAreDroppedAndCounted(t *testing.T) {
 	cfg := baseConfig()
 	// 160 tokens: a request holds at most prompt + output − 1 of them.
-	cfg.TotalKVBlocks = 10
+	cfg.Engine.TotalKVBlocksGPU = 10
 	rec := &recorder{}
 	cfg.Observer = rec
 	res := run(t, cfg, specs([3]int64{0, 100, 61}, [3]int64{0, 100, 62}, [3]int64{0, 161, 1}))
@@ -220,19 +221,19 @@ func TestUnservableRequestsAreDroppedAndCounted(t *testing.T) {
 
 func TestHorizonLeavesWorkCounted(t *testing.T) {
 	cfg := baseConfig()
-	cfg.HorizonUs = 5000
+	cfg.Options.HorizonUs = 5000
 	res := run(t, cfg, specs([3]int64{0, 100, 100}, [3]int64{4950, 100, 2}, [3]int64{9000, 10, 1}))
 	require.Equal(t, Counts{Offered: 3, Injected: 2, Completed: 0, StillArrival: 1, StillRunning: 1}, res.Requests)
 }
 
 func TestCPUOffloadReloadsEvictedPrefixes(t *testing.T) {
 	cfg := baseConfig()
-	cfg.TotalKVBlocks = 40
-	cfg.CPUKVBlocks = 200
-	cfg.OffloadThreshold = 0.0
+	cfg.Engine.TotalKVBlocksGPU = 40
+	cfg.Engine.TotalKVBlocksCPU, cfg.Engine.CPUOffloading = 200, true
+	cfg.Engine.OffloadThreshold = 0.0
 	rec := &recorder{}
 	cfg.Observer = rec
-	cfg.RecordRequests = true
+	cfg.Options.RecordRequests = true
 	// Group 1's prefix is computed, evicted from the GPU by group 2's
 	// requests, stored to the CPU, and reloaded for the last request.
 	reqs := []RequestSpec{
@@ -264,20 +265,24 @@ func TestInvariantsHoldOnRandomRuns(t *testing.T) {
 	for seed := uint64(1); seed <= 40; seed++ {
 		r := rand.New(rand.NewPCG(seed, 7))
 		cfg := Config{
-			MaxNumSeqs:           int64(1 + r.IntN(32)),
-			MaxBatchedTokens:     int64(64 + r.IntN(2048)),
-			LongPrefillThreshold: int64([]int{0, 0, 128, 512}[r.IntN(4)]),
-			ChunkedPrefill:       r.IntN(4) != 0,
-			BlockSize:            int64([]int{1, 8, 16, 32}[r.IntN(4)]),
-			TotalKVBlocks:        int64(8 + r.IntN(400)),
-			PrefixCaching:        r.IntN(3) != 0,
-			Scheduler:            SchedulerPolicy(r.IntN(4)),
-			Priority:             PriorityPolicy{Kind: PriorityKind(r.IntN(3)), AgeWeight: r.Float64()},
-			Latency:              constModel{step: int64(1 + r.IntN(3000)), arrive: int64(r.IntN(500)), depart: int64(r.IntN(100))},
-			Exhaustive:           true,
+			Engine: EngineConfig{
+				VLLMKnobs: physics.VLLMKnobs{
+					MaxNumSeqs:            int64(1 + r.IntN(32)),
+					MaxBatchedTokens:      int64(64 + r.IntN(2048)),
+					ChunkedPrefillEnabled: r.IntN(4) != 0,
+					BlockSizeTokens:       int64([]int{1, 8, 16, 32}[r.IntN(4)]),
+					TotalKVBlocksGPU:      int64(8 + r.IntN(400)),
+					PrefixCachingEnabled:  r.IntN(3) != 0,
+				},
+				LongPrefillThreshold: int64([]int{0, 0, 128, 512}[r.IntN(4)]),
+			},
+			Policies: Policies{Scheduler: SchedulerPolicy(r.IntN(4)), Priority: PriorityPolicy{Kind: PriorityKind(r.IntN(3)), AgeWeight: r.Float64()}},
+			Latency:  constModel{step: int64(1 + r.IntN(3000)), arrive: int64(r.IntN(500)), depart: int64(r.IntN(100))},
+			Options:  Options{Exhaustive: true},
 		}
-		if cfg.PrefixCaching && r.IntN(2) == 0 {
-			cfg.CPUKVBlocks, cfg.OffloadThreshold = int64(1+r.IntN(300)), r.Float64()
+		if cfg.Engine.PrefixCachingEnabled && r.IntN(2) == 0 {
+			cfg.Engine.TotalKVBlocksCPU, cfg.Engine.OffloadThreshold = int64(1+r.IntN(300)), r.Float64()
+			cfg.Engine.CPUOffloading = true
 		}
 		n := 50 + r.IntN(150)
 		reqs := make([]RequestSpec, n)

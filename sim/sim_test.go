@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/blis-sim/blis/physics"
 )
 
 // constModel is a latency model whose step time is fixed, so that tests can
@@ -21,14 +23,16 @@ func (m constModel) PreemptionGamma() float64        { return DefaultPreemptionG
 
 func baseConfig() Config {
 	return Config{
-		MaxNumSeqs:       8,
-		MaxBatchedTokens: 512,
-		ChunkedPrefill:   true,
-		BlockSize:        16,
-		TotalKVBlocks:    1000,
-		PrefixCaching:    true,
-		Latency:          constModel{step: 1000, arrive: 100, depart: 50},
-		Exhaustive:       true,
+		Engine: EngineConfig{VLLMKnobs: physics.VLLMKnobs{
+			MaxNumSeqs:            8,
+			MaxBatchedTokens:      512,
+			ChunkedPrefillEnabled: true,
+			BlockSizeTokens:       16,
+			TotalKVBlocksGPU:      1000,
+			PrefixCachingEnabled:  true,
+		}},
+		Latency: constModel{step: 1000, arrive: 100, depart: 50},
+		Options: Options{Exhaustive: true},
 	}
 }
 
@@ -51,7 +55,7 @@ func run(t *testing.T, cfg Config, reqs []RequestSpec) *Result {
 
 func TestSingleRequestByHand(t *testing.T) {
 	cfg := baseConfig()
-	cfg.RecordRequests = true
+	cfg.Options.RecordRequests = true
 	// Prompt 100 fits one step; 3 output tokens: the prefill step samples the
 	// first, two decode steps the rest.
 	res := run(t, cfg, specs([3]int64{0, 100, 3}))
@@ -66,7 +70,7 @@ func TestSingleRequestByHand(t *testing.T) {
 
 func TestDeterministic(t *testing.T) {
 	cfg := baseConfig()
-	cfg.TotalKVBlocks = 60
+	cfg.Engine.TotalKVBlocksGPU = 60
 	var reqs []RequestSpec
 	for i := 0; i < 200; i++ {
 		reqs = append(reqs, RequestSpec{ID: int64(i), ArrivalUs: int64(i * 700), PromptTokens: int64(50 + i*37%400), OutputTokens: int64(5 + i*13%60)})

@@ -2,21 +2,21 @@ package sim
 
 // step runs one engine iteration (seed 004): schedule a batch, execute it
 // through the latency model, process completions, schedule the next step.
-func (s *Sim) step() {
-	s.stepID++
-	s.kv.now = s.now
-	s.kv.stepStored = 0
-	if s.kv.cpu != nil {
-		s.kv.cpu.stepEvicted = 0
+func (e *Engine) step() {
+	e.stepID++
+	e.kv.now = e.now
+	e.kv.stepStored = 0
+	if e.kv.cpu != nil {
+		e.kv.cpu.stepEvicted = 0
 	}
-	preempted := s.scheduleBatch()
-	dt := s.executeBatch(preempted)
-	s.processCompletions(dt)
-	s.scheduleNextStep(dt)
-	if s.cfg.Exhaustive {
-		s.checkExhaustive()
+	preempted := e.scheduleBatch()
+	dt := e.executeBatch(preempted)
+	e.processCompletions(dt)
+	e.scheduleNextStep(dt)
+	if e.cfg.Options.Exhaustive {
+		e.checkExhaustive()
 	} else {
-		s.checkKV(false)
+		e.checkKV(false)
 	}
 }
 
@@ -25,29 +25,29 @@ func (s *Sim) step() {
 // budget), preempting from the tail when KV blocks run out; then, if nothing
 // was preempted, waiting requests in policy order while seats, budget and
 // blocks last. It returns the number of requests preempted.
-func (s *Sim) scheduleBatch() int64 {
-	budget := s.cfg.MaxBatchedTokens
+func (e *Engine) scheduleBatch() int64 {
+	budget := e.cfg.Engine.MaxBatchedTokens
 	var preempted int64
-	for i := 0; i < len(s.running); i++ {
-		idx := s.running[i]
-		r := &s.reqs[idx]
+	for i := 0; i < len(e.running); i++ {
+		idx := e.running[i]
+		r := &e.reqs[idx]
 		r.scheduled = 0
-		n := s.newTokens(r, budget)
+		n := e.newTokens(r, budget)
 		if n == 0 {
 			continue
 		}
-		need := s.blocksFor(r.computed+n) - int64(len(r.blocks))
+		need := e.blocksFor(r.computed+n) - int64(len(r.blocks))
 		self := false
 		for {
 			var ok bool
-			if r.blocks, ok = s.kv.allocate(need, r.blocks); ok {
+			if r.blocks, ok = e.kv.allocate(need, r.blocks); ok {
 				break
 			}
 			// Evict from the tail, which is never before i: requests
 			// already scheduled this step keep their blocks.
-			s.m.kvAllocFailures++
-			victim := s.running[len(s.running)-1]
-			s.preempt(victim)
+			e.m.kvAllocFailures++
+			victim := e.running[len(e.running)-1]
+			e.preempt(victim)
 			preempted++
 			if victim == idx {
 				self = true
@@ -61,15 +61,15 @@ func (s *Sim) scheduleBatch() int64 {
 		budget -= n
 	}
 	if preempted == 0 {
-		s.admitWaiting(budget)
+		e.admitWaiting(budget)
 	}
 	return preempted
 }
 
 // newTokens is what a request can compute this step.
-func (s *Sim) newTokens(r *request, budget int64) int64 {
+func (e *Engine) newTokens(r *request, budget int64) int64 {
 	n := r.spec.PromptTokens + r.outputs - r.computed
-	if t := s.cfg.LongPrefillThreshold; t > 0 && n > t {
+	if t := e.cfg.Engine.LongPrefillThreshold; t > 0 && n > t {
 		n = t
 	}
 	return min(n, budget)
@@ -78,95 +78,95 @@ func (s *Sim) newTokens(r *request, budget int64) int64 {
 // preempt evicts a running request by recompute: its blocks are released
 // (their prefix hashes stay cached until reused) and it returns to the
 // front of the queue with nothing computed.
-func (s *Sim) preempt(idx int32) {
-	r := &s.reqs[idx]
-	s.running = s.running[:len(s.running)-1]
-	s.kv.release(r.blocks)
+func (e *Engine) preempt(idx int32) {
+	r := &e.reqs[idx]
+	e.running = e.running[:len(e.running)-1]
+	e.kv.release(r.blocks)
 	r.blocks = r.blocks[:0]
 	r.computed, r.committed, r.cached, r.scheduled = 0, 0, 0, 0
 	r.preemptions++
-	s.m.preemptions++
-	s.transition(r, stRunning, stQueued)
-	s.journey(r, JourneyPreempted, s.now)
-	if s.waiting.keyed {
-		s.waiting.push(s.reqs, idx)
+	e.m.preemptions++
+	e.transition(r, stRunning, stQueued)
+	e.journey(r, JourneyPreempted, e.now)
+	if e.waiting.keyed {
+		e.waiting.push(e.reqs, idx)
 	} else {
-		s.waiting.pushFront(idx)
+		e.waiting.pushFront(idx)
 	}
 }
 
-func (s *Sim) admitWaiting(budget int64) {
-	for s.waiting.len() > 0 && int64(len(s.running)) < s.cfg.MaxNumSeqs && budget > 0 {
-		idx := s.waiting.front()
-		r := &s.reqs[idx]
+func (e *Engine) admitWaiting(budget int64) {
+	for e.waiting.len() > 0 && int64(len(e.running)) < e.cfg.Engine.MaxNumSeqs && budget > 0 {
+		idx := e.waiting.front()
+		r := &e.reqs[idx]
 		stream := r.spec.PromptTokens + r.outputs
 		// At least one token is computed, so at most (stream-1)/bs blocks
 		// can come from caches.
-		maxHit := (stream - 1) / s.cfg.BlockSize
+		maxHit := (stream - 1) / e.blockSize
 		var hits, hitsFree, reload int64
-		if s.cfg.PrefixCaching {
-			s.ensureHashes(r, maxHit)
-			hits, hitsFree = s.kv.match(r.hashes[:maxHit])
-			if s.kv.cpu != nil {
-				reload = s.kv.cpu.match(r.hashes[hits:maxHit])
+		if e.cfg.Engine.PrefixCachingEnabled {
+			e.ensureHashes(r, maxHit)
+			hits, hitsFree = e.kv.match(r.hashes[:maxHit])
+			if e.kv.cpu != nil {
+				reload = e.kv.cpu.match(r.hashes[hits:maxHit])
 			}
 		}
-		computed := (hits + reload) * s.cfg.BlockSize
+		computed := (hits + reload) * e.blockSize
 		n := stream - computed
-		if t := s.cfg.LongPrefillThreshold; t > 0 && n > t {
+		if t := e.cfg.Engine.LongPrefillThreshold; t > 0 && n > t {
 			n = t
 		}
-		if !s.cfg.ChunkedPrefill && n > budget {
+		if !e.cfg.Engine.ChunkedPrefillEnabled && n > budget {
 			break
 		}
 		n = min(n, budget)
-		fresh := s.blocksFor(computed+n) - hits
-		if fresh > s.kv.numFree-hitsFree {
-			s.m.kvAllocFailures++
+		fresh := e.blocksFor(computed+n) - hits
+		if fresh > e.kv.numFree-hitsFree {
+			e.m.kvAllocFailures++
 			break
 		}
-		s.waiting.popFront()
-		if r.blocks == nil {
-			r.blocks = make([]int32, 0, s.blocksFor(r.spec.PromptTokens+r.spec.OutputTokens))
+		e.waiting.popFront()
+		if cap(r.blocks) == 0 {
+			r.blocks = make([]int32, 0, e.blocksFor(r.spec.PromptTokens+r.spec.OutputTokens))
 		}
 		if reload > 0 {
 			// Read the CPU copies before allocating: allocation may evict
 			// GPU blocks into the CPU tier and push these out of it.
-			s.kv.cpu.reload(r.hashes[hits:hits+reload], s.now)
-			s.batch.ReloadBlocks += reload
-			if o := s.cfg.Observer; o != nil {
-				s.kev = KVEvent{Kind: KVLoad, Step: s.stepID, AtUs: s.now, Req: r.spec.ID, Blocks: reload}
-				o.KV(&s.kev)
+			e.kv.cpu.reload(r.hashes[hits:hits+reload], e.now)
+			e.batch.ReloadBlocks += reload
+			if o := e.cfg.Observer; o != nil {
+				e.kev = KVEvent{Kind: KVLoad, Step: e.stepID, AtUs: e.now, Req: r.spec.ID, Blocks: reload}
+				o.KV(&e.kev)
 			}
 		}
-		r.blocks = s.kv.acquireCached(r.hashes, hits, r.blocks)
-		r.blocks, _ = s.kv.allocate(fresh, r.blocks)
-		s.journey(r, JourneyScheduled, s.now)
-		s.transition(r, stQueued, stRunning)
+		r.blocks = e.kv.acquireCached(r.hashes, hits, r.blocks)
+		r.blocks, _ = e.kv.allocate(fresh, r.blocks)
+		e.journey(r, JourneyScheduled, e.now)
+		e.transition(r, stQueued, stRunning)
 		if r.preemptions == 0 {
-			r.firstScheduled = s.now
-			s.m.promptTokens += r.spec.PromptTokens
-			s.m.cachedTokens += hits * s.cfg.BlockSize
+			r.firstScheduled = e.now
+			e.m.promptTokens += r.spec.PromptTokens
+			e.m.cachedTokens += hits * e.blockSize
 			r.firstCached = computed
 		}
 		r.cached = hits
 		r.computed = computed
 		r.committed = hits + reload
 		r.scheduled = n
-		s.running = append(s.running, idx)
+		e.running = append(e.running, idx)
 		budget -= n
 	}
 }
 
 // executeBatch builds the step's composition, asks the latency model for
 // its time and advances every scheduled request.
-func (s *Sim) executeBatch(preempted int64) int64 {
-	b := &s.batch
+func (e *Engine) executeBatch(preempted int64) int64 {
+	b := &e.batch
 	reload := b.ReloadBlocks
 	*b = Batch{ReloadBlocks: reload}
 	in := &b.Beta
-	for _, idx := range s.running {
-		r := &s.reqs[idx]
+	for _, idx := range e.running {
+		r := &e.reqs[idx]
 		n := r.scheduled
 		if n == 0 {
 			continue
@@ -184,161 +184,164 @@ func (s *Sim) executeBatch(preempted int64) int64 {
 			in.SumDecodeKVBlocks += int64(len(r.blocks))
 		}
 	}
-	in.RunningDepth = int64(len(s.running))
-	g := s.cfg.Latency.PreemptionGamma()
-	s.preemptEMA = g*float64(preempted)/float64(max(1, len(s.running))) + (1-g)*s.preemptEMA
-	in.PreemptionEMA = s.preemptEMA
-	in.TransferBlocks = reload + s.storedLastStep
+	in.RunningDepth = int64(len(e.running))
+	g := e.cfg.Latency.PreemptionGamma()
+	e.preemptEMA = g*float64(preempted)/float64(max(1, len(e.running))) + (1-g)*e.preemptEMA
+	in.PreemptionEMA = e.preemptEMA
+	in.TransferBlocks = reload + e.storedLastStep
 	in.CPUResidentReadBlocks = reload
-	if s.kv.stepStored > 0 || (s.kv.cpu != nil && s.kv.cpu.stepEvicted > 0) {
-		s.emitOffload()
+	if e.kv.stepStored > 0 || (e.kv.cpu != nil && e.kv.cpu.stepEvicted > 0) {
+		e.emitOffload()
 	}
-	dt := s.cfg.Latency.StepTimeUs(b)
+	dt := e.cfg.Latency.StepTimeUs(b)
 	if dt < 1 {
-		s.fail("INV-3", "latency model %s returned step time %d µs", s.cfg.Latency.Name(), dt)
+		e.fail("INV-3", "latency model %s returned step time %d µs", e.cfg.Latency.Name(), dt)
 	}
-	s.summarize(preempted, dt)
-	end := s.now + dt
-	for _, idx := range s.running {
-		r := &s.reqs[idx]
+	e.summarize(preempted, dt)
+	end := e.now + dt
+	for _, idx := range e.running {
+		r := &e.reqs[idx]
 		if r.scheduled == 0 {
 			continue
 		}
 		r.computed += r.scheduled
 		r.prefillDone = max(r.prefillDone, min(r.computed, r.spec.PromptTokens))
-		s.commitFull(r)
+		e.commitFull(r)
 		if r.computed == r.spec.PromptTokens+r.outputs {
 			// The stream is caught up: the step samples a token.
 			r.outputs++
 			if r.outputs == 1 {
 				r.firstToken = end
-				s.journey(r, JourneyFirstToken, end)
+				e.journey(r, JourneyFirstToken, end)
 			} else {
-				s.m.itl.add(end - r.lastToken)
+				e.m.itl.add(end - r.lastToken)
 			}
 			r.lastToken = end
-			s.m.outputTokens++
+			e.m.outputTokens++
 		}
 	}
-	s.batch.ReloadBlocks = 0
+	e.batch.ReloadBlocks = 0
 	// Blocks stored to the CPU during this step's scheduling are copied in
 	// the next step, as vLLM does (a store committed at step S transfers at
 	// S+1), so they are charged there.
-	s.storedLastStep = s.kv.stepStored
+	e.storedLastStep = e.kv.stepStored
 	return dt
 }
 
-func (s *Sim) emitOffload() {
-	o := s.cfg.Observer
+func (e *Engine) emitOffload() {
+	o := e.cfg.Observer
 	if o == nil {
 		return
 	}
-	if s.kv.stepStored > 0 {
-		s.kev = KVEvent{Kind: KVStore, Step: s.stepID, AtUs: s.now, Req: -1, Blocks: s.kv.stepStored}
-		o.KV(&s.kev)
+	if e.kv.stepStored > 0 {
+		e.kev = KVEvent{Kind: KVStore, Step: e.stepID, AtUs: e.now, Req: -1, Blocks: e.kv.stepStored}
+		o.KV(&e.kev)
 	}
-	if s.kv.cpu.stepEvicted > 0 {
-		s.kev = KVEvent{Kind: KVCPUEviction, Step: s.stepID, AtUs: s.now, Req: -1, Blocks: s.kv.cpu.stepEvicted}
-		o.KV(&s.kev)
+	if e.kv.cpu.stepEvicted > 0 {
+		e.kev = KVEvent{Kind: KVCPUEviction, Step: e.stepID, AtUs: e.now, Req: -1, Blocks: e.kv.cpu.stepEvicted}
+		o.KV(&e.kev)
 	}
 }
 
 // commitFull registers the request's newly filled blocks in the prefix
 // index.
-func (s *Sim) commitFull(r *request) {
-	if !s.cfg.PrefixCaching {
+func (e *Engine) commitFull(r *request) {
+	if !e.cfg.Engine.PrefixCachingEnabled {
 		return
 	}
-	full := r.computed / s.cfg.BlockSize
+	full := r.computed / e.blockSize
 	if full <= r.committed {
 		return
 	}
-	s.ensureHashes(r, full)
+	e.ensureHashes(r, full)
 	for i := r.committed; i < full; i++ {
-		s.kv.commit(r.blocks[i], r.hashes[i])
+		e.kv.commit(r.blocks[i], r.hashes[i])
 	}
 	r.committed = full
 }
 
 // processCompletions releases the KV of requests that produced their last
-// token and records their metrics; the running list keeps its order.
-func (s *Sim) processCompletions(dt int64) {
-	end := s.now + dt
-	kept := s.running[:0]
-	s.finished = s.finished[:0]
-	for _, idx := range s.running {
-		r := &s.reqs[idx]
+// token, records their metrics and reports them; the running list keeps its
+// order. Their slots are freed for reuse.
+func (e *Engine) processCompletions(dt int64) {
+	end := e.now + dt
+	kept := e.running[:0]
+	for _, idx := range e.running {
+		r := &e.reqs[idx]
 		if r.outputs < r.spec.OutputTokens {
 			kept = append(kept, idx)
 			continue
 		}
-		s.transition(r, stRunning, stFinished)
+		e.transition(r, stRunning, stFinished)
 		r.finished = end
-		s.kv.release(r.blocks)
-		r.blocks = nil
-		r.hashes = nil
-		r.departed = end + s.cfg.Latency.DepartureOverheadUs(r.outputs)
-		s.journey(r, JourneyFinished, end)
-		if o := s.cfg.Observer; o != nil {
+		e.kv.release(r.blocks)
+		r.blocks = r.blocks[:0]
+		r.departed = end + e.cfg.Latency.DepartureOverheadUs(r.outputs)
+		e.journey(r, JourneyFinished, end)
+		if o := e.cfg.Observer; o != nil {
 			o.Departed(r.spec.ID, r.departed)
 		}
-		s.m.complete(r)
-		s.checkCausality(r)
+		e.m.complete(r)
+		e.checkCausality(r)
+		e.done = append(e.done, Completion{ID: r.spec.ID, ArrivalUs: r.arrival, InjectedUs: r.injected, EnqueuedUs: r.enqueued,
+			FirstScheduledUs: r.firstScheduled, FirstTokenUs: r.firstToken, FinishedUs: r.finished, DepartedUs: r.departed,
+			PromptTokens: r.spec.PromptTokens, OutputTokens: r.outputs, CachedTokens: r.firstCached, Preemptions: r.preemptions})
+		e.release(idx)
 	}
-	s.running = kept
+	e.running = kept
 }
 
-func (s *Sim) scheduleNextStep(dt int64) {
-	if len(s.running) > 0 || s.waiting.len() > 0 {
-		s.ensureStep(s.now + dt)
+func (e *Engine) scheduleNextStep(dt int64) {
+	if len(e.running) > 0 || e.waiting.len() > 0 {
+		e.ensureStep(e.now + dt)
 	}
-	s.m.busyUs += dt
-	s.m.lastStepEnd = s.now + dt
-	s.checkWorkConserving()
+	e.m.busyUs += dt
+	e.m.lastStepEnd = e.now + dt
+	e.checkWorkConserving()
 }
 
-func (s *Sim) summarize(preempted, dt int64) {
-	st := &s.summary
-	in := &s.batch.Beta
+func (e *Engine) summarize(preempted, dt int64) {
+	st := &e.summary
+	in := &e.batch.Beta
 	*st = StepSummary{
-		ID:           s.stepID,
-		StartUs:      s.now,
+		ID:           e.stepID,
+		StartUs:      e.now,
 		CycleUs:      dt,
-		Running:      int64(len(s.running)),
-		Waiting:      int64(s.waiting.len()),
+		Running:      int64(len(e.running)),
+		Waiting:      int64(e.waiting.len()),
 		NumPrefill:   in.NumPrefillReqs,
 		NumDecode:    in.NumDecodeReqs,
 		Scheduled:    in.ScheduledTokens,
 		PrefillTok:   in.PrefillTokens,
 		DecodeTok:    in.DecodeTokens,
 		NumPreempted: preempted,
-		KVTotal:      s.kv.total(),
-		KVFree:       s.kv.numFree,
+		KVTotal:      e.kv.total(),
+		KVFree:       e.kv.numFree,
 	}
-	st.KVUsage = float64(s.kv.used()) / float64(s.kv.total())
+	st.KVUsage = float64(e.kv.used()) / float64(e.kv.total())
 	// vLLM's step.duration_us is the scheduler's own time: a fixed cost plus
 	// a little per request it looked at, never more than the step.
 	st.SchedulerUs = min(dt, 40+st.Running/2+st.Waiting/20)
-	for _, idx := range s.running {
-		r := &s.reqs[idx]
+	for _, idx := range e.running {
+		r := &e.reqs[idx]
 		if r.scheduled > 0 && r.outputs+1 >= r.spec.OutputTokens && r.computed+r.scheduled == r.spec.PromptTokens+r.outputs {
 			st.NumFinished++
 		}
 	}
-	s.m.steps++
-	s.checkSignals()
-	if o := s.cfg.Observer; o != nil {
-		o.Step(st, s)
+	e.m.steps++
+	e.checkSignals()
+	if o := e.cfg.Observer; o != nil {
+		o.Step(st, e)
 	}
 }
 
 // Snapshots implements SnapshotSource for the current step.
-func (s *Sim) Snapshots(dst []RequestSnapshot) []RequestSnapshot {
-	for _, idx := range s.running {
-		r := &s.reqs[idx]
+func (e *Engine) Snapshots(dst []RequestSnapshot) []RequestSnapshot {
+	for _, idx := range e.running {
+		r := &e.reqs[idx]
 		dst = append(dst, RequestSnapshot{
 			Req:               r.spec.ID,
-			Phase:             s.phase(r),
+			Phase:             e.phase(r),
 			PromptTokens:      r.spec.PromptTokens,
 			ComputedTokens:    r.computed,
 			OutputTokens:      r.outputs,

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/blis-sim/blis/coefficients"
+	"github.com/blis-sim/blis/deploy"
 	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/sim"
 	"github.com/blis-sim/blis/sim/simtrace"
@@ -169,9 +169,6 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 		return err
 	}
 	rng := sim.NewRNG(o.seed)
-	if o.noise > 0 {
-		r.simCfg.Latency = sim.NewNoisy(r.simCfg.Latency, o.noise, rng.Stream(sim.StreamLatencyNoise))
-	}
 
 	var tw *simtrace.Writer
 	var closers []func() error
@@ -249,81 +246,27 @@ func createOut(path, flag string) (*os.File, error) {
 // resolve turns flags into a validated configuration; every error names
 // the flag or file at fault.
 func resolve(flags *pflag.FlagSet, o *runOpts) (*resolved, error) {
-	m, err := physics.LoadModel(o.model)
+	spec, err := instanceSpec(flags, o)
 	if err != nil {
-		return nil, fmt.Errorf("--model: %w", err)
+		return nil, err
 	}
-	h, err := physics.LoadHardware(o.hardware)
-	if err != nil {
-		return nil, fmt.Errorf("--hardware: %w", err)
-	}
-	if o.tp < 1 {
-		return nil, fmt.Errorf("--tp must be >= 1, got %d", o.tp)
-	}
-	o.knobs.TotalKVBlocksGPU = 0 // derive
-	if o.kvBlocksGPU != "auto" {
-		n, err := strconv.ParseInt(o.kvBlocksGPU, 10, 64)
-		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("--kv-blocks-gpu must be a block count > 0 or auto, got %q", o.kvBlocksGPU)
-		}
-		o.knobs.TotalKVBlocksGPU = n
-	}
-	if o.knobs.TotalKVBlocksCPU < 0 {
-		return nil, fmt.Errorf("--kv-blocks-cpu must be >= 0, got %d", o.knobs.TotalKVBlocksCPU)
-	}
-	o.knobs.CPUOffloading = o.knobs.TotalKVBlocksCPU > 0
-	if o.kvEventsFile != "" && (!o.knobs.CPUOffloading || o.traceFile == "") {
+	if o.kvEventsFile != "" && (spec.VLLM.TotalKVBlocksCPU <= 0 || o.traceFile == "") {
 		return nil, errors.New("--kv-events needs --kv-blocks-cpu > 0 and --otlp-trace")
-	}
-	cfg, err := physics.NewPhysicsConfig(m, h, o.tp, o.knobs)
-	if err != nil {
-		return nil, fmt.Errorf("--model, --hardware, --tp: %w", err)
-	}
-	r := &resolved{cfg: cfg}
-	sched, err := sim.ParseScheduler(o.scheduler)
-	if err != nil {
-		return nil, err
-	}
-	prio, err := sim.ParsePriority(o.priority)
-	if err != nil {
-		return nil, err
 	}
 	if !(o.horizonS >= 0) || math.IsInf(o.horizonS, 0) {
 		return nil, fmt.Errorf("--horizon must be a number of seconds >= 0, got %v", o.horizonS)
-	}
-	if !(o.noise >= 0 && o.noise <= 2) {
-		return nil, fmt.Errorf("--latency-noise must be in [0, 2], got %v", o.noise)
 	}
 	if o.traceFile != "" {
 		if err := o.traceOpt.Validate(); err != nil {
 			return nil, err
 		}
 	}
-	lat, err := latencyModel(flags, o, r)
+	in, err := spec.Build(sim.NewRNG(o.seed), 0)
 	if err != nil {
-		return nil, err
+		return nil, deploy.FlagError(err)
 	}
-	k := cfg.Knobs
-	r.simCfg = sim.Config{
-		MaxNumSeqs:           k.MaxNumSeqs,
-		MaxBatchedTokens:     k.MaxBatchedTokens,
-		LongPrefillThreshold: o.longPrefill,
-		ChunkedPrefill:       k.ChunkedPrefillEnabled,
-		BlockSize:            k.BlockSizeTokens,
-		TotalKVBlocks:        k.TotalKVBlocksGPU,
-		PrefixCaching:        k.PrefixCachingEnabled,
-		CPUKVBlocks:          k.TotalKVBlocksCPU,
-		OffloadThreshold:     o.offloadThresh,
-		Scheduler:            sched,
-		Priority:             sim.PriorityPolicy{Kind: prio, Base: o.prioBase, AgeWeight: o.prioAge},
-		Latency:              lat,
-		HorizonUs:            int64(math.Round(o.horizonS * 1e6)),
-		Exhaustive:           o.debugInv,
-		RecordRequests:       o.perRequest,
-	}
-	if err := r.simCfg.Validate(); err != nil {
-		return nil, err
-	}
+	r := &resolved{cfg: in.Phys, simCfg: in.Config, latency: in.LatencyName, coeffSrc: in.CoefficientsSource}
+	r.simCfg.Options = sim.Options{HorizonUs: int64(math.Round(o.horizonS * 1e6)), Exhaustive: o.debugInv, RecordRequests: o.perRequest}
 	if o.replay != "" {
 		reqs, rep, err := workload.Replay(o.replay)
 		if err != nil {
@@ -335,14 +278,8 @@ func resolve(flags *pflag.FlagSet, o *runOpts) (*resolved, error) {
 		r.reqs, r.replay = reqs, &rep
 		return r, nil
 	}
-	if o.workload.Prompt, err = workload.ParseDist(o.promptDist); err != nil {
-		return nil, fmt.Errorf("--prompt-tokens: %w", err)
-	}
-	if o.workload.Output, err = workload.ParseDist(o.outputDist); err != nil {
-		return nil, fmt.Errorf("--output-tokens: %w", err)
-	}
-	if err := o.workload.Validate(); err != nil {
-		return nil, flagError(err)
+	if err := parseWorkload(o); err != nil {
+		return nil, err
 	}
 	r.reqs, err = workload.Generate(o.workload, sim.NewRNG(o.seed).Stream(sim.StreamWorkload))
 	if err != nil {
@@ -351,89 +288,145 @@ func resolve(flags *pflag.FlagSet, o *runOpts) (*resolved, error) {
 	return r, nil
 }
 
-// flagError prefixes a workload error with "--" when it starts with the
-// field's flag name, so that "rate must be > 0" reads "--rate must be > 0".
-func flagError(err error) error {
-	msg := err.Error()
-	for _, f := range []string{"requests", "rate", "arrival", "gamma-cv", "prefix-groups", "prefix-tokens", "prefix-fraction"} {
-		field := strings.ReplaceAll(f, "-", "_")
-		for _, name := range []string{f, field} {
-			if strings.HasPrefix(msg, name+" ") || strings.HasPrefix(msg, name+":") {
-				return fmt.Errorf("--%s%s", f, msg[len(name):])
-			}
-		}
+// parseWorkload reads the synthetic workload's distribution flags and
+// validates the workload.
+func parseWorkload(o *runOpts) error {
+	var err error
+	if o.workload.Prompt, err = workload.ParseDist(o.promptDist); err != nil {
+		return fmt.Errorf("--prompt-tokens: %w", err)
 	}
-	return err
+	if o.workload.Output, err = workload.ParseDist(o.outputDist); err != nil {
+		return fmt.Errorf("--output-tokens: %w", err)
+	}
+	if err := o.workload.Validate(); err != nil {
+		return flagError(err)
+	}
+	return nil
 }
 
-func latencyModel(flags *pflag.FlagSet, o *runOpts, r *resolved) (sim.LatencyModel, error) {
-	name := o.latency
-	shipped := coefficients.FindShipped(r.cfg.Model.Name, r.cfg.Hardware.Name, r.cfg.TP, r.cfg.Knobs)
-	if name == "" {
-		name = "roofline"
-		if o.coeffs != "" || shipped != nil {
-			name = "physics"
+// instanceSpec is the instance the flags describe. Only flags the user set
+// override a base (defaults, or a deployment file's pool: see
+// applyInstanceFlags).
+func instanceSpec(flags *pflag.FlagSet, o *runOpts) (deploy.InstanceSpec, error) {
+	spec := deploy.DefaultInstanceSpec()
+	return spec, applyInstanceFlags(flags, o, &spec, true)
+}
+
+// applyInstanceFlags sets spec's fields from the instance flags: every one
+// when all is true, else only those the user set (a flag beats the
+// deployment file, which beats the default).
+func applyInstanceFlags(flags *pflag.FlagSet, o *runOpts, spec *deploy.InstanceSpec, all bool) error {
+	set := func(name string) bool { return all || flags.Changed(name) }
+	if set("model") {
+		spec.Model = o.model
+	}
+	if set("hardware") {
+		spec.Hardware = o.hardware
+	}
+	if set("tp") {
+		spec.TP = o.tp
+	}
+	k := &spec.VLLM
+	if set("max-num-seqs") {
+		k.MaxNumSeqs = o.knobs.MaxNumSeqs
+	}
+	if set("max-num-batched-tokens") {
+		k.MaxBatchedTokens = o.knobs.MaxBatchedTokens
+	}
+	if set("enable-chunked-prefill") {
+		k.ChunkedPrefillEnabled = o.knobs.ChunkedPrefillEnabled
+	}
+	if set("enable-prefix-caching") {
+		k.PrefixCachingEnabled = o.knobs.PrefixCachingEnabled
+	}
+	if set("block-size") {
+		k.BlockSizeTokens = o.knobs.BlockSizeTokens
+	}
+	if set("gpu-memory-utilization") {
+		k.GPUMemoryUtilization = o.knobs.GPUMemoryUtilization
+	}
+	if set("kv-blocks-gpu") {
+		k.TotalKVBlocksGPU = 0 // derive
+		if o.kvBlocksGPU != "auto" {
+			n, err := strconv.ParseInt(o.kvBlocksGPU, 10, 64)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("--kv-blocks-gpu must be a block count > 0 or auto, got %q", o.kvBlocksGPU)
+			}
+			k.TotalKVBlocksGPU = n
 		}
 	}
-	r.latency = name
-	if name != "roofline" {
-		for _, f := range []string{"roofline-compute-eff", "roofline-bandwidth-eff", "roofline-step-overhead-us"} {
-			if flags.Changed(f) {
-				return nil, fmt.Errorf("--%s is only used by --latency roofline (the run uses %s)", f, name)
-			}
+	if set("kv-blocks-cpu") {
+		if o.knobs.TotalKVBlocksCPU < 0 {
+			return fmt.Errorf("--kv-blocks-cpu must be >= 0, got %d", o.knobs.TotalKVBlocksCPU)
 		}
+		k.TotalKVBlocksCPU = o.knobs.TotalKVBlocksCPU
 	}
-	switch name {
-	case "physics":
-		var cf *coefficients.File
-		switch {
-		case o.coeffs != "":
-			var err error
-			if cf, err = coefficients.Load(o.coeffs); err != nil {
-				return nil, fmt.Errorf("--coefficients: %w", err)
-			}
-			if err := cf.CheckApplies(r.cfg.Model.Name, r.cfg.Hardware.Name, r.cfg.TP, r.cfg.Knobs); err != nil {
-				return nil, fmt.Errorf("--coefficients %s: %w", o.coeffs, err)
-			}
-			r.coeffSrc = o.coeffs
-		case shipped != nil:
-			cf, r.coeffSrc = shipped.File, "builtin:"+shipped.Name
-		default:
-			return nil, errors.New("--latency physics needs --coefficients FILE (written by calibrate fit): no shipped coefficients apply to this model, hardware, TP and vLLM settings")
-		}
-		p := &sim.Physics{Cfg: r.cfg, Beta: cf.Beta, Gamma: cf.Gamma, Overheads: sim.Overheads{
-			ArrivalBaseUs:             cf.Overheads.ArrivalBaseUs,
-			ArrivalPerPromptTokenUs:   cf.Overheads.ArrivalPerPromptTokenUs,
-			DepartureBaseUs:           cf.Overheads.DepartureBaseUs,
-			DeparturePerOutputTokenUs: cf.Overheads.DeparturePerOutputTokenUs,
-		}}
-		return p, p.Validate()
-	case "roofline":
-		if o.coeffs != "" {
-			return nil, errors.New("--coefficients is only used by --latency physics")
-		}
-		m := sim.DefaultRoofline(r.cfg)
-		m.ComputeEfficiency, m.BandwidthEfficiency, m.StepOverheadUs = o.computeEff, o.bandwidthEff, o.stepOverhead
-		if err := m.Validate(); err != nil {
-			return nil, fmt.Errorf("--roofline-*: %w", err)
-		}
-		return m, nil
-	case "blackbox":
-		a, err := parseTriple(o.alphaBB, "--alpha-coeffs")
-		if err != nil {
-			return nil, err
-		}
-		b, err := parseTriple(o.betaBB, "--beta-coeffs")
-		if err != nil {
-			return nil, err
-		}
-		m := &sim.Blackbox{Alpha: a, Beta: b}
-		if r.cfg.Knobs.CPUOffloading {
-			m.TransferUsPerBlock = r.cfg.BlockSizeBytes / r.cfg.HWPCIeBandwidthEff * 1e6
-		}
-		return m, m.Validate()
+	if set("kv-offload-threshold") {
+		spec.OffloadThreshold = o.offloadThresh
 	}
-	return nil, fmt.Errorf("--latency %q is not a model; use physics, roofline or blackbox", name)
+	if set("long-prefill-token-threshold") {
+		spec.LongPrefillThreshold = o.longPrefill
+	}
+	if set("scheduler") {
+		spec.Scheduler = o.scheduler
+	}
+	if set("priority") {
+		spec.Priority = o.priority
+	}
+	if set("priority-base") {
+		spec.PriorityBase = o.prioBase
+	}
+	if set("priority-age-weight") {
+		spec.PriorityAgeWeight = o.prioAge
+	}
+	l := &spec.Latency
+	if set("latency") {
+		l.Model = o.latency
+	}
+	if set("coefficients") {
+		l.Coefficients = o.coeffs
+	}
+	if set("latency-noise") {
+		l.Noise = o.noise
+	}
+	// The models' parameters: only when a flag of theirs is given, so that
+	// giving one to another model is an error rather than ignored.
+	if flags.Changed("roofline-compute-eff") || flags.Changed("roofline-bandwidth-eff") || flags.Changed("roofline-step-overhead-us") {
+		p := deploy.DefaultRooflineParams
+		if l.Roofline != nil {
+			p = *l.Roofline
+		}
+		if flags.Changed("roofline-compute-eff") {
+			p.ComputeEff = o.computeEff
+		}
+		if flags.Changed("roofline-bandwidth-eff") {
+			p.BandwidthEff = o.bandwidthEff
+		}
+		if flags.Changed("roofline-step-overhead-us") {
+			p.StepOverheadUs = o.stepOverhead
+		}
+		l.Roofline = &p
+	}
+	bbAlpha, bbBeta := flags.Changed("alpha-coeffs"), flags.Changed("beta-coeffs")
+	if bbAlpha || bbBeta || (l.Model == "blackbox" && l.Blackbox == nil) {
+		p := deploy.DefaultBlackboxParams
+		if l.Blackbox != nil {
+			p = *l.Blackbox
+		}
+		var err error
+		if bbAlpha || l.Blackbox == nil {
+			if p.Alpha, err = parseTriple(o.alphaBB, "--alpha-coeffs"); err != nil {
+				return err
+			}
+		}
+		if bbBeta || l.Blackbox == nil {
+			if p.Beta, err = parseTriple(o.betaBB, "--beta-coeffs"); err != nil {
+				return err
+			}
+		}
+		l.Blackbox = &p
+	}
+	return nil
 }
 
 func parseTriple(s, flag string) ([3]float64, error) {
@@ -496,4 +489,19 @@ func describe(o *runOpts, r *resolved) runConfig {
 		LongPrefill: o.longPrefill, Scheduler: o.scheduler, Priority: o.priority, Latency: r.simCfg.Latency.Name(),
 		Coefficients: r.coeffSrc, Noise: o.noise, Workload: wl, Seed: o.seed, HorizonS: o.horizonS,
 	}
+}
+
+// flagError prefixes a workload error with "--" when it starts with the
+// field's flag name, so that "rate must be > 0" reads "--rate must be > 0".
+func flagError(err error) error {
+	msg := err.Error()
+	for _, f := range []string{"requests", "rate", "arrival", "gamma-cv", "prefix-groups", "prefix-tokens", "prefix-fraction"} {
+		field := strings.ReplaceAll(f, "-", "_")
+		for _, name := range []string{f, field} {
+			if strings.HasPrefix(msg, name+" ") || strings.HasPrefix(msg, name+":") {
+				return fmt.Errorf("--%s%s", f, msg[len(name):])
+			}
+		}
+	}
+	return err
 }

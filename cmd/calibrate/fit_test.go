@@ -43,8 +43,8 @@ func simTables(t *testing.T, seed int64) string {
 	opt.StepSampleRate, opt.RichSubsampleRate = 1, 0
 	tw, err := simtrace.NewWriter(f, nil, opt, rng.Stream(sim.StreamTraceJourney), rng.Stream(sim.StreamTraceStep))
 	require.NoError(t, err)
-	s, err := sim.New(sim.Config{MaxNumSeqs: k.MaxNumSeqs, MaxBatchedTokens: k.MaxBatchedTokens, BlockSize: k.BlockSizeTokens,
-		TotalKVBlocks: k.TotalKVBlocksGPU, PrefixCaching: true, OffloadThreshold: 0.8,
+	k.ChunkedPrefillEnabled, k.PrefixCachingEnabled = false, true
+	s, err := sim.New(sim.Config{Engine: sim.EngineConfig{VLLMKnobs: k, OffloadThreshold: 0.8},
 		Latency: sim.NewNoisy(sim.DefaultRoofline(c), 0.05, rng.Stream(sim.StreamLatencyNoise)), Observer: tw}, reqs)
 	require.NoError(t, err)
 	_, err = s.Run()

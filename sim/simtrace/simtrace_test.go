@@ -17,6 +17,7 @@ import (
 
 	"github.com/blis-sim/blis/internal/parquettest"
 	"github.com/blis-sim/blis/otlpingest"
+	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/sim"
 )
 
@@ -48,21 +49,23 @@ func workload(n int, seed uint64, meanGapUs float64) []sim.RequestSpec {
 
 func baseConfig() sim.Config {
 	return sim.Config{
-		MaxNumSeqs:       24,
-		MaxBatchedTokens: 512,
-		ChunkedPrefill:   true,
-		BlockSize:        16,
-		TotalKVBlocks:    400, // small: forces preemptions
-		PrefixCaching:    true,
-		Latency:          &sim.Blackbox{Alpha: [3]float64{1000, 0.1, 2}, Beta: [3]float64{5000, 20, 100}},
-		RecordRequests:   true,
+		Engine: sim.EngineConfig{VLLMKnobs: physics.VLLMKnobs{
+			MaxNumSeqs:            24,
+			MaxBatchedTokens:      512,
+			ChunkedPrefillEnabled: true,
+			BlockSizeTokens:       16,
+			TotalKVBlocksGPU:      400, // small: forces preemptions
+			PrefixCachingEnabled:  true,
+		}},
+		Latency: &sim.Blackbox{Alpha: [3]float64{1000, 0.1, 2}, Beta: [3]float64{5000, 20, 100}},
+		Options: sim.Options{RecordRequests: true},
 	}
 }
 
 func offloadConfig() sim.Config {
 	cfg := baseConfig()
-	cfg.CPUKVBlocks = 300
-	cfg.OffloadThreshold = 0.5
+	cfg.Engine.TotalKVBlocksCPU, cfg.Engine.CPUOffloading = 300, true
+	cfg.Engine.OffloadThreshold = 0.5
 	return cfg
 }
 
@@ -202,7 +205,7 @@ func TestSchemaRoundTrip(t *testing.T) {
 			require.Greater(t, res.Preemptions, int64(0), "the small cache must force preemptions")
 			require.Greater(t, res.Requests.Dropped, int64(0), "some requests must not fit the cache")
 			require.Equal(t, res.Requests.Offered, res.Requests.Completed+res.Requests.Dropped)
-			if tc.cfg.CPUKVBlocks > 0 {
+			if tc.cfg.Engine.TotalKVBlocksCPU > 0 {
 				require.NotNil(t, res.KVOffload)
 				require.Greater(t, res.KVOffload.StoredBlocks, int64(0))
 				require.Greater(t, res.KVOffload.ReloadedBlocks, int64(0))
@@ -736,7 +739,7 @@ func BenchmarkTrace10k(b *testing.B) {
 			var st Stats
 			for b.Loop() {
 				cfg := offloadConfig()
-				cfg.RecordRequests = false
+				cfg.Options.RecordRequests = false
 				var w *Writer
 				if tc.opt != nil {
 					rng := sim.NewRNG(1)
@@ -771,7 +774,7 @@ func BenchmarkTrace10k(b *testing.B) {
 // every written request is whole.
 func TestHorizon(t *testing.T) {
 	cfg := baseConfig()
-	cfg.HorizonUs = 3_000_000
+	cfg.Options.HorizonUs = 3_000_000
 	opt := DefaultOptions()
 	opt.StepSampleRate = 0.2
 	r := simulate(t, cfg, workload(400, 11, 30_000), opt, 5)

@@ -1,0 +1,274 @@
+// Package deploy assembles simulated vLLM instances and clusters from
+// their description: a model, a GPU, a tensor-parallel degree, vLLM's
+// settings and a latency model become a sim.Config (KV blocks derived from
+// device memory when not given, the latency model built and checked); a
+// deployment file (YAML) describes heterogeneous pools of such instances
+// and the cluster's admission, routing and signal freshness.
+//
+// Both blis run and the cluster tests build instances here, so there is
+// one place that knows how. Errors are *FieldError values naming the
+// setting by its key in a deployment file's pool (vllm.max_num_seqs,
+// latency.coefficients, ...); Flag maps a key to blis run's flag, and the
+// deployment loader adds the file and line.
+package deploy
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/blis-sim/blis/coefficients"
+	"github.com/blis-sim/blis/physics"
+	"github.com/blis-sim/blis/sim"
+)
+
+// InstanceSpec describes one vLLM instance. The zero value is not valid;
+// start from DefaultInstanceSpec.
+type InstanceSpec struct {
+	Model    string // shipped model name or path to a HuggingFace config.json
+	Hardware string // shipped hardware name or path to a hardware spec JSON
+	TP       int
+	// VLLM holds vLLM's settings. TotalKVBlocksGPU 0 means derive it from
+	// device memory as vLLM does; CPUOffloading is set from
+	// TotalKVBlocksCPU > 0.
+	VLLM                 physics.VLLMKnobs
+	LongPrefillThreshold int64   // vLLM --long-prefill-token-threshold (0: no cap)
+	OffloadThreshold     float64 // GPU KV usage above which evicted blocks go to the CPU tier
+
+	Scheduler         string  // fcfs, priority-fcfs, sjf, reverse-priority
+	Priority          string  // constant, slo-based, inverted-slo
+	PriorityBase      float64 // base priority score
+	PriorityAgeWeight float64 // score per second of age
+
+	Latency LatencySpec
+}
+
+// LatencySpec chooses and parameterizes the latency model.
+type LatencySpec struct {
+	// Model is physics, roofline or blackbox; "" chooses physics when
+	// Coefficients is set or a shipped coefficient file applies, else
+	// roofline.
+	Model string
+	// Coefficients is a coefficient YAML written by calibrate fit (physics).
+	Coefficients string
+	// Roofline and Blackbox override the models' defaults; each is only
+	// valid with its model.
+	Roofline *RooflineParams
+	Blackbox *BlackboxParams
+	// Noise is the log-normal σ of multiplicative step-time noise, in
+	// [0, 2]; 0 for none.
+	Noise float64
+}
+
+// RooflineParams are the roofline's tunable efficiencies and overhead.
+type RooflineParams struct {
+	ComputeEff     float64 // share of peak FLOP/s reached, (0, 1]
+	BandwidthEff   float64 // share of peak HBM bandwidth reached, (0, 1]
+	StepOverheadUs float64 // fixed CPU and launch cost per step, µs
+}
+
+// BlackboxParams are the blackbox regression's coefficients (µs).
+type BlackboxParams struct {
+	Alpha [3]float64 // queueing µs, µs per prompt token; µs per output token at departure
+	Beta  [3]float64 // step µs, µs per prefill token, µs per decode token
+}
+
+// Defaults of the latency parameters.
+var (
+	DefaultRooflineParams = RooflineParams{ComputeEff: 0.6, BandwidthEff: 0.8, StepOverheadUs: 900}
+	DefaultBlackboxParams = BlackboxParams{Alpha: [3]float64{1200, 0.08, 1.5}, Beta: [3]float64{6000, 0.2, 30}}
+)
+
+// DefaultInstanceSpec is Llama-3.1-8B on one H100 with vLLM's default
+// settings (physics.DefaultVLLMKnobs), the KV cache derived from memory,
+// fcfs scheduling and the automatic latency model choice.
+func DefaultInstanceSpec() InstanceSpec {
+	return InstanceSpec{
+		Model:             "llama-3.1-8b",
+		Hardware:          "h100-sxm",
+		TP:                1,
+		VLLM:              physics.DefaultVLLMKnobs(),
+		OffloadThreshold:  0.9,
+		Scheduler:         "fcfs",
+		Priority:          "constant",
+		PriorityAgeWeight: 1,
+	}
+}
+
+// Instance is a built instance: its physics constants, the engine
+// configuration (no observer; Options zero) and what was chosen.
+type Instance struct {
+	Phys   *physics.PhysicsConfig
+	Config sim.Config
+	// LatencyName is the model chosen (physics, roofline, blackbox; the
+	// noise wrapper is in Config.Latency.Name()), and CoefficientsSource
+	// the coefficient file used ("builtin:shipped/..." for a shipped one).
+	LatencyName        string
+	CoefficientsSource string
+}
+
+// FieldError is an invalid setting. Fields are key paths of a deployment
+// file's pool (model, vllm.max_num_seqs, latency.roofline, ...); several
+// when a combination is at fault.
+type FieldError struct {
+	Fields []string
+	Err    error
+}
+
+func (e *FieldError) Error() string { return strings.Join(e.Fields, ", ") + ": " + e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
+
+func fieldErr(field string, err error) error { return &FieldError{Fields: []string{field}, Err: err} }
+
+func fieldErrf(field, format string, args ...any) error {
+	return fieldErr(field, fmt.Errorf(format, args...))
+}
+
+// knobField is the pool key of a physics.VLLMKnobs or sim.EngineConfig
+// field name.
+func knobField(name string) string { return "vllm." + name }
+
+// asField turns a *physics.FieldError from the knobs or the engine into a
+// FieldError under vllm.
+func asField(err error, fallback ...string) error {
+	var fe *physics.FieldError
+	if errors.As(err, &fe) && fe.Source != "" && fe.Source != "vllm" {
+		// A model or hardware file's own field: the file is at fault.
+		return &FieldError{Fields: fallback, Err: err}
+	}
+	if errors.As(err, &fe) {
+		return fieldErr(knobField(fe.Field), errors.New(fe.Msg))
+	}
+	return &FieldError{Fields: fallback, Err: err}
+}
+
+// Build assembles the instance. Its noise stream, if any, is
+// sim.InstanceStream(sim.StreamLatencyNoise, index) of rng, so that
+// instances never share or shift each other's draws.
+func (s InstanceSpec) Build(rng sim.RNG, index int) (*Instance, error) {
+	m, err := physics.LoadModel(s.Model)
+	if err != nil {
+		return nil, fieldErr("model", err)
+	}
+	h, err := physics.LoadHardware(s.Hardware)
+	if err != nil {
+		return nil, fieldErr("hardware", err)
+	}
+	if s.TP < 1 {
+		return nil, fieldErrf("tp", "must be >= 1, got %d", s.TP)
+	}
+	k := s.VLLM
+	if k.TotalKVBlocksGPU < 0 {
+		return nil, fieldErrf(knobField("total_kv_blocks_gpu"), "must be a block count > 0 or 0 to derive it, got %d", k.TotalKVBlocksGPU)
+	}
+	if k.TotalKVBlocksCPU < 0 {
+		return nil, fieldErrf(knobField("total_kv_blocks_cpu"), "must be >= 0, got %d", k.TotalKVBlocksCPU)
+	}
+	k.CPUOffloading = k.TotalKVBlocksCPU > 0
+	cfg, err := physics.NewPhysicsConfig(m, h, s.TP, k)
+	if err != nil {
+		return nil, asField(err, "model", "hardware", "tp")
+	}
+	sched, err := sim.ParseScheduler(s.Scheduler)
+	if err != nil {
+		return nil, fieldErr("scheduler", err)
+	}
+	prio, err := sim.ParsePriority(s.Priority)
+	if err != nil {
+		return nil, fieldErr("priority", err)
+	}
+	in := &Instance{Phys: cfg}
+	lat, err := s.latency(in)
+	if err != nil {
+		return nil, err
+	}
+	if n := s.Latency.Noise; !(n >= 0 && n <= 2) {
+		return nil, fieldErrf("latency.noise", "must be in [0, 2], got %v", n)
+	} else if n > 0 {
+		lat = sim.NewNoisy(lat, n, rng.Stream(sim.InstanceStream(sim.StreamLatencyNoise, index)))
+	}
+	in.Config = sim.Config{
+		Engine:   sim.EngineConfig{VLLMKnobs: cfg.Knobs, LongPrefillThreshold: s.LongPrefillThreshold, OffloadThreshold: s.OffloadThreshold},
+		Policies: sim.Policies{Scheduler: sched, Priority: sim.PriorityPolicy{Kind: prio, Base: s.PriorityBase, AgeWeight: s.PriorityAgeWeight}},
+		Latency:  lat,
+	}
+	if err := in.Config.Engine.Validate(); err != nil {
+		return nil, asField(err)
+	}
+	if err := in.Config.Policies.Priority.Validate(); err != nil {
+		return nil, fieldErr("priority_age_weight", err)
+	}
+	return in, nil
+}
+
+func (s InstanceSpec) latency(in *Instance) (sim.LatencyModel, error) {
+	cfg := in.Phys
+	l := s.Latency
+	name := l.Model
+	shipped := coefficients.FindShipped(cfg.Model.Name, cfg.Hardware.Name, cfg.TP, cfg.Knobs)
+	if name == "" {
+		name = "roofline"
+		if l.Coefficients != "" || shipped != nil {
+			name = "physics"
+		}
+	}
+	in.LatencyName = name
+	if l.Roofline != nil && name != "roofline" {
+		return nil, fieldErrf("latency.roofline", "only used by the roofline latency model (this instance uses %s)", name)
+	}
+	if l.Blackbox != nil && name != "blackbox" {
+		return nil, fieldErrf("latency.blackbox", "only used by the blackbox latency model (this instance uses %s)", name)
+	}
+	if l.Coefficients != "" && name != "physics" {
+		return nil, fieldErrf("latency.coefficients", "only used by the physics latency model (this instance uses %s)", name)
+	}
+	switch name {
+	case "physics":
+		var cf *coefficients.File
+		switch {
+		case l.Coefficients != "":
+			var err error
+			if cf, err = coefficients.Load(l.Coefficients); err != nil {
+				return nil, fieldErr("latency.coefficients", err)
+			}
+			if err := cf.CheckApplies(cfg.Model.Name, cfg.Hardware.Name, cfg.TP, cfg.Knobs); err != nil {
+				return nil, fieldErr("latency.coefficients", fmt.Errorf("%s: %w", l.Coefficients, err))
+			}
+			in.CoefficientsSource = l.Coefficients
+		case shipped != nil:
+			cf, in.CoefficientsSource = shipped.File, "builtin:"+shipped.Name
+		default:
+			return nil, fieldErrf("latency.coefficients", "the physics latency model needs a coefficient file (written by calibrate fit): no shipped coefficients apply to this model, hardware, TP and vLLM settings")
+		}
+		p := &sim.Physics{Cfg: cfg, Beta: cf.Beta, Gamma: cf.Gamma, Overheads: cf.Overheads}
+		if err := p.Validate(); err != nil {
+			return nil, fieldErr("latency.coefficients", err)
+		}
+		return p, nil
+	case "roofline":
+		p := DefaultRooflineParams
+		if l.Roofline != nil {
+			p = *l.Roofline
+		}
+		m := sim.DefaultRoofline(cfg)
+		m.ComputeEfficiency, m.BandwidthEfficiency, m.StepOverheadUs = p.ComputeEff, p.BandwidthEff, p.StepOverheadUs
+		if err := m.Validate(); err != nil {
+			return nil, fieldErr("latency.roofline", err)
+		}
+		return m, nil
+	case "blackbox":
+		p := DefaultBlackboxParams
+		if l.Blackbox != nil {
+			p = *l.Blackbox
+		}
+		m := &sim.Blackbox{Alpha: p.Alpha, Beta: p.Beta}
+		if cfg.Knobs.CPUOffloading {
+			m.TransferUsPerBlock = cfg.BlockSizeBytes / cfg.HWPCIeBandwidthEff * 1e6
+		}
+		if err := m.Validate(); err != nil {
+			return nil, fieldErr("latency.blackbox", err)
+		}
+		return m, nil
+	}
+	return nil, fieldErrf("latency.model", "%q is not a latency model; use physics, roofline or blackbox", name)
+}

@@ -1,0 +1,42 @@
+package sim
+
+import "github.com/blis-sim/blis/internal/mix"
+
+// Block identity. Block i of a request's token stream (its prompt, then
+// its output) is shared content when it lies wholly inside the request's
+// prefix group's shared prefix, and the request's own content otherwise.
+// A block's hash chains its content with the hash of the block before it,
+// as vLLM's prefix cache does, so equal hashes mean equal prefixes and a
+// cache lookup walks the chain from block 0.
+//
+// This is the one definition of block identity: the engine's prefix cache
+// and the cluster's router-side prefix index both use it.
+
+// chain combines a parent hash with a block's content.
+func chain(h, v uint64) uint64 {
+	return mix.Splitmix64(h ^ (v + 0x9e3779b97f4a7c15 + (h << 6) + (h >> 2)))
+}
+
+// blockContent identifies the tokens of block i of spec's stream.
+func blockContent(spec *RequestSpec, i, blockSize int64) uint64 {
+	if spec.PrefixGroup > 0 && (i+1)*blockSize <= spec.PrefixTokens {
+		return uint64(spec.PrefixGroup)<<32 | uint64(i) | 1<<63
+	}
+	return uint64(spec.ID)<<24 ^ uint64(i)
+}
+
+// AppendBlockHashes extends dst, which must hold the chained hashes of
+// spec's first len(dst) blocks (none at first), to its first n blocks of
+// blockSize tokens, and returns it. It allocates only when dst must grow.
+// A router hashes a request's prompt with n = PromptTokens / blockSize
+// (the full blocks).
+func AppendBlockHashes(dst []uint64, spec *RequestSpec, blockSize, n int64) []uint64 {
+	for i := int64(len(dst)); i < n; i++ {
+		var parent uint64
+		if i > 0 {
+			parent = dst[i-1]
+		}
+		dst = append(dst, chain(parent, blockContent(spec, i, blockSize)))
+	}
+	return dst
+}

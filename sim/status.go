@@ -1,0 +1,75 @@
+package sim
+
+// Status is what an instance reports about itself at one moment: the
+// signals a router reads (vLLM's /metrics gauges) and the engine's own
+// request count. It is a value: taking one allocates nothing, and it does
+// not change when the engine moves on.
+type Status struct {
+	AtUs int64 // the engine's clock when taken
+	// QueueDepth is the waiting queue (vllm:num_requests_waiting) and
+	// BatchSize the running batch (vllm:num_requests_running).
+	QueueDepth, BatchSize int64
+	// InFlight is every request injected and not yet finished or dropped:
+	// pending arrival, in API processing, waiting or running.
+	InFlight int64
+	// FreeKVBlocks and TotalKVBlocks are GPU blocks; KVUtilization is
+	// used/total (vllm:gpu_cache_usage_perc), in [0, 1].
+	FreeKVBlocks, TotalKVBlocks int64
+	KVUtilization               float64
+	// PrefixCacheHitRate is prompt tokens served from the GPU prefix cache
+	// at first admission over prompt tokens admitted, since the start (0
+	// before any admission).
+	PrefixCacheHitRate float64
+}
+
+// Status returns the instance's current status.
+func (e *Engine) Status() Status {
+	st := Status{
+		AtUs:          e.now,
+		QueueDepth:    int64(e.waiting.len()),
+		BatchSize:     int64(len(e.running)),
+		InFlight:      e.injected - e.m.completed - e.m.dropped,
+		FreeKVBlocks:  e.kv.numFree,
+		TotalKVBlocks: e.kv.total(),
+	}
+	st.KVUtilization = float64(e.kv.used()) / float64(e.kv.total())
+	if e.m.promptTokens > 0 {
+		st.PrefixCacheHitRate = float64(e.m.cachedTokens) / float64(e.m.promptTokens)
+	}
+	return st
+}
+
+// CachedPrefixBlocks is how many leading blocks of a block-hash chain (from
+// AppendBlockHashes, with this engine's block size) the instance holds in
+// its GPU prefix cache right now; 0 without prefix caching. It allocates
+// nothing and changes nothing.
+func (e *Engine) CachedPrefixBlocks(hashes []uint64) int64 {
+	hits, _ := e.kv.match(hashes)
+	return hits
+}
+
+// BlockSize is the engine's KV block size in tokens.
+func (e *Engine) BlockSize() int64 { return e.blockSize }
+
+// Completion is a request that left the engine: it finished (its last
+// token was produced; it departs after the departure overhead) or was
+// dropped as unservable at enqueue. Times are µs.
+type Completion struct {
+	ID      int64
+	Dropped bool
+	Reason  string // why it was dropped
+	// ArrivalUs is the client's send time (RequestSpec.ArrivalUs) and
+	// InjectedUs when it reached the instance.
+	ArrivalUs, InjectedUs int64
+	EnqueuedUs            int64
+	// FirstScheduledUs, FirstTokenUs and FinishedUs are 0 for a dropped
+	// request.
+	FirstScheduledUs, FirstTokenUs, FinishedUs int64
+	// DepartedUs is when the client has the whole response (for a dropped
+	// request, when it was refused).
+	DepartedUs   int64
+	PromptTokens int64
+	OutputTokens int64
+	CachedTokens int64 // prompt tokens served from caches at first admission
+	Preemptions  int64
+}
