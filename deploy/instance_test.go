@@ -57,7 +57,10 @@ func TestBuildErrorsNameTheKey(t *testing.T) {
 		{func(s *InstanceSpec) { s.Latency.Model = "magic" }, "latency.model"},
 		{func(s *InstanceSpec) { s.Latency.Noise = 5 }, "latency.noise"},
 		{func(s *InstanceSpec) { s.Latency.Roofline = &RooflineParams{ComputeEff: 1, BandwidthEff: 1} }, "latency.roofline"},
-		{func(s *InstanceSpec) { s.Latency.Model = "roofline"; s.Latency.Roofline = &RooflineParams{ComputeEff: 0, BandwidthEff: 1} }, "latency.roofline"},
+		{func(s *InstanceSpec) {
+			s.Latency.Model = "roofline"
+			s.Latency.Roofline = &RooflineParams{ComputeEff: 0, BandwidthEff: 1}
+		}, "latency.roofline"},
 		{func(s *InstanceSpec) { s.Latency.Model = "roofline"; s.Latency.Blackbox = &DefaultBlackboxParams }, "latency.blackbox"},
 		{func(s *InstanceSpec) { s.Latency.Coefficients = "/nonexistent.yaml" }, "latency.coefficients"},
 		{func(s *InstanceSpec) { s.Latency.Model = "physics"; s.VLLM.MaxNumSeqs = 100 }, "latency.coefficients"},

@@ -186,10 +186,10 @@ type Engine struct {
 	// storedLastStep is the blocks the previous step stored to the CPU.
 	storedLastStep int64
 
-	batch    Batch
-	jev      JourneyEvent
-	kev      KVEvent
-	summary  StepSummary
+	batch   Batch
+	jev     JourneyEvent
+	kev     KVEvent
+	summary StepSummary
 
 	done []Completion // completions of the last Advance
 
