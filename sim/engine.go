@@ -365,7 +365,8 @@ func (e *Engine) onQueued(i int32) {
 			o.Dropped(r.spec.ID, e.now, reason)
 		}
 		e.done = append(e.done, Completion{ID: r.spec.ID, Dropped: true, Reason: reason, ArrivalUs: r.arrival,
-			InjectedUs: r.injected, EnqueuedUs: e.now, DepartedUs: e.now, PromptTokens: r.spec.PromptTokens})
+			InjectedUs: r.injected, EnqueuedUs: e.now, DepartedUs: e.now, PromptTokens: r.spec.PromptTokens,
+			Tenant: r.spec.Tenant, SLOClass: r.spec.SLOClass})
 		e.release(i)
 		return
 	}

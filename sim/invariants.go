@@ -138,7 +138,7 @@ func (e *Engine) checkKV(full bool) {
 		if !blk.hashed {
 			continue
 		}
-		if got, ok := kv.index.get(blk.hash); !ok || got != int32(b) {
+		if got, ok := kv.index.Get(blk.hash); !ok || got != int32(b) {
 			e.fail("INV-4", "block %d is marked cached but the prefix index does not point to it", b)
 		}
 	}
@@ -152,8 +152,8 @@ func (e *Engine) checkKV(full bool) {
 				hashed++
 			}
 		}
-		if hashed != kv.index.len() {
-			e.fail("INV-4", "prefix index has %d entries for %d cached blocks", kv.index.len(), hashed)
+		if hashed != kv.index.Len() {
+			e.fail("INV-4", "prefix index has %d entries for %d cached blocks", kv.index.Len(), hashed)
 		}
 	}
 }

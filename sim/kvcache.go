@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/blis-sim/blis/internal/hashindex"
+
 // kvBlock is one GPU KV block. Free blocks sit on a doubly linked LRU list:
 // allocation takes from the head, release appends at the tail, so the block
 // freed longest ago is reused (and its cached prefix evicted) first.
@@ -19,9 +21,9 @@ type kvCache struct {
 	blocks     []kvBlock
 	head, tail int32
 	numFree    int64
-	prefix     bool         // prefix caching on
-	index      *prefixIndex // hash → block holding that prefix
-	cpu        *cpuTier     // nil without CPU offload
+	prefix     bool             // prefix caching on
+	index      *hashindex.Index // hash → block holding that prefix
+	cpu        *cpuTier         // nil without CPU offload
 
 	evictions int64 // cached blocks whose content was dropped by reuse
 	offloaded int64 // blocks copied to the CPU tier when evicted under pressure
@@ -40,7 +42,7 @@ func newKVCache(total, blockSize int64, prefix bool, cpu *cpuTier) *kvCache {
 		cpu:       cpu,
 	}
 	if prefix {
-		c.index = newPrefixIndex(total)
+		c.index = hashindex.New(total)
 	}
 	for i := range c.blocks {
 		c.pushTail(int32(i))
@@ -86,7 +88,7 @@ func (c *kvCache) match(hashes []uint64) (hits, hitsFree int64) {
 		return 0, 0
 	}
 	for _, h := range hashes {
-		b, ok := c.index.get(h)
+		b, ok := c.index.Get(h)
 		if !ok {
 			break
 		}
@@ -101,7 +103,7 @@ func (c *kvCache) match(hashes []uint64) (hits, hitsFree int64) {
 // acquireCached takes a reference on the first n matched blocks.
 func (c *kvCache) acquireCached(hashes []uint64, n int64, dst []int32) []int32 {
 	for _, h := range hashes[:n] {
-		b, _ := c.index.get(h)
+		b, _ := c.index.Get(h)
 		if c.blocks[b].ref == 0 {
 			c.unlink(b)
 		}
@@ -134,7 +136,7 @@ func (c *kvCache) allocate(n int64, dst []int32) ([]int32, bool) {
 // memory pressure the content is first stored to the CPU tier.
 func (c *kvCache) evict(b int32) {
 	blk := &c.blocks[b]
-	c.index.del(blk.hash)
+	c.index.Del(blk.hash)
 	blk.hashed = false
 	c.evictions++
 	if c.cpu != nil && c.cpu.pressure(c) {
@@ -164,7 +166,7 @@ func (c *kvCache) commit(b int32, h uint64) {
 	if !c.prefix {
 		return
 	}
-	if c.index.put(h, b) {
+	if c.index.Put(h, b) {
 		c.blocks[b].hash, c.blocks[b].hashed = h, true
 	}
 }

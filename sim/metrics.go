@@ -259,6 +259,9 @@ func (h *Histogram) add(v int64) {
 	h.sum += float64(v)
 }
 
+// Add counts one value (µs; negative values count as 0).
+func (h *Histogram) Add(v int64) { h.add(v) }
+
 // Merge adds every value of o to h.
 func (h *Histogram) Merge(o *Histogram) {
 	if o == nil || o.n == 0 {

@@ -19,6 +19,44 @@ type RequestSpec struct {
 	// Priority is a static class used by the priority policies' base score
 	// (higher is more important); 0 by default.
 	Priority int32
+	// Tenant is the request's tenant, an index into the workload's tenant
+	// list (0: the default tenant); SLOClass its service class (SLONone
+	// when the workload gives none). The cluster reports latencies per
+	// class and fairness across tenants; the engine ignores both.
+	Tenant   int32
+	SLOClass SLOClass
+}
+
+// SLOClass is a request's service class (seed 002): realtime,
+// interactive or batch.
+type SLOClass uint8
+
+const (
+	SLONone SLOClass = iota
+	SLORealtime
+	SLOInteractive
+	SLOBatch
+	numSLOClasses
+)
+
+var sloNames = [numSLOClasses]string{"", "realtime", "interactive", "batch"}
+
+// String is the class's name ("" for SLONone).
+func (c SLOClass) String() string {
+	if c < numSLOClasses {
+		return sloNames[c]
+	}
+	return fmt.Sprintf("slo-class(%d)", c)
+}
+
+// ParseSLOClass reads a class name; "" is SLONone.
+func ParseSLOClass(s string) (SLOClass, error) {
+	for i, n := range sloNames {
+		if n == s {
+			return SLOClass(i), nil
+		}
+	}
+	return 0, fmt.Errorf("slo_class %q is not a class; use realtime, interactive or batch", s)
 }
 
 // Validate checks one spec; the error names the request and the field.
@@ -36,6 +74,10 @@ func (r RequestSpec) Validate() error {
 		return fmt.Errorf("request %d: prefix_tokens %d must be within [0, prompt_tokens %d]", r.ID, r.PrefixTokens, r.PromptTokens)
 	case r.PrefixGroup == 0 && r.PrefixTokens != 0:
 		return fmt.Errorf("request %d: prefix_tokens %d without a prefix_group", r.ID, r.PrefixTokens)
+	case r.Tenant < 0:
+		return fmt.Errorf("request %d: tenant %d is negative", r.ID, r.Tenant)
+	case r.SLOClass >= numSLOClasses:
+		return fmt.Errorf("request %d: slo_class %d is not a class", r.ID, r.SLOClass)
 	}
 	return nil
 }

@@ -336,37 +336,6 @@ func TestHistogramQuantilesWithinResolution(t *testing.T) {
 	}
 }
 
-// TestPrefixIndexMatchesAMap drives the open-addressing index and a Go map
-// with the same random operations, with keys forced into long probe runs.
-func TestPrefixIndexMatchesAMap(t *testing.T) {
-	r := rand.New(rand.NewPCG(9, 9))
-	p := newPrefixIndex(64)
-	ref := map[uint64]int32{}
-	for i := 0; i < 200_000; i++ {
-		// Few distinct low bits: many keys share a home slot.
-		k := uint64(1+r.IntN(100))<<20 | uint64(r.IntN(8)) // never 0, which the index stores as 1
-		switch r.IntN(3) {
-		case 0:
-			if len(ref) < 64 {
-				_, had := ref[k]
-				require.Equal(t, !had, p.put(k, int32(i)))
-				if !had {
-					ref[k] = int32(i)
-				}
-			}
-		case 1:
-			p.del(k)
-			delete(ref, k)
-		default:
-			v, ok := p.get(k)
-			want, had := ref[k]
-			require.Equal(t, had, ok)
-			require.Equal(t, want, v)
-		}
-		require.Equal(t, len(ref), p.len())
-	}
-}
-
 func TestLatencyModelsChargeCPUTransfers(t *testing.T) {
 	cfg := llamaH100(t)
 	b := &Batch{}

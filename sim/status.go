@@ -72,4 +72,6 @@ type Completion struct {
 	OutputTokens int64
 	CachedTokens int64 // prompt tokens served from caches at first admission
 	Preemptions  int64
+	Tenant       int32
+	SLOClass     SLOClass
 }

@@ -285,7 +285,8 @@ func (e *Engine) processCompletions(dt int64) {
 		e.checkCausality(r)
 		e.done = append(e.done, Completion{ID: r.spec.ID, ArrivalUs: r.arrival, InjectedUs: r.injected, EnqueuedUs: r.enqueued,
 			FirstScheduledUs: r.firstScheduled, FirstTokenUs: r.firstToken, FinishedUs: r.finished, DepartedUs: r.departed,
-			PromptTokens: r.spec.PromptTokens, OutputTokens: r.outputs, CachedTokens: r.firstCached, Preemptions: r.preemptions})
+			PromptTokens: r.spec.PromptTokens, OutputTokens: r.outputs, CachedTokens: r.firstCached, Preemptions: r.preemptions,
+			Tenant: r.spec.Tenant, SLOClass: r.spec.SLOClass})
 		e.release(idx)
 	}
 	e.running = kept

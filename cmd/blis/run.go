@@ -54,16 +54,23 @@ type runOpts struct {
 	traceFile    string
 	kvEventsFile string
 	traceOpt     simtrace.Options
+
+	cl clusterOpts
 }
 
 func newRunCmd() *cobra.Command {
 	o := runOpts{knobs: physics.DefaultVLLMKnobs()}
 	cmd := &cobra.Command{
 		Use:   "run",
-		Short: "Simulate one vLLM instance serving a workload",
+		Short: "Simulate vLLM instances serving a workload, alone or as a cluster",
 		Long: `run simulates one vLLM instance (model, GPU, TP degree and vLLM settings)
 serving a synthetic workload or a replayed trace, and prints latency and
 throughput metrics as JSON on stdout.
+
+With --num-instances N, --deployment FILE or any cluster flag (admission,
+routing, snapshot freshness, decision trace, fitness) it simulates a cluster:
+the instances behind an admission policy and a router on one clock, and
+prints the aggregated metrics with each instance's own. See docs/cluster.md.
 
 Latency models (--latency):
   physics   step time from the 16 physics features and fitted coefficients
@@ -83,6 +90,8 @@ no linear model fits exactly, for testing calibration.
 OTLP JSON lines (read it back with calibrate ingest); --kv-events writes the
 KV events subscriber's JSON lines when --kv-blocks-cpu is set.`,
 		Example: `  blis run
+  blis run --num-instances 4 --routing-policy weighted --rate 30 --requests 5000
+  blis run --deployment deploy.yaml --trace-level decisions --decision-trace decisions.jsonl
   blis run --rate 30 --requests 5000 --prompt-tokens lognormal:mean=2000,cv=0.8
   blis run --coefficients coeffs.yaml --replay tables/requests.parquet
   blis run --latency-noise 0.05 --otlp-trace run.jsonl --trace-step-sample-rate 1`,
@@ -144,6 +153,8 @@ KV events subscriber's JSON lines when --kv-blocks-cpu is set.`,
 	f.IntVar(&o.traceOpt.MaxEventsPerSpan, "trace-max-events-per-span", 128, "the OpenTelemetry SDK's OTEL_SPAN_EVENT_COUNT_LIMIT: a span keeps its last this many events")
 	f.StringVar(&o.traceOpt.Route, "trace-route", "/v1/completions", "HTTP route the trace shows: /v1/completions or /v1/chat/completions")
 
+	addClusterFlags(f, &o.cl)
+
 	f.BoolVar(&o.debugInv, "debug-invariants", false, "check every invariant in full after every step (slow)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no diagnostics on stderr")
 	return cmd
@@ -163,6 +174,9 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 	stderr := cmd.ErrOrStderr()
 	if o.quiet {
 		stderr = io.Discard
+	}
+	if clusterMode(cmd.Flags()) {
+		return runCluster(cmd, o, stderr)
 	}
 	r, err := resolve(cmd.Flags(), o)
 	if err != nil {
@@ -470,24 +484,27 @@ type runConfig struct {
 	HorizonS     float64           `json:"horizon_s"`
 }
 
-func describe(o *runOpts, r *resolved) runConfig {
-	wl := o.replay
-	if wl == "" {
-		w := o.workload
-		wl = fmt.Sprintf("%d requests, %s arrivals at %g/s, prompt %s, output %s", w.Requests, w.Arrival, w.Rate, w.Prompt, w.Output)
-		if w.Arrival == workload.ArrivalGamma {
-			wl += fmt.Sprintf(" (gamma cv %g)", w.GammaCV)
-		}
-		if w.PrefixGroups > 0 {
-			wl += fmt.Sprintf(", %g share %d-token prefixes of %d groups", w.PrefixFraction, w.PrefixTokens, w.PrefixGroups)
-		}
-	} else {
-		wl = "replay " + wl
+// describeWorkload is the workload in one line.
+func describeWorkload(o *runOpts) string {
+	if o.replay != "" {
+		return "replay " + o.replay
 	}
+	w := o.workload
+	wl := fmt.Sprintf("%d requests, %s arrivals at %g/s, prompt %s, output %s", w.Requests, w.Arrival, w.Rate, w.Prompt, w.Output)
+	if w.Arrival == workload.ArrivalGamma {
+		wl += fmt.Sprintf(" (gamma cv %g)", w.GammaCV)
+	}
+	if w.PrefixGroups > 0 {
+		wl += fmt.Sprintf(", %g share %d-token prefixes of %d groups", w.PrefixFraction, w.PrefixTokens, w.PrefixGroups)
+	}
+	return wl
+}
+
+func describe(o *runOpts, r *resolved) runConfig {
 	return runConfig{
 		Model: r.cfg.Model.Name, Hardware: r.cfg.Hardware.Name, TP: r.cfg.TP, VLLM: r.cfg.Knobs,
 		LongPrefill: o.longPrefill, Scheduler: o.scheduler, Priority: o.priority, Latency: r.simCfg.Latency.Name(),
-		Coefficients: r.coeffSrc, Noise: o.noise, Workload: wl, Seed: o.seed, HorizonS: o.horizonS,
+		Coefficients: r.coeffSrc, Noise: o.noise, Workload: describeWorkload(o), Seed: o.seed, HorizonS: o.horizonS,
 	}
 }
 

@@ -112,49 +112,88 @@ const (
 // prompt, a request cannot be shorter than it). This raise ignores
 // Prompt.Max, which Validate requires to exceed PrefixTokens.
 func Generate(s Spec, r *rand.Rand) ([]sim.RequestSpec, error) {
+	g, err := NewGenerator(s, r)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sim.RequestSpec, s.Requests)
+	for i := range out {
+		if out[i], err = g.Next(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Generator produces Generate's requests one at a time, so that a run of
+// any length holds one request of its workload, not all of them. The
+// sequence is exactly Generate's.
+type Generator struct {
+	s   Spec
+	r   *rand.Rand
+	gap func(*rand.Rand) float64
+	src *rand.PCG
+	sub *rand.Rand
+	t   float64 // seconds since StartUs
+	i   int
+}
+
+// NewGenerator validates s and returns its generator.
+func NewGenerator(s Spec, r *rand.Rand) (*Generator, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	gap := func(r *rand.Rand) float64 { return r.ExpFloat64() / s.Rate }
+	g := &Generator{s: s, r: r}
+	g.gap = func(r *rand.Rand) float64 { return r.ExpFloat64() / s.Rate }
 	if s.Arrival == ArrivalGamma {
 		k := 1 / (s.GammaCV * s.GammaCV)
 		scale := 1 / (s.Rate * k)
-		gap = func(r *rand.Rand) float64 { return gammaSample(r, k) * scale }
+		g.gap = func(r *rand.Rand) float64 { return gammaSample(r, k) * scale }
 	}
 	// One reseeded PCG serves every per-value stream; rand.Rand keeps no
 	// state of its own, so reseeding the source restarts the stream.
-	src := rand.NewPCG(0, 0)
-	sub := rand.New(src)
-	stream := func(seed, which uint64) *rand.Rand {
-		src.Seed(seed, which)
-		return sub
-	}
-	out := make([]sim.RequestSpec, s.Requests)
-	t := 0.0 // seconds since StartUs
-	for i := range out {
-		gapSeed, promptSeed, outputSeed, prefixSeed := r.Uint64(), r.Uint64(), r.Uint64(), r.Uint64()
+	g.src = rand.NewPCG(0, 0)
+	g.sub = rand.New(g.src)
+	return g, nil
+}
 
-		t += gap(stream(gapSeed, streamGap))
-		us := math.Round(t * 1e6)
-		if us > math.MaxInt64/2 || int64(us) > math.MaxInt64-s.StartUs {
-			return nil, fmt.Errorf("request %d: arrival time overflows int64 microseconds; raise rate or lower requests", i)
-		}
-		// One statement per stream: sub is shared, so each sample must
-		// finish before the next reseed.
-		req := sim.RequestSpec{ID: int64(i), ArrivalUs: int64(us) + s.StartUs}
-		req.PromptTokens = s.Prompt.Sample(stream(promptSeed, streamPrompt))
-		req.OutputTokens = s.Output.Sample(stream(outputSeed, streamOutput))
-		pr := stream(prefixSeed, streamPrefix)
-		member, which := pr.Float64(), pr.Float64()
-		if s.PrefixGroups > 0 && member < s.PrefixFraction {
-			g := 1 + int64(which*float64(s.PrefixGroups))
-			req.PrefixGroup = int32(min(g, int64(s.PrefixGroups))) // guard float rounding at the top
-			req.PrefixTokens = s.PrefixTokens
-			req.PromptTokens = max(req.PromptTokens, s.PrefixTokens+1)
-		}
-		out[i] = req
+// Remaining is the number of requests not yet generated.
+func (g *Generator) Remaining() int { return g.s.Requests - g.i }
+
+func (g *Generator) stream(seed, which uint64) *rand.Rand {
+	g.src.Seed(seed, which)
+	return g.sub
+}
+
+// Next returns the next request; it is an error to call it when Remaining
+// is 0.
+func (g *Generator) Next() (sim.RequestSpec, error) {
+	if g.i >= g.s.Requests {
+		return sim.RequestSpec{}, fmt.Errorf("the workload's %d requests are all generated", g.s.Requests)
 	}
-	return out, nil
+	s, r, i := &g.s, g.r, g.i
+	gapSeed, promptSeed, outputSeed, prefixSeed := r.Uint64(), r.Uint64(), r.Uint64(), r.Uint64()
+
+	g.t += g.gap(g.stream(gapSeed, streamGap))
+	us := math.Round(g.t * 1e6)
+	if us > math.MaxInt64/2 || int64(us) > math.MaxInt64-s.StartUs {
+		return sim.RequestSpec{}, fmt.Errorf("request %d: arrival time overflows int64 microseconds; raise rate or lower requests", i)
+	}
+	// One statement per stream: sub is shared, so each sample must
+	// finish before the next reseed.
+	req := sim.RequestSpec{ID: int64(i), ArrivalUs: int64(us) + s.StartUs}
+	req.PromptTokens = s.Prompt.Sample(g.stream(promptSeed, streamPrompt))
+	req.OutputTokens = s.Output.Sample(g.stream(outputSeed, streamOutput))
+	pr := g.stream(prefixSeed, streamPrefix)
+	member, which := pr.Float64(), pr.Float64()
+	if s.PrefixGroups > 0 && member < s.PrefixFraction {
+		grp := 1 + int64(which*float64(s.PrefixGroups))
+		req.PrefixGroup = int32(min(grp, int64(s.PrefixGroups))) // guard float rounding at the top
+		req.PrefixTokens = s.PrefixTokens
+		req.PromptTokens = max(req.PromptTokens, s.PrefixTokens+1)
+	}
+	g.i++
+	return req, nil
 }
 
 // gammaSample draws from Gamma(k, 1) by Marsaglia and Tsang (2000). For

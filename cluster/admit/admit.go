@@ -1,0 +1,121 @@
+// Package admit holds the cluster's admission policies (seed 001): the
+// first gate a request meets, deciding at its arrival whether it enters the
+// cluster. A rejected request is counted with its reason by the cluster; it
+// never reaches routing.
+//
+// Policies are deterministic and keep their own state; one policy value
+// serves one run. Decisions are made in arrival order.
+package admit
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/blis-sim/blis/sim"
+)
+
+// Policy decides whether a request is admitted.
+type Policy interface {
+	Name() string
+	// Admit decides for req at nowUs (non-decreasing across calls). A
+	// rejection comes with a short reason, a constant string.
+	Admit(req *sim.RequestSpec, nowUs int64) (ok bool, reason string)
+}
+
+// Names of the built-in policies.
+const (
+	AlwaysAdmitName = "always-admit"
+	TokenBucketName = "token-bucket"
+	RejectAllName   = "reject-all"
+)
+
+// Names lists the built-in policies, the default first.
+var Names = []string{AlwaysAdmitName, TokenBucketName, RejectAllName}
+
+// Rejection reasons.
+const (
+	ReasonRejectAll    = "reject-all"
+	ReasonNoTokens     = "token-bucket: not enough tokens"
+	ReasonOverCapacity = "token-bucket: input larger than the bucket"
+)
+
+// Params are the policies' parameters.
+type Params struct {
+	// TokenBucketCapacity is the bucket's size in input tokens (> 0), and
+	// TokenBucketRefillRate the tokens added per simulated second (>= 0).
+	TokenBucketCapacity   float64
+	TokenBucketRefillRate float64
+}
+
+// New returns the named policy. An unknown name is an error that lists the
+// valid ones.
+func New(name string, p Params) (Policy, error) {
+	switch name {
+	case AlwaysAdmitName:
+		return AlwaysAdmit{}, nil
+	case RejectAllName:
+		return RejectAll{}, nil
+	case TokenBucketName:
+		return NewTokenBucket(p.TokenBucketCapacity, p.TokenBucketRefillRate)
+	}
+	return nil, fmt.Errorf("admission policy %q is not a policy; use one of %s", name, strings.Join(Names, ", "))
+}
+
+// AlwaysAdmit admits every request (the default).
+type AlwaysAdmit struct{}
+
+func (AlwaysAdmit) Name() string                                 { return AlwaysAdmitName }
+func (AlwaysAdmit) Admit(*sim.RequestSpec, int64) (bool, string) { return true, "" }
+
+// RejectAll rejects every request (pathological, for testing).
+type RejectAll struct{}
+
+func (RejectAll) Name() string { return RejectAllName }
+func (RejectAll) Admit(*sim.RequestSpec, int64) (bool, string) {
+	return false, ReasonRejectAll
+}
+
+// TokenBucket rate-limits by input tokens (seed 001; the design digest's
+// decision): each request costs its prompt-token count; the bucket starts
+// full, holds at most Capacity tokens and refills at RefillRate tokens per
+// simulated second. A request that costs more than the bucket holds is
+// rejected without taking any; one that costs more than the whole capacity
+// can never be admitted and says so.
+type TokenBucket struct {
+	capacity, rate float64
+	tokens         float64
+	lastUs         int64
+}
+
+// NewTokenBucket returns a full bucket.
+func NewTokenBucket(capacity, refillPerSecond float64) (*TokenBucket, error) {
+	if !(capacity > 0) || math.IsInf(capacity, 0) {
+		return nil, fmt.Errorf("token bucket capacity must be > 0 and finite, got %v", capacity)
+	}
+	if !(refillPerSecond >= 0) || math.IsInf(refillPerSecond, 0) {
+		return nil, fmt.Errorf("token bucket refill rate must be >= 0 and finite, got %v", refillPerSecond)
+	}
+	return &TokenBucket{capacity: capacity, rate: refillPerSecond, tokens: capacity}, nil
+}
+
+func (b *TokenBucket) Name() string { return TokenBucketName }
+
+// Tokens is the bucket's level at its last decision.
+func (b *TokenBucket) Tokens() float64 { return b.tokens }
+
+func (b *TokenBucket) Admit(req *sim.RequestSpec, nowUs int64) (bool, string) {
+	if nowUs > b.lastUs {
+		b.tokens = min(b.capacity, b.tokens+b.rate*float64(nowUs-b.lastUs)*1e-6)
+		b.lastUs = nowUs
+	}
+	cost := float64(req.PromptTokens)
+	switch {
+	case cost > b.capacity:
+		return false, ReasonOverCapacity
+	case cost > b.tokens:
+		return false, ReasonNoTokens
+	}
+	b.tokens -= cost
+	return true, ""
+}

@@ -1,0 +1,475 @@
+// Package cluster simulates N vLLM instances behind admission and a router
+// on one shared clock (seed 001). It is, with the CLI, the only package
+// that drives sim.Engine.
+//
+// A request's path: it arrives from a Source; the admission policy
+// (cluster/admit) admits or rejects it at once; after the admission latency
+// the routing policy (cluster/route) picks an instance from a read-only
+// View of the instances, the router's in-flight count for that instance
+// rises, and after the routing latency the request reaches the instance's
+// engine; when the engine reports it finished, it leaves at its departure
+// time and the in-flight count falls. A rejected request is counted with
+// its reason; an unservable one is counted as dropped; none disappears.
+//
+// Event order (seed 001, with seed 002's type priorities among cluster
+// events): at equal times, arrivals, then routing decisions, then
+// completions, all before instance events; among instances, the lowest
+// index first; within an instance, the engine's own order. Signal
+// freshness (INV-7): in-flight counts and the prefix index are router-local
+// and always fresh; the instance-reported signals are read at each
+// decision or from the last periodic scrape (Freshness).
+//
+// Sim is itself a caller-driven state machine: Step processes the events
+// of the next instant, RunUntil steps to a time, Run to the end or the
+// horizon, and Finish checks the cluster invariants and aggregates the
+// metrics by merging the instances' histograms. Memory follows the number
+// of requests in flight, not the number served, unless per-request records
+// are asked for. docs/cluster.md states the rules.
+package cluster
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/blis-sim/blis/cluster/admit"
+	"github.com/blis-sim/blis/cluster/route"
+	"github.com/blis-sim/blis/sim"
+)
+
+// Instance is one instance of the cluster.
+type Instance struct {
+	// ID names the instance in results and traces; IDs are unique and
+	// sort in index order (InstanceID zero-pads).
+	ID     string
+	Pool   string
+	Config sim.Config
+}
+
+// InstanceID is the ID of instance index among n: "instance_" and the
+// index, zero-padded to n's width, so that lexicographic order is index
+// order (seed 002, E.4).
+func InstanceID(index, n int) string {
+	w := len(fmt.Sprint(max(1, n-1)))
+	return fmt.Sprintf("instance_%0*d", w, index)
+}
+
+// Config is a cluster: its instances and the policies in front of them.
+type Config struct {
+	Instances []Instance
+	Admission admit.Policy // nil: always-admit
+	Routing   route.Policy // nil: round-robin
+	// AdmissionLatencyUs delays the routing decision after admission;
+	// RoutingLatencyUs delays the request's arrival at the instance after
+	// the routing decision.
+	AdmissionLatencyUs, RoutingLatencyUs int64
+	Freshness                            Freshness
+	// RouterBlockSize is the block size, in tokens, at which the router
+	// hashes prompts for its prefix index (0: instance 0's block size).
+	RouterBlockSize int64
+	// HorizonUs stops Run at this time (0: run until every request has
+	// left).
+	HorizonUs int64
+	// Decisions, when not nil, receives the decision trace: one JSON line
+	// per admission and routing decision, with the top CounterfactualK
+	// candidates of each routing decision and its regret.
+	Decisions       io.Writer
+	CounterfactualK int
+	// RecordRequests keeps one record per request that left the cluster
+	// (completed, rejected or dropped).
+	RecordRequests bool
+}
+
+// Source supplies the requests. Arrival times must not decrease and never
+// lie before the cluster's clock; request IDs must be unique.
+type Source interface {
+	// Peek is the next request's arrival time, or false when there is none
+	// for now (a closed-loop source may have more after a completion).
+	Peek() (int64, bool)
+	// Next returns that request and moves on.
+	Next() sim.RequestSpec
+}
+
+// Outcome is how a request left the cluster.
+type Outcome uint8
+
+const (
+	Completed Outcome = iota
+	Rejected
+	Dropped // unservable at its instance
+)
+
+var outcomeNames = [...]string{"completed", "rejected", "dropped"}
+
+func (o Outcome) String() string { return outcomeNames[o] }
+
+// CompletionObserver is implemented by a Source that needs to know when
+// its requests leave (a closed-loop workload sends its next request a
+// think time after the previous one completes): RequestDone is called at
+// the request's departure, or at its rejection.
+type CompletionObserver interface {
+	RequestDone(id int64, atUs int64, out Outcome)
+}
+
+// SliceSource is a Source over a slice sorted by arrival.
+type SliceSource struct {
+	reqs []sim.RequestSpec
+	next int
+}
+
+// NewSliceSource returns a source over reqs (not copied).
+func NewSliceSource(reqs []sim.RequestSpec) *SliceSource { return &SliceSource{reqs: reqs} }
+
+func (s *SliceSource) Peek() (int64, bool) {
+	if s.next >= len(s.reqs) {
+		return 0, false
+	}
+	return s.reqs[s.next].ArrivalUs, true
+}
+
+func (s *SliceSource) Next() sim.RequestSpec {
+	s.next++
+	return s.reqs[s.next-1]
+}
+
+// Remaining is the number of requests not yet taken.
+func (s *SliceSource) Remaining() int { return len(s.reqs) - s.next }
+
+// Sim is one cluster run. Create it with New.
+type Sim struct {
+	cfg     Config
+	src     Source
+	obs     CompletionObserver
+	eng     []*sim.Engine
+	ids     []string
+	admit   admit.Policy
+	router  route.Policy
+	needs   bool // the router reads prompt hashes
+	bs      int64
+	now     int64
+	events  eventHeap
+	inst    *instHeap
+	snap    *snapshots
+	view    route.View
+	req     route.Request
+	hashBuf []uint64
+	dec     *decisionWriter
+
+	inflight []int64
+	pending  []sim.RequestSpec // admitted, awaiting the routing decision
+	pendFree []int32
+
+	agg aggregator
+	err error
+}
+
+// New prepares a run. The instances' configurations are used as given,
+// except that each engine keeps no per-request samples (the cluster
+// aggregates histograms) and no per-request records (the cluster keeps its
+// own when asked).
+func New(cfg Config, src Source) (*Sim, error) {
+	n := len(cfg.Instances)
+	if n < 1 {
+		return nil, fmt.Errorf("a cluster needs at least one instance, got %d", n)
+	}
+	if src == nil {
+		return nil, fmt.Errorf("no request source")
+	}
+	switch {
+	case cfg.AdmissionLatencyUs < 0:
+		return nil, fmt.Errorf("admission latency must be >= 0 µs, got %d", cfg.AdmissionLatencyUs)
+	case cfg.RoutingLatencyUs < 0:
+		return nil, fmt.Errorf("routing latency must be >= 0 µs, got %d", cfg.RoutingLatencyUs)
+	case cfg.HorizonUs < 0:
+		return nil, fmt.Errorf("horizon must be >= 0 µs, got %d", cfg.HorizonUs)
+	case cfg.CounterfactualK < 0:
+		return nil, fmt.Errorf("counterfactual k must be >= 0, got %d", cfg.CounterfactualK)
+	case cfg.RouterBlockSize < 0:
+		return nil, fmt.Errorf("router block size must be >= 0 tokens, got %d", cfg.RouterBlockSize)
+	}
+	if err := cfg.Freshness.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Sim{cfg: cfg, src: src, admit: cfg.Admission, router: cfg.Routing, inst: newInstHeap(n)}
+	c.obs, _ = src.(CompletionObserver)
+	if c.admit == nil {
+		c.admit = admit.AlwaysAdmit{}
+	}
+	if c.router == nil {
+		c.router = &route.RoundRobin{}
+	}
+	c.needs = c.router.NeedsHashes()
+	seen := make(map[string]bool, n)
+	for i, in := range cfg.Instances {
+		if in.ID == "" || seen[in.ID] {
+			return nil, fmt.Errorf("instance %d: id %q is empty or not unique", i, in.ID)
+		}
+		if i > 0 && in.ID < cfg.Instances[i-1].ID {
+			return nil, fmt.Errorf("instance %d: id %q sorts before instance %d's %q; ids must sort in index order", i, in.ID, i-1, cfg.Instances[i-1].ID)
+		}
+		seen[in.ID] = true
+		ic := in.Config
+		ic.Options.BoundedMemory = true
+		ic.Options.RecordRequests = false
+		ic.Options.HorizonUs = 0
+		e, err := sim.NewEngine(ic)
+		if err != nil {
+			return nil, fmt.Errorf("instance %s: %w", in.ID, err)
+		}
+		c.eng = append(c.eng, e)
+		c.ids = append(c.ids, in.ID)
+	}
+	c.bs = cfg.RouterBlockSize
+	if c.bs == 0 {
+		c.bs = c.eng[0].BlockSize()
+	}
+	c.inflight = make([]int64, n)
+	c.view.Resize(n)
+	c.snap = newSnapshots(cfg.Freshness, n)
+	c.snap.start(c.eng)
+	c.agg.init(n, cfg.RecordRequests)
+	if cfg.Decisions != nil {
+		c.dec = newDecisionWriter(cfg.Decisions, cfg.CounterfactualK, n)
+	}
+	return c, nil
+}
+
+// Now is the cluster's clock.
+func (c *Sim) Now() int64 { return c.now }
+
+// NumInstances is the number of instances.
+func (c *Sim) NumInstances() int { return len(c.eng) }
+
+// InstanceStatus is instance i's live status, and InFlight the router's
+// count of requests routed to it and not yet departed.
+func (c *Sim) InstanceStatus(i int) sim.Status { return c.eng[i].Status() }
+func (c *Sim) InFlight(i int) int64            { return c.inflight[i] }
+
+// RouterView is the view a routing decision would see now: the
+// instance-reported signals as fresh as the scrape settings make them,
+// and the router's in-flight counts. The slices are the caller's.
+func (c *Sim) RouterView() route.View {
+	var v route.View
+	v.Resize(len(c.eng))
+	c.snap.fill(&v, c.eng, c.inflight, c.now)
+	return v
+}
+
+// NextEventUs is the time of the next event of any kind, or false when
+// none is left.
+func (c *Sim) NextEventUs() (int64, bool) {
+	t, ok := c.src.Peek()
+	if c.events.len() > 0 {
+		if at := c.events.peek().at; !ok || at < t {
+			t, ok = at, true
+		}
+	}
+	if c.inst.len() > 0 {
+		if _, at := c.inst.top(); !ok || at < t {
+			t, ok = at, true
+		}
+	}
+	return t, ok
+}
+
+// fail records an invariant violation; the run stops with it.
+func (c *Sim) fail(inv, format string, args ...any) {
+	if c.err == nil {
+		c.err = &sim.InvariantError{Invariant: inv, AtUs: c.now, Detail: fmt.Sprintf(format, args...)}
+	}
+}
+
+// Step processes every event of the next instant, in the cluster's order.
+func (c *Sim) Step() error {
+	if c.err != nil {
+		return c.err
+	}
+	t, ok := c.NextEventUs()
+	if !ok {
+		return nil
+	}
+	if t < c.now {
+		c.fail("CL-4", "cluster clock would go back from %d to %d µs", c.now, t)
+		return c.err
+	}
+	c.snap.advance(t, c.eng)
+	c.now = t
+	for c.err == nil {
+		if at, ok := c.src.Peek(); ok && at <= t {
+			spec := c.src.Next()
+			if spec.ArrivalUs < t {
+				c.err = fmt.Errorf("request %d: the source gave arrival %d µs, before the cluster's clock %d µs", spec.ID, spec.ArrivalUs, t)
+				break
+			}
+			c.arrive(&spec)
+			continue
+		}
+		if c.events.len() > 0 && c.events.peek().at == t {
+			ev := c.events.pop()
+			c.handle(&ev)
+			continue
+		}
+		if c.inst.len() > 0 {
+			if i, at := c.inst.top(); at == t {
+				c.advance(i)
+				continue
+			}
+		}
+		break
+	}
+	return c.err
+}
+
+// RunUntil processes every event at or before t.
+func (c *Sim) RunUntil(t int64) error {
+	for {
+		at, ok := c.NextEventUs()
+		if !ok || at > t {
+			return c.err
+		}
+		if err := c.Step(); err != nil {
+			return err
+		}
+	}
+}
+
+// Run processes events until none is left or the next one lies beyond the
+// horizon, then finishes the run.
+func (c *Sim) Run() (*Result, error) {
+	for {
+		at, ok := c.NextEventUs()
+		if !ok || (c.cfg.HorizonUs > 0 && at > c.cfg.HorizonUs) {
+			break
+		}
+		if err := c.Step(); err != nil {
+			return nil, err
+		}
+	}
+	return c.Finish()
+}
+
+func (c *Sim) arrive(spec *sim.RequestSpec) {
+	if err := spec.Validate(); err != nil {
+		c.err = err
+		return
+	}
+	c.agg.arrived(spec, c.now)
+	ok, reason := c.admit.Admit(spec, c.now)
+	if c.dec != nil {
+		c.dec.admission(c.now, spec, c.admit.Name(), ok, reason)
+	}
+	if !ok {
+		c.agg.rejected(spec, reason, c.now)
+		if c.obs != nil {
+			c.obs.RequestDone(spec.ID, c.now, Rejected)
+		}
+		return
+	}
+	c.agg.admitted++
+	if c.cfg.AdmissionLatencyUs == 0 {
+		c.route(spec)
+		return
+	}
+	var slot int32
+	if n := len(c.pendFree); n > 0 {
+		slot = c.pendFree[n-1]
+		c.pendFree = c.pendFree[:n-1]
+		c.pending[slot] = *spec
+	} else {
+		c.pending = append(c.pending, *spec)
+		slot = int32(len(c.pending) - 1)
+	}
+	c.agg.awaiting++
+	c.events.push(cevent{at: c.now + c.cfg.AdmissionLatencyUs, kind: evRoute, slot: slot})
+}
+
+func (c *Sim) handle(ev *cevent) {
+	switch ev.kind {
+	case evRoute:
+		spec := c.pending[ev.slot]
+		c.pendFree = append(c.pendFree, ev.slot)
+		c.agg.awaiting--
+		c.route(&spec)
+	case evDone:
+		c.inflight[ev.inst]--
+		if c.inflight[ev.inst] < 0 {
+			c.fail("CL-2", "instance %s: in-flight count went negative at request %d", c.ids[ev.inst], ev.id)
+		}
+		if c.obs != nil {
+			c.obs.RequestDone(ev.id, c.now, ev.out)
+		}
+	}
+}
+
+func (c *Sim) route(spec *sim.RequestSpec) {
+	c.snap.fill(&c.view, c.eng, c.inflight, c.now)
+	c.checkFreshness()
+	c.req.Spec = spec
+	c.req.Hashes = nil
+	if c.needs {
+		c.hashBuf = sim.AppendBlockHashes(c.hashBuf[:0], spec, c.bs, spec.PromptTokens/c.bs)
+		c.req.Hashes = c.hashBuf
+	}
+	i := c.router.Route(&c.req, &c.view)
+	if i < 0 || i >= len(c.eng) {
+		c.err = fmt.Errorf("routing policy %s chose instance %d of %d", c.router.Name(), i, len(c.eng))
+		return
+	}
+	if c.dec != nil {
+		c.dec.routing(c.now, &c.req, c.router, &c.view, c.ids, i)
+	}
+	c.router.Routed(&c.req, i)
+	c.inflight[i]++
+	c.agg.routed(i)
+	e := c.eng[i]
+	if err := e.Inject(*spec, c.now+c.cfg.RoutingLatencyUs); err != nil {
+		c.err = fmt.Errorf("instance %s: %w", c.ids[i], err)
+		return
+	}
+	at, ok := e.NextEventUs()
+	c.inst.set(i, at, ok)
+}
+
+func (c *Sim) advance(i int) {
+	e := c.eng[i]
+	if err := e.Advance(); err != nil {
+		c.err = fmt.Errorf("instance %s: %w", c.ids[i], err)
+		return
+	}
+	for k := range e.Completions() {
+		c.complete(i, &e.Completions()[k])
+	}
+	at, ok := e.NextEventUs()
+	c.inst.set(i, at, ok)
+}
+
+// complete records a request that left instance i and schedules the
+// router's in-flight decrement at its departure.
+func (c *Sim) complete(i int, d *sim.Completion) {
+	// Causality across the pipeline: the instance received the request
+	// exactly the admission and routing latencies after it arrived.
+	if want := d.ArrivalUs + c.cfg.AdmissionLatencyUs + c.cfg.RoutingLatencyUs; d.InjectedUs != want {
+		c.fail("CL-3", "request %d reached instance %s at %d µs; arrival %d + admission %d + routing %d = %d",
+			d.ID, c.ids[i], d.InjectedUs, d.ArrivalUs, c.cfg.AdmissionLatencyUs, c.cfg.RoutingLatencyUs, want)
+	}
+	if d.EnqueuedUs < d.InjectedUs || d.DepartedUs < c.now {
+		c.fail("CL-3", "request %d: injected %d, enqueued %d, departs %d at cluster time %d", d.ID, d.InjectedUs, d.EnqueuedUs, d.DepartedUs, c.now)
+	}
+	out := Completed
+	if d.Dropped {
+		out = Dropped
+	}
+	c.agg.left(i, c.ids[i], d)
+	c.events.push(cevent{at: d.DepartedUs, kind: evDone, inst: int32(i), id: d.ID, out: out})
+}
+
+// checkFreshness is INV-7 for periodic signals: the value a decision reads
+// was scraped within the last interval.
+func (c *Sim) checkFreshness() {
+	for s, d := range c.snap.fresh {
+		if d > 0 {
+			if age := c.snap.age(Signal(s), c.now); age < 0 || age >= d {
+				c.fail("INV-7", "%s read at %d µs is %d µs old; its refresh interval is %d µs", Signal(s), c.now, age, d)
+			}
+		}
+	}
+}

@@ -1,0 +1,151 @@
+package cluster
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/blis-sim/blis/sim"
+)
+
+// Fitness (seed 001) folds a run's metrics into one number for comparing
+// policies: a weighted sum of normalized metrics, higher being better.
+//
+//   - A latency metric of value v µs maps to 1 / (1 + v/1000): 1 ms gives
+//     0.5, 50 ms 0.0196.
+//   - Throughput maps to v / (v + ref), ref = 100 requests/s for
+//     throughput and 10,000 output tokens/s for tokens_per_sec.
+//
+// Weights are used as given (not normalized) and must be >= 0, not all 0.
+// The normalization compresses differences (a 38 % better TTFT can be an
+// 8 % better fitness), so the raw metrics are always printed beside it.
+//
+// Keys: throughput, tokens_per_sec, and STAT_METRIC with STAT one of mean,
+// p50, p90, p95, p99, max and METRIC one of ttft, itl, e2e,
+// scheduling_delay (e.g. p99_ttft).
+
+// Reference throughputs of the normalization.
+const (
+	ReferenceRPS = 100.0
+	ReferenceTPS = 10_000.0
+)
+
+// FitnessWeight is one key and its weight.
+type FitnessWeight struct {
+	Key    string
+	Weight float64
+}
+
+var (
+	fitnessStats   = []string{"mean", "p50", "p90", "p95", "p99", "max"}
+	fitnessMetrics = []string{"ttft", "itl", "e2e", "scheduling_delay"}
+)
+
+// FitnessKeys lists every valid key.
+func FitnessKeys() []string {
+	keys := []string{"throughput", "tokens_per_sec"}
+	for _, m := range fitnessMetrics {
+		for _, s := range fitnessStats {
+			keys = append(keys, s+"_"+m)
+		}
+	}
+	return keys
+}
+
+func validFitnessKey(k string) bool {
+	for _, v := range FitnessKeys() {
+		if v == k {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseFitnessWeights reads "key:weight,key:weight".
+func ParseFitnessWeights(s string) ([]FitnessWeight, error) {
+	var out []FitnessWeight
+	var sum float64
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		k, w, ok := strings.Cut(part, ":")
+		if !ok {
+			return nil, fmt.Errorf("fitness weight %q: want key:weight", part)
+		}
+		k = strings.TrimSpace(k)
+		if !validFitnessKey(k) {
+			return nil, fmt.Errorf("fitness key %q is not a metric; use throughput, tokens_per_sec or STAT_METRIC with STAT in %s and METRIC in %s",
+				k, strings.Join(fitnessStats, ", "), strings.Join(fitnessMetrics, ", "))
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(w), 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return nil, fmt.Errorf("fitness key %s: weight %q must be a finite number >= 0", k, w)
+		}
+		for _, o := range out {
+			if o.Key == k {
+				return nil, fmt.Errorf("fitness key %s is listed twice", k)
+			}
+		}
+		out = append(out, FitnessWeight{Key: k, Weight: v})
+		sum += v
+	}
+	if !(sum > 0) {
+		return nil, fmt.Errorf("fitness weights %q are all 0; at least one must be > 0", s)
+	}
+	return out, nil
+}
+
+// FitnessResult is the score and how each key contributed.
+type FitnessResult struct {
+	Score      float64            `json:"score"`
+	Components []FitnessComponent `json:"components"`
+}
+
+// FitnessComponent is one key's raw value (ms for latencies, per second
+// for throughputs), normalized value and weight.
+type FitnessComponent struct {
+	Key        string  `json:"key"`
+	Raw        float64 `json:"raw"`
+	Normalized float64 `json:"normalized"`
+	Weight     float64 `json:"weight"`
+}
+
+func statOf(d sim.Distribution, stat string) float64 {
+	switch stat {
+	case "mean":
+		return d.Mean
+	case "p50":
+		return d.P50
+	case "p90":
+		return d.P90
+	case "p95":
+		return d.P95
+	case "p99":
+		return d.P99
+	}
+	return d.Max
+}
+
+// Fitness scores a run.
+func Fitness(r *Result, ws []FitnessWeight) FitnessResult {
+	var f FitnessResult
+	for _, w := range ws {
+		c := FitnessComponent{Key: w.Key, Weight: w.Weight}
+		switch w.Key {
+		case "throughput":
+			c.Raw = r.RequestsPerS
+			c.Normalized = c.Raw / (c.Raw + ReferenceRPS)
+		case "tokens_per_sec":
+			c.Raw = r.OutputTokensPerS
+			c.Normalized = c.Raw / (c.Raw + ReferenceTPS)
+		default:
+			stat, metric, _ := strings.Cut(w.Key, "_")
+			d := map[string]sim.Distribution{"ttft": r.TTFT, "itl": r.ITL, "e2e": r.E2E, "scheduling_delay": r.SchedulingDelay}[metric]
+			c.Raw = statOf(d, stat)
+			c.Normalized = 1 / (1 + c.Raw) // v µs / 1000 = v ms
+		}
+		f.Score += c.Weight * c.Normalized
+		f.Components = append(f.Components, c)
+	}
+	return f
+}

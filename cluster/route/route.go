@@ -1,0 +1,241 @@
+// Package route holds the cluster's routing policies (seed 001): given a
+// request and a read-only View of the instances, pick one.
+//
+// A View is aligned slices, one entry per instance, index i being instance
+// i (instances are numbered in their zero-padded ID order, so the lowest
+// index is also the lexicographically lowest ID). Policies read it; they
+// never see the instances themselves, only what a real router would: the
+// instance-reported signals, as fresh as the cluster's scrape settings make
+// them, and the router's own in-flight counts.
+//
+// Every policy breaks ties on the lowest index. Route may update the
+// policy's own state (round-robin's counter); Score never does; Routed is
+// the observer call after every decision (the prefix index learns from it).
+// Policies are deterministic and serve one run.
+package route
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/blis-sim/blis/sim"
+)
+
+// View is what a routing decision sees of the instances. All slices have
+// the same length, the number of instances.
+type View struct {
+	NowUs int64
+	// QueueDepth, BatchSize, KVUtilization, FreeKVBlocks and CacheHitRate
+	// are instance-reported (possibly stale, per the scrape settings);
+	// InFlight is router-local: requests routed to the instance and not yet
+	// completed (always fresh).
+	QueueDepth, BatchSize, InFlight, FreeKVBlocks []int64
+	KVUtilization, CacheHitRate                   []float64
+}
+
+// Len is the number of instances.
+func (v *View) Len() int { return len(v.InFlight) }
+
+// Load is instance i's effective load: queue depth + batch size + in-flight
+// requests (seed 001).
+func (v *View) Load(i int) int64 { return v.QueueDepth[i] + v.BatchSize[i] + v.InFlight[i] }
+
+// Resize makes every slice n long, reusing their storage.
+func (v *View) Resize(n int) {
+	grow := func(s []int64) []int64 {
+		if cap(s) < n {
+			return make([]int64, n)
+		}
+		return s[:n]
+	}
+	growF := func(s []float64) []float64 {
+		if cap(s) < n {
+			return make([]float64, n)
+		}
+		return s[:n]
+	}
+	v.QueueDepth, v.BatchSize, v.InFlight, v.FreeKVBlocks = grow(v.QueueDepth), grow(v.BatchSize), grow(v.InFlight), grow(v.FreeKVBlocks)
+	v.KVUtilization, v.CacheHitRate = growF(v.KVUtilization), growF(v.CacheHitRate)
+}
+
+// Request is what the router knows of a request.
+type Request struct {
+	Spec *sim.RequestSpec
+	// Hashes are the chained hashes of the prompt's full blocks at the
+	// router's block size (sim.AppendBlockHashes), filled only for policies
+	// whose NeedsHashes is true.
+	Hashes []uint64
+}
+
+// Policy routes requests.
+type Policy interface {
+	Name() string
+	// Route returns the chosen instance, in [0, v.Len()).
+	Route(req *Request, v *View) int
+	// Score writes every instance's score for req into dst (len v.Len()),
+	// higher being better: the ranking the decision trace reports and
+	// regret is measured on. Policies without a scoring rule of their own
+	// score −(effective load). Score changes nothing.
+	Score(req *Request, v *View, dst []float64)
+	// Routed tells the policy where req went.
+	Routed(req *Request, instance int)
+	// NeedsHashes says whether the policy reads Request.Hashes.
+	NeedsHashes() bool
+}
+
+// Names of the built-in policies.
+const (
+	RoundRobinName    = "round-robin"
+	LeastLoadedName   = "least-loaded"
+	AlwaysBusiestName = "always-busiest"
+	WeightedName      = "weighted"
+)
+
+// Names lists the built-in policies, the default first.
+var Names = []string{RoundRobinName, LeastLoadedName, AlwaysBusiestName, WeightedName}
+
+// Params are the policies' parameters.
+type Params struct {
+	// Scorers and their weights for the weighted policy (ParseScorers).
+	Scorers []WeightedScorer
+	// PrefixIndexCapacity is the router-side prefix index's size per
+	// instance, in blocks (default DefaultPrefixIndexCapacity).
+	PrefixIndexCapacity int
+}
+
+// New returns the named policy for n instances. An unknown name is an
+// error that lists the valid ones.
+func New(name string, n int, p Params) (Policy, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("routing needs at least one instance, got %d", n)
+	}
+	switch name {
+	case RoundRobinName:
+		return &RoundRobin{}, nil
+	case LeastLoadedName:
+		return LeastLoaded{}, nil
+	case AlwaysBusiestName:
+		return AlwaysBusiest{}, nil
+	case WeightedName:
+		ws := p.Scorers
+		if ws == nil {
+			var err error
+			if ws, err = ParseScorers(DefaultScorers); err != nil {
+				return nil, err
+			}
+		}
+		return NewWeighted(ws, n, p.PrefixIndexCapacity)
+	}
+	return nil, fmt.Errorf("routing policy %q is not a policy; use one of %s", name, strings.Join(Names, ", "))
+}
+
+// loadScores writes −(effective load), the score of the policies that have
+// no scoring rule of their own.
+func loadScores(v *View, dst []float64) {
+	for i := range dst {
+		dst[i] = float64(-v.Load(i)) // an integer negation: no −0
+	}
+}
+
+// RoundRobin sends requests to instances in turn.
+type RoundRobin struct{ next int }
+
+func (p *RoundRobin) Name() string                           { return RoundRobinName }
+func (p *RoundRobin) NeedsHashes() bool                      { return false }
+func (p *RoundRobin) Score(_ *Request, v *View, d []float64) { loadScores(v, d) }
+func (p *RoundRobin) Routed(*Request, int)                   {}
+func (p *RoundRobin) Route(_ *Request, v *View) int {
+	i := p.next % v.Len()
+	p.next = i + 1
+	return i
+}
+
+// LeastLoaded picks the instance with the lowest effective load.
+type LeastLoaded struct{}
+
+func (LeastLoaded) Name() string                           { return LeastLoadedName }
+func (LeastLoaded) NeedsHashes() bool                      { return false }
+func (LeastLoaded) Score(_ *Request, v *View, d []float64) { loadScores(v, d) }
+func (LeastLoaded) Routed(*Request, int)                   {}
+func (LeastLoaded) Route(_ *Request, v *View) int {
+	best := 0
+	for i := 1; i < v.Len(); i++ {
+		if v.Load(i) < v.Load(best) {
+			best = i
+		}
+	}
+	return best
+}
+
+// AlwaysBusiest picks the instance with the highest effective load
+// (pathological, for testing: it piles work on one instance).
+type AlwaysBusiest struct{}
+
+func (AlwaysBusiest) Name() string                           { return AlwaysBusiestName }
+func (AlwaysBusiest) NeedsHashes() bool                      { return false }
+func (AlwaysBusiest) Score(_ *Request, v *View, d []float64) { loadScores(v, d) }
+func (AlwaysBusiest) Routed(*Request, int)                   {}
+func (AlwaysBusiest) Route(_ *Request, v *View) int {
+	best := 0
+	for i := 1; i < v.Len(); i++ {
+		if v.Load(i) > v.Load(best) {
+			best = i
+		}
+	}
+	return best
+}
+
+// DefaultScorers are the weighted policy's default scorers (llm-d's
+// endpoint picker parity, seed 001).
+const DefaultScorers = "prefix-affinity:3,queue-depth:2,kv-utilization:2"
+
+// WeightedScorer is a scorer name and its weight.
+type WeightedScorer struct {
+	Name   string
+	Weight float64
+}
+
+// ParseScorers reads "name:weight,name:weight". Weights must be finite and
+// >= 0 and not all 0; a name may appear once. Unknown names are an error
+// listing the valid ones.
+func ParseScorers(s string) ([]WeightedScorer, error) {
+	var out []WeightedScorer
+	var sum float64
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		name, w, ok := strings.Cut(part, ":")
+		if !ok {
+			return nil, fmt.Errorf("scorer %q: want name:weight", part)
+		}
+		name = strings.TrimSpace(name)
+		if !knownScorer(name) {
+			return nil, fmt.Errorf("scorer %q is not a scorer; use one of %s", name, strings.Join(ScorerNames, ", "))
+		}
+		weight, err := strconv.ParseFloat(strings.TrimSpace(w), 64)
+		if err != nil || math.IsNaN(weight) || math.IsInf(weight, 0) || weight < 0 {
+			return nil, fmt.Errorf("scorer %s: weight %q must be a finite number >= 0", name, w)
+		}
+		for _, o := range out {
+			if o.Name == name {
+				return nil, fmt.Errorf("scorer %s is listed twice", name)
+			}
+		}
+		out = append(out, WeightedScorer{Name: name, Weight: weight})
+		sum += weight
+	}
+	if !(sum > 0) {
+		return nil, fmt.Errorf("scorer weights %q are all 0; at least one must be > 0", s)
+	}
+	return out, nil
+}
+
+// FormatScorers is the inverse of ParseScorers.
+func FormatScorers(ws []WeightedScorer) string {
+	parts := make([]string, len(ws))
+	for i, w := range ws {
+		parts[i] = w.Name + ":" + strconv.FormatFloat(w.Weight, 'g', -1, 64)
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,217 @@
+package route
+
+import "fmt"
+
+// Scorer names.
+const (
+	PrefixAffinity = "prefix-affinity"
+	QueueDepth     = "queue-depth"
+	KVUtilization  = "kv-utilization"
+	LoadBalance    = "load-balance"
+)
+
+// ScorerNames lists the scorers.
+var ScorerNames = []string{PrefixAffinity, QueueDepth, KVUtilization, LoadBalance}
+
+func knownScorer(name string) bool {
+	for _, n := range ScorerNames {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Scorer evaluates one signal for every instance.
+type Scorer interface {
+	Name() string
+	// Score writes each instance's score into dst (len v.Len()); the
+	// weighted policy clamps it to [0, 1].
+	Score(req *Request, v *View, dst []float64)
+	// Routed is told every decision (the stateful prefix-affinity scorer
+	// learns from it).
+	Routed(req *Request, instance int)
+}
+
+// Weighted composes scorers (seed 001, llm-d's endpoint picker): each
+// scorer gives every instance a score in [0, 1] (clamped), the scores are
+// combined with weights normalized to sum to 1, and the highest total wins,
+// the lowest index on a tie.
+type Weighted struct {
+	scorers []Scorer
+	weights []float64 // normalized
+	raw     [][]float64
+	tmp     []float64
+}
+
+// NewWeighted builds the policy for n instances; prefixCapacity sizes the
+// prefix-affinity scorer's index (0: DefaultPrefixIndexCapacity).
+func NewWeighted(ws []WeightedScorer, n, prefixCapacity int) (*Weighted, error) {
+	if len(ws) == 0 {
+		return nil, fmt.Errorf("the weighted policy needs at least one scorer")
+	}
+	if prefixCapacity == 0 {
+		prefixCapacity = DefaultPrefixIndexCapacity
+	}
+	if prefixCapacity < 1 {
+		return nil, fmt.Errorf("prefix index capacity must be >= 1 block, got %d", prefixCapacity)
+	}
+	var sum float64
+	for _, w := range ws {
+		if !(w.Weight >= 0) {
+			return nil, fmt.Errorf("scorer %s: weight %v must be >= 0", w.Name, w.Weight)
+		}
+		sum += w.Weight
+	}
+	if !(sum > 0) {
+		return nil, fmt.Errorf("scorer weights are all 0; at least one must be > 0")
+	}
+	p := &Weighted{}
+	for _, w := range ws {
+		var s Scorer
+		switch w.Name {
+		case PrefixAffinity:
+			s = &PrefixAffinityScorer{Index: NewPrefixIndex(n, prefixCapacity)}
+		case QueueDepth:
+			s = QueueDepthScorer{}
+		case KVUtilization:
+			s = KVUtilizationScorer{}
+		case LoadBalance:
+			s = LoadBalanceScorer{}
+		default:
+			return nil, fmt.Errorf("scorer %q is not a scorer; use one of %v", w.Name, ScorerNames)
+		}
+		p.scorers = append(p.scorers, s)
+		p.weights = append(p.weights, w.Weight/sum)
+		p.raw = append(p.raw, nil)
+	}
+	return p, nil
+}
+
+func (p *Weighted) Name() string { return WeightedName }
+
+// Scorers returns the scorers and their normalized weights.
+func (p *Weighted) Scorers() ([]Scorer, []float64) { return p.scorers, p.weights }
+
+// Raw is scorer k's clamped scores from the last Score or Route call.
+func (p *Weighted) Raw(k int) []float64 { return p.raw[k] }
+
+func (p *Weighted) NeedsHashes() bool {
+	for _, s := range p.scorers {
+		if s.Name() == PrefixAffinity {
+			return true
+		}
+	}
+	return false
+}
+
+// Score is the weighted sum of the clamped scores.
+func (p *Weighted) Score(req *Request, v *View, dst []float64) {
+	n := v.Len()
+	clear(dst)
+	for k, s := range p.scorers {
+		if cap(p.raw[k]) < n {
+			p.raw[k] = make([]float64, n)
+		}
+		raw := p.raw[k][:n]
+		p.raw[k] = raw
+		s.Score(req, v, raw)
+		w := p.weights[k]
+		for i, x := range raw {
+			switch {
+			case !(x > 0): // also NaN
+				x = 0
+			case x > 1:
+				x = 1
+			}
+			raw[i] = x
+			dst[i] += w * x
+		}
+	}
+}
+
+func (p *Weighted) Route(req *Request, v *View) int {
+	n := v.Len()
+	if cap(p.tmp) < n {
+		p.tmp = make([]float64, n)
+	}
+	total := p.tmp[:n]
+	p.Score(req, v, total)
+	best := 0
+	for i := 1; i < n; i++ {
+		if total[i] > total[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+func (p *Weighted) Routed(req *Request, instance int) {
+	for _, s := range p.scorers {
+		s.Routed(req, instance)
+	}
+}
+
+// PrefixAffinityScorer scores the share of the request's prompt blocks
+// that the router's index believes the instance holds: the leading blocks
+// found, over all of the prompt's full blocks (0 for a prompt shorter than
+// a block). It learns from every routing decision.
+type PrefixAffinityScorer struct{ Index *PrefixIndex }
+
+func (s *PrefixAffinityScorer) Name() string { return PrefixAffinity }
+func (s *PrefixAffinityScorer) Score(req *Request, v *View, dst []float64) {
+	n := len(req.Hashes)
+	for i := range dst {
+		if n == 0 {
+			dst[i] = 0
+			continue
+		}
+		dst[i] = float64(s.Index.Match(i, req.Hashes)) / float64(n)
+	}
+}
+func (s *PrefixAffinityScorer) Routed(req *Request, instance int) {
+	s.Index.Record(instance, req.Hashes)
+}
+
+// QueueDepthScorer is the min-max normalized effective load, lower load
+// scoring higher: (max − load) / (max − min); every instance scores 1 when
+// all loads are equal.
+type QueueDepthScorer struct{}
+
+func (QueueDepthScorer) Name() string         { return QueueDepth }
+func (QueueDepthScorer) Routed(*Request, int) {}
+func (QueueDepthScorer) Score(_ *Request, v *View, dst []float64) {
+	lo, hi := v.Load(0), v.Load(0)
+	for i := 1; i < v.Len(); i++ {
+		lo, hi = min(lo, v.Load(i)), max(hi, v.Load(i))
+	}
+	for i := range dst {
+		if hi == lo {
+			dst[i] = 1
+		} else {
+			dst[i] = float64(hi-v.Load(i)) / float64(hi-lo)
+		}
+	}
+}
+
+// KVUtilizationScorer is 1 − KV utilization.
+type KVUtilizationScorer struct{}
+
+func (KVUtilizationScorer) Name() string         { return KVUtilization }
+func (KVUtilizationScorer) Routed(*Request, int) {}
+func (KVUtilizationScorer) Score(_ *Request, v *View, dst []float64) {
+	for i := range dst {
+		dst[i] = 1 - v.KVUtilization[i]
+	}
+}
+
+// LoadBalanceScorer is 1 / (1 + effective load).
+type LoadBalanceScorer struct{}
+
+func (LoadBalanceScorer) Name() string         { return LoadBalance }
+func (LoadBalanceScorer) Routed(*Request, int) {}
+func (LoadBalanceScorer) Score(_ *Request, v *View, dst []float64) {
+	for i := range dst {
+		dst[i] = 1 / (1 + float64(v.Load(i)))
+	}
+}

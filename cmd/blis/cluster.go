@@ -1,0 +1,437 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/blis-sim/blis/cluster"
+	"github.com/blis-sim/blis/cluster/admit"
+	"github.com/blis-sim/blis/cluster/route"
+	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/physics"
+	"github.com/blis-sim/blis/sim"
+	"github.com/blis-sim/blis/sim/simtrace"
+	"github.com/blis-sim/blis/sim/workload"
+)
+
+// clusterOpts are the flags of a cluster run (seed 001's names).
+type clusterOpts struct {
+	numInstances   int
+	deployment     string
+	admission      string
+	bucketCapacity float64
+	bucketRefill   float64
+	admissionLatUs int64
+	routing        string
+	scorers        string
+	routingLatUs   int64
+	prefixIndexCap int
+	refreshUs      int64
+	traceLevel     string
+	decisionTrace  string
+	counterfactK   int
+	fitness        string
+}
+
+// clusterFlags are the flags that make a run a cluster run when given.
+var clusterFlags = []string{"num-instances", "deployment", "admission-policy", "token-bucket-capacity", "token-bucket-refill-rate",
+	"admission-latency", "routing-policy", "routing-scorers", "routing-latency", "prefix-index-capacity",
+	"snapshot-refresh-interval", "trace-level", "decision-trace", "counterfactual-k", "fitness-weights"}
+
+func addClusterFlags(f *pflag.FlagSet, o *clusterOpts) {
+	f.IntVar(&o.numInstances, "num-instances", 1, "cluster: identical instances behind the router")
+	f.StringVar(&o.deployment, "deployment", "", "cluster: deployment YAML with pools of instances and the cluster's policies (docs/cluster.md); instance and cluster flags given explicitly override it")
+	f.StringVar(&o.admission, "admission-policy", admit.AlwaysAdmitName, "cluster: admission policy: always-admit, token-bucket, reject-all")
+	f.Float64Var(&o.bucketCapacity, "token-bucket-capacity", deploy.DefaultAdmission.TokenBucketCapacity, "cluster: token bucket size, input tokens (each request costs its prompt tokens; starts full)")
+	f.Float64Var(&o.bucketRefill, "token-bucket-refill-rate", deploy.DefaultAdmission.TokenBucketRefillRate, "cluster: token bucket refill, input tokens per second")
+	f.Int64Var(&o.admissionLatUs, "admission-latency", 0, "cluster: µs from admission to the routing decision")
+	f.StringVar(&o.routing, "routing-policy", route.RoundRobinName, "cluster: routing policy: round-robin, least-loaded, always-busiest, weighted")
+	f.StringVar(&o.scorers, "routing-scorers", route.DefaultScorers, "cluster: weighted policy's scorers and weights (prefix-affinity, queue-depth, kv-utilization, load-balance); weights are normalized")
+	f.Int64Var(&o.routingLatUs, "routing-latency", 0, "cluster: µs from the routing decision to the request's arrival at the instance")
+	f.IntVar(&o.prefixIndexCap, "prefix-index-capacity", route.DefaultPrefixIndexCapacity, "cluster: router-side prefix index size per instance, KV blocks")
+	f.Int64Var(&o.refreshUs, "snapshot-refresh-interval", 0, "cluster: µs between scrapes of the instance-reported signals (queue depth, batch size, KV utilization, free KV blocks, cache hit rate); 0 reads them at every decision")
+	f.StringVar(&o.traceLevel, "trace-level", "none", "cluster: none, or decisions to write every admission and routing decision to --decision-trace")
+	f.StringVar(&o.decisionTrace, "decision-trace", "", "cluster: JSON lines file for --trace-level decisions")
+	f.IntVar(&o.counterfactK, "counterfactual-k", 3, "cluster: candidates (with scores, signals and regret) recorded per routing decision")
+	f.StringVar(&o.fitness, "fitness-weights", "", "cluster: print a fitness score, a weighted sum of normalized metrics: key:weight,... with keys throughput, tokens_per_sec, STAT_METRIC (STAT mean|p50|p90|p95|p99|max, METRIC ttft|itl|e2e|scheduling_delay)")
+}
+
+// clusterMode reports whether the flags ask for a cluster run.
+func clusterMode(flags *pflag.FlagSet) bool {
+	for _, f := range clusterFlags {
+		if flags.Changed(f) {
+			return true
+		}
+	}
+	return false
+}
+
+// clusterDeployment is the deployment the flags describe: a file with the
+// explicitly given flags over it, or --num-instances copies of the
+// instance the flags describe.
+func clusterDeployment(flags *pflag.FlagSet, o *runOpts) (*deploy.Deployment, error) {
+	c := &o.cl
+	var d *deploy.Deployment
+	if c.deployment != "" {
+		if flags.Changed("num-instances") {
+			return nil, errors.New("--num-instances cannot be combined with --deployment: set each pool's replicas in the file")
+		}
+		var err error
+		if d, err = deploy.LoadDeployment(c.deployment); err != nil {
+			return nil, fmt.Errorf("--deployment: %w", err)
+		}
+		for i := range d.Pools {
+			if err := applyInstanceFlags(flags, o, &d.Pools[i].Instance, false); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		spec, err := instanceSpec(flags, o)
+		if err != nil {
+			return nil, err
+		}
+		if d, err = deploy.Uniform(spec, c.numInstances); err != nil {
+			return nil, deploy.FlagError(err)
+		}
+	}
+	a, r := &d.Admission, &d.Routing
+	if flags.Changed("admission-policy") {
+		a.Policy = c.admission
+	}
+	if flags.Changed("token-bucket-capacity") {
+		a.TokenBucketCapacity = c.bucketCapacity
+	}
+	if flags.Changed("token-bucket-refill-rate") {
+		a.TokenBucketRefillRate = c.bucketRefill
+	}
+	if flags.Changed("admission-latency") {
+		a.LatencyUs = c.admissionLatUs
+	}
+	if flags.Changed("routing-policy") {
+		r.Policy = c.routing
+	}
+	if flags.Changed("routing-scorers") {
+		r.Scorers = c.scorers
+	}
+	if flags.Changed("routing-latency") {
+		r.LatencyUs = c.routingLatUs
+	}
+	if flags.Changed("prefix-index-capacity") {
+		r.PrefixIndexCapacity = c.prefixIndexCap
+	}
+	if flags.Changed("snapshot-refresh-interval") {
+		if c.refreshUs < 0 {
+			return nil, fmt.Errorf("--snapshot-refresh-interval must be >= 0 µs, got %d", c.refreshUs)
+		}
+		d.Freshness = cluster.Uniform(c.refreshUs)
+	}
+	// The flags' values are checked here so that errors name the flag.
+	if err := a.Validate(); err != nil {
+		return nil, deploy.FlagError(err)
+	}
+	if err := r.Validate(d.NumInstances()); err != nil {
+		return nil, deploy.FlagError(err)
+	}
+	return d, nil
+}
+
+// generatorSource streams a synthetic workload into the cluster, one
+// request ahead.
+type generatorSource struct {
+	g    *workload.Generator
+	next sim.RequestSpec
+	ok   bool
+	err  error
+}
+
+func newGeneratorSource(g *workload.Generator) *generatorSource {
+	s := &generatorSource{g: g}
+	s.advance()
+	return s
+}
+
+func (s *generatorSource) advance() {
+	s.ok = false
+	if s.err != nil || s.g.Remaining() == 0 {
+		return
+	}
+	s.next, s.err = s.g.Next()
+	s.ok = s.err == nil
+}
+
+func (s *generatorSource) Peek() (int64, bool) { return s.next.ArrivalUs, s.ok }
+func (s *generatorSource) Next() sim.RequestSpec {
+	r := s.next
+	s.advance()
+	return r
+}
+
+func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
+	flags := cmd.Flags()
+	c := &o.cl
+	d, err := clusterDeployment(flags, o)
+	if err != nil {
+		return err
+	}
+	switch c.traceLevel {
+	case "none":
+		if c.decisionTrace != "" {
+			return errors.New("--decision-trace needs --trace-level decisions")
+		}
+	case "decisions":
+		if c.decisionTrace == "" {
+			return errors.New("--trace-level decisions needs --decision-trace FILE")
+		}
+	default:
+		return fmt.Errorf("--trace-level %q is not a level; use none or decisions", c.traceLevel)
+	}
+	if c.counterfactK < 0 {
+		return fmt.Errorf("--counterfactual-k must be >= 0, got %d", c.counterfactK)
+	}
+	var weights []cluster.FitnessWeight
+	if c.fitness != "" {
+		if weights, err = cluster.ParseFitnessWeights(c.fitness); err != nil {
+			return fmt.Errorf("--fitness-weights: %w", err)
+		}
+	}
+	if !(o.horizonS >= 0) || math.IsInf(o.horizonS, 0) {
+		return fmt.Errorf("--horizon must be a number of seconds >= 0, got %v", o.horizonS)
+	}
+	if o.kvEventsFile != "" {
+		return errors.New("--kv-events is not supported for a cluster run yet; use --otlp-trace")
+	}
+	if o.traceFile != "" {
+		if err := o.traceOpt.Validate(); err != nil {
+			return err
+		}
+	}
+	rng := sim.NewRNG(o.seed)
+	built, err := d.Build(rng)
+	if err != nil {
+		if c.deployment != "" {
+			return fmt.Errorf("--deployment: %w", err)
+		}
+		return deploy.FlagError(err)
+	}
+	cfg := built.Config
+	cfg.HorizonUs = int64(math.Round(o.horizonS * 1e6))
+	cfg.RecordRequests = o.perRequest
+	cfg.CounterfactualK = c.counterfactK
+	for i := range cfg.Instances {
+		cfg.Instances[i].Config.Options.Exhaustive = o.debugInv
+	}
+
+	var outs []*atomicFile
+	defer func() {
+		for _, f := range outs {
+			f.abort()
+		}
+	}()
+	var writers []*simtrace.Writer
+	var traceBuf *bufio.Writer
+	if o.traceFile != "" {
+		tf, err := createAtomic(o.traceFile, "--otlp-trace")
+		if err != nil {
+			return err
+		}
+		outs = append(outs, tf)
+		traceBuf = bufio.NewWriterSize(tf, 1<<20)
+		for i := range cfg.Instances {
+			opt := o.traceOpt
+			opt.Model = built.Pools[poolIndex(d, i)].Phys.Model.Name
+			w, err := simtrace.NewWriter(traceBuf, nil, opt,
+				rng.Stream(sim.InstanceStream(sim.StreamTraceJourney, i)), rng.Stream(sim.InstanceStream(sim.StreamTraceStep, i)))
+			if err != nil {
+				return err
+			}
+			cfg.Instances[i].Config.Observer = w
+			writers = append(writers, w)
+		}
+	}
+	var decisionBuf *bufio.Writer
+	if c.traceLevel == "decisions" {
+		df, err := createAtomic(c.decisionTrace, "--decision-trace")
+		if err != nil {
+			return err
+		}
+		outs = append(outs, df)
+		decisionBuf = bufio.NewWriterSize(df, 1<<20)
+		cfg.Decisions = decisionBuf
+	}
+
+	var src cluster.Source
+	var gen *generatorSource
+	var replay *workload.ReplayReport
+	var offered int
+	if o.replay != "" {
+		reqs, rep, err := workload.Replay(o.replay)
+		if err != nil {
+			return fmt.Errorf("--replay: %w", err)
+		}
+		if len(reqs) == 0 {
+			return fmt.Errorf("--replay %s: no usable requests (%d rows)", o.replay, rep.Rows)
+		}
+		src, replay, offered = cluster.NewSliceSource(reqs), &rep, len(reqs)
+	} else {
+		if err := parseWorkload(o); err != nil {
+			return err
+		}
+		g, err := workload.NewGenerator(o.workload, rng.Stream(sim.StreamWorkload))
+		if err != nil {
+			return flagError(err)
+		}
+		gen = newGeneratorSource(g)
+		src, offered = gen, o.workload.Requests
+	}
+
+	start := time.Now()
+	cs, err := cluster.New(cfg, src)
+	if err != nil {
+		return err
+	}
+	res, err := cs.Run()
+	if err != nil {
+		return err
+	}
+	if gen != nil && gen.err != nil {
+		return flagError(gen.err)
+	}
+	wall := time.Since(start)
+	for _, w := range writers {
+		if err := w.Close(); err != nil {
+			return fmt.Errorf("--otlp-trace: %w", err)
+		}
+	}
+	if traceBuf != nil {
+		if err := traceBuf.Flush(); err != nil {
+			return fmt.Errorf("--otlp-trace: %w", err)
+		}
+	}
+	if decisionBuf != nil {
+		if err := decisionBuf.Flush(); err != nil {
+			return fmt.Errorf("--decision-trace: %w", err)
+		}
+	}
+	for _, f := range outs {
+		if err := f.commit(); err != nil {
+			return err
+		}
+	}
+	outs = nil
+	out := clusterReport{Tool: "blis run", Version: 1, Config: describeCluster(o, d, built), Workload: replay, Metrics: res}
+	if weights != nil {
+		fr := cluster.Fitness(res, weights)
+		out.Fitness = &fr
+	}
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	rq := res.Requests
+	fmt.Fprintf(stderr, "blis: %d instances, %d of %d requests arrived (%d completed, %d rejected, %d dropped), %.1f s simulated in %.2f s wall (%.1f µs per request)\n",
+		len(cfg.Instances), rq.Arrived, offered, rq.Completed, rq.Rejected, rq.DroppedUnservable, res.DurationS, wall.Seconds(),
+		float64(wall.Microseconds())/float64(max(1, rq.Arrived)))
+	return nil
+}
+
+// poolIndex is the pool of instance i.
+func poolIndex(d *deploy.Deployment, i int) int {
+	for p, pool := range d.Pools {
+		if i < pool.Replicas {
+			return p
+		}
+		i -= pool.Replicas
+	}
+	return len(d.Pools) - 1
+}
+
+// clusterReport is the JSON a cluster run prints.
+type clusterReport struct {
+	Tool     string                 `json:"tool"`
+	Version  int                    `json:"version"`
+	Config   clusterConfig          `json:"config"`
+	Workload *workload.ReplayReport `json:"replay,omitempty"`
+	Metrics  *cluster.Result        `json:"metrics"`
+	Fitness  *cluster.FitnessResult `json:"fitness,omitempty"`
+}
+
+type clusterConfig struct {
+	Instances     int              `json:"instances"`
+	Deployment    string           `json:"deployment,omitempty"`
+	Pools         []poolConfig     `json:"pools"`
+	Admission     admissionConfig  `json:"admission"`
+	Routing       routingConfig    `json:"routing"`
+	Observability map[string]int64 `json:"observability_refresh_us"`
+	Workload      string           `json:"workload"`
+	Seed          int64            `json:"seed"`
+	HorizonS      float64          `json:"horizon_s"`
+}
+
+type poolConfig struct {
+	Name         string            `json:"name"`
+	Replicas     int               `json:"replicas"`
+	Model        string            `json:"model"`
+	Hardware     string            `json:"hardware"`
+	TP           int               `json:"tp"`
+	VLLM         physics.VLLMKnobs `json:"vllm"`
+	LongPrefill  int64             `json:"long_prefill_token_threshold"`
+	Scheduler    string            `json:"scheduler"`
+	Priority     string            `json:"priority"`
+	Latency      string            `json:"latency"`
+	Coefficients string            `json:"coefficients,omitempty"`
+	Noise        float64           `json:"latency_noise"`
+}
+
+type admissionConfig struct {
+	Policy         string  `json:"policy"`
+	BucketCapacity float64 `json:"token_bucket_capacity,omitempty"`
+	BucketRefill   float64 `json:"token_bucket_refill_rate,omitempty"`
+	LatencyUs      int64   `json:"latency_us"`
+}
+
+type routingConfig struct {
+	Policy              string `json:"policy"`
+	Scorers             string `json:"scorers,omitempty"`
+	LatencyUs           int64  `json:"latency_us"`
+	PrefixIndexCapacity int    `json:"prefix_index_capacity,omitempty"`
+}
+
+func describeCluster(o *runOpts, d *deploy.Deployment, b *deploy.Built) clusterConfig {
+	cc := clusterConfig{Instances: d.NumInstances(), Deployment: o.cl.deployment, Workload: describeWorkload(o), Seed: o.seed, HorizonS: o.horizonS,
+		Observability: map[string]int64{}}
+	for i, p := range d.Pools {
+		in := b.Pools[i]
+		cc.Pools = append(cc.Pools, poolConfig{Name: p.Name, Replicas: p.Replicas, Model: in.Phys.Model.Name, Hardware: in.Phys.Hardware.Name,
+			TP: in.Phys.TP, VLLM: in.Phys.Knobs, LongPrefill: p.Instance.LongPrefillThreshold, Scheduler: p.Instance.Scheduler,
+			Priority: p.Instance.Priority, Latency: in.LatencyName, Coefficients: in.CoefficientsSource, Noise: p.Instance.Latency.Noise})
+	}
+	a := d.Admission
+	cc.Admission = admissionConfig{Policy: a.Policy, LatencyUs: a.LatencyUs}
+	if a.Policy == admit.TokenBucketName {
+		cc.Admission.BucketCapacity, cc.Admission.BucketRefill = a.TokenBucketCapacity, a.TokenBucketRefillRate
+	}
+	r := d.Routing
+	cc.Routing = routingConfig{Policy: r.Policy, LatencyUs: r.LatencyUs}
+	if r.Policy == route.WeightedName {
+		ws, _ := route.ParseScorers(r.Scorers)
+		cc.Routing.Scorers = route.FormatScorers(ws)
+		for _, w := range ws {
+			if w.Name == route.PrefixAffinity {
+				cc.Routing.PrefixIndexCapacity = r.PrefixIndexCapacity
+			}
+		}
+	}
+	for s := cluster.Signal(0); s < cluster.NumSignals; s++ {
+		cc.Observability[s.String()] = d.Freshness[s]
+	}
+	return cc
+}
