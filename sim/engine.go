@@ -151,7 +151,11 @@ type request struct {
 	firstCached int64
 	// hashes[i] is the chained prefix hash of block i of the token stream.
 	hashes    []uint64
-	committed int64 // full blocks registered in the prefix index
+	committed int64 // full blocks registered as cached content
+	// holder[i] is the block last registered with the request's own block
+	// i (-1: none): where the request finds its own content again after a
+	// preemption, if that block still holds it.
+	holder []int32
 
 	// prefillDone is the most prompt tokens ever computed: vLLM reports
 	// this high-water mark, which survives a preemption.
@@ -187,6 +191,7 @@ type Engine struct {
 	storedLastStep int64
 
 	batch   Batch
+	hit     []int32 // the cached blocks the last prefix match found
 	jev     JourneyEvent
 	kev     KVEvent
 	summary StepSummary
@@ -266,7 +271,7 @@ func (e *Engine) slot() int32 {
 		i := e.free[n-1]
 		e.free = e.free[:n-1]
 		r := &e.reqs[i]
-		*r = request{blocks: r.blocks[:0], hashes: r.hashes[:0]}
+		*r = request{blocks: r.blocks[:0], hashes: r.hashes[:0], holder: r.holder[:0]}
 		return i
 	}
 	e.reqs = append(e.reqs, request{})

@@ -17,9 +17,17 @@ func chain(h, v uint64) uint64 {
 	return mix.Splitmix64(h ^ (v + 0x9e3779b97f4a7c15 + (h << 6) + (h >> 2)))
 }
 
+// blockShared says whether block i of spec's stream is shared content (it
+// lies wholly inside the group's prefix). Any other block is the request's
+// own, and since a block's hash chains every block before it, only the
+// request itself can ever look that block up again.
+func blockShared(spec *RequestSpec, i, blockSize int64) bool {
+	return spec.PrefixGroup > 0 && (i+1)*blockSize <= spec.PrefixTokens
+}
+
 // blockContent identifies the tokens of block i of spec's stream.
 func blockContent(spec *RequestSpec, i, blockSize int64) uint64 {
-	if spec.PrefixGroup > 0 && (i+1)*blockSize <= spec.PrefixTokens {
+	if blockShared(spec, i, blockSize) {
 		return uint64(spec.PrefixGroup)<<32 | uint64(i) | 1<<63
 	}
 	return uint64(spec.ID)<<24 ^ uint64(i)

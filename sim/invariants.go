@@ -135,7 +135,7 @@ func (e *Engine) checkKV(full bool) {
 		if blk.ref > 0 {
 			allocated++
 		}
-		if !blk.hashed {
+		if !blk.hashed || blk.own {
 			continue
 		}
 		if got, ok := kv.index.Get(blk.hash); !ok || got != int32(b) {
@@ -148,12 +148,12 @@ func (e *Engine) checkKV(full bool) {
 	if kv.prefix {
 		var hashed int
 		for b := range kv.blocks {
-			if kv.blocks[b].hashed {
+			if kv.blocks[b].hashed && !kv.blocks[b].own {
 				hashed++
 			}
 		}
 		if hashed != kv.index.Len() {
-			e.fail("INV-4", "prefix index has %d entries for %d cached blocks", kv.index.Len(), hashed)
+			e.fail("INV-4", "prefix index has %d entries for %d cached shared blocks", kv.index.Len(), hashed)
 		}
 	}
 }

@@ -5,11 +5,19 @@ import "github.com/blis-sim/blis/internal/hashindex"
 // kvBlock is one GPU KV block. Free blocks sit on a doubly linked LRU list:
 // allocation takes from the head, release appends at the tail, so the block
 // freed longest ago is reused (and its cached prefix evicted) first.
+//
+// A hashed block holds cached content. Shared content (a group's prefix)
+// is registered in the prefix index, where any request can find it. A
+// request's own content is not: only that request can ever ask for it
+// again (after a preemption), so it finds it through its own record of
+// the blocks it filled (request.holder), which spares the index an insert
+// and a delete for most blocks (own marks those).
 type kvBlock struct {
-	hash       uint64
-	hashed     bool // hash is registered in the prefix index
+	hash       uint64 // the prefix hash, when hashed
 	ref        int32
 	prev, next int32 // free-list links, -1 at the ends
+	hashed     bool  // holds cached content under hash
+	own        bool  // hashed own content, not in the index
 	onFree     bool
 }
 
@@ -42,7 +50,9 @@ func newKVCache(total, blockSize int64, prefix bool, cpu *cpuTier) *kvCache {
 		cpu:       cpu,
 	}
 	if prefix {
-		c.index = hashindex.New(total)
+		// The index keeps only tags; a match is confirmed against the
+		// block's own hash, which the lookup reads next anyway.
+		c.index = hashindex.New(total, func(b int32) uint64 { return c.blocks[b].hash })
 	}
 	for i := range c.blocks {
 		c.pushTail(int32(i))
@@ -81,29 +91,25 @@ func (c *kvCache) unlink(b int32) {
 	c.numFree--
 }
 
-// match counts the leading hashes whose blocks are cached on the GPU, and
-// how many of those are free (they leave the free list when acquired).
-func (c *kvCache) match(hashes []uint64) (hits, hitsFree int64) {
+// match counts the leading hashes whose blocks the prefix index holds:
+// shared content only (a request's own blocks are found through it).
+func (c *kvCache) match(hashes []uint64) (hits int64) {
 	if !c.prefix {
-		return 0, 0
+		return 0
 	}
 	for _, h := range hashes {
-		b, ok := c.index.Get(h)
-		if !ok {
+		if _, ok := c.index.Get(h); !ok {
 			break
 		}
 		hits++
-		if c.blocks[b].ref == 0 {
-			hitsFree++
-		}
 	}
-	return hits, hitsFree
+	return hits
 }
 
-// acquireCached takes a reference on the first n matched blocks.
-func (c *kvCache) acquireCached(hashes []uint64, n int64, dst []int32) []int32 {
-	for _, h := range hashes[:n] {
-		b, _ := c.index.Get(h)
+// acquire takes a reference on each of blocks (cached blocks a match
+// found) and appends them to dst.
+func (c *kvCache) acquire(blocks []int32, dst []int32) []int32 {
+	for _, b := range blocks {
 		if c.blocks[b].ref == 0 {
 			c.unlink(b)
 		}
@@ -136,11 +142,14 @@ func (c *kvCache) allocate(n int64, dst []int32) ([]int32, bool) {
 // memory pressure the content is first stored to the CPU tier.
 func (c *kvCache) evict(b int32) {
 	blk := &c.blocks[b]
-	c.index.Del(blk.hash)
-	blk.hashed = false
+	h := blk.hash
+	if !blk.own {
+		c.index.Del(h, b)
+	}
+	blk.hashed, blk.own = false, false
 	c.evictions++
 	if c.cpu != nil && c.cpu.pressure(c) {
-		if c.cpu.store(blk.hash, c.now) {
+		if c.cpu.store(h, c.now) {
 			c.offloaded++
 			c.stepStored++
 		}
@@ -160,8 +169,9 @@ func (c *kvCache) release(blocks []int32) {
 	}
 }
 
-// commit registers a block that has just become full under its prefix hash.
-// When another block already holds that prefix the block stays anonymous.
+// commit registers a block of shared content that has just become full
+// under its prefix hash. When another block already holds that prefix the
+// block stays anonymous.
 func (c *kvCache) commit(b int32, h uint64) {
 	if !c.prefix {
 		return

@@ -82,18 +82,22 @@ func (r RequestSpec) Validate() error {
 	return nil
 }
 
-// ValidateWorkload checks every spec and that IDs are 0..n-1 with
-// non-decreasing arrival times.
+// ValidateWorkload checks every spec and that ids strictly increase and
+// arrival times do not decrease along the slice (so ids are unique: the
+// engine identifies a request's own KV content by its id).
 func ValidateWorkload(reqs []RequestSpec) error {
 	for i, r := range reqs {
-		if r.ID != int64(i) {
-			return fmt.Errorf("request at index %d has id %d; ids must be 0..n-1 in order", i, r.ID)
-		}
 		if err := r.Validate(); err != nil {
 			return err
 		}
-		if i > 0 && r.ArrivalUs < reqs[i-1].ArrivalUs {
-			return fmt.Errorf("request %d: arrival_us %d is before request %d's %d; sort by arrival", r.ID, r.ArrivalUs, i-1, reqs[i-1].ArrivalUs)
+		if i == 0 {
+			continue
+		}
+		if p := reqs[i-1]; r.ID <= p.ID {
+			return fmt.Errorf("request at index %d has id %d, not above the previous request's %d; ids must increase in arrival order", i, r.ID, p.ID)
+		}
+		if r.ArrivalUs < reqs[i-1].ArrivalUs {
+			return fmt.Errorf("request %d: arrival_us %d is before request %d's %d; sort by arrival", r.ID, r.ArrivalUs, reqs[i-1].ID, reqs[i-1].ArrivalUs)
 		}
 	}
 	return nil

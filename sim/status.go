@@ -39,14 +39,12 @@ func (e *Engine) Status() Status {
 	return st
 }
 
-// CachedPrefixBlocks is how many leading blocks of a block-hash chain (from
-// AppendBlockHashes, with this engine's block size) the instance holds in
-// its GPU prefix cache right now; 0 without prefix caching. It allocates
-// nothing and changes nothing.
-func (e *Engine) CachedPrefixBlocks(hashes []uint64) int64 {
-	hits, _ := e.kv.match(hashes)
-	return hits
-}
+// CachedPrefixBlocks is how many leading blocks of a new request's
+// block-hash chain (from AppendBlockHashes, with this engine's block size)
+// the instance holds in its GPU prefix cache right now; 0 without prefix
+// caching. Only shared content can match a new request (any other block
+// is its sender's own). It allocates nothing and changes nothing.
+func (e *Engine) CachedPrefixBlocks(hashes []uint64) int64 { return e.kv.match(hashes) }
 
 // BlockSize is the engine's KV block size in tokens.
 func (e *Engine) BlockSize() int64 { return e.blockSize }

@@ -104,9 +104,10 @@ func (e *Engine) admitWaiting(budget int64) {
 		// can come from caches.
 		maxHit := (stream - 1) / e.blockSize
 		var hits, hitsFree, reload int64
+		e.hit = e.hit[:0]
 		if e.cfg.Engine.PrefixCachingEnabled {
 			e.ensureHashes(r, maxHit)
-			hits, hitsFree = e.kv.match(r.hashes[:maxHit])
+			hits, hitsFree = e.matchPrefix(r, maxHit)
 			if e.kv.cpu != nil {
 				reload = e.kv.cpu.match(r.hashes[hits:maxHit])
 			}
@@ -139,7 +140,7 @@ func (e *Engine) admitWaiting(budget int64) {
 				o.KV(&e.kev)
 			}
 		}
-		r.blocks = e.kv.acquireCached(r.hashes, hits, r.blocks)
+		r.blocks = e.kv.acquire(e.hit, r.blocks)
 		r.blocks, _ = e.kv.allocate(fresh, r.blocks)
 		e.journey(r, JourneyScheduled, e.now)
 		e.transition(r, stQueued, stRunning)
@@ -255,9 +256,61 @@ func (e *Engine) commitFull(r *request) {
 	}
 	e.ensureHashes(r, full)
 	for i := r.committed; i < full; i++ {
-		e.kv.commit(r.blocks[i], r.hashes[i])
+		if blockShared(&r.spec, i, e.blockSize) {
+			e.kv.commit(r.blocks[i], r.hashes[i])
+		} else {
+			e.commitOwn(r, i)
+		}
 	}
 	r.committed = full
+}
+
+// commitOwn registers the request's own block i as cached content, unless
+// an earlier copy of it is still cached (it then stays anonymous, as a
+// shared block whose prefix another block holds does).
+func (e *Engine) commitOwn(r *request, i int64) {
+	for int64(len(r.holder)) <= i {
+		r.holder = append(r.holder, -1)
+	}
+	h := r.hashes[i]
+	if old := r.holder[i]; old >= 0 && e.kv.blocks[old].hashed && e.kv.blocks[old].hash == h {
+		return
+	}
+	b := r.blocks[i]
+	r.holder[i] = b
+	blk := &e.kv.blocks[b]
+	blk.hash, blk.hashed, blk.own = h, true, true
+}
+
+// matchPrefix finds the leading blocks of r's stream, up to n, that are
+// cached on the GPU: shared ones in the prefix index, the request's own
+// where it last registered them. It leaves their ids in e.hit and returns
+// how many there are and how many of those are free.
+func (e *Engine) matchPrefix(r *request, n int64) (hits, hitsFree int64) {
+	kv := e.kv
+	for i := int64(0); i < n; i++ {
+		h := r.hashes[i]
+		var b int32
+		if blockShared(&r.spec, i, e.blockSize) {
+			var ok bool
+			if b, ok = kv.index.Get(h); !ok {
+				break
+			}
+		} else {
+			if i >= int64(len(r.holder)) {
+				break
+			}
+			b = r.holder[i]
+			if b < 0 || !kv.blocks[b].hashed || kv.blocks[b].hash != h {
+				break
+			}
+		}
+		e.hit = append(e.hit, b)
+		if kv.blocks[b].ref == 0 {
+			hitsFree++
+		}
+	}
+	return int64(len(e.hit)), hitsFree
 }
 
 // processCompletions releases the KV of requests that produced their last

@@ -68,37 +68,44 @@ func (x *PrefixIndex) Len(i int) int {
 }
 
 // lruSet is a bounded set of hashes with least-recently-used eviction: an
-// open-addressing index from hash to node, and the nodes on an intrusive
-// doubly linked list in preallocated arrays (most recent at the head).
+// index from hash to node, and the nodes, each with its hash, on an
+// intrusive doubly linked list (most recent at the head).
 type lruSet struct {
 	index      *hashindex.Index
-	keys       []uint64
-	prev, next []int32
+	nodes      []node
 	head, tail int32
 	capacity   int32
 }
 
+type node struct {
+	key        uint64
+	prev, next int32
+}
+
 func newLRUSet(capacity int) *lruSet {
-	return &lruSet{index: hashindex.New(int64(capacity)), head: -1, tail: -1, capacity: int32(capacity)}
+	s := &lruSet{head: -1, tail: -1, capacity: int32(capacity)}
+	s.index = hashindex.New(int64(capacity), func(n int32) uint64 { return s.nodes[n].key })
+	return s
 }
 
 func (s *lruSet) unlink(n int32) {
-	if p := s.prev[n]; p >= 0 {
-		s.next[p] = s.next[n]
+	l := &s.nodes[n]
+	if l.prev >= 0 {
+		s.nodes[l.prev].next = l.next
 	} else {
-		s.head = s.next[n]
+		s.head = l.next
 	}
-	if q := s.next[n]; q >= 0 {
-		s.prev[q] = s.prev[n]
+	if l.next >= 0 {
+		s.nodes[l.next].prev = l.prev
 	} else {
-		s.tail = s.prev[n]
+		s.tail = l.prev
 	}
 }
 
 func (s *lruSet) pushHead(n int32) {
-	s.prev[n], s.next[n] = -1, s.head
+	s.nodes[n].prev, s.nodes[n].next = -1, s.head
 	if s.head >= 0 {
-		s.prev[s.head] = n
+		s.nodes[s.head].prev = n
 	} else {
 		s.tail = n
 	}
@@ -116,16 +123,14 @@ func (s *lruSet) touch(h uint64) {
 		return
 	}
 	var n int32
-	if int32(len(s.keys)) < s.capacity {
-		n = int32(len(s.keys))
-		s.keys = append(s.keys, h)
-		s.prev = append(s.prev, -1)
-		s.next = append(s.next, -1)
+	if int32(len(s.nodes)) < s.capacity {
+		n = int32(len(s.nodes))
+		s.nodes = append(s.nodes, node{key: h})
 	} else {
 		n = s.tail
 		s.unlink(n)
-		s.index.Del(s.keys[n])
-		s.keys[n] = h
+		s.index.Del(s.nodes[n].key, n)
+		s.nodes[n].key = h
 	}
 	s.index.Put(h, n)
 	s.pushHead(n)

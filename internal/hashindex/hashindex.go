@@ -1,95 +1,104 @@
-// Package hashindex is an open-addressing hash table from well-mixed 64-bit
-// keys (chained block hashes) to int32 values, without the hashing and
-// bookkeeping of a Go map. The engine's prefix cache and the router's
-// prefix index both use it.
+// Package hashindex is an open-addressing hash table from well-mixed
+// 64-bit keys (chained block hashes) to int32 values, small enough that
+// the tables of many simulated instances stay in cache. The engine's
+// prefix cache and the router's prefix index both use it.
 package hashindex
 
-import "math/bits"
-
-// Index maps a key to a value. It is an open-addressing table with linear
-// probing and backward-shift deletion: the keys are already well-mixed
-// 64-bit hashes, so it skips the hashing and bookkeeping of a Go map, which
-// dominated the engine's profile (every filled block is inserted, every
-// reused one deleted). Key 0 marks an empty slot, so a key of 0 is stored
-// as 1; a collision of two real prefixes is as unlikely as any 64-bit hash
-// collision. It holds at most the capacity it was made with.
+// Index maps keys to values in [0, 2^31−1). A slot holds only a key's
+// 32-bit tag (its high half) and the value; the caller keeps each value's
+// full key (a block's hash, in the block the lookup goes on to read
+// anyway) and gives the index a function to read it, with which a lookup
+// confirms a tag match: the index is exact while a slot takes 8 bytes
+// instead of 16. Its home slot comes from the tag (multiply-shift over the
+// table size), so that probing and deletion never read the caller's keys.
+//
+// Collisions are resolved by linear probing with backward-shift deletion
+// (no tombstones). The table has 1.5 slots per key of capacity; the caller
+// keeps the number of keys within the capacity.
 type Index struct {
-	slots []slot
-	mask  uint64
+	slots []uint64 // tag<<32 | (value+1); 0 is empty
+	size  uint64
 	n     int
+	keyOf func(v int32) uint64
 }
 
-// slot keeps a key beside its value, so that a lookup touches one cache
-// line: the tables of many instances do not fit in cache, and a miss costs
-// more than the probe.
-type slot struct {
-	key uint64
-	val int32
+// New returns an empty index for at most capacity keys; keyOf(v) is the
+// key value v is stored under.
+func New(capacity int64, keyOf func(v int32) uint64) *Index {
+	size := uint64(max(capacity, 8))
+	size += size / 2
+	return &Index{slots: make([]uint64, size), size: size, keyOf: keyOf}
 }
 
-// New returns an empty index for at most capacity keys, with twice as
-// many slots.
-func New(capacity int64) *Index {
-	size := uint64(1) << bits.Len64(uint64(max(capacity, 4))*2-1)
-	return &Index{slots: make([]slot, size), mask: size - 1}
-}
+func tag(k uint64) uint32 { return uint32(k >> 32) }
 
-func nonzero(k uint64) uint64 {
-	if k == 0 {
-		return 1
+func (p *Index) home(t uint32) uint64 { return uint64(t) * p.size >> 32 }
+
+func (p *Index) next(i uint64) uint64 {
+	if i++; i == p.size {
+		return 0
 	}
-	return k
+	return i
 }
+
+func slotValue(s uint64) int32 { return int32(uint32(s)) - 1 }
 
 // Get returns the value of k.
 func (p *Index) Get(k uint64) (int32, bool) {
-	k = nonzero(k)
-	for i := k & p.mask; ; i = (i + 1) & p.mask {
-		switch s := &p.slots[i]; s.key {
-		case k:
-			return s.val, true
-		case 0:
+	t := tag(k)
+	for i := p.home(t); ; i = p.next(i) {
+		s := p.slots[i]
+		if s == 0 {
 			return 0, false
+		}
+		if uint32(s>>32) == t {
+			if v := slotValue(s); p.keyOf(v) == k {
+				return v, true
+			}
 		}
 	}
 }
 
-// Put inserts k unless present; it reports whether it inserted. The
-// caller keeps the count within the capacity, so the table never fills.
+// Put maps k to v unless k is present; it reports whether it inserted.
+// keyOf must give the key of every value already in the index (v's own key
+// need not be set yet).
 func (p *Index) Put(k uint64, v int32) bool {
-	k = nonzero(k)
-	for i := k & p.mask; ; i = (i + 1) & p.mask {
-		switch s := &p.slots[i]; s.key {
-		case k:
-			return false
-		case 0:
-			*s = slot{key: k, val: v}
+	t := tag(k)
+	for i := p.home(t); ; i = p.next(i) {
+		s := p.slots[i]
+		if s == 0 {
+			p.slots[i] = uint64(t)<<32 | uint64(uint32(v+1))
 			p.n++
 			return true
 		}
+		if uint32(s>>32) == t && p.keyOf(slotValue(s)) == k {
+			return false
+		}
 	}
 }
 
-// Del removes k if present.
-func (p *Index) Del(k uint64) {
-	k = nonzero(k)
-	i := k & p.mask
-	for p.slots[i].key != k {
-		if p.slots[i].key == 0 {
+// Del removes value v, which must be stored under key k if it is in the
+// index at all (keyOf(v) == k).
+func (p *Index) Del(k uint64, v int32) {
+	t := tag(k)
+	want := uint64(t)<<32 | uint64(uint32(v+1))
+	i := p.home(t)
+	for p.slots[i] != want {
+		if p.slots[i] == 0 {
 			return
 		}
-		i = (i + 1) & p.mask
+		i = p.next(i)
 	}
 	// Shift later members of the probe run back into the hole unless their
 	// home slot lies cyclically in (hole, j].
-	for j := (i + 1) & p.mask; p.slots[j].key != 0; j = (j + 1) & p.mask {
-		home := p.slots[j].key & p.mask
-		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
+	for j := p.next(i); p.slots[j] != 0; j = p.next(j) {
+		h := p.home(uint32(p.slots[j] >> 32))
+		if (j > i && (h <= i || h > j)) || (j < i && h <= i && h > j) {
 			p.slots[i] = p.slots[j]
 			i = j
 		}
 	}
-	p.slots[i].key = 0
+	p.slots[i] = 0
 	p.n--
 }
 
