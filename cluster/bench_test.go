@@ -2,6 +2,8 @@ package cluster_test
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"testing"
 
 	"github.com/blis-sim/blis/cluster"
@@ -45,8 +47,12 @@ func benchCluster(b *testing.B, n, requests int, policy string) {
 }
 
 func BenchmarkClusterScratch(b *testing.B) {
+	reqs := 100_000
+	if v := os.Getenv("SCRATCH_REQS"); v != "" {
+		reqs, _ = strconv.Atoi(v)
+	}
 	for _, n := range []int{4, 16} {
-		b.Run(fmt.Sprint(n), func(b *testing.B) { benchCluster(b, n, 100_000, "weighted") })
+		b.Run(fmt.Sprint(n), func(b *testing.B) { benchCluster(b, n, reqs, "weighted") })
 	}
 }
 

@@ -22,6 +22,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"math/bits"
 
 	"github.com/blis-sim/blis/physics"
 )
@@ -174,8 +175,13 @@ type request struct {
 type Engine struct {
 	cfg       Config
 	blockSize int64
-	reqs      []request
-	free      []int32 // free slots of reqs
+	// blockShift is log2(blockSize) when it is a power of two (the usual
+	// case), else -1: block arithmetic runs per request per step, and a
+	// shift is much cheaper than a division.
+	blockShift int
+	finishing  int64 // requests the current step finishes
+	reqs       []request
+	free       []int32 // free slots of reqs
 
 	now    int64
 	events eventHeap
@@ -220,6 +226,10 @@ func NewEngine(cfg Config) (*Engine, error) {
 		cfg:       cfg,
 		blockSize: cfg.Engine.BlockSizeTokens,
 		kv:        newKVCache(cfg.Engine.TotalKVBlocksGPU, cfg.Engine.BlockSizeTokens, cfg.Engine.PrefixCachingEnabled, cpu),
+	}
+	e.blockShift = -1
+	if bs := e.blockSize; bs&(bs-1) == 0 {
+		e.blockShift = bits.TrailingZeros64(uint64(bs))
 	}
 	e.waiting.keyed = cfg.Policies.Scheduler != FCFS
 	e.m.init(cfg.Options)
@@ -354,7 +364,15 @@ func (e *Engine) onArrival(i int32) {
 }
 
 // blocksFor is the number of blocks that hold n tokens.
-func (e *Engine) blocksFor(n int64) int64 { return (n + e.blockSize - 1) / e.blockSize }
+func (e *Engine) blocksFor(n int64) int64 { return e.fullBlocks(n + e.blockSize - 1) }
+
+// fullBlocks is the number of blocks n tokens fill.
+func (e *Engine) fullBlocks(n int64) int64 {
+	if e.blockShift >= 0 {
+		return n >> e.blockShift
+	}
+	return n / e.blockSize
+}
 
 func (e *Engine) onQueued(i int32) {
 	r := &e.reqs[i]

@@ -220,7 +220,7 @@ func nearestRank(p float64, n int64) int64 {
 type Histogram struct {
 	counts   []int64
 	n        int64
-	sum      float64
+	sum      int64 // exact; a float64 would round past 2^53 µs
 	min, max int64
 }
 
@@ -245,18 +245,28 @@ func histMid(i int) int64 {
 }
 
 func (h *Histogram) add(v int64) {
-	v = max(v, 0)
-	i := histIndex(v)
+	if v < 0 {
+		v = 0
+	}
+	i := int(v)
+	if v >= histExact {
+		shift := bits.Len64(uint64(v)) - 10
+		i = histExact + (shift-1)*512 + int(v>>shift) - 512
+	}
 	if i >= len(h.counts) {
 		h.counts = append(h.counts, make([]int64, i+1-len(h.counts))...)
 	}
 	h.counts[i]++
-	if h.n == 0 || v < h.min {
+	switch {
+	case h.n == 0:
+		h.min, h.max = v, v
+	case v < h.min:
 		h.min = v
+	case v > h.max:
+		h.max = v
 	}
-	h.max = max(h.max, v)
 	h.n++
-	h.sum += float64(v)
+	h.sum += v
 }
 
 // Add counts one value (µs; negative values count as 0).
@@ -316,7 +326,7 @@ func (h *Histogram) summarize() Distribution {
 	}
 	return Distribution{
 		Count: h.n,
-		Mean:  h.sum / float64(h.n) / 1000,
+		Mean:  float64(h.sum) / float64(h.n) / 1000,
 		Min:   ms(h.min),
 		P50:   ms(h.Quantile(0.50)), P90: ms(h.Quantile(0.90)), P95: ms(h.Quantile(0.95)), P99: ms(h.Quantile(0.99)),
 		Max: ms(h.max),

@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/blis-sim/blis/features"
+
 // step runs one engine iteration (seed 004): schedule a batch, execute it
 // through the latency model, process completions, schedule the next step.
 func (e *Engine) step() {
@@ -28,6 +30,8 @@ func (e *Engine) step() {
 func (e *Engine) scheduleBatch() int64 {
 	budget := e.cfg.Engine.MaxBatchedTokens
 	var preempted int64
+	e.batch.Beta = features.BetaInput{}
+	e.finishing = 0
 	for i := 0; i < len(e.running); i++ {
 		idx := e.running[i]
 		r := &e.reqs[idx]
@@ -38,7 +42,7 @@ func (e *Engine) scheduleBatch() int64 {
 		}
 		need := e.blocksFor(r.computed+n) - int64(len(r.blocks))
 		self := false
-		for {
+		for need > 0 {
 			var ok bool
 			if r.blocks, ok = e.kv.allocate(need, r.blocks); ok {
 				break
@@ -59,6 +63,7 @@ func (e *Engine) scheduleBatch() int64 {
 		}
 		r.scheduled = n
 		budget -= n
+		e.compose(r, n)
 	}
 	if preempted == 0 {
 		e.admitWaiting(budget)
@@ -156,35 +161,41 @@ func (e *Engine) admitWaiting(budget int64) {
 		r.scheduled = n
 		e.running = append(e.running, idx)
 		budget -= n
+		e.compose(r, n)
 	}
 }
 
-// executeBatch builds the step's composition, asks the latency model for
-// its time and advances every scheduled request.
+// compose adds a request scheduled for n tokens to the step's composition,
+// in scheduling order (the running batch's order), as it is scheduled.
+// Requests scheduled earlier in a step are never preempted later in it, so
+// what is added stays.
+func (e *Engine) compose(r *request, n int64) {
+	in := &e.batch.Beta
+	// It finishes this step if it catches up with its stream and that
+	// token is its last.
+	if r.outputs+1 >= r.spec.OutputTokens && r.computed+n == r.spec.PromptTokens+r.outputs {
+		e.finishing++
+	}
+	if r.outputs == 0 {
+		in.AddPrefill(r.computed, n)
+		return
+	}
+	// A decode-phase request: one token, or its whole stream again after a
+	// preemption (vLLM counts it as decode once it has produced a token).
+	in.DecodeTokens += n
+	in.ScheduledTokens += n
+	in.NumDecodeReqs++
+	in.DecodeContextTokens += r.computed + n
+	in.SumDecodeKVBlocks += int64(len(r.blocks))
+}
+
+// executeBatch completes the step's composition (scheduling built it),
+// asks the latency model for its time and advances every scheduled
+// request.
 func (e *Engine) executeBatch(preempted int64) int64 {
 	b := &e.batch
 	reload := b.ReloadBlocks
-	*b = Batch{ReloadBlocks: reload}
 	in := &b.Beta
-	for _, idx := range e.running {
-		r := &e.reqs[idx]
-		n := r.scheduled
-		if n == 0 {
-			continue
-		}
-		if r.outputs == 0 {
-			in.AddPrefill(r.computed, n)
-		} else {
-			// A decode-phase request: one token, or its whole stream again
-			// after a preemption (vLLM counts it as decode once it has
-			// produced a token).
-			in.DecodeTokens += n
-			in.ScheduledTokens += n
-			in.NumDecodeReqs++
-			in.DecodeContextTokens += r.computed + n
-			in.SumDecodeKVBlocks += int64(len(r.blocks))
-		}
-	}
 	in.RunningDepth = int64(len(e.running))
 	g := e.cfg.Latency.PreemptionGamma()
 	e.preemptEMA = g*float64(preempted)/float64(max(1, len(e.running))) + (1-g)*e.preemptEMA
@@ -207,7 +218,9 @@ func (e *Engine) executeBatch(preempted int64) int64 {
 		}
 		r.computed += r.scheduled
 		r.prefillDone = max(r.prefillDone, min(r.computed, r.spec.PromptTokens))
-		e.commitFull(r)
+		if full := e.fullBlocks(r.computed); full > r.committed && e.cfg.Engine.PrefixCachingEnabled {
+			e.commitFull(r, full)
+		}
 		if r.computed == r.spec.PromptTokens+r.outputs {
 			// The stream is caught up: the step samples a token.
 			r.outputs++
@@ -244,16 +257,9 @@ func (e *Engine) emitOffload() {
 	}
 }
 
-// commitFull registers the request's newly filled blocks in the prefix
-// index.
-func (e *Engine) commitFull(r *request) {
-	if !e.cfg.Engine.PrefixCachingEnabled {
-		return
-	}
-	full := r.computed / e.blockSize
-	if full <= r.committed {
-		return
-	}
+// commitFull registers the request's newly filled blocks, up to full, as
+// cached content.
+func (e *Engine) commitFull(r *request, full int64) {
 	e.ensureHashes(r, full)
 	for i := r.committed; i < full; i++ {
 		if blockShared(&r.spec, i, e.blockSize) {
@@ -317,6 +323,9 @@ func (e *Engine) matchPrefix(r *request, n int64) (hits, hitsFree int64) {
 // token, records their metrics and reports them; the running list keeps its
 // order. Their slots are freed for reuse.
 func (e *Engine) processCompletions(dt int64) {
+	if e.finishing == 0 {
+		return
+	}
 	end := e.now + dt
 	kept := e.running[:0]
 	for _, idx := range e.running {
@@ -376,12 +385,7 @@ func (e *Engine) summarize(preempted, dt int64) {
 	// vLLM's step.duration_us is the scheduler's own time: a fixed cost plus
 	// a little per request it looked at, never more than the step.
 	st.SchedulerUs = min(dt, 40+st.Running/2+st.Waiting/20)
-	for _, idx := range e.running {
-		r := &e.reqs[idx]
-		if r.scheduled > 0 && r.outputs+1 >= r.spec.OutputTokens && r.computed+r.scheduled == r.spec.PromptTokens+r.outputs {
-			st.NumFinished++
-		}
-	}
+	st.NumFinished = e.finishing
 	e.m.steps++
 	e.checkSignals()
 	if o := e.cfg.Observer; o != nil {

@@ -27,6 +27,13 @@ func NewPrefixIndex(n, capacity int) *PrefixIndex {
 	return &PrefixIndex{capacity: capacity, inst: make([]*lruSet, n)}
 }
 
+// MatchAll writes Match(i, hashes) for every instance i < len(dst).
+func (x *PrefixIndex) MatchAll(hashes []uint64, dst []int) {
+	for i := range dst {
+		dst[i] = x.Match(i, hashes)
+	}
+}
+
 // Match is how many leading hashes of a prompt instance i holds. It
 // changes nothing (in particular not the LRU order).
 func (x *PrefixIndex) Match(i int, hashes []uint64) int {

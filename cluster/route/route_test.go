@@ -188,3 +188,39 @@ func TestParseScorersAndNewReportBadInput(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, DefaultScorers, FormatScorers(ws))
 }
+
+// TestMatchAllAgreesWithMatch: the heads shortcut gives every instance the
+// same count as walking its own set, through evictions of first blocks,
+// for small clusters and beyond 64 instances.
+func TestMatchAllAgreesWithMatch(t *testing.T) {
+	for _, n := range []int{1, 5, 70} {
+		x := NewPrefixIndex(n, 30)
+		seed := uint64(n)
+		rnd := func(k int) int {
+			seed = seed*6364136223846793005 + 1442695040888963407
+			return int(seed>>33) % k
+		}
+		prompt := func() []uint64 {
+			// A few shared chains of varying length: heads recur.
+			g := uint64(1 + rnd(6))
+			hs := make([]uint64, 1+rnd(12))
+			for j := range hs {
+				hs[j] = g<<40 | uint64(j+1)
+				if j > 3 && rnd(2) == 0 {
+					hs[j] |= uint64(1+rnd(1000)) << 20 // a request's own tail
+				}
+			}
+			return hs
+		}
+		got, want := make([]int, n), make([]int, n)
+		for step := 0; step < 3000; step++ {
+			hs := prompt()
+			x.MatchAll(hs, got)
+			for i := range want {
+				want[i] = x.Match(i, hs)
+			}
+			require.Equal(t, want, got, "n=%d step %d", n, step)
+			x.Record(rnd(n), hs)
+		}
+	}
+}

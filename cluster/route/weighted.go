@@ -156,17 +156,24 @@ func (p *Weighted) Routed(req *Request, instance int) {
 // that the router's index believes the instance holds: the leading blocks
 // found, over all of the prompt's full blocks (0 for a prompt shorter than
 // a block). It learns from every routing decision.
-type PrefixAffinityScorer struct{ Index *PrefixIndex }
+type PrefixAffinityScorer struct {
+	Index   *PrefixIndex
+	matched []int
+}
 
 func (s *PrefixAffinityScorer) Name() string { return PrefixAffinity }
 func (s *PrefixAffinityScorer) Score(req *Request, v *View, dst []float64) {
 	n := len(req.Hashes)
+	if cap(s.matched) < len(dst) {
+		s.matched = make([]int, len(dst))
+	}
+	m := s.matched[:len(dst)]
+	s.Index.MatchAll(req.Hashes, m)
 	for i := range dst {
-		if n == 0 {
-			dst[i] = 0
-			continue
+		dst[i] = 0
+		if n > 0 {
+			dst[i] = float64(m[i]) / float64(n)
 		}
-		dst[i] = float64(s.Index.Match(i, req.Hashes)) / float64(n)
 	}
 }
 func (s *PrefixAffinityScorer) Routed(req *Request, instance int) {

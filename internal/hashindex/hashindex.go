@@ -13,8 +13,9 @@ package hashindex
 // table size), so that probing and deletion never read the caller's keys.
 //
 // Collisions are resolved by linear probing with backward-shift deletion
-// (no tombstones). The table has 1.5 slots per key of capacity; the caller
-// keeps the number of keys within the capacity.
+// (no tombstones). The table has two slots per key of capacity, so that
+// probe runs stay short even when full; the caller keeps the number of
+// keys within the capacity.
 type Index struct {
 	slots []uint64 // tag<<32 | (value+1); 0 is empty
 	size  uint64
@@ -25,8 +26,7 @@ type Index struct {
 // New returns an empty index for at most capacity keys; keyOf(v) is the
 // key value v is stored under.
 func New(capacity int64, keyOf func(v int32) uint64) *Index {
-	size := uint64(max(capacity, 8))
-	size += size / 2
+	size := 2 * uint64(max(capacity, 8))
 	return &Index{slots: make([]uint64, size), size: size, keyOf: keyOf}
 }
 
