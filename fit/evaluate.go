@@ -17,7 +17,8 @@ type Evaluation struct {
 	Sources     map[string]int64 `json:"beta_target_sources"`
 	Alpha       Errors           `json:"alpha"`
 	AlphaSkip   []Count          `json:"alpha_skipped"`
-	// Points are the beta predictions, in step order, when asked for.
+	// Points are the beta predictions, in step order (engine by engine in a
+	// trace of several), when asked for.
 	Points []Point `json:"-"`
 }
 
@@ -31,11 +32,19 @@ func Evaluate(cfg Config, f *coefficients.File, opt Options, keepPoints bool) (*
 		return nil, err
 	}
 	bb, ab := newBetaBuilder(cfg.Phys, &opt), newAlphaBuilder(cfg.Phys, &opt)
-	for t, tr := range cfg.Traces {
-		var dropped []Count
-		x := newStepIndex(tr, opt.Gammas, &dropped)
-		bb.add(t, tr, x)
-		ab.add(t, tr, x)
+	t := 0
+	for _, tr := range cfg.Traces {
+		engines, err := tr.engines()
+		if err != nil {
+			return nil, err
+		}
+		for _, eng := range engines {
+			var dropped []Count
+			x := newStepIndex(eng, opt.Gammas, &dropped)
+			bb.add(t, eng, x)
+			ab.add(t, eng, x)
+			t++
+		}
 	}
 	if bb.chunkedPrefillSteps > 0 && bb.chunkedRich == 0 {
 		return nil, fmt.Errorf("chunked prefill is on and none of the %d prefill steps has complete REQUEST_SNAPSHOTs: prefill attention cannot be computed", bb.chunkedPrefillSteps)

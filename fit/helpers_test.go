@@ -133,3 +133,68 @@ func simulateResult(t testing.TB, dir string, r simRun) (*physics.PhysicsConfig,
 	require.NoError(t, err)
 	return c, res
 }
+
+// simulateEngines runs one engine per run on one clock, as a cluster does
+// (the earliest next event first, the lowest index on ties), each traced
+// by a Writer with its instance id into one trace file, and ingests it
+// into dir/tables. Request ids must be unique across the engines (give
+// runs their reqs). The runs share runs[0]'s configuration.
+func simulateEngines(t testing.TB, dir string, runs []simRun, ids []string) *physics.PhysicsConfig {
+	t.Helper()
+	m, err := physics.LoadModel("llama-3.1-8b")
+	require.NoError(t, err)
+	h, err := physics.LoadHardware("h100-sxm")
+	require.NoError(t, err)
+	c, err := physics.NewPhysicsConfig(m, h, 1, runs[0].knobs)
+	require.NoError(t, err)
+	tracePath := filepath.Join(dir, "trace.jsonl")
+	tf, err := os.Create(tracePath)
+	require.NoError(t, err)
+	tb := bufio.NewWriter(tf)
+	engines := make([]*sim.Engine, len(runs))
+	writers := make([]*simtrace.Writer, len(runs))
+	reqs := make([][]sim.RequestSpec, len(runs))
+	for k, r := range runs {
+		rng := sim.NewRNG(r.seed)
+		opt := r.trace
+		opt.Model, opt.InstanceID = m.Name, ids[k]
+		writers[k], err = simtrace.NewWriter(tb, nil, opt, rng.Stream(sim.StreamTraceJourney), rng.Stream(sim.StreamTraceStep))
+		require.NoError(t, err)
+		cfg := sim.Config{Engine: sim.EngineConfig{VLLMKnobs: r.knobs, OffloadThreshold: 0.8}, Latency: r.latency(c), Observer: writers[k]}
+		engines[k], err = sim.NewEngine(cfg)
+		require.NoError(t, err)
+		if reqs[k] = r.reqs; reqs[k] == nil {
+			reqs[k] = workloadOf(t, r)
+		}
+	}
+	next := make([]int, len(runs))
+	for {
+		best, bestT := -1, int64(0)
+		for k, e := range engines {
+			at, ok := e.NextEventUs()
+			for next[k] < len(reqs[k]) && (!ok || reqs[k][next[k]].ArrivalUs <= at) {
+				q := reqs[k][next[k]]
+				require.NoError(t, e.Inject(q, q.ArrivalUs))
+				next[k]++
+				at, ok = e.NextEventUs()
+			}
+			if ok && (best < 0 || at < bestT) {
+				best, bestT = k, at
+			}
+		}
+		if best < 0 {
+			break
+		}
+		require.NoError(t, engines[best].Advance())
+	}
+	for k, e := range engines {
+		_, err := e.Finish()
+		require.NoError(t, err)
+		require.NoError(t, writers[k].Close())
+	}
+	require.NoError(t, tb.Flush())
+	require.NoError(t, tf.Close())
+	_, err = otlpingest.Ingest(otlpingest.FileSources([]string{tracePath}), otlpingest.Options{OutDir: filepath.Join(dir, "tables")})
+	require.NoError(t, err)
+	return c
+}

@@ -38,24 +38,32 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 	for _, cfg := range cfgs {
 		info := ConfigInfo{Name: cfg.Name, Model: cfg.Phys.Model.Name, Hardware: cfg.Phys.Hardware.Name, TP: cfg.Phys.TP}
 		bb, ab := newBetaBuilder(cfg.Phys, &opt), newAlphaBuilder(cfg.Phys, &opt)
-		for t, tr := range cfg.Traces {
+		t := 0 // samples are grouped by engine: each engine of each trace is a time series
+		for _, tr := range cfg.Traces {
 			info.Traces = append(info.Traces, tr.Dir)
 			info.Inputs = append(info.Inputs, tr.Inputs...)
 			for _, d := range tr.Dropped {
 				addCount(&info.Dropped, d.Reason, d.Count)
 			}
-			var dropped []Count
-			x := newStepIndex(tr, opt.Gammas, &dropped)
-			for _, d := range dropped {
-				addCount(&info.Dropped, d.Reason, d.Count)
+			engines, err := tr.engines()
+			if err != nil {
+				return nil, err
 			}
-			if len(x.steps) > 0 && x.steps[0].KVTotal != cfg.Phys.Knobs.TotalKVBlocksGPU {
-				return nil, fmt.Errorf("%s: steps report kv.blocks_total_gpu = %d but configuration %s has %d GPU KV blocks (set --kv-blocks-gpu to the trace's value)",
-					tr.Dir, x.steps[0].KVTotal, cfg.Name, cfg.Phys.Knobs.TotalKVBlocksGPU)
+			for _, eng := range engines {
+				var dropped []Count
+				x := newStepIndex(eng, opt.Gammas, &dropped)
+				for _, d := range dropped {
+					addCount(&info.Dropped, d.Reason, d.Count)
+				}
+				if len(x.steps) > 0 && x.steps[0].KVTotal != cfg.Phys.Knobs.TotalKVBlocksGPU {
+					return nil, fmt.Errorf("%s: steps report kv.blocks_total_gpu = %d but configuration %s has %d GPU KV blocks (set --kv-blocks-gpu to the trace's value)",
+						eng.engineName(), x.steps[0].KVTotal, cfg.Name, cfg.Phys.Knobs.TotalKVBlocksGPU)
+				}
+				bb.add(t, eng, x)
+				ab.add(t, eng, x)
+				overheadSamples(eng, &arrX, &arrY, &depX, &depY, &rep.Overheads)
+				t++
 			}
-			bb.add(t, tr, x)
-			ab.add(t, tr, x)
-			overheadSamples(tr, &arrX, &arrY, &depX, &depY, &rep.Overheads)
 		}
 		if bb.noKV {
 			info.Warnings = append(info.Warnings, "CPU offloading is on but a trace has no kv_events table: transfer features are 0 (ingest with --kv-events)")

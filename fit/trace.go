@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/blis-sim/blis/internal/pqread"
 )
@@ -24,14 +26,16 @@ type StepRow struct {
 	NumFinished, NumPreempted        int64
 	KVTotal, KVFree                  int64
 	KVUsage                          float64
-	Rich                             bool // the span had REQUEST_SNAPSHOTs of this step
+	Rich                             bool  // the span had REQUEST_SNAPSHOTs of this step
+	Inst                             int32 // the engine: an index into Trace.Instances
 }
 
 // SnapshotRow is one step.REQUEST_SNAPSHOT.
 type SnapshotRow struct {
 	StepID                        int64
 	Request                       string
-	Prefill                       bool // request.phase == PREFILL
+	Prefill                       bool  // request.phase == PREFILL
+	Inst                          int32 // index into Trace.Instances
 	Prompt, Computed, Scheduled   int64
 	BlocksAllocated, BlocksCached int64
 }
@@ -44,11 +48,13 @@ type RequestRow struct {
 	ArrivedS, QueuedS, FinishedS, DepartedS float64
 	QueuedNs, FirstScheduledNs              int64
 	FirstScheduledS                         float64 // seconds fallback of FirstScheduledNs
+	Inst                                    int32   // index into Trace.Instances
 }
 
 // ScheduledRow is one journey.SCHEDULED event: its step and monotonic time.
 type ScheduledRow struct {
 	Step, TsNs int64
+	Inst       int32 // index into Trace.Instances
 }
 
 // KVRow is one KV event that enters the features.
@@ -61,8 +67,18 @@ type KVRow struct {
 // Trace is what calibrate fit reads from one calibrate ingest output
 // directory. Rows whose required values are null are left out and counted
 // in Dropped.
+//
+// A trace of a cluster holds several engines, told apart by the tables'
+// instance column (service.instance.id). Each engine counts its steps from
+// 1 and has its own monotonic timeline, so steps are ordered, paired and
+// joined to snapshots, journey events and requests within one engine only:
+// the fit takes each engine of a trace as a trace of its own (engines).
 type Trace struct {
-	Dir       string
+	Dir string
+	// Instances are the distinct instance ids of the tables, sorted; a
+	// row's Inst indexes them. A trace without instance ids (or from an
+	// ingest older than the column) has the one instance "".
+	Instances []string
 	Steps     []StepRow
 	Snapshots []SnapshotRow
 	Requests  []RequestRow
@@ -150,18 +166,171 @@ func (r *colReader) boolean(name string) pqread.Column[bool] { return read(r, r.
 // kv_events (each optional).
 func LoadTrace(dir string) (*Trace, error) {
 	tr := &Trace{Dir: dir}
-	if err := tr.loadSteps(); err != nil {
+	ins := &instances{index: map[string]int32{}}
+	if err := tr.loadSteps(ins); err != nil {
 		return nil, err
 	}
-	for _, load := range []func() error{tr.loadSnapshots, tr.loadRequests, tr.loadScheduled, tr.loadKV} {
-		if err := load(); err != nil {
+	for _, load := range []func(*instances) error{tr.loadSnapshots, tr.loadRequests, tr.loadScheduled, tr.loadKV} {
+		if err := load(ins); err != nil {
 			return nil, err
 		}
 	}
+	tr.setInstances(ins)
 	return tr, nil
 }
 
-func (tr *Trace) loadSteps() error {
+// instances numbers the instance ids of a trace in the order first seen.
+type instances struct {
+	names []string
+	index map[string]int32
+}
+
+// column reads f's instance column (when it has one) for at.
+func (in *instances) column(f *pqread.File) (*instanceColumn, error) {
+	c := &instanceColumn{in: in, k: -1, has: f.Has("instance")}
+	if !c.has {
+		return c, nil
+	}
+	var err error
+	c.c, err = f.String("instance")
+	return c, err
+}
+
+// instanceColumn gives the instance index of the rows a loader keeps, so
+// that only kept rows make an engine.
+type instanceColumn struct {
+	in   *instances
+	has  bool // the table has an instance column, read into c
+	c    pqread.Column[string]
+	last string
+	k    int32
+}
+
+func (c *instanceColumn) at(i int) int32 {
+	s := ""
+	if c.has {
+		s = c.c.V[i]
+	}
+	if c.k < 0 || s != c.last { // rows come in runs of one instance
+		c.last, c.k = s, c.in.lookup(s)
+	}
+	return c.k
+}
+
+func (in *instances) lookup(s string) int32 {
+	k, ok := in.index[s]
+	if !ok {
+		name := strings.Clone(s) // not the column's buffer
+		k = int32(len(in.names))
+		in.index[name] = k
+		in.names = append(in.names, name)
+	}
+	return k
+}
+
+// setInstances sorts the instance ids and renumbers the rows to match, so
+// that the engines' order does not depend on the tables' row order.
+func (tr *Trace) setInstances(in *instances) {
+	if len(in.names) == 0 {
+		in.lookup("")
+	}
+	tr.Instances = slices.Sorted(slices.Values(in.names))
+	if len(tr.Instances) == 1 {
+		return
+	}
+	remap := make([]int32, len(in.names))
+	for i, name := range in.names {
+		remap[i] = int32(slices.Index(tr.Instances, name))
+	}
+	for i := range tr.Steps {
+		tr.Steps[i].Inst = remap[tr.Steps[i].Inst]
+	}
+	for i := range tr.Snapshots {
+		tr.Snapshots[i].Inst = remap[tr.Snapshots[i].Inst]
+	}
+	for i := range tr.Requests {
+		tr.Requests[i].Inst = remap[tr.Requests[i].Inst]
+	}
+	for i := range tr.Scheduled {
+		tr.Scheduled[i].Inst = remap[tr.Scheduled[i].Inst]
+	}
+	slices.SortFunc(tr.Scheduled, compareScheduled)
+}
+
+// engines returns one trace per instance of tr, each with its own rows in
+// table order (tr itself when it has one instance). KV events lines name
+// no engine and their scheduler_step counts per engine: they go to the
+// engine with steps when only one has any (the others hold only requests,
+// such as those an API server without an instance id refused), and a
+// trace of several engines with steps and KV events that enter the
+// features is refused.
+func (tr *Trace) engines() ([]*Trace, error) {
+	if len(tr.Instances) <= 1 {
+		return []*Trace{tr}, nil
+	}
+	withSteps := make([]bool, len(tr.Instances))
+	var stepEngines []string
+	for _, s := range tr.Steps {
+		withSteps[s.Inst] = true
+	}
+	for k, ok := range withSteps {
+		if ok {
+			stepEngines = append(stepEngines, tr.Instances[k])
+		}
+	}
+	if len(tr.KV) > 0 && len(stepEngines) > 1 {
+		return nil, fmt.Errorf("%s: the steps come from %d engines (instances %s) and kv_events has %d transfer or CPU-load events, "+
+			"but KV events lines name no engine and count scheduler_step per engine, so they cannot be matched to steps; "+
+			"ingest the trace without its KV events (the transfer features are then 0)",
+			tr.Dir, len(stepEngines), quoteList(stepEngines), len(tr.KV))
+	}
+	out := make([]*Trace, len(tr.Instances))
+	for k, name := range tr.Instances {
+		out[k] = &Trace{Dir: tr.Dir, Instances: []string{name}, HasKV: tr.HasKV}
+		if withSteps[k] {
+			out[k].KV = tr.KV
+		}
+	}
+	for _, s := range tr.Steps {
+		e := out[s.Inst]
+		s.Inst = 0
+		e.Steps = append(e.Steps, s)
+	}
+	for _, s := range tr.Snapshots {
+		e := out[s.Inst]
+		s.Inst = 0
+		e.Snapshots = append(e.Snapshots, s)
+	}
+	for _, r := range tr.Requests {
+		e := out[r.Inst]
+		r.Inst = 0
+		e.Requests = append(e.Requests, r)
+	}
+	for _, s := range tr.Scheduled {
+		e := out[s.Inst]
+		s.Inst = 0
+		e.Scheduled = append(e.Scheduled, s)
+	}
+	return out, nil
+}
+
+// engineName names an engine in messages: its instance id, if any.
+func (tr *Trace) engineName() string {
+	if len(tr.Instances) == 1 && tr.Instances[0] != "" {
+		return fmt.Sprintf("%s (instance %q)", tr.Dir, tr.Instances[0])
+	}
+	return tr.Dir
+}
+
+func quoteList(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
+}
+
+func (tr *Trace) loadSteps(ins *instances) error {
 	f, in, err := table(tr.Dir, "steps", true)
 	if err != nil {
 		return err
@@ -185,6 +354,10 @@ func (tr *Trace) loadSteps() error {
 	if r.err != nil {
 		return r.err
 	}
+	inst, err := ins.column(f)
+	if err != nil {
+		return err
+	}
 	var missing []Count
 	n := int(f.NumRows())
 	rows := make([]StepRow, 0, n)
@@ -202,7 +375,7 @@ func (tr *Trace) loadSteps() error {
 		rows = append(rows, StepRow{
 			ID: id[i], TsStartNs: ts[i], Running: run[i], Waiting: wait[i], NumPrefill: np[i], NumDecode: nd[i],
 			Scheduled: sc[i], PrefillTok: pt[i], DecodeTok: dt[i], NumFinished: fin[i], NumPreempted: pre[i],
-			KVTotal: tot[i], KVFree: free[i], KVUsage: usage.V[i], Rich: rich.OK(i) && rich.V[i],
+			KVTotal: tot[i], KVFree: free[i], KVUsage: usage.V[i], Rich: rich.OK(i) && rich.V[i], Inst: inst.at(i),
 		})
 	}
 	tr.Steps = slices.Clip(rows)
@@ -224,7 +397,7 @@ func rowValid(cols []pqread.Column[int64], i int, names []string, missing *[]Cou
 	return true
 }
 
-func (tr *Trace) loadSnapshots() error {
+func (tr *Trace) loadSnapshots(ins *instances) error {
 	f, in, err := table(tr.Dir, "request_snapshots", false)
 	if err != nil || f == nil {
 		return err
@@ -239,6 +412,10 @@ func (tr *Trace) loadSnapshots() error {
 	if r.err != nil {
 		return r.err
 	}
+	inst, err := ins.column(f)
+	if err != nil {
+		return err
+	}
 	for i := range step.V {
 		if !(phase.OK(i) && prompt.OK(i) && computed.OK(i) && sched.OK(i) && alloc.OK(i) && cached.OK(i)) ||
 			(phase.V[i] != "PREFILL" && phase.V[i] != "DECODE") {
@@ -250,13 +427,13 @@ func (tr *Trace) loadSnapshots() error {
 		tr.Snapshots = append(tr.Snapshots, SnapshotRow{
 			StepID: step.V[i], Request: req.V[i], Prefill: phase.V[i] == "PREFILL",
 			Prompt: prompt.V[i], Computed: computed.V[i], Scheduled: sched.V[i],
-			BlocksAllocated: alloc.V[i], BlocksCached: cached.V[i],
+			BlocksAllocated: alloc.V[i], BlocksCached: cached.V[i], Inst: inst.at(i),
 		})
 	}
 	return nil
 }
 
-func (tr *Trace) loadRequests() error {
+func (tr *Trace) loadRequests(ins *instances) error {
 	f, in, err := table(tr.Dir, "requests", false)
 	if err != nil || f == nil {
 		return err
@@ -272,6 +449,10 @@ func (tr *Trace) loadRequests() error {
 	queuedNs, firstNs := r.i64("queued_mono_ns"), r.i64("first_scheduled_mono_ns")
 	if r.err != nil {
 		return r.err
+	}
+	inst, err := ins.column(f)
+	if err != nil {
+		return err
 	}
 	f64 := func(c pqread.Column[float64], i int) float64 {
 		if !c.OK(i) {
@@ -291,6 +472,7 @@ func (tr *Trace) loadRequests() error {
 			Prompt: i64(prompt, i), Output: i64(output, i),
 			ArrivedS: f64(arrived, i), QueuedS: f64(queued, i), FinishedS: f64(finished, i), DepartedS: f64(departed, i),
 			FirstScheduledS: f64(firstS, i), QueuedNs: i64(queuedNs, i), FirstScheduledNs: i64(firstNs, i),
+			Inst: inst.at(i),
 		}
 		if id.OK(i) {
 			rr.EngineID = id.V[i]
@@ -300,7 +482,7 @@ func (tr *Trace) loadRequests() error {
 	return nil
 }
 
-func (tr *Trace) loadScheduled() error {
+func (tr *Trace) loadScheduled(ins *instances) error {
 	f, in, err := table(tr.Dir, "journey_events", false)
 	if err != nil || f == nil {
 		return err
@@ -312,18 +494,25 @@ func (tr *Trace) loadScheduled() error {
 	if r.err != nil {
 		return r.err
 	}
+	inst, err := ins.column(f)
+	if err != nil {
+		return err
+	}
 	for i := range ev.V {
 		if ev.V[i] == "journey.SCHEDULED" && step.OK(i) && ts.OK(i) {
-			tr.Scheduled = append(tr.Scheduled, ScheduledRow{Step: step.V[i], TsNs: ts.V[i]})
+			tr.Scheduled = append(tr.Scheduled, ScheduledRow{Step: step.V[i], TsNs: ts.V[i], Inst: inst.at(i)})
 		}
 	}
-	slices.SortFunc(tr.Scheduled, func(a, b ScheduledRow) int {
-		return cmp.Or(cmp.Compare(a.Step, b.Step), cmp.Compare(a.TsNs, b.TsNs))
-	})
+	slices.SortFunc(tr.Scheduled, compareScheduled)
 	return nil
 }
 
-func (tr *Trace) loadKV() error {
+// compareScheduled orders SCHEDULED events by engine, step and time.
+func compareScheduled(a, b ScheduledRow) int {
+	return cmp.Or(cmp.Compare(a.Inst, b.Inst), cmp.Compare(a.Step, b.Step), cmp.Compare(a.TsNs, b.TsNs))
+}
+
+func (tr *Trace) loadKV(*instances) error {
 	f, in, err := table(tr.Dir, "kv_events", false)
 	if err != nil || f == nil {
 		return err

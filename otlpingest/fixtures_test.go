@@ -240,6 +240,36 @@ func fixtureSets() []fxSet {
 		{kv: []any{"yesterday", []any{}}},
 	}
 
+	// Two engines of a cluster write into one file. Each counts its steps
+	// and step spans from 1, and here even derives the same step span ids:
+	// the resource attribute service.instance.id is what tells them apart.
+	// gAPI comes from an API server without an instance id.
+	fAPI := apiReq(6, 15, "cmpl-f", "/v1/completions", 30, 3, apiEv("api.ARRIVED", 300), apiEv("api.DEPARTED", 330))
+	fCore := coreReq(6, 16, 15, "cmpl-f-0-00f0",
+		jEv("QUEUED", 301, 0, "WAITING", 0, 30, 0, 3, 0),
+		jEv("SCHEDULED", 302, 1, "PREFILL", 0, 30, 0, 3, 0, sv("schedule.kind", "FIRST")),
+		jEv("FIRST_TOKEN", 310, 1, "DECODE", 30, 30, 1, 3, 0),
+		jEv("FINISHED", 329, 3, "DECODE", 30, 30, 3, 3, 0, sv("finish.status", "length")))
+	gAPI := apiReq(7, 17, "cmpl-g", "/v1/completions", 90, 2, apiEv("api.ARRIVED", 300.5), apiEv("api.DEPARTED", 340))
+	gCore := coreReq(7, 18, 17, "cmpl-g-0-00f1",
+		jEv("QUEUED", 301.5, 0, "WAITING", 0, 90, 0, 2, 0),
+		jEv("SCHEDULED", 303, 1, "PREFILL", 0, 90, 0, 2, 0, sv("schedule.kind", "FIRST")),
+		jEv("FIRST_TOKEN", 320, 1, "DECODE", 90, 90, 1, 2, 0),
+		jEv("FINISHED", 339, 2, "DECODE", 90, 90, 2, 2, 0, sv("finish.status", "length")))
+	stepsF := stepSpan(20, 20, 1, 1, 4,
+		summary(1, 302, 1, 0, 1, 0, 30, 0, 0, 0, 4090),
+		snap(1, 302, "cmpl-f-0-00f0", "PREFILL", 30, 0, 0, 0, 30, 2, 0),
+		summary(2, 310, 1, 0, 0, 1, 0, 1, 0, 0, 4090),
+		summary(3, 320, 1, 0, 0, 1, 0, 1, 1, 0, 4090))
+	stepsG := stepSpan(20, 20, 1, 1, 4,
+		summary(1, 303, 1, 0, 1, 0, 90, 0, 0, 0, 4084),
+		summary(2, 320, 1, 0, 0, 1, 0, 1, 1, 0, 4084),
+		snap(2, 320, "cmpl-g-0-00f1", "DECODE", 90, 90, 1, 0, 1, 6, 0),
+		summary(3, 340, 0, 0, 0, 0, 0, 0, 0, 0, 4096))
+	fAPI.Instance, fCore.Instance, stepsF.Instance = "instance_0", "instance_0", "instance_0"
+	gCore.Instance, stepsG.Instance = "instance_1", "instance_1"
+	instanceLines := []fxLine{line(fAPI, fCore, stepsF), line(gCore, stepsG, gAPI), line(stepsF)}
+
 	good := func(name, enc string) fxFile {
 		return fxFile{name: name, encoding: enc, lines: []fxLine{line(a1), line(a2, steps1()), line(b2), line(b1), line(c1, c2)}}
 	}
@@ -252,6 +282,10 @@ func fixtureSets() []fxSet {
 		{name: "proto", files: []fxFile{good("proto.binpb", "proto")}},
 		{name: "gzip", files: []fxFile{good("compressed.jsonl.gz", "gzip")}},
 		{name: "zstd", files: []fxFile{good("compressed.jsonl.zst", "zstd")}},
+		{name: "instances", files: []fxFile{{name: "instances.jsonl", encoding: "json", lines: instanceLines}},
+			issues: []wantIssue{{IssueDuplicateSpan, "instances.jsonl", 3}}},
+		{name: "instances_proto", files: []fxFile{{name: "instances.binpb", encoding: "proto", lines: instanceLines}},
+			issues: []wantIssue{{IssueDuplicateSpan, "instances.binpb", 3}}},
 		{name: "kv_events", files: []fxFile{{name: "kv_events.jsonl", encoding: "json", lines: kvLines}}},
 		{name: "malformed_line", files: []fxFile{{name: "malformed_line.jsonl", encoding: "json", lines: []fxLine{
 			line(b1), {raw: `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"zz"`}, line(b2)}}},

@@ -97,6 +97,9 @@ func survivingSpans(set fxSet) []located {
 			}
 			for _, sp := range l.spans {
 				id := sp.TraceID.String() + sp.SpanID.String()
+				if strings.HasPrefix(sp.Name, StepSpanPrefix) {
+					id += "/" + sp.Instance // step spans of different engines are different spans
+				}
 				if seen[id] {
 					continue
 				}
@@ -176,6 +179,7 @@ func checkEventTables(t *testing.T, set fxSet, got ingested) {
 				row := findRow(t, got.tables[TableJourneyEvents], l.file, l.record, sp.SpanID.String(), i)
 				assert.Equal(t, sp.TraceID.String(), row["trace_id"], where(i))
 				assert.Equal(t, sp.SpanID.String(), row["span_id"], where(i))
+				assert.Equal(t, sp.Instance, row["instance"], where(i))
 				assert.Equal(t, sp.Name, row["span_name"], where(i))
 				assert.Equal(t, reqID.Str, row["request_id"], where(i))
 				assert.Equal(t, ev.Name, row["event"], where(i))
@@ -207,6 +211,7 @@ func checkEventTables(t *testing.T, set fxSet, got ingested) {
 				}
 				assert.Equal(t, sp.TraceID.String(), row["trace_id"], where(i))
 				assert.Equal(t, sp.SpanID.String(), row["span_id"], where(i))
+				assert.Equal(t, sp.Instance, row["instance"], where(i))
 				assert.Equal(t, int64(ev.TimeUnixNano), row["time_unix_nano"], where(i))
 				assert.Equal(t, int64(sp.DroppedEventsCount), row["dropped_events_count"], where(i))
 				checkAttrColumns(t, row, StepSpanAttrs, sp.Attrs, where(i))
@@ -269,6 +274,13 @@ func checkRequests(t *testing.T, set fxSet, got ingested) {
 			}
 			return nil
 		}
+		instance := "" // the engine span's, else the API span's
+		for _, sp := range []*Span{p.core, p.api} {
+			if sp != nil && instance == "" {
+				instance = sp.Instance
+			}
+		}
+		assert.Equal(t, instance, row["instance"], key)
 		assert.Equal(t, attr(p.api, "gen_ai.request.id", ValString), row["api_request_id"])
 		assert.Equal(t, attr(p.core, "gen_ai.request.id", ValString), row["engine_request_id"])
 		assert.Equal(t, attr(p.api, "gen_ai.response.model", ValString), row["model"])
@@ -479,12 +491,79 @@ func TestIngestFormatsGiveSameRows(t *testing.T) {
 		}
 		return rows
 	}
-	ref := ingestFixture(t, sets["chat_and_completions"], Options{})
-	for _, name := range []string{"proto", "gzip", "zstd"} {
-		got := ingestFixture(t, sets[name], Options{})
-		for _, tbl := range TableNames {
-			assert.Equal(t, strip(ref.tables[tbl]), strip(got.tables[tbl]), "%s: table %s", name, tbl)
+	for _, tc := range []struct {
+		ref      string
+		variants []string
+	}{
+		{"chat_and_completions", []string{"proto", "gzip", "zstd"}},
+		{"instances", []string{"instances_proto"}},
+	} {
+		want := ingestFixture(t, sets[tc.ref], Options{})
+		for _, name := range tc.variants {
+			got := ingestFixture(t, sets[name], Options{})
+			for _, tbl := range TableNames {
+				assert.Equal(t, strip(want.tables[tbl]), strip(got.tables[tbl]), "%s: table %s", name, tbl)
+			}
 		}
+	}
+}
+
+// Two engines' spans in one file: each engine's steps are all there, apart
+// from the other's, though both count steps from 1 and even share step span
+// ids; only the span repeated within one engine is a duplicate. A trace
+// without instance ids has an empty instance column everywhere.
+func TestIngestInstancesKeepStepsApart(t *testing.T) {
+	sets := map[string]fxSet{}
+	for _, s := range fixtureSets() {
+		sets[s.name] = s
+	}
+	for _, tc := range []struct {
+		set       string
+		steps     map[string][]int64 // step ids per instance, in table order
+		snapshots map[string][]int64
+		requests  map[string]int
+		journey   map[string]int
+	}{
+		{"instances", map[string][]int64{"instance_0": {1, 2, 3}, "instance_1": {1, 2, 3}},
+			map[string][]int64{"instance_0": {1}, "instance_1": {2}},
+			map[string]int{"instance_0": 1, "instance_1": 1},
+			map[string]int{"instance_0": 6, "instance_1": 4, "": 2}},
+		{"instances_proto", map[string][]int64{"instance_0": {1, 2, 3}, "instance_1": {1, 2, 3}},
+			map[string][]int64{"instance_0": {1}, "instance_1": {2}},
+			map[string]int{"instance_0": 1, "instance_1": 1},
+			map[string]int{"instance_0": 6, "instance_1": 4, "": 2}},
+		{"chat_and_completions", map[string][]int64{"": {1, 2, 4}}, map[string][]int64{"": {2, 2, 2}},
+			map[string]int{"": 3}, map[string]int{"": 22}},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			got := ingestFixture(t, sets[tc.set], Options{})
+			ids := func(table string) map[string][]int64 {
+				out := map[string][]int64{}
+				for _, r := range got.tables[table] {
+					in := r["instance"].(string)
+					out[in] = append(out[in], r["step_id"].(int64))
+				}
+				return out
+			}
+			count := func(table string) map[string]int {
+				out := map[string]int{}
+				for _, r := range got.tables[table] {
+					out[r["instance"].(string)]++
+				}
+				return out
+			}
+			assert.Equal(t, tc.steps, ids(TableSteps), "steps per instance")
+			assert.Equal(t, tc.snapshots, ids(TableRequestSnapshots), "snapshots per instance")
+			assert.Equal(t, tc.requests, count(TableRequests), "requests per instance")
+			assert.Equal(t, tc.journey, count(TableJourneyEvents), "journey events per instance")
+			dups := int64(0)
+			for _, c := range got.m.Issues.ByKind {
+				if c.Kind == IssueDuplicateSpan {
+					dups = c.Count
+				}
+			}
+			assert.Equal(t, int64(len(sets[tc.set].issues)), dups, "duplicate spans: only the repeat within one instance")
+		})
 	}
 }
 

@@ -10,14 +10,16 @@ import (
 // AppendJSON appends spans as one ExportTraceServiceRequest in the OTLP
 // JSON mapping the Collector's file exporter writes: hex ids, 64-bit
 // integers as decimal strings, enums as integers. Consecutive spans with
-// the same service and scope share a resourceSpans/scopeSpans entry, and
-// span order is kept, so DecodeJSON gives the spans back. No newline is
-// appended; a JSON-lines writer adds one per request.
+// the same resource (service and instance) and scope share a
+// resourceSpans/scopeSpans entry, and span order is kept, so DecodeJSON
+// gives the spans back. The resource attribute service.instance.id is
+// written only for a non-empty Instance. No newline is appended; a
+// JSON-lines writer adds one per request.
 func AppendJSON(dst []byte, spans []Span) []byte {
 	dst = append(dst, `{"resourceSpans":[`...)
 	for i := 0; i < len(spans); {
 		j := i
-		for j < len(spans) && spans[j].Service == spans[i].Service {
+		for j < len(spans) && spans[j].Service == spans[i].Service && spans[j].Instance == spans[i].Instance {
 			j++
 		}
 		if i > 0 {
@@ -25,6 +27,10 @@ func AppendJSON(dst []byte, spans []Span) []byte {
 		}
 		dst = append(dst, `{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":`...)
 		dst = appendJSONString(dst, spans[i].Service)
+		if spans[i].Instance != "" {
+			dst = append(dst, `}},{"key":"service.instance.id","value":{"stringValue":`...)
+			dst = appendJSONString(dst, spans[i].Instance)
+		}
 		dst = append(dst, `}}]},"scopeSpans":[`...)
 		for k := i; k < j; {
 			l := k

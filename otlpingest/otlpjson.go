@@ -103,11 +103,11 @@ func (d *jsonDecoder) decode(data []byte, record int64, out []Span) ([]Span, err
 	return out, nil
 }
 
-// resourceSpans and scopeSpans fill in service and scope after the whole
-// object is read, because JSON does not order its keys.
+// resourceSpans and scopeSpans fill in service, instance and scope after
+// the whole object is read, because JSON does not order its keys.
 func (d *jsonDecoder) resourceSpans(out []Span, record int64) []Span {
 	s := &d.s
-	start, service := len(out), ""
+	start, service, instance := len(out), "", ""
 	s.fields(func(k []byte) {
 		switch string(k) {
 		case "resource":
@@ -117,8 +117,14 @@ func (d *jsonDecoder) resourceSpans(out []Span, record int64) []Span {
 					return
 				}
 				for _, kv := range d.attributes(nil) {
-					if kv.Key == "service.name" && kv.Value.Type == ValString {
+					if kv.Value.Type != ValString {
+						continue
+					}
+					switch kv.Key {
+					case "service.name":
 						service = kv.Value.Str
+					case "service.instance.id":
+						instance = kv.Value.Str
 					}
 				}
 			})
@@ -129,7 +135,7 @@ func (d *jsonDecoder) resourceSpans(out []Span, record int64) []Span {
 		}
 	})
 	for i := start; i < len(out); i++ {
-		out[i].Service = service
+		out[i].Service, out[i].Instance = service, instance
 	}
 	return out
 }

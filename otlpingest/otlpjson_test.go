@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -88,7 +89,15 @@ func TestDecodeJSONRoundTrip(t *testing.T) {
 		var want []Span
 		var resources []any
 		for ri := r.IntN(3); ri >= 0; ri-- {
-			service := fmt.Sprintf("svc%d", ri)
+			service, instance := fmt.Sprintf("svc%d", ri), ""
+			resAttrs := []jKV{{"service.name", jAny{"stringValue": service}}}
+			switch r.IntN(3) {
+			case 0:
+				instance = fmt.Sprintf("instance_%d", r.IntN(4))
+				resAttrs = append([]jKV{{"service.instance.id", jAny{"stringValue": instance}}}, resAttrs...)
+			case 1: // not a string: ignored
+				resAttrs = append(resAttrs, jKV{"service.instance.id", jAny{"intValue": "3"}})
+			}
 			var scopes []any
 			for si := r.IntN(3); si >= 0; si-- {
 				scope := fmt.Sprintf("vllm.scope%d", si)
@@ -130,14 +139,14 @@ func TestDecodeJSONRoundTrip(t *testing.T) {
 					}
 					sp.DroppedEventsCount = uint32(r.IntN(3))
 					js.DroppedEventsCount = int(sp.DroppedEventsCount)
-					sp.Service, sp.Scope, sp.Record = service, scope, 9
+					sp.Service, sp.Instance, sp.Scope, sp.Record = service, instance, scope, 9
 					want = append(want, sp)
 					spans = append(spans, js)
 				}
 				// Scope after spans: key order must not matter.
 				scopes = append(scopes, map[string]any{"spans": spans, "scope": map[string]any{"name": scope, "version": "1"}, "schemaUrl": ""})
 			}
-			res := map[string]any{"scopeSpans": scopes, "resource": map[string]any{"attributes": []jKV{{"service.name", jAny{"stringValue": service}}}}}
+			res := map[string]any{"scopeSpans": scopes, "resource": map[string]any{"attributes": resAttrs}}
 			resources = append(resources, res)
 		}
 		data, err := json.Marshal(map[string]any{"resourceSpans": resources, "unknownTopLevel": []int{1, 2}})
@@ -150,6 +159,37 @@ func TestDecodeJSONRoundTrip(t *testing.T) {
 		for i := range want {
 			assert.Equal(t, want[i], got[i], "span %d of %s", i, data)
 		}
+	}
+}
+
+// AppendJSON starts a resource wherever service or instance changes, writes
+// service.instance.id only when there is one, and DecodeJSON gives the
+// spans back.
+func TestAppendJSONResources(t *testing.T) {
+	sp := func(service, instance, scope string, n byte) Span {
+		return Span{Service: service, Instance: instance, Scope: scope, TraceID: TraceID{15: n}, SpanID: SpanID{7: n},
+			Name: "s", Kind: 1, StartUnixNano: 1, EndUnixNano: 2, Record: 1}
+	}
+	for _, tc := range []struct {
+		name      string
+		spans     []Span
+		resources int
+		instances int // service.instance.id attributes written
+	}{
+		{"no instance", []Span{sp("api", "", "a", 1), sp("eng", "", "b", 2), sp("eng", "", "c", 3)}, 2, 0},
+		{"one instance", []Span{sp("api", "i0", "a", 1), sp("eng", "i0", "b", 2), sp("eng", "i0", "b", 3)}, 2, 2},
+		{"two instances of one service", []Span{sp("eng", "i0", "b", 1), sp("eng", "i1", "b", 2), sp("eng", "i1", "b", 3), sp("eng", "i0", "b", 4)}, 3, 3},
+		{"with and without", []Span{sp("eng", "", "b", 1), sp("eng", "i1", "b", 2), sp("api", "i1", "a", 3), sp("api", "", "a", 4)}, 4, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := AppendJSON(nil, tc.spans)
+			require.True(t, json.Valid(data), string(data))
+			assert.Equal(t, tc.resources, strings.Count(string(data), `"resource":`), string(data))
+			assert.Equal(t, tc.instances, strings.Count(string(data), `"service.instance.id"`), string(data))
+			got, err := DecodeJSON(data)
+			require.NoError(t, err)
+			assert.Equal(t, tc.spans, got)
+		})
 	}
 }
 
@@ -218,6 +258,7 @@ func repeat(s string, n int) string {
 // FuzzDecodeJSON: never panics; accepts only valid JSON; is deterministic.
 func FuzzDecodeJSON(f *testing.F) {
 	f.Add([]byte(`{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"api"}}]},"scopeSpans":[{"scope":{"name":"vllm.api"},"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708","name":"llm_request","kind":2,"startTimeUnixNano":"1","endTimeUnixNano":"2","attributes":[{"key":"gen_ai.usage.prompt_tokens","value":{"intValue":"12"}}],"events":[{"timeUnixNano":"3","name":"api.ARRIVED","attributes":[{"key":"event.ts.monotonic","value":{"doubleValue":1.25}}]}],"droppedEventsCount":1}]}]}]}`))
+	f.Add([]byte(`{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"vllm-engine-core"}},{"key":"service.instance.id","value":{"stringValue":"instance_1"}}]},"scopeSpans":[{"scope":{"name":"vllm.scheduler.step"},"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708","name":"scheduler_steps_1","kind":1,"startTimeUnixNano":"1","endTimeUnixNano":"2"}]}]}]}`))
 	f.Add([]byte(`{"resourceSpans":[]}`))
 	f.Add([]byte(`{"a":"\ud83d\ude00\u00e9","b":[true,false,null,-1.5e-3]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -23,18 +23,21 @@ func (d *protoDecoder) decode(data []byte, record int64, out []Span) ([]Span, er
 		return out, err
 	}
 	for _, rs := range d.msg.ResourceSpans {
-		service := ""
+		service, instance := "", ""
 		if rs.Resource != nil {
 			for _, kv := range rs.Resource.Attributes {
-				if kv.Key == "service.name" {
+				switch kv.Key {
+				case "service.name":
 					service = kv.Value.GetStringValue()
+				case "service.instance.id":
+					instance = kv.Value.GetStringValue()
 				}
 			}
 		}
 		for _, ss := range rs.ScopeSpans {
 			scope := ss.GetScope().GetName()
 			for _, ps := range ss.Spans {
-				sp := Span{Service: service, Scope: scope, Name: ps.Name, Kind: int32(ps.Kind),
+				sp := Span{Service: service, Instance: instance, Scope: scope, Name: ps.Name, Kind: int32(ps.Kind),
 					StartUnixNano: ps.StartTimeUnixNano, EndUnixNano: ps.EndTimeUnixNano,
 					DroppedEventsCount: ps.DroppedEventsCount, Record: record}
 				if err := copyID(sp.TraceID[:], ps.TraceId, "trace_id"); err != nil {

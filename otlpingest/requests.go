@@ -18,6 +18,7 @@ type EventTime struct {
 // RequestRow is one request: its API span joined to its engine span.
 type RequestRow struct {
 	TraceID         string
+	Instance        string // service.instance.id of the engine span, else of the API span ("" when neither has one)
 	APISpanID       Opt[string]
 	CoreSpanID      Opt[string]
 	APIWhere        Opt[Where]
@@ -151,6 +152,10 @@ func (j *Joiner) Pending() int { return len(j.pending) }
 
 func fillAPI(r *RequestRow, w Where, sp *Span) {
 	a, _ := checkAttrs(RequestSpanAttrs, sp.Attrs, "", "", func(IssueKind, string) {}) // Rows reports the issues
+	// An engine span that came first has set its instance, which wins.
+	if r.Instance == "" {
+		r.Instance = sp.Instance
+	}
 	r.APISpanID = some(sp.SpanID.String(), true)
 	r.APIWhere = some(w, true)
 	r.APIRequestID = some(a.Str("gen_ai.request.id"))
@@ -201,6 +206,9 @@ func stamp(t *EventTime, ev *Event, monoKey, nsKey string) {
 }
 
 func fillCore(r *RequestRow, w Where, sp *Span) {
+	if sp.Instance != "" {
+		r.Instance = sp.Instance
+	}
 	r.CoreSpanID = some(sp.SpanID.String(), true)
 	r.CoreWhere = some(w, true)
 	if v, ok := sp.Attr("gen_ai.request.id"); ok && v.Type == ValString {

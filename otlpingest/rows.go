@@ -2,6 +2,7 @@ package otlpingest
 
 import (
 	"fmt"
+	"hash/fnv"
 	"strings"
 )
 
@@ -30,6 +31,7 @@ type At struct {
 type JourneyEventRow struct {
 	At
 	TraceID, SpanID string
+	Instance        string // the span's service.instance.id ("" when absent)
 	SpanName        string // llm_request or llm_core
 	RequestID       string // the span's gen_ai.request.id: the API id on API events, the engine id on journey events
 	Event           string
@@ -54,6 +56,7 @@ type JourneyEventRow struct {
 // StepSpanInfo is what a step row carries of its scheduler_steps span.
 type StepSpanInfo struct {
 	TraceID, SpanID    string
+	Instance           string // the span's service.instance.id ("" when absent): step ids count per instance
 	SpanSequence       Opt[int64]
 	StepRangeStart     Opt[int64]
 	StepRangeEnd       Opt[int64]
@@ -110,7 +113,7 @@ type Rows struct {
 	Snapshots []SnapshotRow
 	Issues    []Issue
 
-	stepSpans map[uint64]struct{} // hashes of the step spans seen, to skip duplicates
+	stepSpans map[uint64]struct{} // hashes of the step spans seen (instance, trace and span id), to skip duplicates
 	spanAttrs Attrs               // scratch, reused for every span
 	evAttrs   Attrs               // scratch, reused for every event
 }
@@ -122,6 +125,9 @@ func (r *Rows) issue(w Where, kind IssueKind, detail string) {
 // AddSpan turns one span's events into rows. Request spans also go to the
 // requests join, which is not this function's business (and which finds
 // their duplicates); a step span seen twice is counted and skipped here.
+// Step spans of different instances are different spans even with the
+// same ids: each engine of a cluster numbers its steps and step spans
+// from 1.
 func (r *Rows) AddSpan(file string, sp *Span) {
 	w := Where{File: file, Record: sp.Record}
 	switch {
@@ -131,9 +137,9 @@ func (r *Rows) AddSpan(file string, sp *Span) {
 		if r.stepSpans == nil {
 			r.stepSpans = map[uint64]struct{}{}
 		}
-		h := keyHash(joinKey{sp.TraceID, sp.SpanID})
+		h := stepSpanHash(sp)
 		if _, dup := r.stepSpans[h]; dup {
-			r.issue(w, IssueDuplicateSpan, fmt.Sprintf("step span %q (%s) seen twice", sp.Name, sp.SpanID))
+			r.issue(w, IssueDuplicateSpan, fmt.Sprintf("step span %q (%s%s) seen twice", sp.Name, sp.SpanID, instanceNote(sp.Instance)))
 			return
 		}
 		r.stepSpans[h] = struct{}{}
@@ -167,7 +173,7 @@ func (r *Rows) journeySpan(w Where, sp *Span) {
 			continue
 		}
 		row := JourneyEventRow{At: At{w, int32(i)}, TraceID: sp.TraceID.String(), SpanID: sp.SpanID.String(),
-			SpanName: sp.Name, RequestID: reqID, Event: ev.Name, TimeUnixNano: ev.TimeUnixNano}
+			Instance: sp.Instance, SpanName: sp.Name, RequestID: reqID, Event: ev.Name, TimeUnixNano: ev.TimeUnixNano}
 		if sp.Name == SpanRequest {
 			row.EventTSMono = some(a.Double("event.ts.monotonic"))
 			row.Reason = some(a.Str("reason"))
@@ -194,7 +200,7 @@ func (r *Rows) stepSpan(w Where, sp *Span) {
 	issue := func(k IssueKind, d string) { r.issue(w, k, d) }
 	sa := &r.spanAttrs
 	checkAttrsInto(sa, StepSpanAttrs, sp.Attrs, "span", sp.Name, issue)
-	info := StepSpanInfo{TraceID: sp.TraceID.String(), SpanID: sp.SpanID.String(),
+	info := StepSpanInfo{TraceID: sp.TraceID.String(), SpanID: sp.SpanID.String(), Instance: sp.Instance,
 		SpanSequence: some(sa.Int("scheduler.span_sequence")), StepRangeStart: some(sa.Int("scheduler.step_range_start")),
 		StepRangeEnd: some(sa.Int("scheduler.step_range_end")), ClosureInterval: some(sa.Int("scheduler.closure_interval")),
 		DroppedEventsCount: sp.DroppedEventsCount}
@@ -241,4 +247,21 @@ func (r *Rows) stepSpan(w Where, sp *Span) {
 	for i := firstStep; i < len(r.Steps); i++ {
 		r.Steps[i].HasRichSnapshots = rich[r.Steps[i].StepID]
 	}
+}
+
+// stepSpanHash identifies a step span by its instance, trace and span id.
+func stepSpanHash(sp *Span) uint64 {
+	h := fnv.New64a()
+	h.Write(sp.TraceID[:])
+	h.Write(sp.SpanID[:])
+	h.Write([]byte(sp.Instance))
+	return h.Sum64()
+}
+
+// instanceNote names a span's instance in an issue's detail.
+func instanceNote(instance string) string {
+	if instance == "" {
+		return ""
+	}
+	return fmt.Sprintf(" of instance %q", instance)
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -202,8 +203,12 @@ func toProto(spans []Span) []byte {
 		for _, ev := range sp.Events {
 			ps.Events = append(ps.Events, &tracepb.Span_Event{TimeUnixNano: ev.TimeUnixNano, Name: ev.Name, Attributes: conv(ev.Attrs)})
 		}
+		res := &resourcepb.Resource{Attributes: []*commonpb.KeyValue{{Key: "service.name", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: sp.Service}}}}}
+		if sp.Instance != "" {
+			res.Attributes = append(res.Attributes, &commonpb.KeyValue{Key: "service.instance.id", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: sp.Instance}}})
+		}
 		req.ResourceSpans = append(req.ResourceSpans, &tracepb.ResourceSpans{
-			Resource:   &resourcepb.Resource{Attributes: []*commonpb.KeyValue{{Key: "service.name", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: sp.Service}}}}},
+			Resource:   res,
 			ScopeSpans: []*tracepb.ScopeSpans{{Scope: &commonpb.InstrumentationScope{Name: sp.Scope}, Spans: []*tracepb.Span{ps}}},
 		})
 	}
@@ -283,6 +288,43 @@ func TestReadTracesDocumentAndEmpty(t *testing.T) {
 	err := ReadTraces([]string{filepath.Join(dir, "missing")}, ReadOptions{}, func(*Batch) error { return nil })
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "missing")
+}
+
+// Every reader takes the instance from the resource: JSON lines, a JSON
+// document and proto messages give the same spans.
+func TestReadTracesInstanceInEveryFormat(t *testing.T) {
+	var want []Span
+	for _, set := range fixtureSets() {
+		if set.name == "instances" {
+			for _, l := range set.files[0].lines[:2] {
+				want = append(want, l.spans...)
+			}
+		}
+	}
+	require.Len(t, want, 6)
+	line := AppendJSON(nil, want)
+	var doc bytes.Buffer
+	require.NoError(t, json.Indent(&doc, line, "", "  "))
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name   string
+		data   []byte
+		format Format
+	}{
+		{"lines.jsonl", append(line, '\n'), FormatJSONLines},
+		{"doc.json", doc.Bytes(), FormatJSONDocument},
+		{"msgs.binpb", framed(toProto(want)), FormatProto},
+	} {
+		c := readAll(t, ReadOptions{}, writeFile(t, dir, tc.name, tc.data))
+		assert.Empty(t, c.issues, tc.name)
+		assert.Equal(t, tc.format, c.files[0].Format, tc.name)
+		require.Len(t, c.spans, len(want), tc.name)
+		for i := range want {
+			assert.Equal(t, want[i].Instance, c.spans[i].Instance, "%s: span %d", tc.name, i)
+			assert.Equal(t, want[i].Service, c.spans[i].Service, "%s: span %d", tc.name, i)
+			assert.Equal(t, want[i].SpanID, c.spans[i].SpanID, "%s: span %d", tc.name, i)
+		}
+	}
 }
 
 // FuzzReadTraces feeds arbitrary file content through detection, framing

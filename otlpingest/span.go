@@ -74,6 +74,7 @@ func (s SpanID) IsZero() bool { return s == SpanID{} }
 // Span is one span with what it needs of its resource and scope.
 type Span struct {
 	Service            string // resource attribute service.name
+	Instance           string // resource attribute service.instance.id (which engine of a cluster); "" when absent
 	Scope              string // instrumentation scope name
 	TraceID            TraceID
 	SpanID             SpanID

@@ -14,7 +14,10 @@ import (
 
 // SchemaVersion versions the tables' columns. Bump it when a column is
 // added, removed, renamed or changes meaning; readers check it.
-const SchemaVersion = 1
+//
+// 2: the instance column (resource attribute service.instance.id) in
+// requests, journey_events, steps and request_snapshots.
+const SchemaVersion = 2
 
 // Table names, which are also the Parquet file names without ".parquet".
 const (
@@ -145,12 +148,18 @@ func stepSpanCols[R any](info func(*R) *StepSpanInfo) []colDef[R] {
 	return []colDef[R]{
 		cStr("trace_id", "hex trace id of the step span", func(r *R) string { return info(r).TraceID }),
 		cStr("span_id", "hex span id of the step span", func(r *R) string { return info(r).SpanID }),
+		cStr("instance", instanceDoc("step span")+"; step ids and span sequences count per instance", func(r *R) string { return info(r).Instance }),
 		cOptI64("scheduler_span_sequence", "step span attribute scheduler.span_sequence", func(r *R) Opt[int64] { return info(r).SpanSequence }),
 		cOptI64("scheduler_step_range_start", "step span attribute scheduler.step_range_start", func(r *R) Opt[int64] { return info(r).StepRangeStart }),
 		cOptI64("scheduler_step_range_end", "step span attribute scheduler.step_range_end", func(r *R) Opt[int64] { return info(r).StepRangeEnd }),
 		cOptI64("scheduler_closure_interval", "step span attribute scheduler.closure_interval", func(r *R) Opt[int64] { return info(r).ClosureInterval }),
 		cI64("dropped_events_count", "events the SDK dropped from this step span (> 0: the span is incomplete)", func(r *R) int64 { return int64(info(r).DroppedEventsCount) }),
 	}
+}
+
+// instanceDoc documents an instance column.
+func instanceDoc(of string) string {
+	return "resource attribute service.instance.id of the " + of + ", naming the engine of a cluster (empty when absent)"
 }
 
 func concat[R any](parts ...[]colDef[R]) []colDef[R] {
@@ -177,6 +186,7 @@ func eventTimeCols(prefix string, withNs bool, get func(*RequestRow) *EventTime)
 var requestCols = concat(
 	[]colDef[RequestRow]{
 		cStr("trace_id", "hex trace id shared by the API and engine spans", func(r *RequestRow) string { return r.TraceID }),
+		cStr("instance", instanceDoc("llm_core span, else of the llm_request span"), func(r *RequestRow) string { return r.Instance }),
 		cOptStr("api_span_id", "llm_request span id (null: no API span was found)", func(r *RequestRow) Opt[string] { return r.APISpanID }),
 		cOptStr("core_span_id", "llm_core span id (null: no engine span was found)", func(r *RequestRow) Opt[string] { return r.CoreSpanID }),
 		cOptStr("api_file", "file of the llm_request span", func(r *RequestRow) Opt[string] { return Opt[string]{r.APIWhere.V.File, r.APIWhere.OK} }),
@@ -222,6 +232,7 @@ var journeyCols = concat(
 	[]colDef[JourneyEventRow]{
 		cStr("trace_id", "hex trace id", func(r *JourneyEventRow) string { return r.TraceID }),
 		cStr("span_id", "hex span id of the llm_request or llm_core span", func(r *JourneyEventRow) string { return r.SpanID }),
+		cStr("instance", instanceDoc("span"), func(r *JourneyEventRow) string { return r.Instance }),
 		cStr("span_name", "llm_request (api.* events) or llm_core (journey.* events)", func(r *JourneyEventRow) string { return r.SpanName }),
 		cStr("request_id", "the span's gen_ai.request.id: API id on api.* events, engine id on journey.* events", func(r *JourneyEventRow) string { return r.RequestID }),
 		cStr("event", "event name", func(r *JourneyEventRow) string { return r.Event }),

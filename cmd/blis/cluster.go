@@ -247,6 +247,7 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 		for i := range cfg.Instances {
 			opt := o.traceOpt
 			opt.Model = built.Pools[poolIndex(d, i)].Phys.Model.Name
+			opt.InstanceID = cfg.Instances[i].ID
 			w, err := simtrace.NewWriter(traceBuf, nil, opt,
 				rng.Stream(sim.InstanceStream(sim.StreamTraceJourney, i)), rng.Stream(sim.InstanceStream(sim.StreamTraceStep, i)))
 			if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/blis-sim/blis/cluster"
+	"github.com/blis-sim/blis/otlpingest"
 )
 
 type clusterOutput struct {
@@ -174,4 +175,34 @@ func TestClusterDecisionTraceAndAtomicOutputs(t *testing.T) {
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Len(t, entries, 1, "no temporary file is left behind")
+}
+
+// TestClusterTraceIngests: --otlp-trace of a cluster names every span's
+// instance, and calibrate's ingest reads it back with each instance's
+// steps complete and separate.
+func TestClusterTraceIngests(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "cluster.jsonl")
+	out, _, err := runCLI(t, "run", "--num-instances", "3", "--routing-policy", "least-loaded", "--requests", "150", "--rate", "30",
+		"--otlp-trace", trace, "--trace-step-sample-rate", "1", "--trace-rich-subsample-rate", "0")
+	require.NoError(t, err)
+	r := parseCluster(t, out)
+	man, err := otlpingest.Ingest(otlpingest.FileSources([]string{trace}), otlpingest.Options{OutDir: filepath.Join(dir, "tables")})
+	require.NoError(t, err)
+	rows := map[string]int64{}
+	for _, tb := range man.Tables {
+		rows[tb.Name] = tb.Rows
+	}
+	var steps int64
+	for _, in := range r.Metrics.Instances {
+		steps += in.Metrics.Steps
+	}
+	require.Equal(t, r.Metrics.Requests.Completed, rows[otlpingest.TableRequests])
+	require.Equal(t, steps, rows[otlpingest.TableSteps], "every instance's every step, none merged away")
+	require.Zero(t, man.Issues.Total, "%+v", man.Issues.ByKind)
+	data, err := os.ReadFile(trace)
+	require.NoError(t, err)
+	for _, id := range []string{"instance_0", "instance_1", "instance_2"} {
+		require.Contains(t, string(data), `"service.instance.id","value":{"stringValue":"`+id+`"}`)
+	}
 }

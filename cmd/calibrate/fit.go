@@ -217,6 +217,9 @@ func runFit(cmd *cobra.Command, args []string, o *fitOpts) error {
 				return err
 			}
 			logf("  %d steps, %d snapshots, %d requests, %d journey SCHEDULED, %d KV events", len(tr.Steps), len(tr.Snapshots), len(tr.Requests), len(tr.Scheduled), len(tr.KV))
+			if len(tr.Instances) > 1 {
+				logf("  %d engines (instances %s), each fitted as a trace of its own", len(tr.Instances), strings.Join(tr.Instances, ", "))
+			}
 			traces = append(traces, tr)
 		}
 		k := s.knobs

@@ -3,6 +3,8 @@ package simtrace
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"hash/fnv"
+
 	imix "github.com/blis-sim/blis/internal/mix"
 
 	"github.com/blis-sim/blis/otlpingest"
@@ -13,6 +15,13 @@ import (
 // uint64: distinct inputs give distinct outputs, and only 0 maps to 0.
 // Every salt has its top bit set, so that x^salt is never 0 for the
 // non-negative ids the simulator uses.
+//
+// Step spans of a Writer with an InstanceID are further salted with a hash
+// of it (instanceSalt: top bit clear, so that the salts' top bit stays set;
+// never 0). The two halves of a salted trace id both carry the salt, so
+// step span trace ids of two instances with different salts never collide;
+// span ids of two instances collide with probability about 2^-63 per pair
+// of spans.
 
 var mix = imix.Splitmix64
 
@@ -24,6 +33,7 @@ const (
 	saltAPISpan   = 0xd6e8feb86659fd93
 	saltCoreSpan  = 0xc2b2ae3d27d4eb4f
 	saltStepSpan  = 0x9e3779b97f4a7c15
+	saltInstance  = 0xb492b66fbe98f273
 )
 
 // Trace id domains, stored in byte 8 of the trace id: request traces and
@@ -33,13 +43,29 @@ const (
 	domainStep    byte = 2
 )
 
-func traceID(domain byte, n int64) otlpingest.TraceID {
+// traceID is the trace id of n in a domain; salt is 0, or an instance's
+// salt for step spans.
+func traceID(domain byte, n int64, salt uint64) otlpingest.TraceID {
 	var t otlpingest.TraceID
-	hi := mix(uint64(n) ^ saltTraceHi) // a bijection of n: unique per domain
+	hi := mix(uint64(n) ^ saltTraceHi ^ salt) // a bijection of n: unique per domain and salt
 	binary.BigEndian.PutUint64(t[:8], hi)
-	binary.BigEndian.PutUint64(t[8:], mix(hi^saltTraceLo))
+	// Two salts give equal ids only with equal hi, so n^n' = salt^salt',
+	// and equal bytes 9..15, so salts that differ at most in their top
+	// byte: then n^n' >= 2^56, which sequence numbers never reach.
+	binary.BigEndian.PutUint64(t[8:], mix(hi^saltTraceLo)^salt)
 	t[8] = domain
 	return t
+}
+
+// instanceSalt is 0 for no instance, else a hash of the id with the top
+// bit clear and never 0.
+func instanceSalt(id string) uint64 {
+	if id == "" {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return mix(h.Sum64()^saltInstance)&^(1<<63) | 1
 }
 
 func spanID(salt uint64, n int64) otlpingest.SpanID {

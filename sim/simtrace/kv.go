@@ -1,7 +1,6 @@
 package simtrace
 
 import (
-	"bufio"
 	"io"
 	"strconv"
 )
@@ -15,18 +14,25 @@ import (
 // also charges its cost: its TransferInitiated and TransferCompleted open
 // the next step's line. A load is committed and transferred within its
 // step.
+//
+// Lines are buffered, and handed to w only whole (a bufio.Writer would cut
+// a line at its buffer's end), so that several Writers can share one
+// output without mixing their lines.
 type kvLines struct {
-	w         *bufio.Writer
+	w         io.Writer
 	buf       []byte // the current line's events, comma-separated
 	n         int    // events in buf
 	newStores []int64
 	nextID    int64 // transfer ids count up from 1
 	lines     int64
-	line      []byte
+	out       []byte // whole lines not yet written to w
 }
 
+// kvOutBytes is the size at which buffered lines are written.
+const kvOutBytes = 64 << 10
+
 func newKVLines(w io.Writer) *kvLines {
-	return &kvLines{w: bufio.NewWriterSize(w, 64<<10), nextID: 1}
+	return &kvLines{w: w, nextID: 1}
 }
 
 func (k *kvLines) open() {
@@ -124,14 +130,29 @@ func (k *kvLines) flush(tsNs int64) error {
 	if k.n == 0 {
 		return nil
 	}
-	k.line = append(k.line[:0], '[')
-	k.line = strconv.AppendFloat(k.line, float64(tsNs)/1e9, 'f', -1, 64)
-	k.line = append(k.line, ",["...)
-	k.line = append(k.line, k.buf...)
-	k.line = append(k.line, "]]\n"...)
+	k.out = append(k.out, '[')
+	k.out = strconv.AppendFloat(k.out, float64(tsNs)/1e9, 'f', -1, 64)
+	k.out = append(k.out, ",["...)
+	k.out = append(k.out, k.buf...)
+	k.out = append(k.out, "]]\n"...)
 	k.buf, k.n = k.buf[:0], 0
 	k.lines++
-	_, err := k.w.Write(k.line)
+	if len(k.out) >= kvOutBytes {
+		return k.write()
+	}
+	return nil
+}
+
+// write hands the buffered lines to w.
+func (k *kvLines) write() error {
+	if len(k.out) == 0 {
+		return nil
+	}
+	n, err := k.w.Write(k.out)
+	if err == nil && n < len(k.out) {
+		err = io.ErrShortWrite
+	}
+	k.out = k.out[:0]
 	return err
 }
 
@@ -139,8 +160,8 @@ func (k *kvLines) flush(tsNs int64) error {
 // which vLLM would run at the next one) and flushes.
 func (k *kvLines) close(tsNs int64) error {
 	err := k.flush(tsNs)
-	if ferr := k.w.Flush(); err == nil {
-		err = ferr
+	if werr := k.write(); err == nil {
+		err = werr
 	}
 	return err
 }

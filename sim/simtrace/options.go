@@ -34,6 +34,16 @@ type Options struct {
 	SpansPerLine      int     // spans per ExportTraceServiceRequest line
 	MonoBaseNs        int64   // monotonic clock at simulated time 0
 	WallBaseNs        int64   // wall clock at simulated time 0 (Unix ns); never the real clock
+	// InstanceID names the engine in a cluster, where several Writers write
+	// into one trace: every span then carries the resource attribute
+	// service.instance.id (OpenTelemetry's name for one instance of a
+	// service) besides service.name, and step span ids are salted with it,
+	// so that two engines' scheduler_steps_<seq> spans (each engine counts
+	// steps and step spans from 1) never share ids. Request spans need no
+	// salt: their ids come from request ids, unique across a cluster. Empty
+	// (one engine): no such attribute, and the trace is what it was before
+	// the option existed. KV events lines cannot carry it (see NewWriter).
+	InstanceID string
 }
 
 // DefaultOptions are vLLM's defaults (journey rate 1, step rate 0.01, rich

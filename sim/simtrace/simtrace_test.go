@@ -709,7 +709,7 @@ func TestIDs(t *testing.T) {
 		require.False(t, seen[api])
 		seen[api] = true
 		for _, d := range []byte{domainRequest, domainStep} {
-			tid := traceID(d, i)
+			tid := traceID(d, i, 0)
 			require.NotEqual(t, otlpingest.TraceID{}, tid)
 			require.False(t, traces[tid])
 			traces[tid] = true

@@ -42,6 +42,12 @@
 // sequence number), unique and never zero. KV events name requests by
 // their engine id, sampled or not.
 //
+// Clusters: each engine has its own Writer with its own
+// Options.InstanceID, and all may write into one trace (each Write is whole
+// lines). Every span then carries the resource attribute
+// service.instance.id, and step span ids are salted with the instance, so
+// that the engines' step spans, numbered from 1 by each, stay apart.
+//
 // Everything is deterministic: randomness comes only from the two streams
 // the caller passes, and the clocks are fixed bases plus simulated time.
 // Requests still in flight at Close (a run cut by its horizon) are not
@@ -94,6 +100,7 @@ type Writer struct {
 	jrng, srng *rand.Rand
 	idPrefix   string
 	chat       bool
+	salt       uint64 // of the step span ids: instanceSalt(opt.InstanceID)
 
 	reqs map[int64]*reqState // journey-sampled requests in flight
 	ids  map[int64]string    // engine ids of unsampled requests, for snapshots and KV loads
@@ -129,6 +136,12 @@ var _ sim.Observer = (*Writer)(nil)
 // .Stream(sim.StreamTraceStep). The Writer draws exactly one journey number
 // per arrival, and per step one number to sample it and, only if sampled,
 // one to make it rich, so that changing a rate shifts no other draw.
+//
+// KV events lines name no engine: the subscriber's format, [ts, [event,
+// ...], dp_rank], has no resource, and scheduler_step counts per engine,
+// so in a cluster (Options.InstanceID set) give each Writer its own
+// kvEvents, one file per engine; lines from several engines in one file
+// cannot be told apart (they are written whole, so they stay readable).
 func NewWriter(trace io.Writer, kvEvents io.Writer, opt Options, journeyRNG, stepRNG *rand.Rand) (*Writer, error) {
 	if err := opt.Validate(); err != nil {
 		return nil, err
@@ -147,6 +160,7 @@ func NewWriter(trace io.Writer, kvEvents io.Writer, opt Options, journeyRNG, ste
 		srng:     stepRNG,
 		idPrefix: "cmpl-",
 		chat:     opt.Route == RouteChatCompletions,
+		salt:     instanceSalt(opt.InstanceID),
 		reqs:     map[int64]*reqState{},
 		ids:      map[int64]string{},
 	}
@@ -264,11 +278,11 @@ func (w *Writer) Arrived(spec *sim.RequestSpec) {
 		st = &reqState{}
 	}
 	st.apiID, st.engineID = requestIDs(w.idPrefix, spec.ID)
-	tid := traceID(domainRequest, spec.ID)
+	tid := traceID(domainRequest, spec.ID, 0)
 
 	api := w.newBuf(kindAPI)
 	sp := &api.sp
-	sp.Service, sp.Scope, sp.Name, sp.Kind = ServiceAPI, otlpingest.ScopeAPI, otlpingest.SpanRequest, 2
+	sp.Service, sp.Instance, sp.Scope, sp.Name, sp.Kind = ServiceAPI, w.opt.InstanceID, otlpingest.ScopeAPI, otlpingest.SpanRequest, 2
 	sp.TraceID, sp.SpanID = tid, spanID(saltAPISpan, spec.ID)
 	sp.StartUnixNano = w.wallNs(spec.ArrivalUs)
 	sp.Attrs = append(sp.Attrs, sv("gen_ai.request.id", st.apiID), sv("http.route", w.opt.Route))
@@ -282,7 +296,7 @@ func (w *Writer) Arrived(spec *sim.RequestSpec) {
 
 	core := w.newBuf(kindCore)
 	sp = &core.sp
-	sp.Service, sp.Scope, sp.Name, sp.Kind = ServiceEngine, otlpingest.ScopeScheduler, otlpingest.SpanCore, 1
+	sp.Service, sp.Instance, sp.Scope, sp.Name, sp.Kind = ServiceEngine, w.opt.InstanceID, otlpingest.ScopeScheduler, otlpingest.SpanCore, 1
 	sp.TraceID, sp.SpanID, sp.ParentSpanID = tid, spanID(saltCoreSpan, spec.ID), api.sp.SpanID
 	sp.Attrs = append(sp.Attrs, sv("gen_ai.request.id", st.engineID))
 
@@ -440,9 +454,9 @@ func (w *Writer) closeStep(rangeEnd, endUs int64) {
 	b := w.step
 	w.step = nil
 	sp := &b.sp
-	sp.Service, sp.Scope, sp.Kind = ServiceEngine, otlpingest.ScopeStep, 1
+	sp.Service, sp.Instance, sp.Scope, sp.Kind = ServiceEngine, w.opt.InstanceID, otlpingest.ScopeStep, 1
 	sp.Name = otlpingest.StepSpanPrefix + strconv.FormatInt(w.stepSeq, 10)
-	sp.TraceID, sp.SpanID = traceID(domainStep, w.stepSeq), spanID(saltStepSpan, w.stepSeq)
+	sp.TraceID, sp.SpanID = traceID(domainStep, w.stepSeq, w.salt), spanID(saltStepSpan^w.salt, w.stepSeq)
 	sp.StartUnixNano, sp.EndUnixNano = w.wallNs(w.stepStartUs), w.wallNs(endUs)
 	// Attribute order as the SDK keeps it: set at start, then at closure.
 	sp.Attrs = append(sp.Attrs[:0],

@@ -232,6 +232,9 @@ def _fit(args, argv: Sequence[str]) -> int:
             tr = load_trace(d)
             log(f"  {tr.n_steps} steps, {len(tr.snapshots['step_id'])} snapshots, {len(tr.requests['prompt'])} "
                 f"requests, {len(tr.scheduled['step'])} journey SCHEDULED, {len(tr.kv['step'])} KV events")
+            if len(tr.instances) > 1:
+                log(f"  {len(tr.instances)} engines (instances {', '.join(tr.instances)}), each fitted as a trace of "
+                    "its own")
             traces.append(tr)
         if knobs is None:
             knobs = _knobs(args, args.kv_blocks_gpu or 0)

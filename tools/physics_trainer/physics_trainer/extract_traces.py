@@ -16,6 +16,11 @@ the same row filters and drop counts as ``fit/trace.go``:
   nanosecond time, sorted by (step, time).
 * kv_events: only ``TransferCompleted`` and ``CacheLoadCommitted`` rows; those
   without ``block_count`` or ``scheduler_step`` are dropped and counted.
+* instance (steps, request_snapshots, requests, journey_events; optional, absent
+  before schema version 2): the engine of a cluster's trace. ``Trace.instances``
+  are the distinct values, sorted (``[""]`` without the column); ``Trace.inst``
+  holds, per table, each kept row's index into them. ``journey_events`` rows are
+  then sorted by (instance, step, time).
 
 Columns are checked before they are read: a missing column or one of the wrong
 Arrow type is a :class:`TableError` naming the file and the column, as Go's
@@ -115,6 +120,11 @@ class Trace:
     kv
         type, medium (object: str, medium "" when null), blocks, step (int64),
         success (bool).
+
+    A cluster's trace holds several engines (``instances``); ``inst`` maps
+    "steps", "snapshots", "requests" and "scheduled" to each row's index into
+    ``instances`` (int64). Steps are ordered, paired and joined within one
+    engine only: ``fit_coefficients.trace_engines`` splits the trace.
     """
 
     dir: str
@@ -126,6 +136,8 @@ class Trace:
     has_kv: bool = False
     inputs: List[InputFile] = field(default_factory=list)
     dropped: List[List] = field(default_factory=list)  # [reason, count], in first-seen order
+    instances: List[str] = field(default_factory=lambda: [""])
+    inst: Dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def n_steps(self) -> int:
@@ -200,7 +212,38 @@ def _open(dir_: str, name: str, required: bool) -> Tuple[Optional[_Table], Optio
     return t, InputFile(path=path, sha256=_sha256(path), rows=int(t.rows))
 
 
-def _load_steps(tr: Trace) -> None:
+def _instance(t: "_Table", names: Dict[str, np.ndarray], key: str, ok: np.ndarray) -> None:
+    """The instance ids of the kept rows (``ok``) of table t, or "" without the column."""
+    if t.schema.get_all_field_indices("instance"):
+        v = _values(t.read({"instance": "string"})["instance"], "")
+    else:
+        v = np.full(t.rows, "", dtype=object)
+    names[key] = np.asarray(v, dtype=object)[ok]
+
+
+def _set_instances(tr: Trace, names: Dict[str, np.ndarray]) -> None:
+    """Go's Trace.setInstances: sorted distinct ids, per-row indices."""
+    found = set()
+    for v in names.values():
+        found.update(v.tolist())
+    tr.instances = sorted(found) or [""]
+    index = {name: i for i, name in enumerate(tr.instances)}
+    tr.inst = {}
+    for key, length in (("steps", len(tr.steps["id"])), ("snapshots", len(tr.snapshots["step_id"])),
+                        ("requests", len(tr.requests["prompt"])), ("scheduled", len(tr.scheduled["step"]))):
+        v = names.get(key)
+        if v is None:
+            tr.inst[key] = np.zeros(length, dtype=np.int64)
+        else:
+            tr.inst[key] = np.asarray([index[x] for x in v.tolist()], dtype=np.int64).reshape(length)
+    if len(tr.instances) > 1:
+        # (step, time) order within each engine: Go sorts by (instance, step, time).
+        order = np.argsort(tr.inst["scheduled"], kind="stable")
+        tr.scheduled = {k: v[order] for k, v in tr.scheduled.items()}
+        tr.inst["scheduled"] = tr.inst["scheduled"][order]
+
+
+def _load_steps(tr: Trace, names: Dict[str, np.ndarray]) -> None:
     t, inp = _open(tr.dir, "steps", True)
     tr.inputs.append(inp)
     cols = {c: "int64" for c, _ in STEP_INT_COLUMNS}
@@ -224,11 +267,12 @@ def _load_steps(tr: Trace) -> None:
     out["kv_usage"] = usage
     out["rich"] = rich
     tr.steps = {k: v[ok] for k, v in out.items()}
+    _instance(t, names, "steps", ok)
     for reason, c in missing:
         add_count(tr.dropped, reason, c)
 
 
-def _load_snapshots(tr: Trace) -> None:
+def _load_snapshots(tr: Trace, names: Dict[str, np.ndarray]) -> None:
     t, inp = _open(tr.dir, "request_snapshots", False)
     empty = {
         "step_id": np.zeros(0, np.int64), "request": np.zeros(0, object), "prefill": np.zeros(0, bool),
@@ -263,9 +307,10 @@ def _load_snapshots(tr: Trace) -> None:
         "blocks_allocated": _values(d["kv_blocks_allocated_gpu"], 0)[ok],
         "blocks_cached": _values(d["kv_blocks_cached_gpu"], 0)[ok],
     }
+    _instance(t, names, "snapshots", ok)
 
 
-def _load_requests(tr: Trace) -> None:
+def _load_requests(tr: Trace, names: Dict[str, np.ndarray]) -> None:
     t, inp = _open(tr.dir, "requests", False)
     floats = {"arrived_s": "arrived_mono_s", "queued_s": "queued_mono_s", "finished_s": "finished_mono_s",
               "departed_s": "departed_mono_s", "first_scheduled_s": "first_scheduled_mono_s"}
@@ -291,9 +336,10 @@ def _load_requests(tr: Trace) -> None:
         v[~_valid(d[c])] = -1
         req[k] = v
     tr.requests = req
+    _instance(t, names, "requests", np.ones(t.rows, dtype=bool))
 
 
-def _load_scheduled(tr: Trace) -> None:
+def _load_scheduled(tr: Trace, names: Dict[str, np.ndarray]) -> None:
     t, inp = _open(tr.dir, "journey_events", False)
     if t is None:
         tr.scheduled = {"step": np.zeros(0, np.int64), "ts_ns": np.zeros(0, np.int64)}
@@ -306,9 +352,11 @@ def _load_scheduled(tr: Trace) -> None:
     ts = _values(d["ts_monotonic_ns"], 0)[ok]
     order = np.lexsort((ts, step))
     tr.scheduled = {"step": step[order], "ts_ns": ts[order]}
+    _instance(t, names, "scheduled", ok)
+    names["scheduled"] = names["scheduled"][order]
 
 
-def _load_kv(tr: Trace) -> None:
+def _load_kv(tr: Trace, names: Dict[str, np.ndarray]) -> None:
     t, inp = _open(tr.dir, "kv_events", False)
     empty = {"type": np.zeros(0, object), "medium": np.zeros(0, object), "blocks": np.zeros(0, np.int64),
              "step": np.zeros(0, np.int64), "success": np.zeros(0, bool)}
@@ -343,9 +391,8 @@ def load_trace(dir_: str) -> Trace:
     missing, unreadable, of another table, or lacks a column the fit reads.
     """
     tr = Trace(dir=dir_, steps={}, snapshots={}, requests={}, scheduled={}, kv={})
-    _load_steps(tr)
-    _load_snapshots(tr)
-    _load_requests(tr)
-    _load_scheduled(tr)
-    _load_kv(tr)
+    names: Dict[str, np.ndarray] = {}  # instance ids of the kept rows, per table
+    for load in (_load_steps, _load_snapshots, _load_requests, _load_scheduled, _load_kv):
+        load(tr, names)
+    _set_instances(tr, names)
     return tr

@@ -58,6 +58,7 @@ that decides between Cholesky and SVD is gonum's: LAPACK's 1-norm estimate
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
@@ -81,6 +82,8 @@ __all__ = [
     "cross_validate",
     "StepIndex",
     "step_index",
+    "trace_engines",
+    "engine_name",
     "BetaBuilder",
     "AlphaBuilder",
     "assign_parts",
@@ -552,6 +555,49 @@ def preemption_ema(share: np.ndarray, gammas: Sequence[float]) -> np.ndarray:
                 prev = float(run[-1])
         out[:, gi] = col
     return out
+
+
+def trace_engines(tr: Trace) -> List[Trace]:
+    """Go's Trace.engines: one trace per instance (engine) of ``tr``, rows in table order.
+
+    ``tr`` itself when it has one instance. KV events name no engine: they go to
+    the one engine with steps when only one has any, and a trace whose steps come
+    from several engines and that has KV events is a :class:`FitError`.
+    """
+    if len(tr.instances) <= 1:
+        return [tr]
+    step_inst = tr.inst["steps"]
+    with_steps = [bool(np.any(step_inst == k)) for k in range(len(tr.instances))]
+    step_engines = [name for name, ok in zip(tr.instances, with_steps) if ok]
+    n_kv = len(tr.kv["type"])
+    if n_kv > 0 and len(step_engines) > 1:
+        quoted = ", ".join(json.dumps(n) for n in step_engines)
+        raise FitError(
+            f"{tr.dir}: the steps come from {len(step_engines)} engines (instances {quoted}) and kv_events has {n_kv} "
+            "transfer or CPU-load events, but KV events lines name no engine and count scheduler_step per engine, "
+            "so they cannot be matched to steps; ingest the trace without its KV events (the transfer features are "
+            "then 0)")
+    out = []
+    for k, name in enumerate(tr.instances):
+        def part(table: Dict[str, np.ndarray], key: str) -> Dict[str, np.ndarray]:
+            m = tr.inst[key] == k
+            return {c: v[m] for c, v in table.items()}
+
+        steps = part(tr.steps, "steps")
+        kv = tr.kv if with_steps[k] else {c: v[:0] for c, v in tr.kv.items()}
+        out.append(Trace(dir=tr.dir, steps=steps, snapshots=part(tr.snapshots, "snapshots"),
+                         requests=part(tr.requests, "requests"), scheduled=part(tr.scheduled, "scheduled"),
+                         kv=kv, has_kv=tr.has_kv, instances=[name],
+                         inst={key: np.zeros(int(np.count_nonzero(tr.inst[key] == k)), dtype=np.int64)
+                               for key in tr.inst}))
+    return out
+
+
+def engine_name(tr: Trace) -> str:
+    """Go's Trace.engineName: the directory, and the instance id when there is one."""
+    if len(tr.instances) == 1 and tr.instances[0] != "":
+        return f"{tr.dir} (instance {json.dumps(tr.instances[0])})"
+    return tr.dir
 
 
 def step_index(tr: Trace, gammas: Sequence[float], dropped: List[List]) -> StepIndex:
@@ -1283,23 +1329,26 @@ def run(cfgs: List[Config], opt: Optional[Options] = None, command: str = "pytho
                 "traces": [], "inputs": [], "rows_dropped_on_read": [], "warnings": []}
         dropped_all: List[List] = []
         bb, ab = BetaBuilder(phys, opt), AlphaBuilder(phys, opt)
-        for t, tr in enumerate(cfg.traces):
+        t = 0  # samples are grouped by engine: each engine of each trace is a time series
+        for tr in cfg.traces:
             info["traces"].append(tr.dir)
             info["inputs"].extend({"path": i.path, "sha256": i.sha256, "rows": i.rows} for i in tr.inputs)
             for r, c in tr.dropped:
                 add_count(dropped_all, r, c)
-            dropped: List[List] = []
-            x = step_index(tr, opt.gammas, dropped)
-            for r, c in dropped:
-                add_count(dropped_all, r, c)
-            if len(x) > 0 and int(x.steps["kv_total"][0]) != int(phys.knobs.total_kv_blocks_gpu):
-                raise FitError(
-                    f"{tr.dir}: steps report kv.blocks_total_gpu = {int(x.steps['kv_total'][0])} but configuration "
-                    f"{cfg.name} has {int(phys.knobs.total_kv_blocks_gpu)} GPU KV blocks (set --kv-blocks-gpu to the "
-                    f"trace's value)")
-            bb.add(t, tr, x)
-            ab.add(t, tr, x)
-            overhead_samples(tr, acc, over_skipped)
+            for eng in trace_engines(tr):
+                dropped: List[List] = []
+                x = step_index(eng, opt.gammas, dropped)
+                for r, c in dropped:
+                    add_count(dropped_all, r, c)
+                if len(x) > 0 and int(x.steps["kv_total"][0]) != int(phys.knobs.total_kv_blocks_gpu):
+                    raise FitError(
+                        f"{engine_name(eng)}: steps report kv.blocks_total_gpu = {int(x.steps['kv_total'][0])} but "
+                        f"configuration {cfg.name} has {int(phys.knobs.total_kv_blocks_gpu)} GPU KV blocks (set "
+                        f"--kv-blocks-gpu to the trace's value)")
+                bb.add(t, eng, x)
+                ab.add(t, eng, x)
+                overhead_samples(eng, acc, over_skipped)
+                t += 1
         info["rows_dropped_on_read"] = [{"reason": r, "count": c} for r, c in dropped_all]
         if bb.no_kv:
             info["warnings"].append("CPU offloading is on but a trace has no kv_events table: transfer features are 0 "

@@ -134,10 +134,13 @@ def evaluate_file(cfg, traces, coef_file, opt=None, keep_points: bool = False) -
     opt = fc.Options(**{**opt.__dict__, "gammas": [coef_file.gamma], "folds": 2, "holdout": 0.0})
     opt.validate()
     bb, ab = fc.BetaBuilder(cfg, opt), fc.AlphaBuilder(cfg, opt)
-    for t, tr in enumerate(traces):
-        x = fc.step_index(tr, opt.gammas, [])
-        bb.add(t, tr, x)
-        ab.add(t, tr, x)
+    t = 0
+    for tr in traces:
+        for eng in fc.trace_engines(tr):
+            x = fc.step_index(eng, opt.gammas, [])
+            bb.add(t, eng, x)
+            ab.add(t, eng, x)
+            t += 1
     if bb.chunked_prefill_steps > 0 and bb.chunked_rich == 0:
         raise fc.FitError(f"chunked prefill is on and none of the {bb.chunked_prefill_steps} prefill steps has "
                           "complete REQUEST_SNAPSHOTs: prefill attention cannot be computed")

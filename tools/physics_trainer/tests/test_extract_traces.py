@@ -176,3 +176,36 @@ def test_cli_usage_errors_exit_2(tmp_path, capsys):
     assert "folds" in capsys.readouterr().err
     assert cli.main(["fit", str(tmp_path), "--enable-chunked-prefill=maybe"]) == 2
     assert "enable-chunked-prefill" in capsys.readouterr().err
+
+
+def test_instance_columns(tmp_path):
+    # Two engines; only kept rows name instances; journey SCHEDULED sorted by (instance, step, time).
+    write(tmp_path, "steps", step_table([{"id": 1}, {"id": 1}, {"id": 2}, {"id": 2}],
+                                        override={"instance": pa.array(["b", "a", "b", "a"]),
+                                                  "queue_running_depth": pa.array([1, 1, 1, None], pa.int64())}))
+    write(tmp_path, "journey_events", pa.table({
+        "event": pa.array(["journey.SCHEDULED", "journey.SCHEDULED", "journey.SCHEDULED", "api.ARRIVED"]),
+        "scheduler_step": pa.array([2, 1, 3, None], pa.int64()),
+        "ts_monotonic_ns": pa.array([20, 10, 30, None], pa.int64()),
+        "instance": pa.array(["a", "b", "a", "c"]),
+    }))
+    tr = load_trace(str(tmp_path))
+    assert tr.instances == ["a", "b"]  # "c" is only on an API event, which is not kept
+    assert tr.steps["id"].tolist() == [1, 1, 2]
+    assert tr.inst["steps"].tolist() == [1, 0, 1]
+    assert tr.scheduled["step"].tolist() == [2, 3, 1] and tr.scheduled["ts_ns"].tolist() == [20, 30, 10]
+    assert tr.inst["scheduled"].tolist() == [0, 0, 1]
+    assert tr.inst["requests"].tolist() == [] and tr.inst["snapshots"].tolist() == []
+
+
+def test_no_instance_column_is_one_engine(tmp_path):
+    write(tmp_path, "steps", step_table([{"id": 1}, {"id": 2}]))
+    tr = load_trace(str(tmp_path))
+    assert tr.instances == [""] and tr.inst["steps"].tolist() == [0, 0]
+
+
+def test_wrong_instance_type_names_file_and_column(tmp_path):
+    write(tmp_path, "steps", step_table([{"id": 1}], override={"instance": pa.array([3], pa.int64())}))
+    with pytest.raises(TableError) as e:
+        load_trace(str(tmp_path))
+    assert "steps.parquet" in str(e.value) and "instance" in str(e.value)

@@ -403,3 +403,64 @@ def test_run_errors_on_too_few_samples():
     tr = trace([{"id": 11 + i, "ts": i * MS} for i in range(6)])
     with pytest.raises(fc.FitError, match=r"configuration c: 5 usable beta samples .* needs at least 10"):
         fc.run([fc.Config("c", phys(), [tr])])
+
+
+def with_instances(tr, names, **inst):
+    """tr with instance ids: names, and per table ("steps", ...) each row's index."""
+    tr.instances = list(names)
+    lengths = {"steps": len(tr.steps["id"]), "snapshots": len(tr.snapshots["step_id"]),
+               "requests": len(tr.requests["prompt"]), "scheduled": len(tr.scheduled["step"])}
+    tr.inst = {k: np.asarray(inst.get(k, [0] * n), dtype=np.int64) for k, n in lengths.items()}
+    return tr
+
+
+def test_trace_engines_split_by_instance_in_table_order():
+    # Go's TestEngines: each engine's rows in table order; one instance: the trace itself.
+    tr = with_instances(trace([{"id": 1, "ts": 10}, {"id": 1, "ts": 11}, {"id": 2, "ts": 20}, {"id": 2, "ts": 21}],
+                              snapshots=[{"step_id": 2, "request": "r1"}],
+                              requests=[{"engine_id": "r0"}, {"engine_id": "r1"}],
+                              scheduled=[(1, 5), (1, 7)]),
+                        ["a", "b"], steps=[1, 0, 1, 0], snapshots=[1], requests=[0, 1], scheduled=[0, 1])
+    a, b = fc.trace_engines(tr)
+    assert (a.instances, b.instances) == (["a"], ["b"])
+    assert a.steps["ts_start_ns"].tolist() == [11, 21] and b.steps["ts_start_ns"].tolist() == [10, 20]
+    assert len(a.snapshots["step_id"]) == 0 and b.snapshots["request"].tolist() == ["r1"]
+    assert a.requests["engine_id"].tolist() == ["r0"] and b.requests["engine_id"].tolist() == ["r1"]
+    assert a.scheduled["ts_ns"].tolist() == [5] and b.scheduled["ts_ns"].tolist() == [7]
+    assert all(len(v) == 0 or not v.any() for v in b.inst.values())
+    assert fc.engine_name(b) == 't (instance "b")'
+    one = trace([{"id": 1, "ts": 1}])
+    assert fc.trace_engines(one) == [one] and fc.engine_name(one) == "t"
+
+
+def test_trace_engines_kv_events_name_no_engine():
+    kv = [("TransferCompleted", "", 3, 2, True)]
+    tr = with_instances(trace([{"id": 1, "ts": 1}, {"id": 1, "ts": 2}], kv=kv), ["a", "b"], steps=[0, 1])
+    with pytest.raises(fc.FitError) as e:
+        fc.trace_engines(tr)
+    for s in ["t:", "2 engines", '"a", "b"', "KV events lines name no engine", "without its KV events"]:
+        assert s in str(e.value)
+    # One engine with steps; requests without an instance: the KV events are that engine's.
+    tr = with_instances(trace([{"id": 1, "ts": 1}], requests=[{"engine_id": ""}, {"engine_id": "r0"}], kv=kv),
+                        ["", "a"], steps=[1], requests=[0, 1])
+    api_only, a = fc.trace_engines(tr)
+    assert len(api_only.kv["type"]) == 0 and len(api_only.steps["id"]) == 0
+    assert a.kv["blocks"].tolist() == [3] and a.requests["engine_id"].tolist() == ["r0"]
+
+
+def test_engines_of_a_trace_fit_as_traces_of_their_own():
+    # Two engines counting steps from 1 in one trace: the same samples as two traces.
+    def engine(t0):
+        return [{"id": i, "ts": t0 + i * 10 * MS, "running": 4 + i % 3, "decode_tok": 4 + i % 3,
+                 "scheduled": 4 + i % 3, "num_decode": 4 + i % 3} for i in range(1, 80)]
+    e0, e1 = engine(0), engine(5 * MS)
+    merged = with_instances(trace(e0 + e1), ["x", "y"], steps=[0] * len(e0) + [1] * len(e1))
+    opt = fc.Options(min_pairs=0)
+    got = fc.BetaBuilder(phys(), opt)
+    for t, eng in enumerate(fc.trace_engines(merged)):
+        got.add(t, eng, fc.step_index(eng, opt.gammas, []))
+    want = fc.BetaBuilder(phys(), opt)
+    for t, tr in enumerate([trace(e0), trace(e1)]):
+        want.add(t, tr, fc.step_index(tr, opt.gammas, []))
+    assert got.out.y.tolist() == want.out.y.tolist() and got.out.trace.tolist() == want.out.trace.tolist()
+    assert len(got.out) == 2 * (79 - 1 - 10)  # pairs within each engine, after the warm-up
