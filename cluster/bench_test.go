@@ -34,7 +34,11 @@ func benchCluster(b *testing.B, n, requests int, policy string) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		r, _ := route.New(policy, n, route.Params{})
+		var rp route.Params
+		if sc := os.Getenv("SCRATCH_SCORERS"); sc != "" {
+			rp.Scorers, _ = route.ParseScorers(sc)
+		}
+		r, _ := route.New(policy, n, rp)
 		c, err := cluster.New(cluster.Config{Instances: ins, Routing: r}, cluster.NewSliceSource(reqs))
 		if err != nil {
 			b.Fatal(err)
@@ -52,7 +56,11 @@ func BenchmarkClusterScratch(b *testing.B) {
 		reqs, _ = strconv.Atoi(v)
 	}
 	for _, n := range []int{4, 16} {
-		b.Run(fmt.Sprint(n), func(b *testing.B) { benchCluster(b, n, reqs, "weighted") })
+		policy := "weighted"
+		if p := os.Getenv("SCRATCH_POLICY"); p != "" {
+			policy = p
+		}
+		b.Run(fmt.Sprint(n), func(b *testing.B) { benchCluster(b, n, reqs, policy) })
 	}
 }
 

@@ -404,10 +404,11 @@ func (c *Sim) route(spec *sim.RequestSpec) {
 	c.snap.fill(&c.view, c.eng, c.inflight, c.now)
 	c.checkFreshness()
 	c.req.Spec = spec
-	c.req.Hashes = nil
+	c.req.Hashes, c.req.Blocks = nil, 0
 	if c.needs {
-		c.hashBuf = sim.AppendBlockHashes(c.hashBuf[:0], spec, c.bs, spec.PromptTokens/c.bs)
-		c.req.Hashes = c.hashBuf
+		full := spec.PromptTokens / c.bs
+		c.hashBuf = sim.AppendBlockHashes(c.hashBuf[:0], spec, c.bs, min(full, sim.SharedBlocks(spec, c.bs)))
+		c.req.Hashes, c.req.Blocks = c.hashBuf, int(full)
 	}
 	i := c.router.Route(&c.req, &c.view)
 	if i < 0 || i >= len(c.eng) {

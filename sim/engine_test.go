@@ -242,3 +242,19 @@ func TestHistogramMerge(t *testing.T) {
 	require.Equal(t, all.Summarize(), m.Summarize())
 	require.Equal(t, all.Count(), m.Count())
 }
+
+func TestSharedBlocksAgreesWithBlockShared(t *testing.T) {
+	for _, bs := range []int64{1, 7, 16} {
+		for _, spec := range []RequestSpec{
+			{ID: 1, PromptTokens: 300},
+			{ID: 2, PromptTokens: 300, PrefixGroup: 3, PrefixTokens: 256},
+			{ID: 3, PromptTokens: 300, PrefixGroup: 3, PrefixTokens: 15},
+			{ID: 4, PromptTokens: 300, PrefixGroup: 3, PrefixTokens: 300},
+		} {
+			n := SharedBlocks(&spec, bs)
+			for i := int64(0); i < spec.PromptTokens/bs+2; i++ {
+				require.Equal(t, i < n, blockShared(&spec, i, bs), "block %d of %+v at block size %d", i, spec, bs)
+			}
+		}
+	}
+}

@@ -25,6 +25,16 @@ func blockShared(spec *RequestSpec, i, blockSize int64) bool {
 	return spec.PrefixGroup > 0 && (i+1)*blockSize <= spec.PrefixTokens
 }
 
+// SharedBlocks is how many leading blocks of spec's stream are shared
+// content (its group's prefix), the only blocks another request can find
+// cached: block i is shared exactly when i < SharedBlocks.
+func SharedBlocks(spec *RequestSpec, blockSize int64) int64 {
+	if spec.PrefixGroup <= 0 {
+		return 0
+	}
+	return spec.PrefixTokens / blockSize
+}
+
 // blockContent identifies the tokens of block i of spec's stream.
 func blockContent(spec *RequestSpec, i, blockSize int64) uint64 {
 	if blockShared(spec, i, blockSize) {

@@ -1,6 +1,11 @@
 package route
 
-import "github.com/blis-sim/blis/internal/hashindex"
+import (
+	"math/bits"
+	"slices"
+
+	"github.com/blis-sim/blis/internal/hashindex"
+)
 
 // DefaultPrefixIndexCapacity is the router-side prefix index's default
 // size per instance, in blocks (seed 001).
@@ -16,21 +21,65 @@ const DefaultPrefixIndexCapacity = 10_000
 // since matches count leading blocks, evicting a prompt's head first (the
 // order of the seed's simulator) would throw away every match on that
 // prompt while keeping blocks that can no longer match.
+//
+// Only a prompt's shared blocks (sim.SharedBlocks: a group's prefix) can
+// ever match a later request; the blocks after are the request's own. They
+// still take room in the set and are evicted in their turn, so Record keeps
+// them as one anonymous run of that many blocks at the place their touches
+// would have put them (older than the prompt's shared blocks), instead of
+// one entry each that no lookup could ever find. Matches, and the order in
+// which shared blocks are evicted, are exactly a per-block LRU's.
+//
+// MatchAll gives every instance's Match at once, without walking every
+// instance's set block by block, which would cost one cold lookup per
+// block per instance for every decision (a popular system prompt is held
+// everywhere). Two exact shortcuts:
+//
+//   - heads: a block that starts a prompt can only ever start one (its
+//     hash chains from nothing), so the index keeps, for each first block
+//     it holds, the instances holding it. Instances without the request's
+//     first block match nothing.
+//   - memo: per instance and first block, the leading run last found
+//     present. Blocks leave a set only when evicted, and an eviction of a
+//     block in a memoized run drops the memo, so a request whose chain
+//     starts with the memoized run (compared in place, not looked up)
+//     matches at least that run and only needs the blocks after it looked
+//     up.
+//
+// Match walks one instance's set and is the reference MatchAll is tested
+// against.
 type PrefixIndex struct {
 	capacity int
 	inst     []*lruSet
+	// heads maps a first block's hash to the instances holding it, as a
+	// bit set (instances 0..63; beyond, MatchAll walks each instance).
+	heads map[uint64]uint64
 }
 
 // NewPrefixIndex returns an empty index for n instances (more are added as
 // they are recorded) of capacity blocks each.
 func NewPrefixIndex(n, capacity int) *PrefixIndex {
-	return &PrefixIndex{capacity: capacity, inst: make([]*lruSet, n)}
+	return &PrefixIndex{capacity: capacity, inst: make([]*lruSet, n), heads: map[uint64]uint64{}}
 }
 
 // MatchAll writes Match(i, hashes) for every instance i < len(dst).
 func (x *PrefixIndex) MatchAll(hashes []uint64, dst []int) {
-	for i := range dst {
-		dst[i] = x.Match(i, hashes)
+	clear(dst)
+	if len(hashes) == 0 {
+		return
+	}
+	if len(dst) > 64 {
+		for i := range dst {
+			if i < len(x.inst) && x.inst[i] != nil {
+				dst[i] = x.inst[i].matchMemo(hashes)
+			}
+		}
+		return
+	}
+	for set := x.heads[hashes[0]]; set != 0; set &= set - 1 {
+		if i := bits.TrailingZeros64(set); i < len(dst) {
+			dst[i] = x.inst[i].matchMemo(hashes)
+		}
 	}
 }
 
@@ -40,19 +89,12 @@ func (x *PrefixIndex) Match(i int, hashes []uint64) int {
 	if i >= len(x.inst) || x.inst[i] == nil {
 		return 0
 	}
-	s := x.inst[i]
-	n := 0
-	for _, h := range hashes {
-		if _, ok := s.index.Get(h); !ok {
-			break
-		}
-		n++
-	}
-	return n
+	return x.inst[i].walk(hashes, 0)
 }
 
-// Record notes that instance i now holds hashes.
-func (x *PrefixIndex) Record(i int, hashes []uint64) {
+// Record notes that instance i now holds a prompt: its shared blocks'
+// hashes and own more blocks of its own.
+func (x *PrefixIndex) Record(i int, hashes []uint64, own int) {
 	for i >= len(x.inst) {
 		x.inst = append(x.inst, nil)
 	}
@@ -60,9 +102,16 @@ func (x *PrefixIndex) Record(i int, hashes []uint64) {
 	if s == nil {
 		s = newLRUSet(x.capacity)
 		x.inst[i] = s
+		if i < 64 {
+			s.heads, s.bit = x.heads, uint64(1)<<i
+		}
 	}
+	s.addRun(own)
 	for j := len(hashes) - 1; j >= 0; j-- {
-		s.touch(hashes[j])
+		s.touch(hashes[j], j == 0)
+	}
+	if len(hashes) > 0 && s.heads != nil {
+		x.heads[hashes[0]] |= s.bit
 	}
 }
 
@@ -71,28 +120,80 @@ func (x *PrefixIndex) Len(i int) int {
 	if i >= len(x.inst) || x.inst[i] == nil {
 		return 0
 	}
-	return x.inst[i].index.Len()
+	return int(x.inst[i].size)
 }
 
-// lruSet is a bounded set of hashes with least-recently-used eviction: an
-// index from hash to node, and the nodes, each with its hash, on an
-// intrusive doubly linked list (most recent at the head).
+// lruSet is a bounded set of blocks with least-recently-used eviction: an
+// index from hash to node, and the nodes on an intrusive doubly linked list
+// (most recent at the head). A node is one hashed block, or an anonymous
+// run of own blocks (count > 1 possible, not in the index).
 type lruSet struct {
 	index      *hashindex.Index
 	nodes      []node
+	free       []int32 // node slots released by runs
 	head, tail int32
 	capacity   int32
+	size       int32 // blocks held
+	// heads is the index's first-block table this instance reports to,
+	// as bit (nil beyond 64 instances).
+	heads map[uint64]uint64
+	bit   uint64
+	// memo maps a first block to the leading run last found present from
+	// it; the run's nodes carry that first block (node.memo).
+	memo map[uint64]memoRun
 }
+
+// memoRun is a run of leading blocks present in the set.
+type memoRun struct{ hashes []uint64 }
 
 type node struct {
 	key        uint64
+	memo       uint64 // the first block of the memoized run this node is in (0: none)
 	prev, next int32
+	count      int32 // blocks: 1 for a hashed block; an anonymous run's length
+	first      bool  // the block starts a prompt
+	anon       bool  // an anonymous run of own blocks
 }
 
 func newLRUSet(capacity int) *lruSet {
-	s := &lruSet{head: -1, tail: -1, capacity: int32(capacity)}
+	s := &lruSet{head: -1, tail: -1, capacity: int32(capacity), memo: map[uint64]memoRun{}}
 	s.index = hashindex.New(int64(capacity), func(n int32) uint64 { return s.nodes[n].key })
 	return s
+}
+
+// walk counts the leading hashes present, from hashes[from:] on, given
+// that the first from are present.
+func (s *lruSet) walk(hashes []uint64, from int) int {
+	n := from
+	for _, h := range hashes[from:] {
+		if _, ok := s.index.Get(h); !ok {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// matchMemo is walk from the start, resumed from the memo when the
+// request's chain shares the memoized run; it updates the memo.
+func (s *lruSet) matchMemo(hashes []uint64) int {
+	head := hashes[0]
+	from := 0
+	m, ok := s.memo[head]
+	if ok && len(m.hashes) <= len(hashes) && slices.Equal(m.hashes, hashes[:len(m.hashes)]) {
+		from = len(m.hashes)
+	}
+	n := s.walk(hashes, from)
+	if n > from {
+		// A longer run: remember it, and mark its new nodes so that
+		// evicting any of them drops the memo (the earlier ones are marked).
+		for _, h := range hashes[from:n] {
+			nd, _ := s.index.Get(h)
+			s.nodes[nd].memo = head
+		}
+		s.memo[head] = memoRun{hashes: append(m.hashes[:from], hashes[from:n]...)}
+	}
+	return n
 }
 
 func (s *lruSet) unlink(n int32) {
@@ -120,8 +221,8 @@ func (s *lruSet) pushHead(n int32) {
 }
 
 // touch makes h the most recently used, inserting it (and evicting the
-// least recently used when full) if absent.
-func (s *lruSet) touch(h uint64) {
+// least recently used when full) if absent; first says it starts a prompt.
+func (s *lruSet) touch(h uint64, first bool) {
 	if n, ok := s.index.Get(h); ok {
 		if n != s.head {
 			s.unlink(n)
@@ -129,16 +230,71 @@ func (s *lruSet) touch(h uint64) {
 		}
 		return
 	}
-	var n int32
-	if int32(len(s.nodes)) < s.capacity {
-		n = int32(len(s.nodes))
-		s.nodes = append(s.nodes, node{key: h})
-	} else {
-		n = s.tail
-		s.unlink(n)
-		s.index.Del(s.nodes[n].key, n)
-		s.nodes[n].key = h
-	}
+	s.makeRoom(1)
+	n := s.newNode()
+	s.nodes[n] = node{key: h, first: first, count: 1}
 	s.index.Put(h, n)
 	s.pushHead(n)
+	s.size++
+}
+
+// addRun inserts k own blocks as the most recently used, evicting what
+// does not fit, the run's own oldest blocks included.
+func (s *lruSet) addRun(k int) {
+	if k <= 0 {
+		return
+	}
+	n := s.newNode()
+	s.nodes[n] = node{count: int32(min(k, int(s.capacity))), anon: true}
+	s.pushHead(n)
+	s.size += s.nodes[n].count
+	s.makeRoom(0)
+}
+
+func (s *lruSet) newNode() int32 {
+	if k := len(s.free); k > 0 {
+		n := s.free[k-1]
+		s.free = s.free[:k-1]
+		return n
+	}
+	s.nodes = append(s.nodes, node{})
+	return int32(len(s.nodes) - 1)
+}
+
+// makeRoom evicts least recently used blocks until k more fit.
+func (s *lruSet) makeRoom(k int32) {
+	for s.size+k > s.capacity {
+		n := s.tail
+		nd := &s.nodes[n]
+		if nd.anon {
+			drop := min(nd.count, s.size+k-s.capacity)
+			nd.count -= drop
+			s.size -= drop
+			if nd.count > 0 {
+				continue
+			}
+		} else {
+			s.evict(n)
+			s.size--
+		}
+		s.unlink(n)
+		s.free = append(s.free, n)
+	}
+}
+
+// evict drops hashed node n's block: from the index, from the heads table
+// if it starts a prompt, and the memo of any run it was in.
+func (s *lruSet) evict(n int32) {
+	nd := &s.nodes[n]
+	s.index.Del(nd.key, n)
+	if nd.memo != 0 {
+		delete(s.memo, nd.memo)
+	}
+	if nd.first && s.heads != nil {
+		if set := s.heads[nd.key] &^ s.bit; set == 0 {
+			delete(s.heads, nd.key)
+		} else {
+			s.heads[nd.key] = set
+		}
+	}
 }

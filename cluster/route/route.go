@@ -63,9 +63,12 @@ func (v *View) Resize(n int) {
 // Request is what the router knows of a request.
 type Request struct {
 	Spec *sim.RequestSpec
-	// Hashes are the chained hashes of the prompt's full blocks at the
-	// router's block size (sim.AppendBlockHashes), filled only for policies
-	// whose NeedsHashes is true.
+	// Blocks is the number of the prompt's full blocks at the router's
+	// block size, and Hashes the chained hashes (sim.AppendBlockHashes) of
+	// its leading shared ones (sim.SharedBlocks), the only ones a later
+	// request can share. Both are filled only for policies whose
+	// NeedsHashes is true.
+	Blocks int
 	Hashes []uint64
 }
 

@@ -77,13 +77,13 @@ func TestScorers(t *testing.T) {
 
 func TestPrefixAffinityLearnsFromDecisions(t *testing.T) {
 	s := &PrefixAffinityScorer{Index: NewPrefixIndex(3, 100)}
-	a := &Request{Hashes: []uint64{11, 12, 13, 14}}
+	a := &Request{Hashes: []uint64{11, 12, 13, 14}, Blocks: 6}
 	s.Routed(a, 2)
 	got := make([]float64, 3)
 	s.Score(a, view([4]float64{}, [4]float64{}, [4]float64{}), got)
-	require.Equal(t, []float64{0, 0, 1}, got)
+	require.Equal(t, []float64{0, 0, 4.0 / 6}, got, "its 4 shared blocks of 6")
 	// A request sharing the first two blocks: half its blocks, leading.
-	b := &Request{Hashes: []uint64{11, 12, 99, 14}}
+	b := &Request{Hashes: []uint64{11, 12, 99, 14}, Blocks: 4}
 	s.Score(b, view([4]float64{}, [4]float64{}, [4]float64{}), got)
 	require.Equal(t, []float64{0, 0, 0.5}, got, "only leading blocks count: block 14 comes after a miss")
 	// A prompt shorter than a block scores 0 everywhere.
@@ -93,18 +93,22 @@ func TestPrefixAffinityLearnsFromDecisions(t *testing.T) {
 
 func TestPrefixIndexEvictsLeastRecentlyUsedTailFirst(t *testing.T) {
 	x := NewPrefixIndex(1, 4)
-	x.Record(0, []uint64{1, 2, 3})
-	x.Record(0, []uint64{7, 8})
+	x.Record(0, []uint64{1, 2, 3}, 0)
+	x.Record(0, []uint64{7, 8}, 0)
 	require.Equal(t, 4, x.Len(0))
 	// 3 (the first prompt's tail) was touched first and went first.
 	require.Equal(t, 2, x.Match(0, []uint64{1, 2, 3}))
 	require.Equal(t, 2, x.Match(0, []uint64{7, 8}))
 	// Matching changes nothing: recording 9 evicts 2, the least recent.
-	x.Record(0, []uint64{9})
+	x.Record(0, []uint64{9}, 0)
 	require.Equal(t, 1, x.Match(0, []uint64{1, 2}))
 	require.Equal(t, 0, x.Match(5, []uint64{1}), "an instance it never saw")
 }
 
+// TestPrefixIndexMatchesAReferenceLRU drives the index and a plain
+// per-block LRU list with the same prompts, own blocks included (each own
+// block a key of its own, as a per-block LRU would hold it): the set sizes
+// and the presence of every shared key agree after every prompt.
 func TestPrefixIndexMatchesAReferenceLRU(t *testing.T) {
 	const capacity = 50
 	x := NewPrefixIndex(1, capacity)
@@ -122,20 +126,33 @@ func TestPrefixIndexMatchesAReferenceLRU(t *testing.T) {
 		}
 	}
 	seed := uint64(1)
+	ownKey := uint64(1) << 62 // own blocks: never reused
 	for i := 0; i < 5000; i++ {
 		seed = seed*6364136223846793005 + 1442695040888963407
-		n := 1 + int(seed>>60)
+		n := int(seed >> 61)
 		hs := make([]uint64, n)
 		for j := range hs {
 			hs[j] = 2 + (seed>>(8*uint(j%7)))%120 // hashindex stores key 0 as 1
 		}
-		x.Record(0, hs)
+		own := int(seed>>20) % 7
+		if i%97 == 0 {
+			own = 80 // more than the capacity
+		}
+		x.Record(0, hs, own)
+		for j := 0; j < own; j++ {
+			ownKey++
+			touch(ownKey)
+		}
 		for j := n - 1; j >= 0; j-- {
 			touch(hs[j])
 		}
-		require.Equal(t, len(ref), x.Len(0))
+		require.Equal(t, len(ref), x.Len(0), "prompt %d", i)
+		present := map[uint64]bool{}
 		for _, h := range ref {
-			require.Equal(t, 1, x.Match(0, []uint64{h}))
+			present[h] = true
+		}
+		for h := uint64(2); h < 122; h++ {
+			require.Equal(t, present[h], x.Match(0, []uint64{h}) == 1, "prompt %d, key %d", i, h)
 		}
 	}
 }
@@ -189,8 +206,9 @@ func TestParseScorersAndNewReportBadInput(t *testing.T) {
 	require.Equal(t, DefaultScorers, FormatScorers(ws))
 }
 
-// TestMatchAllAgreesWithMatch: the heads shortcut gives every instance the
-// same count as walking its own set, through evictions of first blocks,
+// TestMatchAllAgreesWithMatch: the heads and memo shortcuts give every
+// instance the same count as walking its own set, through evictions of
+// first blocks and of memoized runs, prompts sharing runs of every length,
 // for small clusters and beyond 64 instances.
 func TestMatchAllAgreesWithMatch(t *testing.T) {
 	for _, n := range []int{1, 5, 70} {
@@ -213,14 +231,14 @@ func TestMatchAllAgreesWithMatch(t *testing.T) {
 			return hs
 		}
 		got, want := make([]int, n), make([]int, n)
-		for step := 0; step < 3000; step++ {
+		for step := 0; step < 20000; step++ {
 			hs := prompt()
 			x.MatchAll(hs, got)
 			for i := range want {
 				want[i] = x.Match(i, hs)
 			}
 			require.Equal(t, want, got, "n=%d step %d", n, step)
-			x.Record(rnd(n), hs)
+			x.Record(rnd(n), hs, rnd(4))
 		}
 	}
 }

@@ -155,7 +155,8 @@ func (p *Weighted) Routed(req *Request, instance int) {
 // PrefixAffinityScorer scores the share of the request's prompt blocks
 // that the router's index believes the instance holds: the leading blocks
 // found, over all of the prompt's full blocks (0 for a prompt shorter than
-// a block). It learns from every routing decision.
+// a block). It learns from every routing decision. Only shared blocks can
+// be found: a request's own blocks are new everywhere.
 type PrefixAffinityScorer struct {
 	Index   *PrefixIndex
 	matched []int
@@ -163,7 +164,7 @@ type PrefixAffinityScorer struct {
 
 func (s *PrefixAffinityScorer) Name() string { return PrefixAffinity }
 func (s *PrefixAffinityScorer) Score(req *Request, v *View, dst []float64) {
-	n := len(req.Hashes)
+	n := req.Blocks
 	if cap(s.matched) < len(dst) {
 		s.matched = make([]int, len(dst))
 	}
@@ -177,7 +178,7 @@ func (s *PrefixAffinityScorer) Score(req *Request, v *View, dst []float64) {
 	}
 }
 func (s *PrefixAffinityScorer) Routed(req *Request, instance int) {
-	s.Index.Record(instance, req.Hashes)
+	s.Index.Record(instance, req.Hashes, req.Blocks-len(req.Hashes))
 }
 
 // QueueDepthScorer is the min-max normalized effective load, lower load
