@@ -156,6 +156,9 @@ type Sim struct {
 
 	inflight []int64
 	pending  []sim.RequestSpec // admitted, awaiting the routing decision
+	// cur is the request being decided: policies see it by pointer and
+	// must not keep the pointer.
+	cur sim.RequestSpec
 	pendFree []int32
 
 	agg aggregator
@@ -295,12 +298,12 @@ func (c *Sim) Step() error {
 	c.now = t
 	for c.err == nil {
 		if at, ok := c.src.Peek(); ok && at <= t {
-			spec := c.src.Next()
-			if spec.ArrivalUs < t {
-				c.err = fmt.Errorf("request %d: the source gave arrival %d µs, before the cluster's clock %d µs", spec.ID, spec.ArrivalUs, t)
+			c.cur = c.src.Next()
+			if c.cur.ArrivalUs < t {
+				c.err = fmt.Errorf("request %d: the source gave arrival %d µs, before the cluster's clock %d µs", c.cur.ID, c.cur.ArrivalUs, t)
 				break
 			}
-			c.arrive(&spec)
+			c.arrive(&c.cur)
 			continue
 		}
 		if c.events.len() > 0 && c.events.peek().at == t {
@@ -385,10 +388,10 @@ func (c *Sim) arrive(spec *sim.RequestSpec) {
 func (c *Sim) handle(ev *cevent) {
 	switch ev.kind {
 	case evRoute:
-		spec := c.pending[ev.slot]
+		c.cur = c.pending[ev.slot]
 		c.pendFree = append(c.pendFree, ev.slot)
 		c.agg.awaiting--
-		c.route(&spec)
+		c.route(&c.cur)
 	case evDone:
 		c.inflight[ev.inst]--
 		if c.inflight[ev.inst] < 0 {

@@ -244,7 +244,13 @@ func histMid(i int) int64 {
 	return lo + (int64(1)<<shift)/2
 }
 
-func (h *Histogram) add(v int64) {
+func (h *Histogram) add(v int64) { h.addN(v, 1) }
+
+// addN counts the value v k times (k >= 0).
+func (h *Histogram) addN(v, k int64) {
+	if k <= 0 {
+		return
+	}
 	if v < 0 {
 		v = 0
 	}
@@ -256,7 +262,7 @@ func (h *Histogram) add(v int64) {
 	if i >= len(h.counts) {
 		h.counts = append(h.counts, make([]int64, i+1-len(h.counts))...)
 	}
-	h.counts[i]++
+	h.counts[i] += k
 	switch {
 	case h.n == 0:
 		h.min, h.max = v, v
@@ -265,8 +271,8 @@ func (h *Histogram) add(v int64) {
 	case v > h.max:
 		h.max = v
 	}
-	h.n++
-	h.sum += v
+	h.n += k
+	h.sum += v * k
 }
 
 // Add counts one value (µs; negative values count as 0).

@@ -211,6 +211,10 @@ func (e *Engine) executeBatch(preempted int64) int64 {
 	}
 	e.summarize(preempted, dt)
 	end := e.now + dt
+	// A request that produced a token at the end of the previous step,
+	// which is this step's start, waited exactly dt for this one: those
+	// inter-token latencies are counted together.
+	var sinceLastStep int64
 	for _, idx := range e.running {
 		r := &e.reqs[idx]
 		if r.scheduled == 0 {
@@ -227,6 +231,8 @@ func (e *Engine) executeBatch(preempted int64) int64 {
 			if r.outputs == 1 {
 				r.firstToken = end
 				e.journey(r, JourneyFirstToken, end)
+			} else if r.lastToken == e.now {
+				sinceLastStep++
 			} else {
 				e.m.itl.add(end - r.lastToken)
 			}
@@ -234,6 +240,7 @@ func (e *Engine) executeBatch(preempted int64) int64 {
 			e.m.outputTokens++
 		}
 	}
+	e.m.itl.addN(dt, sinceLastStep)
 	e.batch.ReloadBlocks = 0
 	// Blocks stored to the CPU during this step's scheduling are copied in
 	// the next step, as vLLM does (a store committed at step S transfers at

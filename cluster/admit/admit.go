@@ -18,8 +18,9 @@ import (
 // Policy decides whether a request is admitted.
 type Policy interface {
 	Name() string
-	// Admit decides for req at nowUs (non-decreasing across calls). A
-	// rejection comes with a short reason, a constant string.
+	// Admit decides for req at nowUs (non-decreasing across calls); req is
+	// valid only during the call. A rejection comes with a short reason, a
+	// constant string.
 	Admit(req *sim.RequestSpec, nowUs int64) (ok bool, reason string)
 }
 

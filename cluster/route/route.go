@@ -60,7 +60,8 @@ func (v *View) Resize(n int) {
 	v.KVUtilization, v.CacheHitRate = growF(v.KVUtilization), growF(v.CacheHitRate)
 }
 
-// Request is what the router knows of a request.
+// Request is what the router knows of a request. It is valid only during
+// the call that receives it: a policy must not keep it or its slices.
 type Request struct {
 	Spec *sim.RequestSpec
 	// Blocks is the number of the prompt's full blocks at the router's
