@@ -158,7 +158,7 @@ type Sim struct {
 	pending  []sim.RequestSpec // admitted, awaiting the routing decision
 	// cur is the request being decided: policies see it by pointer and
 	// must not keep the pointer.
-	cur sim.RequestSpec
+	cur      sim.RequestSpec
 	pendFree []int32
 
 	agg aggregator
