@@ -71,6 +71,12 @@ func benchCluster(b *testing.B, n, requests int, policy string) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	built.Config.Workers = runtime.GOMAXPROCS(0)
+	if v := os.Getenv("BLIS_BENCH_WORKERS"); v != "" {
+		if built.Config.Workers, err = strconv.Atoi(v); err != nil {
+			b.Fatal(err)
+		}
+	}
 	b.ReportAllocs()
 	var res *cluster.Result
 	for b.Loop() {
@@ -93,6 +99,7 @@ func benchCluster(b *testing.B, n, requests int, policy string) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	b.ReportMetric(float64(ms.HeapSys)/(1<<20), "heap-MiB")
+
 }
 
 // BenchmarkCluster measures whole cluster runs (the targets:

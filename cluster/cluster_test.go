@@ -152,8 +152,10 @@ func randomCluster(t *testing.T, seed uint64) (cluster.Config, []sim.RequestSpec
 func TestInvariantsHoldOnRandomClusters(t *testing.T) {
 	for seed := uint64(1); seed <= 40; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			workers := 0
 			run := func() (*cluster.Result, string) {
 				cfg, reqs := randomCluster(t, seed)
+				cfg.Workers = workers
 				c, err := cluster.New(cfg, cluster.NewSliceSource(reqs))
 				require.NoError(t, err)
 				res, err := c.Run()
@@ -163,8 +165,9 @@ func TestInvariantsHoldOnRandomClusters(t *testing.T) {
 				return res, string(out)
 			}
 			res, a := run()
+			workers = 3
 			_, b := run()
-			require.Equal(t, a, b, "same inputs, same output")
+			require.Equal(t, a, b, "same inputs, same output, whether one or three workers advance the instances")
 			q := res.Requests
 			in := q.AwaitingRouting + q.InTransit + q.StillInAPI + q.StillQueued + q.StillRunning
 			require.Equal(t, q.Arrived, q.Rejected+q.Completed+q.DroppedUnservable+in, "CL-1")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -39,6 +40,7 @@ type clusterOpts struct {
 	decisionTrace  string
 	counterfactK   int
 	fitness        string
+	workers        int
 }
 
 // clusterFlags are the flags that make a run a cluster run when given.
@@ -61,6 +63,7 @@ func addClusterFlags(f *pflag.FlagSet, o *clusterOpts) {
 	f.StringVar(&o.traceLevel, "trace-level", "none", "cluster: none, or decisions to write every admission and routing decision to --decision-trace")
 	f.StringVar(&o.decisionTrace, "decision-trace", "", "cluster: JSON lines file for --trace-level decisions")
 	f.IntVar(&o.counterfactK, "counterfactual-k", 3, "cluster: candidates (with scores, signals and regret) recorded per routing decision")
+	f.IntVar(&o.workers, "workers", 0, "cluster: goroutines advancing instances between cluster events (0: one per CPU); the output is the same for any value")
 	f.StringVar(&o.fitness, "fitness-weights", "", "cluster: print a fitness score, a weighted sum of normalized metrics: key:weight,... with keys throughput, tokens_per_sec, STAT_METRIC (STAT mean|p50|p90|p95|p99|max, METRIC ttft|itl|e2e|scheduling_delay)")
 }
 
@@ -196,6 +199,9 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	if c.counterfactK < 0 {
 		return fmt.Errorf("--counterfactual-k must be >= 0, got %d", c.counterfactK)
 	}
+	if c.workers < 0 {
+		return fmt.Errorf("--workers must be >= 0, got %d", c.workers)
+	}
 	var weights []cluster.FitnessWeight
 	if c.fitness != "" {
 		if weights, err = cluster.ParseFitnessWeights(c.fitness); err != nil {
@@ -225,6 +231,10 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	cfg.HorizonUs = int64(math.Round(o.horizonS * 1e6))
 	cfg.RecordRequests = o.perRequest
 	cfg.CounterfactualK = c.counterfactK
+	cfg.Workers = c.workers
+	if cfg.Workers == 0 {
+		cfg.Workers = runtime.GOMAXPROCS(0)
+	}
 	for i := range cfg.Instances {
 		cfg.Instances[i].Config.Options.Exhaustive = o.debugInv
 	}

@@ -128,6 +128,8 @@ func TestClusterBadInput(t *testing.T) {
 		{[]string{"--trace-level", "everything"}, "--trace-level \"everything\" is not a level"},
 		{[]string{"--decision-trace", "/tmp/d.jsonl"}, "--decision-trace needs --trace-level decisions"},
 		{[]string{"--counterfactual-k", "-1"}, "--counterfactual-k must be >= 0"},
+		{[]string{"--num-instances", "2", "--workers", "-1"}, "--workers must be >= 0"},
+		{[]string{"--workers", "2"}, "--workers is for cluster runs"},
 		{[]string{"--fitness-weights", "speed:1"}, "--fitness-weights: fitness key \"speed\" is not a metric"},
 		{[]string{"--fitness-weights", "throughput:0"}, "are all 0"},
 		{[]string{"--num-instances", "2", "--max-num-seqs", "0"}, "--max-num-seqs: must be > 0"},

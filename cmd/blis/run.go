@@ -178,6 +178,9 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 	if clusterMode(cmd.Flags()) {
 		return runCluster(cmd, o, stderr)
 	}
+	if cmd.Flags().Changed("workers") {
+		return errors.New("--workers is for cluster runs (--num-instances, --deployment or a cluster flag); a single instance runs on one goroutine")
+	}
 	r, err := resolve(cmd.Flags(), o)
 	if err != nil {
 		return err

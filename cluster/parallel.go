@@ -1,0 +1,228 @@
+package cluster
+
+import (
+	"cmp"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync/atomic"
+
+	"github.com/blis-sim/blis/sim"
+)
+
+// Instances interact only through the cluster: a request reaches one when
+// it is routed, and what it reports is read at routing decisions and
+// scrapes. Between two cluster events that touch the instances (an
+// arrival, a delayed routing decision, a scrape, the horizon), each
+// instance's events are its own, so Run lets several workers advance
+// different instances up to the next such event, then applies what they
+// produced (completions) in exactly the order a single worker would have:
+// by the time of the instance event that produced it, then instance index,
+// then the engine's own order. The output is therefore the same for any
+// number of workers (tested), and the workers are only used when nothing
+// else would observe the interleaving: no instance has an observer (a
+// trace writer shares one output) and the source does not react to
+// completions (a closed loop can create an arrival inside the window).
+
+// doneAt is a completion and when its instance event happened.
+type doneAt struct {
+	at   int64
+	inst int
+	ord  int
+	d    sim.Completion
+}
+
+// worker advances a fixed share of the instances. Windows are short (a
+// few engine steps each), shorter than it takes to wake a parked
+// goroutine, so between windows a worker first spins on its window
+// counter, yielding now and then, and parks only after a while without
+// work (spinLimit), when the caller is busy elsewhere or the machine is
+// oversubscribed.
+type worker struct {
+	c      *Sim
+	insts  []int
+	bound  int64
+	seq    atomic.Int64 // windows handed to it
+	fin    atomic.Int64 // windows it has finished
+	stop   atomic.Bool
+	parked atomic.Bool
+	wake   chan struct{}
+	out    []doneAt
+	err    error
+	errAt  int // the instance that failed
+}
+
+// spinLimit is how many polls a worker waits for a window before parking.
+const spinLimit = 1 << 14
+
+func (w *worker) run() {
+	var done int64
+	for spins := 0; ; spins++ {
+		if w.stop.Load() {
+			return
+		}
+		if w.seq.Load() == done {
+			switch {
+			case spins >= spinLimit:
+				w.parked.Store(true)
+				if w.seq.Load() == done && !w.stop.Load() { // re-check after announcing
+					<-w.wake
+				}
+				w.parked.Store(false)
+				spins = 0
+			case spins%256 == 255:
+				runtime.Gosched()
+			}
+			continue
+		}
+		spins = 0
+		w.window(w.bound)
+		done++
+		w.fin.Store(done)
+	}
+}
+
+// signal hands w its next window.
+func (w *worker) signal() {
+	w.seq.Add(1)
+	if w.parked.Load() {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// window advances each of the worker's instances through its events
+// before bound.
+func (w *worker) window(bound int64) {
+	w.out = w.out[:0]
+	for _, i := range w.insts {
+		e := w.c.eng[i]
+		for {
+			at, ok := e.NextEventUs()
+			if !ok || at >= bound {
+				break
+			}
+			if err := e.Advance(); err != nil {
+				if w.err == nil {
+					w.err, w.errAt = err, i
+				}
+				return
+			}
+			for k, d := range e.Completions() {
+				w.out = append(w.out, doneAt{at: at, inst: i, ord: k, d: d})
+			}
+		}
+	}
+}
+
+// parallelOK says whether workers may advance instances concurrently.
+func (c *Sim) parallelOK() bool {
+	if c.cfg.Workers < 2 || len(c.eng) < 2 || c.obs != nil || runtime.GOMAXPROCS(0) < 2 {
+		return false
+	}
+	for _, in := range c.cfg.Instances {
+		if in.Config.Observer != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// startWorkers starts Workers−1 goroutines; the caller's goroutine is the
+// last worker. Instances are dealt out round-robin, so that each worker
+// gets a mix of the pools.
+func (c *Sim) startWorkers() {
+	n := min(c.cfg.Workers, len(c.eng), runtime.GOMAXPROCS(0))
+	for k := 0; k < n; k++ {
+		w := &worker{c: c, wake: make(chan struct{}, 1)}
+		for i := k; i < len(c.eng); i += n {
+			w.insts = append(w.insts, i)
+		}
+		if k < n-1 {
+			go w.run()
+		}
+		c.workers = append(c.workers, w)
+	}
+}
+
+func (c *Sim) stopWorkers() {
+	for _, w := range c.workers {
+		w.stop.Store(true)
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+	c.workers = nil
+}
+
+// bound is the time before which the instances' events are their own: the
+// next arrival, delayed routing decision or scrape, or past the horizon.
+func (c *Sim) bound() int64 {
+	b := int64(1<<63 - 1)
+	if at, ok := c.src.Peek(); ok {
+		b = at
+	}
+	if len(c.routeAt) > c.routeHead {
+		b = min(b, c.routeAt[c.routeHead])
+	}
+	for g := range c.snap.groups {
+		b = min(b, c.snap.groups[g].next)
+	}
+	if c.cfg.HorizonUs > 0 {
+		b = min(b, c.cfg.HorizonUs+1)
+	}
+	return b
+}
+
+// parallelWindow advances every instance through its events before bound
+// on the workers, then applies their completions in sequential order.
+func (c *Sim) parallelWindow(bound int64) error {
+	last := len(c.workers) - 1
+	for _, w := range c.workers[:last] {
+		w.bound = bound
+		w.signal() // publishes bound
+	}
+	c.workers[last].window(bound)
+	for _, w := range c.workers[:last] {
+		for spins := 0; w.fin.Load() != w.seq.Load(); spins++ {
+			if spins%256 == 255 {
+				runtime.Gosched()
+			}
+		}
+	}
+	var failed *worker
+	for _, w := range c.workers {
+		if w.err != nil && (failed == nil || w.errAt < failed.errAt) {
+			failed = w
+		}
+	}
+	if failed != nil {
+		c.err = fmt.Errorf("instance %s: %w", c.ids[failed.errAt], failed.err)
+		return c.err
+	}
+	c.merged = c.merged[:0]
+	for _, w := range c.workers {
+		c.merged = append(c.merged, w.out...)
+	}
+	slices.SortFunc(c.merged, func(a, b doneAt) int {
+		if c := cmp.Compare(a.at, b.at); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.inst, b.inst); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ord, b.ord)
+	})
+	for k := range c.merged {
+		m := &c.merged[k]
+		c.complete(m.inst, &m.d, m.at)
+	}
+	for i, e := range c.eng {
+		at, ok := e.NextEventUs()
+		c.inst.set(i, at, ok)
+	}
+	return c.err
+}
