@@ -59,6 +59,7 @@ fuzz_targets=(
   "./sim/workload FuzzParseDist"
   "./sim/workload FuzzReplayCSV"
   "./cmd/calibrate FuzzReadManifest"
+  "./deploy FuzzParseDeployment"
 )
 for t in "${fuzz_targets[@]}"; do
   set -- $t
