@@ -5,7 +5,9 @@ import "fmt"
 // RequestSpec is one request offered to the simulator: what a workload
 // generator or a replayed trace provides. Times are integer microseconds.
 type RequestSpec struct {
-	// ID is the request's index in arrival order, 0-based and dense.
+	// ID identifies the request; the caller chooses it, unique among an
+	// engine's requests (its own KV content is identified by it). Workloads
+	// number requests 0, 1, ... in arrival order.
 	ID        int64
 	ArrivalUs int64
 	// PromptTokens and OutputTokens are the input length and the number of

@@ -1,6 +1,7 @@
 // Command blis simulates vLLM serving deployments. run simulates one vLLM
-// instance serving a workload and prints its metrics as JSON; it can also
-// write the run as a vLLM trace for calibrate.
+// instance, or a cluster of them behind admission and a router, serving a
+// workload, and prints its metrics as JSON; it can also write the run as a
+// vLLM trace for calibrate.
 package main
 
 import (
@@ -21,7 +22,8 @@ func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "blis",
 		Short: "Simulate vLLM serving before you buy the GPUs",
-		Long: `blis is a deterministic discrete-event simulator of vLLM instances. Its
+		Long: `blis is a deterministic discrete-event simulator of vLLM instances, alone
+or as a cluster behind admission and a router (see docs/cluster.md). Its
 latency models are the physics-normalized model fitted by calibrate, an
 analytical roofline, or a blackbox regression.
 
