@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -189,20 +188,30 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 
 	var tw *simtrace.Writer
 	var closers []func() error
+	// Outputs are written to temporary files renamed over their paths only
+	// when the run succeeds.
+	var outs []*atomicFile
+	defer func() {
+		for _, f := range outs {
+			f.abort()
+		}
+	}()
 	if o.traceFile != "" {
-		tf, err := createOut(o.traceFile, "--otlp-trace")
+		tf, err := createAtomic(o.traceFile, "--otlp-trace")
 		if err != nil {
 			return err
 		}
+		outs = append(outs, tf)
 		var kvw io.Writer
 		if o.kvEventsFile != "" {
-			kf, err := createOut(o.kvEventsFile, "--kv-events")
+			kf, err := createAtomic(o.kvEventsFile, "--kv-events")
 			if err != nil {
 				return err
 			}
+			outs = append(outs, kf)
 			kvb := bufio.NewWriterSize(kf, 1<<20)
 			kvw = kvb
-			closers = append(closers, kvb.Flush, kf.Close)
+			closers = append(closers, kvb.Flush, kf.commit)
 		}
 		tb := bufio.NewWriterSize(tf, 1<<20)
 		o.traceOpt.Model = r.cfg.Model.Name
@@ -211,7 +220,7 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 			return err
 		}
 		r.simCfg.Observer = tw
-		closers = append([]func() error{tw.Close, tb.Flush, tf.Close}, closers...)
+		closers = append([]func() error{tw.Close, tb.Flush, tf.commit}, closers...)
 	}
 
 	start := time.Now()
@@ -229,6 +238,7 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 			return fmt.Errorf("writing trace: %w", err)
 		}
 	}
+	outs = nil
 	out := report{
 		Tool:     "blis run",
 		Version:  1,
@@ -252,13 +262,6 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 	return nil
 }
 
-func createOut(path, flag string) (*os.File, error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", flag, err)
-	}
-	return f, nil
-}
 
 // resolve turns flags into a validated configuration; every error names
 // the flag or file at fault.

@@ -215,3 +215,35 @@ func TestRNGStreamsAreIndependent(t *testing.T) {
 	}
 	require.Equal(t, shapes(a), shapes(b), "but not the workload")
 }
+
+// TestAtomicOutputs: an output is written to a temporary file beside its
+// path and renamed over it only on commit; an aborted one (a failed run)
+// leaves the earlier file whole and no temporary file behind.
+func TestAtomicOutputs(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "run.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte("earlier trace\n"), 0o644))
+	f, err := createAtomic(path, "--otlp-trace")
+	require.NoError(t, err)
+	_, err = f.WriteString("half a new trace")
+	require.NoError(t, err)
+	f.abort()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, "earlier trace\n", string(data))
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "no temporary file is left behind")
+
+	f, err = createAtomic(path, "--otlp-trace")
+	require.NoError(t, err)
+	_, err = f.WriteString("new trace\n")
+	require.NoError(t, err)
+	require.NoError(t, f.commit())
+	f.abort() // after a commit, a no-op
+	data, err = os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, "new trace\n", string(data))
+	_, err = createAtomic(filepath.Join(dir, "no", "such", "dir.jsonl"), "--otlp-trace")
+	require.ErrorContains(t, err, "--otlp-trace")
+}
