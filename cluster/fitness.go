@@ -2,10 +2,9 @@ package cluster
 
 import (
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
 
+	"github.com/blis-sim/blis/internal/weights"
 	"github.com/blis-sim/blis/sim"
 )
 
@@ -64,33 +63,19 @@ func validFitnessKey(k string) bool {
 
 // ParseFitnessWeights reads "key:weight,key:weight".
 func ParseFitnessWeights(s string) ([]FitnessWeight, error) {
-	var out []FitnessWeight
-	var sum float64
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		k, w, ok := strings.Cut(part, ":")
-		if !ok {
-			return nil, fmt.Errorf("fitness weight %q: want key:weight", part)
-		}
-		k = strings.TrimSpace(k)
+	ws, err := weights.Parse(s, "fitness key", "fitness weights", func(k string) error {
 		if !validFitnessKey(k) {
-			return nil, fmt.Errorf("fitness key %q is not a metric; use throughput, tokens_per_sec or STAT_METRIC with STAT in %s and METRIC in %s",
+			return fmt.Errorf("fitness key %q is not a metric; use throughput, tokens_per_sec or STAT_METRIC with STAT in %s and METRIC in %s",
 				k, strings.Join(fitnessStats, ", "), strings.Join(fitnessMetrics, ", "))
 		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(w), 64)
-		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-			return nil, fmt.Errorf("fitness key %s: weight %q must be a finite number >= 0", k, w)
-		}
-		for _, o := range out {
-			if o.Key == k {
-				return nil, fmt.Errorf("fitness key %s is listed twice", k)
-			}
-		}
-		out = append(out, FitnessWeight{Key: k, Weight: v})
-		sum += v
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	if !(sum > 0) {
-		return nil, fmt.Errorf("fitness weights %q are all 0; at least one must be > 0", s)
+	out := make([]FitnessWeight, len(ws))
+	for i, w := range ws {
+		out[i] = FitnessWeight{Key: w.Name, Weight: w.Weight}
 	}
 	return out, nil
 }

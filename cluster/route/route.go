@@ -16,10 +16,10 @@ package route
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
+	"github.com/blis-sim/blis/internal/weights"
 	"github.com/blis-sim/blis/sim"
 )
 
@@ -205,32 +205,18 @@ type WeightedScorer struct {
 // >= 0 and not all 0; a name may appear once. Unknown names are an error
 // listing the valid ones.
 func ParseScorers(s string) ([]WeightedScorer, error) {
-	var out []WeightedScorer
-	var sum float64
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		name, w, ok := strings.Cut(part, ":")
-		if !ok {
-			return nil, fmt.Errorf("scorer %q: want name:weight", part)
-		}
-		name = strings.TrimSpace(name)
+	ws, err := weights.Parse(s, "scorer", "scorer weights", func(name string) error {
 		if !knownScorer(name) {
-			return nil, fmt.Errorf("scorer %q is not a scorer; use one of %s", name, strings.Join(ScorerNames, ", "))
+			return fmt.Errorf("scorer %q is not a scorer; use one of %s", name, strings.Join(ScorerNames, ", "))
 		}
-		weight, err := strconv.ParseFloat(strings.TrimSpace(w), 64)
-		if err != nil || math.IsNaN(weight) || math.IsInf(weight, 0) || weight < 0 {
-			return nil, fmt.Errorf("scorer %s: weight %q must be a finite number >= 0", name, w)
-		}
-		for _, o := range out {
-			if o.Name == name {
-				return nil, fmt.Errorf("scorer %s is listed twice", name)
-			}
-		}
-		out = append(out, WeightedScorer{Name: name, Weight: weight})
-		sum += weight
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	if !(sum > 0) {
-		return nil, fmt.Errorf("scorer weights %q are all 0; at least one must be > 0", s)
+	out := make([]WeightedScorer, len(ws))
+	for i, w := range ws {
+		out[i] = WeightedScorer{Name: w.Name, Weight: w.Weight}
 	}
 	return out, nil
 }

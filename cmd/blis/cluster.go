@@ -17,7 +17,6 @@ import (
 	"github.com/blis-sim/blis/cluster/admit"
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/deploy"
-	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/sim"
 	"github.com/blis-sim/blis/sim/simtrace"
 	"github.com/blis-sim/blis/sim/workload"
@@ -388,18 +387,9 @@ type clusterConfig struct {
 }
 
 type poolConfig struct {
-	Name         string            `json:"name"`
-	Replicas     int               `json:"replicas"`
-	Model        string            `json:"model"`
-	Hardware     string            `json:"hardware"`
-	TP           int               `json:"tp"`
-	VLLM         physics.VLLMKnobs `json:"vllm"`
-	LongPrefill  int64             `json:"long_prefill_token_threshold"`
-	Scheduler    string            `json:"scheduler"`
-	Priority     string            `json:"priority"`
-	Latency      string            `json:"latency"`
-	Coefficients string            `json:"coefficients,omitempty"`
-	Noise        float64           `json:"latency_noise"`
+	Name     string `json:"name"`
+	Replicas int    `json:"replicas"`
+	instanceConfig
 }
 
 type admissionConfig struct {
@@ -420,10 +410,7 @@ func describeCluster(o *runOpts, d *deploy.Deployment, b *deploy.Built) clusterC
 	cc := clusterConfig{Instances: d.NumInstances(), Deployment: o.cl.deployment, Workload: describeWorkload(o), Seed: o.seed, HorizonS: o.horizonS,
 		Observability: map[string]int64{}}
 	for i, p := range d.Pools {
-		in := b.Pools[i]
-		cc.Pools = append(cc.Pools, poolConfig{Name: p.Name, Replicas: p.Replicas, Model: in.Phys.Model.Name, Hardware: in.Phys.Hardware.Name,
-			TP: in.Phys.TP, VLLM: in.Phys.Knobs, LongPrefill: p.Instance.LongPrefillThreshold, Scheduler: p.Instance.Scheduler,
-			Priority: p.Instance.Priority, Latency: in.LatencyName, Coefficients: in.CoefficientsSource, Noise: p.Instance.Latency.Noise})
+		cc.Pools = append(cc.Pools, poolConfig{Name: p.Name, Replicas: p.Replicas, instanceConfig: describeInstance(&p.Instance, b.Pools[i])})
 	}
 	a := d.Admission
 	cc.Admission = admissionConfig{Policy: a.Policy, LatencyUs: a.LatencyUs}

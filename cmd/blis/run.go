@@ -161,12 +161,12 @@ KV events subscriber's JSON lines when --kv-blocks-cpu is set.`,
 
 // resolved is everything a run needs, built and checked before it starts.
 type resolved struct {
-	cfg      *physics.PhysicsConfig
-	simCfg   sim.Config
-	reqs     []sim.RequestSpec
-	replay   *workload.ReplayReport
-	latency  string
-	coeffSrc string
+	spec   deploy.InstanceSpec
+	in     *deploy.Instance
+	cfg    *physics.PhysicsConfig
+	simCfg sim.Config
+	reqs   []sim.RequestSpec
+	replay *workload.ReplayReport
 }
 
 func runRun(cmd *cobra.Command, o *runOpts) error {
@@ -285,7 +285,7 @@ func resolve(flags *pflag.FlagSet, o *runOpts) (*resolved, error) {
 	if err != nil {
 		return nil, deploy.FlagError(err)
 	}
-	r := &resolved{cfg: in.Phys, simCfg: in.Config, latency: in.LatencyName, coeffSrc: in.CoefficientsSource}
+	r := &resolved{spec: spec, in: in, cfg: in.Phys, simCfg: in.Config}
 	r.simCfg.Options = sim.Options{HorizonUs: int64(math.Round(o.horizonS * 1e6)), Exhaustive: o.debugInv, RecordRequests: o.perRequest}
 	if o.replay != "" {
 		reqs, rep, err := workload.Replay(o.replay)
@@ -475,6 +475,14 @@ type report struct {
 }
 
 type runConfig struct {
+	instanceConfig
+	Workload string  `json:"workload"`
+	Seed     int64   `json:"seed"`
+	HorizonS float64 `json:"horizon_s"`
+}
+
+// instanceConfig is an instance as the output echoes it.
+type instanceConfig struct {
 	Model        string            `json:"model"`
 	Hardware     string            `json:"hardware"`
 	TP           int               `json:"tp"`
@@ -485,9 +493,14 @@ type runConfig struct {
 	Latency      string            `json:"latency"`
 	Coefficients string            `json:"coefficients,omitempty"`
 	Noise        float64           `json:"latency_noise"`
-	Workload     string            `json:"workload"`
-	Seed         int64             `json:"seed"`
-	HorizonS     float64           `json:"horizon_s"`
+}
+
+func describeInstance(spec *deploy.InstanceSpec, in *deploy.Instance) instanceConfig {
+	return instanceConfig{
+		Model: in.Phys.Model.Name, Hardware: in.Phys.Hardware.Name, TP: in.Phys.TP, VLLM: in.Phys.Knobs,
+		LongPrefill: spec.LongPrefillThreshold, Scheduler: spec.Scheduler, Priority: spec.Priority,
+		Latency: in.Config.Latency.Name(), Coefficients: in.CoefficientsSource, Noise: spec.Latency.Noise,
+	}
 }
 
 // describeWorkload is the workload in one line.
@@ -507,11 +520,7 @@ func describeWorkload(o *runOpts) string {
 }
 
 func describe(o *runOpts, r *resolved) runConfig {
-	return runConfig{
-		Model: r.cfg.Model.Name, Hardware: r.cfg.Hardware.Name, TP: r.cfg.TP, VLLM: r.cfg.Knobs,
-		LongPrefill: o.longPrefill, Scheduler: o.scheduler, Priority: o.priority, Latency: r.simCfg.Latency.Name(),
-		Coefficients: r.coeffSrc, Noise: o.noise, Workload: describeWorkload(o), Seed: o.seed, HorizonS: o.horizonS,
-	}
+	return runConfig{instanceConfig: describeInstance(&r.spec, r.in), Workload: describeWorkload(o), Seed: o.seed, HorizonS: o.horizonS}
 }
 
 // flagError prefixes a workload error with "--" when it starts with the
