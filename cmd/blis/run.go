@@ -262,7 +262,6 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 	return nil
 }
 
-
 // resolve turns flags into a validated configuration; every error names
 // the flag or file at fault.
 func resolve(flags *pflag.FlagSet, o *runOpts) (*resolved, error) {
