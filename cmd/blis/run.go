@@ -69,7 +69,10 @@ throughput metrics as JSON on stdout.
 With --num-instances N, --deployment FILE or any cluster flag (admission,
 routing, snapshot freshness, decision trace, fitness) it simulates a cluster:
 the instances behind an admission policy and a router on one clock, and
-prints the aggregated metrics with each instance's own. See docs/cluster.md.
+prints the aggregated metrics with each instance's own. The workload
+(--rate, --requests, --replay) is what arrives at the cluster's front; the
+instance flags apply to every instance (and override a deployment file's
+pools). See docs/cluster.md.
 
 Latency models (--latency):
   physics   step time from the 16 physics features and fitted coefficients
