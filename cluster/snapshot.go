@@ -118,7 +118,7 @@ func copySignal(dst, src *sim.Status, s Signal) {
 	}
 }
 
-// scrapeAll publishes every periodic signal of every instance.
+// scrapeGroup publishes the group's signals of every instance.
 func (s *snapshots) scrapeGroup(g *scrapeGroup, engines []*sim.Engine) {
 	for i, e := range engines {
 		st := e.Status()
