@@ -4,16 +4,24 @@
 // corrupt files (nil column chunk metadata, for example), and only a panic on
 // the caller's goroutine can be recovered and turned into an error that names
 // the file and column. Nulls come back as a validity slice.
+//
+// A damaged file must not take the machine's memory either: the Arrow reader
+// allocates what page headers claim (and, in v17, keeps every buffer of the
+// pages it skips until the column chunk ends), so all its allocations go
+// through an allocator with a budget, and a footer row count is checked
+// against the row groups before anything is sized from it.
 package pqread
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
 	"github.com/apache/arrow/go/v17/arrow/memory"
+	"github.com/apache/arrow/go/v17/parquet"
 	"github.com/apache/arrow/go/v17/parquet/file"
 	"github.com/apache/arrow/go/v17/parquet/pqarrow"
 )
@@ -25,7 +33,50 @@ type File struct {
 	pr     *file.Reader
 	fr     *pqarrow.FileReader
 	schema *arrow.Schema
+	rows   int64
+	mem    *budget
 }
+
+// MemoryBudget bounds the bytes the Arrow reader may hold at once while
+// reading one file. A valid file needs a few pages and one batch (tens of
+// MiB); only a damaged page header asks for more.
+const MemoryBudget = 1 << 30
+
+var errBudget = errors.New("page sizes exceed the reader's memory budget")
+
+// budget is a memory.Allocator that panics with errBudget when the bytes
+// outstanding would exceed limit; the panic is recovered by Open and read.
+type budget struct {
+	mem   memory.GoAllocator
+	used  int
+	limit int
+}
+
+func (b *budget) charge(n int) {
+	if n < 0 || n > b.limit-b.used {
+		panic(errBudget)
+	}
+	b.used += n
+}
+
+func (b *budget) Allocate(size int) []byte {
+	b.charge(size)
+	return b.mem.Allocate(size)
+}
+
+func (b *budget) Reallocate(size int, old []byte) []byte {
+	if size < 0 {
+		panic(errBudget)
+	}
+	if d := size - len(old); d > 0 {
+		b.charge(d)
+	} else {
+		b.used += d
+	}
+	return b.mem.Reallocate(size, old)
+}
+
+func (b *budget) Free(buf []byte) { b.used -= len(buf) }
 
 // Open opens the Parquet file at path.
 func Open(path string) (_ *File, err error) {
@@ -41,11 +92,31 @@ func Open(path string) (_ *File, err error) {
 			f.Close()
 		}
 	}()
-	pr, err := file.NewParquetReader(f)
+	mem := &budget{limit: MemoryBudget}
+	pr, err := file.NewParquetReader(f, file.WithReadProps(parquet.NewReaderProperties(mem)))
 	if err != nil {
 		return nil, fmt.Errorf("%s: not a readable Parquet file: %w", path, err)
 	}
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	// Sizes are taken from the row count: it must match the row groups'.
+	var rows int64
+	for i := range pr.NumRowGroups() {
+		n := pr.MetaData().RowGroup(i).NumRows()
+		if n < 0 || rows+n < rows {
+			return nil, fmt.Errorf("%s: corrupt Parquet file: row group %d has %d rows", path, i, n)
+		}
+		rows += n
+	}
+	if rows != pr.NumRows() {
+		return nil, fmt.Errorf("%s: corrupt Parquet file: footer says %d rows, row groups hold %d", path, pr.NumRows(), rows)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkChunks(f, st.Size(), pr); err != nil {
+		return nil, fmt.Errorf("%s: corrupt Parquet file: %w", path, err)
+	}
+	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{}, mem)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -53,14 +124,14 @@ func Open(path string) (_ *File, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &File{Path: path, f: f, pr: pr, fr: fr, schema: sc}, nil
+	return &File{Path: path, f: f, pr: pr, fr: fr, schema: sc, rows: rows, mem: mem}, nil
 }
 
 // Close closes the file.
 func (f *File) Close() error { return f.f.Close() }
 
 // NumRows is the number of rows in the file.
-func (f *File) NumRows() int64 { return f.pr.NumRows() }
+func (f *File) NumRows() int64 { return f.rows }
 
 // Meta returns the file's key-value metadata value for key, or "" when the
 // key is absent.
@@ -88,15 +159,6 @@ func (f *File) Int64(col string) (Column[int64], error) {
 	c := Column[int64]{V: make([]int64, 0, f.NumRows())}
 	err := f.read(col, arrow.PrimitiveTypes.Int64, func(a arrow.Array) {
 		c.V = append(c.V, a.(*array.Int64).Int64Values()...)
-	}, &c.Valid)
-	return c, err
-}
-
-// Int32 reads an int32 column.
-func (f *File) Int32(col string) (Column[int32], error) {
-	c := Column[int32]{V: make([]int32, 0, f.NumRows())}
-	err := f.read(col, arrow.PrimitiveTypes.Int32, func(a arrow.Array) {
-		c.V = append(c.V, a.(*array.Int32).Int32Values()...)
 	}, &c.Valid)
 	return c, err
 }
@@ -141,6 +203,9 @@ func (f *File) read(col string, typ arrow.DataType, add func(arrow.Array), valid
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%s: column %s: corrupt Parquet file: %v", f.Path, col, p)
+			if p == errBudget {
+				err = fmt.Errorf("%s: column %s: corrupt Parquet file: %w (%d MiB)", f.Path, col, errBudget, MemoryBudget>>20)
+			}
 		}
 	}()
 	fi := f.schema.FieldIndices(col)
