@@ -3,6 +3,7 @@ package deploy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -50,6 +51,20 @@ var keyFlag = []struct{ key, flag string }{
 	{"routing.latency_us", "--routing-latency"},
 	{"routing.prefix_index_capacity", "--prefix-index-capacity"},
 	{"routing.snapshot_refresh_interval_us", "--snapshot-refresh-interval"},
+}
+
+// Flags lists, in table order and once each, every flag that Flag can
+// name, so that the CLI can check that it defines them all.
+func Flags() []string {
+	var out []string
+	for _, kf := range keyFlag {
+		for _, f := range strings.Split(kf.flag, ", ") {
+			if !slices.Contains(out, f) {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
 }
 
 // Flag is blis run's flag for a deployment key, or "" when there is none.

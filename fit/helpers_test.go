@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/blis-sim/blis/internal/simtest"
 	"github.com/blis-sim/blis/otlpingest"
 	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/sim"
@@ -167,26 +168,7 @@ func simulateEngines(t testing.TB, dir string, runs []simRun, ids []string) *phy
 			reqs[k] = workloadOf(t, r)
 		}
 	}
-	next := make([]int, len(runs))
-	for {
-		best, bestT := -1, int64(0)
-		for k, e := range engines {
-			at, ok := e.NextEventUs()
-			for next[k] < len(reqs[k]) && (!ok || reqs[k][next[k]].ArrivalUs <= at) {
-				q := reqs[k][next[k]]
-				require.NoError(t, e.Inject(q, q.ArrivalUs))
-				next[k]++
-				at, ok = e.NextEventUs()
-			}
-			if ok && (best < 0 || at < bestT) {
-				best, bestT = k, at
-			}
-		}
-		if best < 0 {
-			break
-		}
-		require.NoError(t, engines[best].Advance())
-	}
+	require.NoError(t, simtest.Interleave(engines, reqs))
 	for k, e := range engines {
 		_, err := e.Finish()
 		require.NoError(t, err)

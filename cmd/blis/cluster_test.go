@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/blis-sim/blis/cluster"
+	"github.com/blis-sim/blis/deploy"
 	"github.com/blis-sim/blis/otlpingest"
 )
 
@@ -206,5 +207,18 @@ func TestClusterTraceIngests(t *testing.T) {
 	require.NoError(t, err)
 	for _, id := range []string{"instance_0", "instance_1", "instance_2"} {
 		require.Contains(t, string(data), `"service.instance.id","value":{"stringValue":"`+id+`"}`)
+	}
+}
+
+// The deployment vocabulary (deploy's key-to-flag table) names only flags
+// that blis run defines, so an error rewritten in flag terms names a real
+// flag, and a renamed flag cannot leave the table behind.
+func TestDeployFlagsExist(t *testing.T) {
+	cmd := newRunCmd()
+	flags := deploy.Flags()
+	require.NotEmpty(t, flags)
+	for _, f := range flags {
+		require.True(t, strings.HasPrefix(f, "--"), "%q", f)
+		require.NotNil(t, cmd.Flags().Lookup(strings.TrimPrefix(f, "--")), "deploy names %s, which blis run does not define", f)
 	}
 }

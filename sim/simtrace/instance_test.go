@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/blis-sim/blis/internal/simtest"
 	"github.com/blis-sim/blis/otlpingest"
 	"github.com/blis-sim/blis/sim"
 )
@@ -55,26 +56,7 @@ func runCluster(t *testing.T, trace *bufio.Writer, kv *wholeLines, ids []string,
 		require.NoError(t, err)
 		writers[k] = w
 	}
-	next := make([]int, len(ids))
-	for {
-		best, bestT := -1, int64(0)
-		for k, e := range engines {
-			at, ok := e.NextEventUs()
-			for next[k] < len(reqs[k]) && (!ok || reqs[k][next[k]].ArrivalUs <= at) {
-				r := reqs[k][next[k]]
-				require.NoError(t, e.Inject(r, r.ArrivalUs))
-				next[k]++
-				at, ok = e.NextEventUs()
-			}
-			if ok && (best < 0 || at < bestT) {
-				best, bestT = k, at
-			}
-		}
-		if best < 0 {
-			break
-		}
-		require.NoError(t, engines[best].Advance())
-	}
+	require.NoError(t, simtest.Interleave(engines, reqs))
 	stats := make([]Stats, len(ids))
 	results := make([]*sim.Result, len(ids))
 	for k, e := range engines {
