@@ -93,18 +93,16 @@ type Source interface {
 	Next() sim.RequestSpec
 }
 
-// Outcome is how a request left the cluster.
-type Outcome uint8
+// Outcome is how a request left the cluster (sim.Outcome, so that a
+// workload source outside this package can observe it).
+type Outcome = sim.Outcome
 
 const (
-	Completed Outcome = iota
-	Rejected
-	Dropped // unservable at its instance
+	Completed = sim.Completed
+	Rejected  = sim.Rejected
+	Dropped   = sim.Dropped // unservable at its instance
+	TimedOut  = sim.TimedOut
 )
-
-var outcomeNames = [...]string{"completed", "rejected", "dropped"}
-
-func (o Outcome) String() string { return outcomeNames[o] }
 
 // CompletionObserver is implemented by a Source that needs to know when
 // its requests leave (a closed-loop workload sends its next request a

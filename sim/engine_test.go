@@ -250,11 +250,65 @@ func TestSharedBlocksAgreesWithBlockShared(t *testing.T) {
 			{ID: 2, PromptTokens: 300, PrefixGroup: 3, PrefixTokens: 256},
 			{ID: 3, PromptTokens: 300, PrefixGroup: 3, PrefixTokens: 15},
 			{ID: 4, PromptTokens: 300, PrefixGroup: 3, PrefixTokens: 300},
+			{ID: 5, PromptTokens: 300, OutputTokens: 40, Session: 9},
+			{ID: 6, PromptTokens: 300, OutputTokens: 40, Session: 9, PrefixGroup: 2, PrefixTokens: 100},
+			{ID: 7, PromptTokens: 300, Content: []uint64{5, 6, 7}, ContentTokens: 64},
+			{ID: 8, PromptTokens: 100, Content: []uint64{5, 6, 7}, ContentTokens: 64},
+			{ID: 9, PromptTokens: 300, Content: []uint64{5}, ContentTokens: 64, PrefixGroup: 1, PrefixTokens: 128},
 		} {
 			n := SharedBlocks(&spec, bs)
-			for i := int64(0); i < spec.PromptTokens/bs+2; i++ {
+			for i := int64(0); i < (spec.PromptTokens+spec.OutputTokens)/bs+2; i++ {
 				require.Equal(t, i < n, blockShared(&spec, i, bs), "block %d of %+v at block size %d", i, spec, bs)
 			}
 		}
 	}
+}
+
+// drain advances e until it has no event left.
+func drain(t *testing.T, e *Engine) {
+	t.Helper()
+	for {
+		if _, ok := e.NextEventUs(); !ok {
+			return
+		}
+		require.NoError(t, e.Advance())
+	}
+}
+
+// A session's next turn re-sends the previous turn's prompt and output:
+// its leading blocks are the previous turn's and hit the cache, while a
+// request of another session with the same lengths hits nothing.
+func TestSessionTurnHitsThePreviousTurn(t *testing.T) {
+	e, err := NewEngine(baseConfig())
+	require.NoError(t, err)
+	turn1 := RequestSpec{ID: 1, PromptTokens: 200, OutputTokens: 56, Session: 4}
+	require.NoError(t, e.Inject(turn1, 0))
+	drain(t, e)
+	turn2 := RequestSpec{ID: 2, ArrivalUs: e.Now(), PromptTokens: 256 + 100, OutputTokens: 10, Session: 4}
+	other := RequestSpec{ID: 3, PromptTokens: 356, OutputTokens: 10, Session: 5}
+	own := RequestSpec{ID: 1, PromptTokens: 356, OutputTokens: 10}
+	h2 := AppendBlockHashes(nil, &turn2, 16, 356/16)
+	require.Equal(t, AppendBlockHashes(nil, &turn1, 16, 256/16), h2[:256/16], "turn 2 starts with turn 1's stream")
+	// The last output token is never fed back, so turn 1's KV covers 255
+	// tokens: 15 full blocks.
+	require.Equal(t, int64(15), e.CachedPrefixBlocks(h2), "turn 1's prompt and output blocks are cached")
+	require.Zero(t, e.CachedPrefixBlocks(AppendBlockHashes(nil, &other, 16, 356/16)))
+	require.NotEqual(t, AppendBlockHashes(nil, &own, 16, 2), h2[:2], "a session's content differs from a request's own of the same id")
+	require.NoError(t, e.Inject(turn2, e.Now()))
+	drain(t, e)
+	res, err := e.Finish()
+	require.NoError(t, err)
+	require.Equal(t, int64(240), res.CachedPromptTokens, "the second turn's first 240 tokens come from the cache")
+}
+
+// Named content (a Mooncake trace's hash ids) is shared exactly as far as
+// two requests' id lists agree, in whole chunks inside the prompt.
+func TestContentIDsSharePrefixes(t *testing.T) {
+	a := RequestSpec{ID: 1, PromptTokens: 512 * 3, Content: []uint64{11, 12, 13}, ContentTokens: 512}
+	b := RequestSpec{ID: 2, PromptTokens: 512*3 + 100, Content: []uint64{11, 12, 99, 5}, ContentTokens: 512}
+	ha, hb := AppendBlockHashes(nil, &a, 16, 96), AppendBlockHashes(nil, &b, 16, 96)
+	require.Equal(t, ha[:64], hb[:64], "the first two chunks agree")
+	require.NotEqual(t, ha[64], hb[64], "the third differs")
+	require.Equal(t, int64(96), SharedBlocks(&b, 16), "the fourth chunk lies beyond the prompt")
+	require.Error(t, RequestSpec{ID: 1, PromptTokens: 5, OutputTokens: 1, Content: []uint64{1}}.Validate())
 }

@@ -3,8 +3,16 @@ package sim
 import "github.com/blis-sim/blis/internal/mix"
 
 // Block identity. Block i of a request's token stream (its prompt, then
-// its output) is shared content when it lies wholly inside the request's
-// prefix group's shared prefix, and the request's own content otherwise.
+// its output) is, in this order of precedence:
+//   - its prefix group's content, when it lies wholly inside the group's
+//     shared prefix (PrefixGroup, PrefixTokens);
+//   - named content, when it lies wholly inside the prompt's named chunks
+//     (Content, ContentTokens: an imported trace's block hash ids);
+//   - its session's content, when the request continues a session;
+//   - the request's own content otherwise.
+//
+// The first three are shared content (another request can find them
+// cached); own content only the request itself can look up again.
 // A block's hash chains its content with the hash of the block before it,
 // as vLLM's prefix cache does, so equal hashes mean equal prefixes and a
 // cache lookup walks the chain from block 0.
@@ -22,25 +30,57 @@ func chain(h, v uint64) uint64 {
 // own, and since a block's hash chains every block before it, only the
 // request itself can ever look that block up again.
 func blockShared(spec *RequestSpec, i, blockSize int64) bool {
+	return inGroupPrefix(spec, i, blockSize) || inContent(spec, i, blockSize) ||
+		spec.Session > 0 && (i+1)*blockSize <= spec.PromptTokens+spec.OutputTokens
+}
+
+func inGroupPrefix(spec *RequestSpec, i, blockSize int64) bool {
 	return spec.PrefixGroup > 0 && (i+1)*blockSize <= spec.PrefixTokens
+}
+
+// contentSpan is how many leading prompt tokens the named chunks cover.
+func contentSpan(spec *RequestSpec) int64 {
+	if len(spec.Content) == 0 {
+		return 0
+	}
+	n := spec.PromptTokens / spec.ContentTokens
+	return min(n, int64(len(spec.Content))) * spec.ContentTokens
+}
+
+func inContent(spec *RequestSpec, i, blockSize int64) bool {
+	return len(spec.Content) > 0 && (i+1)*blockSize <= contentSpan(spec)
 }
 
 // SharedBlocks is how many leading blocks of spec's stream are shared
 // content (its group's prefix), the only blocks another request can find
 // cached: block i is shared exactly when i < SharedBlocks.
+// A session request's whole stream is shared: the next turn re-sends it.
 func SharedBlocks(spec *RequestSpec, blockSize int64) int64 {
-	if spec.PrefixGroup <= 0 {
-		return 0
+	if spec.Session > 0 {
+		return (spec.PromptTokens + spec.OutputTokens) / blockSize
 	}
-	return spec.PrefixTokens / blockSize
+	var n int64
+	if spec.PrefixGroup > 0 {
+		n = spec.PrefixTokens / blockSize
+	}
+	return max(n, contentSpan(spec)/blockSize)
 }
 
 // blockContent identifies the tokens of block i of spec's stream.
+// The kinds are tagged in the top bits so that no two kinds collide.
 func blockContent(spec *RequestSpec, i, blockSize int64) uint64 {
-	if blockShared(spec, i, blockSize) {
+	switch {
+	case inGroupPrefix(spec, i, blockSize):
 		return uint64(spec.PrefixGroup)<<32 | uint64(i) | 1<<63
+	case inContent(spec, i, blockSize):
+		// The chunks holding the block's first and last tokens, and the
+		// block's position (chunks need not be a multiple of blocks).
+		first, last := i*blockSize/spec.ContentTokens, ((i+1)*blockSize-1)/spec.ContentTokens
+		return mix.Splitmix64(spec.Content[first]^mix.Splitmix64(spec.Content[last]+uint64(i))) | 3<<62
+	case spec.Session > 0 && (i+1)*blockSize <= spec.PromptTokens+spec.OutputTokens:
+		return mix.Splitmix64(uint64(spec.Session)<<24^uint64(i))&^(3<<62) | 1<<62
 	}
-	return uint64(spec.ID)<<24 ^ uint64(i)
+	return (uint64(spec.ID)<<24 ^ uint64(i)) &^ (3 << 62)
 }
 
 // AppendBlockHashes extends dst, which must hold the chained hashes of

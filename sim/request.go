@@ -27,6 +27,41 @@ type RequestSpec struct {
 	// class and fairness across tenants; the engine ignores both.
 	Tenant   int32
 	SLOClass SLOClass
+	// Session > 0 names a token stream that several requests continue in
+	// turn (the turns of a chat session, the calls of an agent): the
+	// request's stream, prompt then output, is the session's stream from
+	// its start, so turn k+1, whose prompt holds turn k's prompt and output,
+	// finds their blocks cached. A session's requests must not overlap in
+	// time (each is sent after the previous one finished).
+	Session int64
+	// Content, when not empty, names the prompt's leading tokens in chunks
+	// of ContentTokens: requests whose lists start with the same k ids share
+	// their first k·ContentTokens prompt tokens (a Mooncake trace's
+	// hash_ids, 512 tokens each). Only chunks wholly inside the prompt count.
+	Content       []uint64
+	ContentTokens int64
+}
+
+// Outcome is how a request left: completed (its last token delivered),
+// rejected by admission, dropped as unservable at its instance, or timed
+// out (its client gave up and the request was aborted).
+type Outcome uint8
+
+const (
+	Completed Outcome = iota
+	Rejected
+	Dropped
+	TimedOut
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{"completed", "rejected", "dropped", "timed_out"}
+
+func (o Outcome) String() string {
+	if o < numOutcomes {
+		return outcomeNames[o]
+	}
+	return fmt.Sprintf("outcome(%d)", o)
 }
 
 // SLOClass is a request's service class (seed 002): realtime,
@@ -80,6 +115,12 @@ func (r RequestSpec) Validate() error {
 		return fmt.Errorf("request %d: tenant %d is negative", r.ID, r.Tenant)
 	case r.SLOClass >= numSLOClasses:
 		return fmt.Errorf("request %d: slo_class %d is not a class", r.ID, r.SLOClass)
+	case r.Session < 0:
+		return fmt.Errorf("request %d: session %d is negative", r.ID, r.Session)
+	case len(r.Content) > 0 && r.ContentTokens <= 0:
+		return fmt.Errorf("request %d: content_tokens %d must be > 0 with %d content ids", r.ID, r.ContentTokens, len(r.Content))
+	case len(r.Content) == 0 && r.ContentTokens != 0:
+		return fmt.Errorf("request %d: content_tokens %d without content ids", r.ID, r.ContentTokens)
 	}
 	return nil
 }
