@@ -1,10 +1,8 @@
 package deploy
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"github.com/blis-sim/blis/internal/yamlfile"
 
 	"github.com/blis-sim/blis/cluster"
 	"github.com/blis-sim/blis/cluster/admit"
@@ -82,7 +80,7 @@ type Deployment struct {
 	// Freshness is each signal's refresh interval, µs.
 	Freshness cluster.Freshness
 
-	lines    map[string]int // key path -> line
+	doc      *yamlfile.Doc  // key lines
 	fromFile bool           // errors name the file and line; else they stay *FieldError
 }
 
@@ -205,26 +203,12 @@ func LoadDeployment(path string) (*Deployment, error) {
 // ParseDeployment reads a deployment file's bytes; source names it in
 // errors and relative paths are resolved from its folder.
 func ParseDeployment(data []byte, source string) (*Deployment, error) {
-	d := &Deployment{Source: source, lines: map[string]int{}, fromFile: true}
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%s: empty file", source)
-		}
-		return nil, fmt.Errorf("%s: %s", source, strings.TrimPrefix(err.Error(), "yaml: "))
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		return nil, fmt.Errorf("%s:%d: a second YAML document; a deployment file holds one", source, extra.Line)
-	}
-	d.index(doc.Content[0], "")
 	var f fileYAML
-	strict := yaml.NewDecoder(bytes.NewReader(data))
-	strict.KnownFields(true)
-	if err := strict.Decode(&f); err != nil {
-		return nil, yamlError(source, err)
+	doc, err := yamlfile.Decode(data, source, &f, yamlTypes)
+	if err != nil {
+		return nil, err
 	}
+	d := &Deployment{Source: source, doc: doc, fromFile: true}
 	dir := filepath.Dir(source)
 	if len(f.Pools) == 0 {
 		return nil, d.errAt("pools", "at least one pool is required")
@@ -254,88 +238,18 @@ func ParseDeployment(data []byte, source string) (*Deployment, error) {
 }
 
 // yamlTypes names the file's mappings for error messages, with their keys.
-var yamlTypes = map[string]struct {
-	what string
-	keys reflect.Type
-}{
-	"deploy.fileYAML":      {"the top level", reflect.TypeOf(fileYAML{})},
-	"deploy.poolYAML":      {"a pool", reflect.TypeOf(poolYAML{})},
-	"deploy.vllmYAML":      {"vllm", reflect.TypeOf(vllmYAML{})},
-	"deploy.latencyYAML":   {"latency", reflect.TypeOf(latencyYAML{})},
-	"deploy.admissionYAML": {"admission", reflect.TypeOf(admissionYAML{})},
-	"deploy.routingYAML":   {"routing", reflect.TypeOf(routingYAML{})},
-	"deploy.obsYAML":       {"observability", reflect.TypeOf(obsYAML{})},
-}
-
-var (
-	unknownKeyRE = regexp.MustCompile(`^line (\d+): field (\S+) not found in type (\S+)$`)
-	lineRE       = regexp.MustCompile(`^line (\d+): (.*)$`)
-)
-
-// yamlError rewrites yaml.v3's decoding errors as file:line: message, and
-// lists the valid keys for an unknown one.
-func yamlError(source string, err error) error {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) || len(te.Errors) == 0 {
-		return fmt.Errorf("%s: %s", source, strings.TrimPrefix(err.Error(), "yaml: "))
-	}
-	msg := te.Errors[0]
-	if m := unknownKeyRE.FindStringSubmatch(msg); m != nil {
-		where, keys := "this mapping", ""
-		if t, ok := yamlTypes[m[3]]; ok {
-			where = t.what
-			var names []string
-			for i := 0; i < t.keys.NumField(); i++ {
-				names = append(names, strings.Split(t.keys.Field(i).Tag.Get("yaml"), ",")[0])
-			}
-			keys = "; use one of " + strings.Join(names, ", ")
-		}
-		return fmt.Errorf("%s:%s: unknown key %q in %s%s", source, m[1], m[2], where, keys)
-	}
-	if m := lineRE.FindStringSubmatch(msg); m != nil {
-		return fmt.Errorf("%s:%s: %s", source, m[1], strings.Replace(m[2], "cannot unmarshal", "cannot read", 1))
-	}
-	return fmt.Errorf("%s: %s", source, msg)
-}
-
-// index records the line of every key path.
-func (d *Deployment) index(n *yaml.Node, path string) {
-	switch n.Kind {
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			p := n.Content[i].Value
-			if path != "" {
-				p = path + "." + p
-			}
-			d.lines[p] = n.Content[i].Line
-			d.index(n.Content[i+1], p)
-		}
-	case yaml.SequenceNode:
-		for i, c := range n.Content {
-			p := fmt.Sprintf("%s[%d]", path, i)
-			d.lines[p] = c.Line
-			d.index(c, p)
-		}
-	}
-}
-
-// line is the line of key, or of its nearest ancestor present in the file.
-func (d *Deployment) line(key string) int {
-	for k := key; k != ""; {
-		if l, ok := d.lines[k]; ok {
-			return l
-		}
-		i := strings.LastIndexAny(k, ".[")
-		if i < 0 {
-			break
-		}
-		k = k[:i]
-	}
-	return 1
+var yamlTypes = map[string]yamlfile.Mapping{
+	"deploy.fileYAML":      {What: "the top level", Keys: reflect.TypeOf(fileYAML{})},
+	"deploy.poolYAML":      {What: "a pool", Keys: reflect.TypeOf(poolYAML{})},
+	"deploy.vllmYAML":      {What: "vllm", Keys: reflect.TypeOf(vllmYAML{})},
+	"deploy.latencyYAML":   {What: "latency", Keys: reflect.TypeOf(latencyYAML{})},
+	"deploy.admissionYAML": {What: "admission", Keys: reflect.TypeOf(admissionYAML{})},
+	"deploy.routingYAML":   {What: "routing", Keys: reflect.TypeOf(routingYAML{})},
+	"deploy.obsYAML":       {What: "observability", Keys: reflect.TypeOf(obsYAML{})},
 }
 
 func (d *Deployment) errAt(key, format string, args ...any) error {
-	return fmt.Errorf("%s:%d: %s: %s", d.Source, d.line(key), key, fmt.Sprintf(format, args...))
+	return d.doc.Errorf(key, format, args...)
 }
 
 // Err rewrites a *FieldError from pool i's instances in file terms
@@ -352,7 +266,7 @@ func (d *Deployment) Err(pool int, err error) error {
 	for i, f := range fe.Fields {
 		keys[i] = fmt.Sprintf("pools[%d].%s", pool, f)
 	}
-	return fmt.Errorf("%s:%d: %s: %w", d.Source, d.line(keys[0]), strings.Join(keys, ", "), fe.Err)
+	return fmt.Errorf("%s:%d: %s: %w", d.Source, d.doc.Line(keys[0]), strings.Join(keys, ", "), fe.Err)
 }
 
 // resolve makes a relative file path relative to the deployment file's
@@ -499,7 +413,7 @@ func (d *Deployment) keyErr(err error) error {
 	if err == nil || !d.fromFile || !errors.As(err, &fe) {
 		return err
 	}
-	return fmt.Errorf("%s:%d: %s: %w", d.Source, d.line(fe.Fields[0]), strings.Join(fe.Fields, ", "), fe.Err)
+	return fmt.Errorf("%s:%d: %s: %w", d.Source, d.doc.Line(fe.Fields[0]), strings.Join(fe.Fields, ", "), fe.Err)
 }
 
 // ParseRefresh reads a signal's refresh setting: "immediate" or 0 for a
@@ -634,5 +548,5 @@ func Uniform(spec InstanceSpec, n int) (*Deployment, error) {
 		return nil, fieldErrf("replicas", "must be in [1, %d], got %d", MaxInstances, n)
 	}
 	return &Deployment{Source: "flags", Pools: []Pool{{Name: "pool0", Replicas: n, Instance: spec}},
-		Admission: DefaultAdmission, Routing: DefaultRouting, lines: map[string]int{}}, nil
+		Admission: DefaultAdmission, Routing: DefaultRouting}, nil
 }

@@ -24,6 +24,7 @@ const (
 	KindNormal      = "normal"
 	KindLognormal   = "lognormal"
 	KindExponential = "exponential"
+	KindHistogram   = "histogram"
 )
 
 // maxTokens bounds every parameter and sample. It is far above any real
@@ -32,7 +33,8 @@ const maxTokens = 1 << 50
 
 // distForms lists the accepted ParseDist syntax, for error messages.
 const distForms = `accepted forms: 512 | const:512 | uniform:128,2048 | ` +
-	`normal:mean=512,cv=0.3 | lognormal:mean=512,cv=0.5 | exponential:mean=256; ` +
+	`normal:mean=512,cv=0.3 | lognormal:mean=512,cv=0.5 | exponential:mean=256 | ` +
+	`histogram:1-128=0.3,129-1024=0.6,4096=0.1 (inclusive ranges or values = weights); ` +
 	`every form takes optional ,min=N,max=N`
 
 // Dist is a token-length distribution. Samples are rounded to integers and
@@ -44,6 +46,17 @@ type Dist struct {
 	Mean, CV float64 // normal/lognormal/exponential: mean and coefficient of variation (exponential: CV is 1, ignored)
 	Lo, Hi   float64 // uniform bounds (inclusive integers after rounding); const uses Mean
 	Min, Max int64
+	// Bins is a histogram's ranges with their cumulative weights,
+	// normalized so the last is 1.
+	Bins []Bin
+}
+
+// Bin is one range of an empirical histogram: integers Lo..Hi inclusive,
+// each equally likely within the bin, with weight W (as given); Cum is
+// the cumulative probability up to and including this bin.
+type Bin struct {
+	Lo, Hi int64
+	W, Cum float64
 }
 
 // ParseDist reads a distribution from its command-line form:
@@ -74,6 +87,11 @@ func ParseDist(s string) (Dist, error) {
 		return Dist{}, fmt.Errorf("distribution %q: %s; %s", s, fmt.Sprintf(format, a...), distForms)
 	}
 	switch d.Kind {
+	case KindHistogram:
+		if err := d.parseBins(args); err != nil {
+			return syntax("%v", err)
+		}
+		return d, d.Validate()
 	case KindConst, KindUniform, KindNormal, KindLognormal, KindExponential:
 	default:
 		return syntax("unknown kind %q", d.Kind)
@@ -157,6 +175,60 @@ func ParseDist(s string) (Dist, error) {
 	return d, d.Validate()
 }
 
+// parseBins reads a histogram's items: lo-hi=weight, value=weight, and
+// the optional min=N, max=N.
+func (d *Dist) parseBins(args string) error {
+	var total float64
+	for _, item := range strings.Split(args, ",") {
+		item = strings.TrimSpace(item)
+		k, v, ok := strings.Cut(item, "=")
+		if !ok {
+			return fmt.Errorf("item %q is not range=weight", item)
+		}
+		k, v = strings.ToLower(strings.TrimSpace(k)), strings.TrimSpace(v)
+		if k == "min" || k == "max" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not an integer", k, v)
+			}
+			if k == "min" {
+				d.Min = n
+			} else {
+				d.Max = n
+			}
+			continue
+		}
+		los, his, isRange := strings.Cut(k, "-")
+		if !isRange {
+			his = los
+		}
+		lo, err1 := strconv.ParseInt(strings.TrimSpace(los), 10, 64)
+		hi, err2 := strconv.ParseInt(strings.TrimSpace(his), 10, 64)
+		if err1 != nil || err2 != nil {
+			return fmt.Errorf("range %q is not N or N-M with integers", k)
+		}
+		w, err := parseNum(v)
+		if err != nil {
+			return fmt.Errorf("weight of %s: %v", k, err)
+		}
+		if !(w >= 0) {
+			return fmt.Errorf("weight of %s must be >= 0, got %g", k, w)
+		}
+		total += w
+		d.Bins = append(d.Bins, Bin{Lo: lo, Hi: hi, W: w})
+	}
+	if !(total > 0) || math.IsInf(total, 0) {
+		return fmt.Errorf("the weights must sum to a finite number > 0, got %g", total)
+	}
+	var cum float64
+	for i := range d.Bins {
+		cum += d.Bins[i].W
+		d.Bins[i].Cum = cum / total
+	}
+	d.Bins[len(d.Bins)-1].Cum = 1
+	return nil
+}
+
 // parseNum parses a finite float.
 func parseNum(s string) (float64, error) {
 	v, err := strconv.ParseFloat(s, 64)
@@ -200,6 +272,23 @@ func (d Dist) Validate() error {
 			return fmt.Errorf("%s: mean must be > 0, got %g", d.Kind, d.Mean)
 		}
 		err = inRange("mean", d.Mean, 0)
+	case KindHistogram:
+		if len(d.Bins) == 0 {
+			return fmt.Errorf("histogram: no bins")
+		}
+		prev := 0.0
+		for _, b := range d.Bins {
+			switch {
+			case b.Lo < 1 || b.Hi < b.Lo || b.Hi > maxTokens:
+				return fmt.Errorf("histogram: range %d-%d must satisfy 1 <= lo <= hi <= %d", b.Lo, b.Hi, int64(maxTokens))
+			case !(b.Cum >= prev && b.Cum <= 1):
+				return fmt.Errorf("histogram: cumulative weights must rise to 1")
+			}
+			prev = b.Cum
+		}
+		if prev != 1 {
+			return fmt.Errorf("histogram: cumulative weights end at %g, not 1", prev)
+		}
 	case "":
 		return fmt.Errorf("distribution kind is empty; %s", distForms)
 	default:
@@ -249,6 +338,16 @@ func (d Dist) Sample(r *rand.Rand) int64 {
 		x = math.Exp(math.Log(d.Mean) - s2/2 + math.Sqrt(s2)*r.NormFloat64())
 	case KindExponential:
 		x = d.Mean * r.ExpFloat64()
+	case KindHistogram:
+		u := r.Float64()
+		i, _ := slices.BinarySearchFunc(d.Bins, u, func(b Bin, u float64) int {
+			if b.Cum <= u {
+				return -1
+			}
+			return 1
+		})
+		b := d.Bins[min(i, len(d.Bins)-1)]
+		return d.clamp(float64(b.Lo + r.Int64N(b.Hi-b.Lo+1)))
 	default:
 		panic(fmt.Sprintf("workload: Sample on invalid distribution kind %q", d.Kind))
 	}
@@ -283,6 +382,17 @@ func (d Dist) String() string {
 		b.WriteString(f(d.Lo) + "," + f(d.Hi))
 	case KindExponential:
 		b.WriteString("mean=" + f(d.Mean))
+	case KindHistogram:
+		for i, bin := range d.Bins {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if bin.Lo == bin.Hi {
+				fmt.Fprintf(&b, "%d=%s", bin.Lo, f(bin.W))
+			} else {
+				fmt.Fprintf(&b, "%d-%d=%s", bin.Lo, bin.Hi, f(bin.W))
+			}
+		}
 	default: // normal, lognormal, and anything invalid
 		b.WriteString("mean=" + f(d.Mean) + ",cv=" + f(d.CV))
 	}

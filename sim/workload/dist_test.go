@@ -24,6 +24,7 @@ func TestParseDist(t *testing.T) {
 		{"lognormal:mean=512,cv=0.5,min=16", Dist{Kind: KindLognormal, Mean: 512, CV: 0.5, Min: 16}, "lognormal:mean=512,cv=0.5,min=16"},
 		{"exponential:mean=256", Dist{Kind: KindExponential, Mean: 256}, "exponential:mean=256"},
 		{"exponential:mean=1e6,max=100000", Dist{Kind: KindExponential, Mean: 1e6, Max: 100000}, "exponential:mean=1e+06,max=100000"},
+		{"histogram:1-128=3, 4096=1,max=5000", Dist{Kind: KindHistogram, Max: 5000, Bins: []Bin{{1, 128, 3, 0.75}, {4096, 4096, 1, 1}}}, "histogram:1-128=3,4096=1,max=5000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -62,6 +63,12 @@ func TestParseDistErrors(t *testing.T) {
 		{"normal:mean=5,cv=1,max=-1", "normal: max must be within"},
 		{"uniform:max=5,1,2", "positional value \"1\" after key=value items"},
 		{"const:1e300", "const: value must be <= "},
+		{"histogram:1-128", `item "1-128" is not range=weight`},
+		{"histogram:1-x=1", `range "1-x" is not N or N-M`},
+		{"histogram:1-5=0", "weights must sum to a finite number > 0"},
+		{"histogram:1-5=-1,6=2", "weight of 1-5 must be >= 0"},
+		{"histogram:5-1=1", "range 5-1 must satisfy"},
+		{"histogram:0-4=1", "range 0-4 must satisfy"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -129,6 +136,9 @@ func TestDistStatistics(t *testing.T) {
 		{Dist{Kind: KindExponential, Mean: 1000}, 1000, 1, 0.05, 0.05},
 		// Discrete uniform 1..100: mean 50.5, sd sqrt((100²-1)/12).
 		{Dist{Kind: KindUniform, Lo: 1, Hi: 100}, 50.5, math.Sqrt((100*100-1)/12.0) / 50.5, 0.02, 0.03},
+		// Half the mass on 10, half uniform on 91..110 (mean 100.5):
+		// mean 55.25, E[x²] = (100 + 10133.5)/2.
+		{mustDist("histogram:10=1,91-110=1"), 55.25, math.Sqrt((100+10133.5)/2-55.25*55.25) / 55.25, 0.02, 0.03},
 	}
 	for _, tt := range tests {
 		t.Run(tt.d.String(), func(t *testing.T) {
@@ -149,4 +159,12 @@ func TestDistStatistics(t *testing.T) {
 			}
 		})
 	}
+}
+
+func mustDist(s string) Dist {
+	d, err := ParseDist(s)
+	if err != nil {
+		panic(err)
+	}
+	return d
 }
