@@ -80,8 +80,8 @@ type Deployment struct {
 	// Freshness is each signal's refresh interval, µs.
 	Freshness cluster.Freshness
 
-	doc      *yamlfile.Doc  // key lines
-	fromFile bool           // errors name the file and line; else they stay *FieldError
+	doc      *yamlfile.Doc // key lines
+	fromFile bool          // errors name the file and line; else they stay *FieldError
 }
 
 // Pool is a number of identical instances.
