@@ -77,6 +77,13 @@ type Config struct {
 	// RecordRequests keeps one record per request that left the cluster
 	// (completed, rejected or dropped).
 	RecordRequests bool
+	// SLOTargets are each SLO class's targets (indexed by sim.SLOClass);
+	// a class with targets reports its attainment and goodput.
+	SLOTargets [4]SLOTarget
+	// TenantNames names the tenants (a request's Tenant indexes it); with
+	// names, the result reports every tenant's outcomes, latencies and
+	// SLO attainment, even a tenant that sent nothing.
+	TenantNames []string
 	// Workers is how many goroutines Run may use to advance instances
 	// between cluster events (0 or 1: the caller's only). The output is the
 	// same for every value; see parallel.go for when they are used.
@@ -241,7 +248,10 @@ func New(cfg Config, src Source) (*Sim, error) {
 	c.view.Resize(n)
 	c.snap = newSnapshots(cfg.Freshness, n)
 	c.snap.start(c.eng)
-	c.agg.init(n, cfg.RecordRequests)
+	c.agg.init(n, &c.cfg)
+	for t := range cfg.TenantNames {
+		c.agg.tenant(int32(t)).detail = &classAgg{}
+	}
 	if cfg.Decisions != nil {
 		c.dec = newDecisionWriter(cfg.Decisions, cfg.CounterfactualK, n)
 	}

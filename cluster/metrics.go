@@ -53,7 +53,10 @@ type Result struct {
 	// PerSLOClass has one entry per class that any request carried, in
 	// class order (realtime, interactive, batch).
 	PerSLOClass []ClassResult `json:"per_slo_class,omitempty"`
-	// Fairness is present when requests came from more than one tenant.
+	// SLO is the attainment over every class with targets.
+	SLO *Attainment `json:"slo,omitempty"`
+	// Fairness is present when requests came from more than one tenant,
+	// or the tenants are named.
 	Fairness   *Fairness        `json:"fairness,omitempty"`
 	Instances  []InstanceResult `json:"instances"`
 	PerRequest []RequestRecord  `json:"per_request,omitempty"`
@@ -68,9 +71,42 @@ type ClassResult struct {
 	Rejected  int64            `json:"rejected"`
 	Completed int64            `json:"completed"`
 	Dropped   int64            `json:"dropped_unservable"`
+	TimedOut  int64            `json:"timed_out,omitempty"`
 	TTFT      sim.Distribution `json:"ttft_ms"`
 	TPOT      sim.Distribution `json:"tpot_ms"`
 	E2E       sim.Distribution `json:"e2e_ms"`
+	// SLO is the class's attainment, when the run has targets for it.
+	SLO *Attainment `json:"slo,omitempty"`
+}
+
+// SLOTarget is an SLO class's targets in µs; 0 means no target on that
+// metric. A class with no target at all reports no attainment.
+type SLOTarget struct {
+	TTFTUs, TPOTUs, E2EUs int64
+}
+
+func (t SLOTarget) set() bool { return t.TTFTUs > 0 || t.TPOTUs > 0 || t.E2EUs > 0 }
+
+// meets reports whether a completed request met every target of its
+// class (the design digest's joint attainment).
+func (t SLOTarget) meets(ttft, tpot, e2e int64) bool {
+	return (t.TTFTUs == 0 || ttft <= t.TTFTUs) && (t.TPOTUs == 0 || tpot <= t.TPOTUs) && (t.E2EUs == 0 || e2e <= t.E2EUs)
+}
+
+// Attainment is the share of requests that met all their class's
+// targets. Its denominator, Finished, is every request that reached an
+// end: completed, rejected, dropped or timed out; the last three are
+// misses. Requests still in the system at the horizon are not counted
+// (Counts says how many there are). Goodput is Met per second of the
+// run's span.
+type Attainment struct {
+	TTFTMs     float64 `json:"ttft_target_ms,omitempty"`
+	TPOTMs     float64 `json:"tpot_target_ms,omitempty"`
+	E2EMs      float64 `json:"e2e_target_ms,omitempty"`
+	Finished   int64   `json:"finished"`
+	Met        int64   `json:"met"`
+	Attainment float64 `json:"attainment"`
+	GoodputRPS float64 `json:"goodput_rps"`
 }
 
 // Fairness is Jain's index over the tenants' output-token throughputs,
@@ -84,10 +120,26 @@ type Fairness struct {
 // TenantResult is one tenant's share.
 type TenantResult struct {
 	Tenant           int32   `json:"tenant"`
+	Name             string  `json:"name,omitempty"`
 	Arrived          int64   `json:"arrived"`
 	Completed        int64   `json:"completed"`
 	OutputTokens     int64   `json:"output_tokens"`
 	OutputTokensPerS float64 `json:"output_tokens_per_s"`
+	// With named tenants (a workload spec), each tenant's outcomes,
+	// latencies and SLO attainment.
+	Detail *TenantDetail `json:"detail,omitempty"`
+}
+
+// TenantDetail is one tenant's outcomes and latency distributions (ms).
+type TenantDetail struct {
+	SLOClass string           `json:"slo_class,omitempty"`
+	Rejected int64            `json:"rejected"`
+	Dropped  int64            `json:"dropped_unservable"`
+	TimedOut int64            `json:"timed_out"`
+	TTFT     sim.Distribution `json:"ttft_ms"`
+	TPOT     sim.Distribution `json:"tpot_ms"`
+	E2E      sim.Distribution `json:"e2e_ms"`
+	SLO      *Attainment      `json:"slo,omitempty"`
 }
 
 // InstanceResult is one instance's own metrics.
@@ -122,12 +174,18 @@ type RequestRecord struct {
 const maxTenants = 1 << 20
 
 type classAgg struct {
-	arrived, rejected, completed, dropped int64
-	ttft, tpot, e2e                       sim.Histogram
+	arrived, rejected, completed, dropped, timedOut int64
+	met                                             int64
+	ttft, tpot, e2e                                 sim.Histogram
 }
+
+func (g *classAgg) finished() int64 { return g.completed + g.rejected + g.dropped + g.timedOut }
 
 type tenantAgg struct {
 	arrived, completed, outputTokens int64
+	class                            sim.SLOClass
+	// Per-tenant distributions, kept only with named tenants.
+	detail *classAgg
 }
 
 type aggregator struct {
@@ -142,11 +200,15 @@ type aggregator struct {
 	keep                                    bool
 	records                                 []RequestRecord
 	tenantErr                               error
+	slo                                     [4]SLOTarget
+	detail                                  bool
 }
 
-func (a *aggregator) init(n int, keep bool) {
+func (a *aggregator) init(n int, cfg *Config) {
 	a.routedTo = make([]int64, n)
-	a.keep = keep
+	a.keep = cfg.RecordRequests
+	a.slo = cfg.SLOTargets
+	a.detail = len(cfg.TenantNames) > 0
 }
 
 func (a *aggregator) tenant(t int32) *tenantAgg {
@@ -167,7 +229,12 @@ func (a *aggregator) arrived(spec *sim.RequestSpec, now int64) {
 		}
 		return
 	}
-	a.tenant(spec.Tenant).arrived++
+	t := a.tenant(spec.Tenant)
+	t.arrived++
+	t.class = spec.SLOClass
+	if a.detail && t.detail == nil {
+		t.detail = &classAgg{}
+	}
 	a.classSeen[spec.SLOClass] = true
 	a.classes[spec.SLOClass].arrived++
 }
@@ -175,6 +242,9 @@ func (a *aggregator) arrived(spec *sim.RequestSpec, now int64) {
 func (a *aggregator) rejected(spec *sim.RequestSpec, reason string, now int64) {
 	a.rejectedN++
 	a.classes[spec.SLOClass].rejected++
+	if d := a.tenantDetail(spec.Tenant); d != nil {
+		d.rejected++
+	}
 	found := false
 	for i := range a.reasons {
 		if a.reasons[i].Reason == reason {
@@ -194,16 +264,41 @@ func (a *aggregator) rejected(spec *sim.RequestSpec, reason string, now int64) {
 
 func (a *aggregator) routed(i int) { a.routedTo[i]++ }
 
+func (a *aggregator) tenantDetail(t int32) *classAgg {
+	if int(t) < len(a.tenants) {
+		return a.tenants[t].detail
+	}
+	return nil
+}
+
 func (a *aggregator) left(i int, id string, d *sim.Completion) {
 	cl := &a.classes[d.SLOClass]
+	td := a.tenantDetail(d.Tenant)
 	if d.Dropped {
 		cl.dropped++
+		if td != nil {
+			td.dropped++
+		}
 	} else {
-		cl.completed++
-		cl.ttft.Add(d.FirstTokenUs - d.ArrivalUs)
-		cl.e2e.Add(d.DepartedUs - d.ArrivalUs)
+		ttft, e2e := d.FirstTokenUs-d.ArrivalUs, d.DepartedUs-d.ArrivalUs
+		var tpot int64
 		if d.OutputTokens > 1 {
-			cl.tpot.Add((d.FinishedUs - d.FirstTokenUs) / (d.OutputTokens - 1))
+			tpot = (d.FinishedUs - d.FirstTokenUs) / (d.OutputTokens - 1)
+		}
+		met := a.slo[d.SLOClass].meets(ttft, tpot, e2e)
+		for _, g := range []*classAgg{cl, td} {
+			if g == nil {
+				continue
+			}
+			g.completed++
+			g.ttft.Add(ttft)
+			g.e2e.Add(e2e)
+			if d.OutputTokens > 1 {
+				g.tpot.Add(tpot)
+			}
+			if met {
+				g.met++
+			}
 		}
 		if int(d.Tenant) < len(a.tenants) {
 			t := &a.tenants[d.Tenant]
@@ -307,9 +402,26 @@ func (c *Sim) Finish() (*Result, error) {
 		}
 		g := &a.classes[cl]
 		res.PerSLOClass = append(res.PerSLOClass, ClassResult{Class: sim.SLOClass(cl).String(), Arrived: g.arrived, Rejected: g.rejected,
-			Completed: g.completed, Dropped: g.dropped, TTFT: g.ttft.Summarize(), TPOT: g.tpot.Summarize(), E2E: g.e2e.Summarize()})
+			Completed: g.completed, Dropped: g.dropped, TimedOut: g.timedOut, TTFT: g.ttft.Summarize(), TPOT: g.tpot.Summarize(), E2E: g.e2e.Summarize(),
+			SLO: attainment(a.slo[cl], g, dur)})
 	}
-	res.Fairness = fairness(a.tenants, dur)
+	var all classAgg
+	var anyTarget bool
+	for cl := range a.classes {
+		if g := &a.classes[cl]; a.slo[cl].set() {
+			anyTarget = true
+			all.completed += g.completed
+			all.rejected += g.rejected
+			all.dropped += g.dropped
+			all.timedOut += g.timedOut
+			all.met += g.met
+		}
+	}
+	if anyTarget {
+		res.SLO = attainment(SLOTarget{TTFTUs: 1}, &all, dur)
+		res.SLO.TTFTMs = 0 // the classes' targets differ; each class lists its own
+	}
+	res.Fairness = fairness(a.tenants, dur, c.cfg.TenantNames, &a.slo)
 	res.PerRequest = a.records
 	return res, nil
 }
@@ -335,22 +447,46 @@ func (c *Sim) checkConservation(cnt *Counts) {
 	}
 }
 
-func fairness(tenants []tenantAgg, dur float64) *Fairness {
+// attainment is a group's SLO attainment under target, nil without one.
+func attainment(target SLOTarget, g *classAgg, dur float64) *Attainment {
+	if !target.set() {
+		return nil
+	}
+	at := &Attainment{TTFTMs: float64(target.TTFTUs) / 1e3, TPOTMs: float64(target.TPOTUs) / 1e3, E2EMs: float64(target.E2EUs) / 1e3,
+		Finished: g.finished(), Met: g.met}
+	if at.Finished > 0 {
+		at.Attainment = float64(at.Met) / float64(at.Finished)
+	}
+	if dur > 0 {
+		at.GoodputRPS = float64(at.Met) / dur
+	}
+	return at
+}
+
+func fairness(tenants []tenantAgg, dur float64, names []string, slo *[4]SLOTarget) *Fairness {
 	var f Fairness
 	var sum, sq float64
 	for t, g := range tenants {
-		if g.arrived == 0 {
+		if g.arrived == 0 && g.detail == nil {
 			continue
 		}
 		var x float64
 		if dur > 0 {
 			x = float64(g.outputTokens) / dur
 		}
-		f.Tenants = append(f.Tenants, TenantResult{Tenant: int32(t), Arrived: g.arrived, Completed: g.completed, OutputTokens: g.outputTokens, OutputTokensPerS: x})
+		tr := TenantResult{Tenant: int32(t), Arrived: g.arrived, Completed: g.completed, OutputTokens: g.outputTokens, OutputTokensPerS: x}
+		if t < len(names) {
+			tr.Name = names[t]
+		}
+		if d := g.detail; d != nil {
+			tr.Detail = &TenantDetail{SLOClass: g.class.String(), Rejected: d.rejected, Dropped: d.dropped, TimedOut: d.timedOut,
+				TTFT: d.ttft.Summarize(), TPOT: d.tpot.Summarize(), E2E: d.e2e.Summarize(), SLO: attainment(slo[g.class], d, dur)}
+		}
+		f.Tenants = append(f.Tenants, tr)
 		sum += x
 		sq += x * x
 	}
-	if len(f.Tenants) < 2 {
+	if len(f.Tenants) < 2 && names == nil {
 		return nil
 	}
 	f.JainIndex = 1

@@ -40,6 +40,10 @@ type RequestSpec struct {
 	// hash_ids, 512 tokens each). Only chunks wholly inside the prompt count.
 	Content       []uint64
 	ContentTokens int64
+	// TimeoutUs > 0: the client gives up this long after ArrivalUs and
+	// the request is aborted if it has not finished (a cluster run
+	// enforces it; the engine ignores it).
+	TimeoutUs int64
 }
 
 // Outcome is how a request left: completed (its last token delivered),
@@ -115,6 +119,8 @@ func (r RequestSpec) Validate() error {
 		return fmt.Errorf("request %d: tenant %d is negative", r.ID, r.Tenant)
 	case r.SLOClass >= numSLOClasses:
 		return fmt.Errorf("request %d: slo_class %d is not a class", r.ID, r.SLOClass)
+	case r.TimeoutUs < 0:
+		return fmt.Errorf("request %d: timeout_us %d is negative", r.ID, r.TimeoutUs)
 	case r.Session < 0:
 		return fmt.Errorf("request %d: session %d is negative", r.ID, r.Session)
 	case len(r.Content) > 0 && r.ContentTokens <= 0:

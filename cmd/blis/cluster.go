@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"runtime"
 	"time"
 
@@ -45,7 +46,8 @@ type clusterOpts struct {
 // clusterFlags are the flags that make a run a cluster run when given.
 var clusterFlags = []string{"num-instances", "deployment", "admission-policy", "token-bucket-capacity", "token-bucket-refill-rate",
 	"admission-latency", "routing-policy", "routing-scorers", "routing-latency", "prefix-index-capacity",
-	"snapshot-refresh-interval", "trace-level", "decision-trace", "counterfactual-k", "fitness-weights"}
+	"snapshot-refresh-interval", "trace-level", "decision-trace", "counterfactual-k", "fitness-weights",
+	"workload-spec", "scenario"}
 
 func addClusterFlags(f *pflag.FlagSet, o *clusterOpts) {
 	f.IntVar(&o.numInstances, "num-instances", 1, "cluster: identical instances behind the router")
@@ -281,7 +283,19 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	var gen *generatorSource
 	var replay *workload.ReplayReport
 	var offered int
-	if o.replay != "" {
+	spec, err := loadSpec(flags, o)
+	if err != nil {
+		return err
+	}
+	var specSrc *workload.Source
+	if spec != nil {
+		specSrc = workload.NewSource(spec, rng)
+		src = specSrc
+		cfg.TenantNames = spec.TenantIDs()
+		for cl, t := range spec.SLO {
+			cfg.SLOTargets[cl] = cluster.SLOTarget{TTFTUs: msToUs(t.TTFTMs), TPOTUs: msToUs(t.TPOTMs), E2EUs: msToUs(t.E2EMs)}
+		}
+	} else if o.replay != "" {
 		reqs, rep, err := workload.Replay(o.replay)
 		if err != nil {
 			return fmt.Errorf("--replay: %w", err)
@@ -337,6 +351,11 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	}
 	outs = nil
 	out := clusterReport{Tool: "blis run", Version: 1, Config: describeCluster(o, d, built), Workload: replay, Metrics: res}
+	if specSrc != nil {
+		out.Config.Workload = spec.String()
+		out.Spec = &specReport{Source: spec.Source, Tenants: specSrc.Stats()}
+		offered = int(specSrc.Sent())
+	}
 	if weights != nil {
 		fr := cluster.Fitness(res, weights)
 		out.Fitness = &fr
@@ -370,8 +389,78 @@ type clusterReport struct {
 	Version  int                    `json:"version"`
 	Config   clusterConfig          `json:"config"`
 	Workload *workload.ReplayReport `json:"replay,omitempty"`
+	Spec     *specReport            `json:"workload_spec,omitempty"`
 	Metrics  *cluster.Result        `json:"metrics"`
 	Fitness  *cluster.FitnessResult `json:"fitness,omitempty"`
+}
+
+// specReport is what a workload spec's tenants sent.
+type specReport struct {
+	Source  string                 `json:"source"`
+	Tenants []workload.TenantStats `json:"tenants"`
+}
+
+func msToUs(ms float64) int64 { return int64(math.Round(ms * 1e3)) }
+
+// specWorkloadFlags are the flags a workload spec replaces.
+var specWorkloadFlags = []string{"requests", "rate", "arrival", "gamma-cv", "prompt-tokens", "output-tokens",
+	"prefix-groups", "prefix-tokens", "prefix-fraction", "replay"}
+
+// loadSpec is the run's workload spec (--workload-spec or --scenario), or
+// nil when the run has none.
+func loadSpec(flags *pflag.FlagSet, o *runOpts) (*workload.WorkloadSpec, error) {
+	if o.specFile == "" && o.scenario == "" {
+		return nil, nil
+	}
+	if o.specFile != "" && o.scenario != "" {
+		return nil, errors.New("give --workload-spec or --scenario, not both")
+	}
+	for _, f := range specWorkloadFlags {
+		if flags.Changed(f) {
+			flag := "--workload-spec"
+			if o.scenario != "" {
+				flag = "--scenario"
+			}
+			return nil, fmt.Errorf("--%s cannot be combined with %s: the spec describes the workload (print it with --print-spec and edit it)", f, flag)
+		}
+	}
+	if o.scenario != "" {
+		s, err := workload.Scenario(o.scenario)
+		if err != nil {
+			return nil, fmt.Errorf("--scenario: %w", err)
+		}
+		return s, nil
+	}
+	s, err := workload.LoadSpec(o.specFile)
+	if err != nil {
+		return nil, fmt.Errorf("--workload-spec: %w", err)
+	}
+	return s, nil
+}
+
+// printSpec writes the --scenario or --workload-spec file to stdout.
+func printSpec(cmd *cobra.Command, o *runOpts) error {
+	var data []byte
+	var err error
+	switch {
+	case o.scenario != "" && o.specFile != "":
+		return errors.New("give --workload-spec or --scenario, not both")
+	case o.scenario != "":
+		if data, err = workload.ScenarioText(o.scenario); err != nil {
+			return fmt.Errorf("--scenario: %w", err)
+		}
+	case o.specFile != "":
+		if _, err := workload.LoadSpec(o.specFile); err != nil {
+			return fmt.Errorf("--workload-spec: %w", err)
+		}
+		if data, err = os.ReadFile(o.specFile); err != nil {
+			return err
+		}
+	default:
+		return errors.New("--print-spec needs --scenario NAME or --workload-spec FILE")
+	}
+	_, err = cmd.OutOrStdout().Write(data)
+	return err
 }
 
 type clusterConfig struct {

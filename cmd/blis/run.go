@@ -45,6 +45,9 @@ type runOpts struct {
 	promptDist   string
 	outputDist   string
 	replay       string
+	specFile     string
+	scenario     string
+	printSpec    bool
 	seed         int64
 	horizonS     float64
 	perRequest   bool
@@ -74,6 +77,14 @@ prints the aggregated metrics with each instance's own. The workload
 instance flags apply to every instance (and override a deployment file's
 pools). See docs/cluster.md.
 
+--workload-spec FILE or --scenario NAME replaces the synthetic workload
+flags with a mix of tenants (SLO classes, arrival processes and load
+profiles, multi-turn sessions, agents, closed-loop clients, timeouts), sent
+while the run goes on: a session's next turn leaves a think time after the
+previous one completes. Such runs go through the cluster path (one instance
+unless told otherwise) and report SLO attainment and goodput per class and
+per tenant. See docs/workloads.md.
+
 Latency models (--latency):
   physics   step time from the 16 physics features and fitted coefficients
             (--coefficients FILE, written by calibrate fit); the file must be
@@ -92,6 +103,9 @@ no linear model fits exactly, for testing calibration.
 OTLP JSON lines (read it back with calibrate ingest); --kv-events writes the
 KV events subscriber's JSON lines when --kv-blocks-cpu is set.`,
 		Example: `  blis run
+  blis run --scenario multi-turn-chat
+  blis run --scenario agentic --print-spec > my-agents.yaml
+  blis run --workload-spec my-agents.yaml --num-instances 2 --routing-policy weighted
   blis run --num-instances 4 --routing-policy weighted --rate 30 --requests 5000
   blis run --deployment deploy.yaml --trace-level decisions --decision-trace decisions.jsonl
   blis run --rate 30 --requests 5000 --prompt-tokens lognormal:mean=2000,cv=0.8
@@ -142,6 +156,9 @@ KV events subscriber's JSON lines when --kv-blocks-cpu is set.`,
 	f.Int64Var(&o.workload.PrefixTokens, "prefix-tokens", 512, "tokens of each group's shared prefix")
 	f.Float64Var(&o.workload.PrefixFraction, "prefix-fraction", 0.5, "share of requests that start with a group prefix")
 	f.StringVar(&o.replay, "replay", "", "replay arrivals and lengths from a requests table (calibrate ingest's requests.parquet or its directory) or a CSV; overrides the synthetic workload")
+	f.StringVar(&o.specFile, "workload-spec", "", "workload spec YAML: tenants, SLO classes, arrival processes, load profile, sessions, closed loop (docs/workloads.md); runs as a cluster (1 instance by default) and reports SLO attainment per class and tenant")
+	f.StringVar(&o.scenario, "scenario", "", "built-in workload spec: "+strings.Join(workload.Scenarios(), ", ")+" (docs/workloads.md)")
+	f.BoolVar(&o.printSpec, "print-spec", false, "print the --scenario (or --workload-spec) file and exit, to start a spec of your own from it")
 	f.Int64Var(&o.seed, "seed", 42, "random seed")
 	f.Float64Var(&o.horizonS, "horizon", 0, "stop after this many simulated seconds (0: serve every request)")
 	f.BoolVar(&o.perRequest, "per-request", false, "include one record per finished request in the JSON")
@@ -176,6 +193,9 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 	stderr := cmd.ErrOrStderr()
 	if o.quiet {
 		stderr = io.Discard
+	}
+	if o.printSpec {
+		return printSpec(cmd, o)
 	}
 	if clusterMode(cmd.Flags()) {
 		return runCluster(cmd, o, stderr)
