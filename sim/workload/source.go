@@ -71,10 +71,10 @@ type tenantState struct {
 type pendKind uint8
 
 const (
-	pendArrival  pendKind = iota // an open-loop conversation start; draws the next
-	pendBurst                    // a burst's extra conversation start
-	pendTurn                     // a conversation's next turn
-	pendClient                   // a closed-loop client starts a conversation
+	pendArrival pendKind = iota // an open-loop conversation start; draws the next
+	pendBurst                   // a burst's extra conversation start
+	pendTurn                    // a conversation's next turn
+	pendClient                  // a closed-loop client starts a conversation
 )
 
 type pending struct {

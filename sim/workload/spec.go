@@ -204,14 +204,14 @@ type Abuse struct {
 // --- the file's shape ---
 
 type specYAML struct {
-	Version     *int                `yaml:"version"`
-	Requests    *int64              `yaml:"requests"`
-	DurationS   *float64            `yaml:"duration_s"`
-	Rate        *float64            `yaml:"rate"`
-	Arrival     *arrivalYAML        `yaml:"arrival"`
-	LoadProfile []segmentYAML       `yaml:"load_profile"`
-	SLOClasses  map[string]sloYAML  `yaml:"slo_classes"`
-	Tenants     []tenantYAML        `yaml:"tenants"`
+	Version     *int               `yaml:"version"`
+	Requests    *int64             `yaml:"requests"`
+	DurationS   *float64           `yaml:"duration_s"`
+	Rate        *float64           `yaml:"rate"`
+	Arrival     *arrivalYAML       `yaml:"arrival"`
+	LoadProfile []segmentYAML      `yaml:"load_profile"`
+	SLOClasses  map[string]sloYAML `yaml:"slo_classes"`
+	Tenants     []tenantYAML       `yaml:"tenants"`
 }
 
 type arrivalYAML struct {
