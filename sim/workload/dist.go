@@ -49,6 +49,9 @@ type Dist struct {
 	// Bins is a histogram's ranges with their cumulative weights,
 	// normalized so the last is 1.
 	Bins []Bin
+	// mu and sigma are a lognormal's parameters, computed once by
+	// ParseDist (0: Sample computes them).
+	mu, sigma float64
 }
 
 // Bin is one range of an empirical histogram: integers Lo..Hi inclusive,
@@ -172,7 +175,13 @@ func ParseDist(s string) (Dist, error) {
 	case KindUniform:
 		d.Lo, d.Hi = vals[0], vals[1]
 	}
-	return d, d.Validate()
+	if err := d.Validate(); err != nil {
+		return d, err
+	}
+	if d.Kind == KindLognormal {
+		d.mu, d.sigma = lognormalParams(d.Mean, d.CV)
+	}
+	return d, nil
 }
 
 // parseBins reads a histogram's items: lo-hi=weight, value=weight, and
@@ -332,10 +341,11 @@ func (d Dist) Sample(r *rand.Rand) int64 {
 	case KindNormal:
 		x = d.Mean + d.Mean*d.CV*r.NormFloat64()
 	case KindLognormal:
-		// Solve mu, sigma from the distribution's own mean and CV:
-		// sigma² = ln(1+CV²), mu = ln(mean) - sigma²/2.
-		s2 := math.Log1p(d.CV * d.CV)
-		x = math.Exp(math.Log(d.Mean) - s2/2 + math.Sqrt(s2)*r.NormFloat64())
+		mu, sigma := d.mu, d.sigma
+		if sigma == 0 {
+			mu, sigma = lognormalParams(d.Mean, d.CV)
+		}
+		x = math.Exp(mu + sigma*r.NormFloat64())
 	case KindExponential:
 		x = d.Mean * r.ExpFloat64()
 	case KindHistogram:
@@ -352,6 +362,13 @@ func (d Dist) Sample(r *rand.Rand) int64 {
 		panic(fmt.Sprintf("workload: Sample on invalid distribution kind %q", d.Kind))
 	}
 	return d.clamp(x)
+}
+
+// lognormalParams solves mu, sigma from the distribution's own mean and
+// CV: sigma² = ln(1+CV²), mu = ln(mean) - sigma²/2.
+func lognormalParams(mean, cv float64) (mu, sigma float64) {
+	s2 := math.Log1p(cv * cv)
+	return math.Log(mean) - s2/2, math.Sqrt(s2)
 }
 
 // clamp rounds x and bounds it to [lower, upper], in float space first so

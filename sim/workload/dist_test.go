@@ -30,6 +30,9 @@ func TestParseDist(t *testing.T) {
 		t.Run(tt.in, func(t *testing.T) {
 			d, err := ParseDist(tt.in)
 			require.NoError(t, err)
+			if tt.want.Kind == KindLognormal {
+				tt.want.mu, tt.want.sigma = lognormalParams(tt.want.Mean, tt.want.CV)
+			}
 			require.Equal(t, tt.want, d)
 			require.Equal(t, tt.str, d.String())
 			back, err := ParseDist(d.String())

@@ -1,7 +1,6 @@
 package workload
 
 import (
-	"container/heap"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -86,10 +85,11 @@ type pending struct {
 	c      *conv
 }
 
+// pendHeap is a binary min-heap of pending sends by (at, tenant, seq),
+// typed so that pushing allocates nothing once it has grown.
 type pendHeap []pending
 
-func (h pendHeap) Len() int { return len(h) }
-func (h pendHeap) Less(i, j int) bool {
+func (h pendHeap) less(i, j int) bool {
 	a, b := &h[i], &h[j]
 	if a.at != b.at {
 		return a.at < b.at
@@ -99,13 +99,42 @@ func (h pendHeap) Less(i, j int) bool {
 	}
 	return a.seq < b.seq
 }
-func (h pendHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *pendHeap) Push(x any)   { *h = append(*h, x.(pending)) }
-func (h *pendHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+
+func (h *pendHeap) push(p pending) {
+	*h = append(*h, p)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !q.less(i, parent) {
+			break
+		}
+		q[i], q[parent] = q[parent], q[i]
+		i = parent
+	}
+}
+
+func (h *pendHeap) pop() pending {
+	q := *h
+	top := q[0]
+	n := len(q) - 1
+	q[0] = q[n]
+	q = q[:n]
+	for i := 0; ; {
+		l, small := 2*i+1, i
+		if l < n && q.less(l, small) {
+			small = l
+		}
+		if r := l + 1; r < n && q.less(r, small) {
+			small = r
+		}
+		if small == i {
+			break
+		}
+		q[i], q[small] = q[small], q[i]
+		i = small
+	}
+	*h = q
+	return top
 }
 
 // conv is a conversation in progress: one request for a completion, the
@@ -183,7 +212,7 @@ func secToUs(s float64) int64 { return int64(math.Round(s * 1e6)) }
 func (s *Source) push(p pending) {
 	p.seq = s.seq
 	s.seq++
-	heap.Push(&s.pend, p)
+	s.pend.push(p)
 }
 
 // due reports whether a pending send still happens: before the end of the
@@ -199,7 +228,7 @@ func (s *Source) Peek() (int64, bool) {
 		if p := &s.pend[0]; s.due(p) {
 			return p.at, true
 		}
-		p := heap.Pop(&s.pend).(pending)
+		p := s.pend.pop()
 		s.drop(&p)
 	}
 	return 0, false
@@ -223,7 +252,7 @@ func (s *Source) Next() sim.RequestSpec {
 	if _, ok := s.Peek(); !ok {
 		panic("workload: Next without a request (check Peek)")
 	}
-	p := heap.Pop(&s.pend).(pending)
+	p := s.pend.pop()
 	ts := &s.tenants[p.tenant]
 	c := p.c
 	switch p.kind {

@@ -768,18 +768,21 @@ func (p *specParser) requestType(key string, ry *requestTypeYAML, ty *tenantYAML
 	}
 	// Token lengths: the request type's, else the tenant's, else the
 	// defaults.
+	// An error names the key the value came from.
+	tenantKey := key[:strings.LastIndex(key, ".request_types[")]
 	prompt, output := ty.PromptTokens, ty.OutputTokens
+	promptKey, outputKey := tenantKey+".prompt_tokens", tenantKey+".output_tokens"
 	if ry.PromptTokens != nil {
-		prompt = ry.PromptTokens
+		prompt, promptKey = ry.PromptTokens, key+".prompt_tokens"
 	}
 	if ry.OutputTokens != nil {
-		output = ry.OutputTokens
+		output, outputKey = ry.OutputTokens, key+".output_tokens"
 	}
 	var err error
-	if rt.Prompt, err = p.dist(key+".prompt_tokens", prompt, defaultPrompt); err != nil {
+	if rt.Prompt, err = p.dist(promptKey, prompt, defaultPrompt); err != nil {
 		return rt, err
 	}
-	if rt.Output, err = p.dist(key+".output_tokens", output, defaultOutput); err != nil {
+	if rt.Output, err = p.dist(outputKey, output, defaultOutput); err != nil {
 		return rt, err
 	}
 	first := func(a, b *string) *string {
