@@ -42,6 +42,7 @@ import (
 //	cluster n=2 routing=least-loaded [scorers=...] [refresh=µs] [refresh.SIGNAL=µs]
 //	        [admission=token-bucket capacity= refill=] [admission-latency=µs] [routing-latency=µs]
 //	        [step=µs arrive=µs depart=µs] [kv-blocks= max-seqs= budget= block=] [k=] [index=]
+//	        [slo.CLASS=ttft,tpot,e2e] (targets in µs, 0 = none)
 //	    a new cluster whose instances take a constant step time (default 1000
 //	    µs), with 100 µs of API time before queueing and 50 µs after finishing
 //	arrive t= id= prompt= output= [group= prefix=] [tenant=] [class=]
@@ -178,9 +179,18 @@ func (s *scenario) newCluster(a map[string]string) string {
 	for s := Signal(0); s < NumSignals; s++ {
 		fresh[s] = num(t, a, "refresh."+s.String(), fresh[s])
 	}
+	var slo [4]SLOTarget
+	for _, cl := range []sim.SLOClass{sim.SLORealtime, sim.SLOInteractive, sim.SLOBatch} {
+		if v, ok := a["slo."+cl.String()]; ok {
+			var x [3]int64
+			_, err := fmt.Sscanf(v, "%d,%d,%d", &x[0], &x[1], &x[2])
+			require.NoError(t, err, "slo.%s=%s", cl, v)
+			slo[cl] = SLOTarget{TTFTUs: x[0], TPOTUs: x[1], E2EUs: x[2]}
+		}
+	}
 	s.log.Reset()
 	s.src = &scriptSource{log: &s.log}
-	s.c, err = New(Config{Instances: ins, Admission: ap, Routing: r, Freshness: fresh,
+	s.c, err = New(Config{Instances: ins, Admission: ap, Routing: r, Freshness: fresh, SLOTargets: slo,
 		AdmissionLatencyUs: num(t, a, "admission-latency", 0), RoutingLatencyUs: num(t, a, "routing-latency", 0),
 		Decisions: decisionLog{&s.log}, CounterfactualK: int(num(t, a, "k", int64(n))), RecordRequests: true}, s.src)
 	require.NoError(t, err)
@@ -263,7 +273,17 @@ func (s *scenario) exec(line string) string {
 			fmt.Fprintf(&b, "%s routed=%d completed=%d\n", in.ID, in.Routed, in.Metrics.Requests.Completed)
 		}
 		for _, c := range res.PerSLOClass {
-			fmt.Fprintf(&b, "class %s arrived=%d completed=%d rejected=%d\n", c.Class, c.Arrived, c.Completed, c.Rejected)
+			fmt.Fprintf(&b, "class %s arrived=%d completed=%d rejected=%d", c.Class, c.Arrived, c.Completed, c.Rejected)
+			if c.TimedOut > 0 {
+				fmt.Fprintf(&b, " timed-out=%d", c.TimedOut)
+			}
+			if a := c.SLO; a != nil {
+				fmt.Fprintf(&b, " slo: finished=%d met=%d attainment=%.4f", a.Finished, a.Met, a.Attainment)
+			}
+			b.WriteByte('\n')
+		}
+		if a := res.SLO; a != nil {
+			fmt.Fprintf(&b, "slo: finished=%d met=%d attainment=%.4f\n", a.Finished, a.Met, a.Attainment)
 		}
 		if f := res.Fairness; f != nil {
 			fmt.Fprintf(&b, "jain=%.4f\n", f.JainIndex)

@@ -58,6 +58,7 @@ fuzz_targets=(
   "./coefficients FuzzParse"
   "./sim/workload FuzzParseDist"
   "./sim/workload FuzzReplayCSV"
+  "./sim/workload FuzzParseSpec"
   "./internal/pqread FuzzRead"
   "./cmd/calibrate FuzzReadManifest"
   "./deploy FuzzParseDeployment"

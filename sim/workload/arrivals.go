@@ -15,8 +15,9 @@ import (
 // constant λ̄; candidates come at rate λ̄ and each is kept with probability
 // λ(t)/λ̄; a candidate past the piece's end is discarded and drawing
 // restarts at the end, which memorylessness makes exact. Pieces end at
-// load-profile segment edges, burst edges and every 1/32 of a diurnal
-// period, so λ̄ stays close to λ and few candidates are wasted.
+// load-profile segment edges and burst edges (when bursts are long enough
+// to hold arrivals), so λ̄ stays close to λ and few candidates are
+// wasted; a diurnal cycle is bounded by its peak.
 //
 // Gamma and constant are renewal processes at the base rate; the spec
 // refuses them under a load profile.
@@ -132,27 +133,24 @@ func (g *arrivals) piece(t float64) (end, bound float64) {
 	qb := 1.0
 	switch g.a.Process {
 	case ProcessBursty:
-		iv, d := float64(g.a.BurstIntervalUs)/1e6, float64(g.a.BurstDurationUs)/1e6
+		iv, d, m := float64(g.a.BurstIntervalUs)/1e6, float64(g.a.BurstDurationUs)/1e6, g.a.BurstMultiplier
+		if g.base*max(m, 1)*iv < 1 {
+			// Bursts shorter than the gaps: one bound over both keeps
+			// the work per arrival at most m candidates, not a piece per
+			// burst.
+			qb = max(m, 1)
+			break
+		}
 		k := math.Floor(t / iv)
 		if t-k*iv < d {
-			end, qb = min(end, k*iv+d), g.a.BurstMultiplier
+			end, qb = min(end, k*iv+d), m
 		} else {
 			end = min(end, (k+1)*iv)
 		}
 	case ProcessDiurnal:
-		w := g.periodS / 32
-		k := math.Floor(t / w)
-		pe := (k + 1) * w
-		end = min(end, pe)
-		// The sine's maximum over [k·w, (k+1)·w]: 1 if the crest lies
-		// inside, else the larger end value.
-		a, b := math.Sin(2*math.Pi*k*w/g.periodS), math.Sin(2*math.Pi*pe/g.periodS)
-		m := max(a, b)
-		crest := g.periodS/4 + math.Floor((k*w-g.periodS/4)/g.periodS+1)*g.periodS
-		if crest <= pe {
-			m = 1
-		}
-		qb = 1 + g.amp*m
+		// The sine's peak bounds it; at most half the candidates are
+		// discarded, and the work never depends on the period.
+		qb = 1 + g.amp
 	}
 	// A little headroom against rounding in the sine and the ramp.
 	return end, g.base * pb * qb * (1 + 1e-9)

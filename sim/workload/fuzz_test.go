@@ -16,6 +16,7 @@ func FuzzParseDist(f *testing.F) {
 		"512", "const:512", "uniform:128,2048", "normal:mean=512,cv=0.3,min=1,max=8192",
 		"lognormal:mean=512,cv=0.5", "exponential:mean=256,max=4096", "uniform:1,1,min=3",
 		"normal:mean=1e300,cv=1e300", "", ":", "const:", "lognormal:cv=0,mean=1",
+		"histogram:1-128=3,4096=1,max=5000", "histogram:5=0,6=1e308,7=1e308", "histogram:min=3",
 	} {
 		f.Add(s)
 	}
@@ -68,5 +69,44 @@ func FuzzReplayCSV(f *testing.F) {
 		}
 		require.NoError(t, sim.ValidateWorkload(reqs))
 		require.Equal(t, int64(len(reqs)), rep.Kept)
+	})
+}
+
+// FuzzParseSpec parses arbitrary bytes as a workload spec; whatever it
+// accepts must stream valid requests in arrival order.
+func FuzzParseSpec(f *testing.F) {
+	for _, n := range Scenarios() {
+		text, err := ScenarioText(n)
+		require.NoError(f, err)
+		f.Add(text)
+	}
+	f.Add([]byte(minimalSpec))
+	f.Add([]byte("version: 1\nrequests: 5\nload_profile: [{type: ramp, start_s: 0, end_s: 1, from: 0, to: 9}]\ntenants: [{id: a, behavior: bursty}]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := ParseSpec(data, "fuzz.yaml")
+		if err != nil {
+			return
+		}
+		clients := 0
+		for _, tn := range s.Tenants {
+			clients += tn.Clients
+		}
+		if clients > 1000 {
+			return // valid, but too slow to start for a fuzz iteration
+		}
+		src := NewSource(s, sim.NewRNG(1))
+		var last int64
+		for i := 0; i < 200; i++ {
+			at, ok := src.Peek()
+			if !ok {
+				break
+			}
+			r := src.Next()
+			require.Equal(t, at, r.ArrivalUs)
+			require.GreaterOrEqual(t, r.ArrivalUs, last)
+			require.NoError(t, r.Validate())
+			last = r.ArrivalUs
+			src.RequestDone(r.ID, r.ArrivalUs, sim.Completed)
+		}
 	})
 }

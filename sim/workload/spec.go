@@ -521,7 +521,7 @@ func (p *specParser) arrival(key string, a *arrivalYAML, base Arrival) (Arrival,
 		only("peak_to_trough", a.PeakToTrough != nil, ProcessDiurnal),
 		only("time_compression", a.TimeCompression != nil, ProcessDiurnal),
 		num("cv", a.CV, &out.CV, 1e-3, 1e3),
-		num("burst_multiplier", a.BurstMultiplier, &out.BurstMultiplier, 0, 1e6),
+		num("burst_multiplier", a.BurstMultiplier, &out.BurstMultiplier, 0, 1000),
 		num("peak_to_trough", a.PeakToTrough, &out.PeakToTrough, 1, 1e6),
 		num("time_compression", a.TimeCompression, &out.TimeCompression, 1e-6, 1e9),
 	} {
