@@ -1,0 +1,74 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/blis-sim/blis/sim/workload"
+)
+
+// Every scenario runs from the command line as the README shows, with an
+// SLO attainment per class, and runs the same twice.
+func TestScenariosRun(t *testing.T) {
+	for _, name := range workload.Scenarios() {
+		t.Run(name, func(t *testing.T) {
+			args := []string{"run", "--scenario", name, "--horizon", "60", "-q"}
+			out, _, err := runCLI(t, args...)
+			require.NoError(t, err)
+			r := parseCluster(t, out)
+			require.Contains(t, r.Config.Workload, "spec scenario "+name)
+			require.Greater(t, r.Metrics.Requests.Completed, int64(50))
+			require.NotEmpty(t, r.Metrics.PerSLOClass)
+			require.NotNil(t, r.Metrics.SLO, "the classes have targets")
+			require.NotNil(t, r.Metrics.Fairness, "named tenants are reported")
+			again, _, err := runCLI(t, args...)
+			require.NoError(t, err)
+			require.Equal(t, out, again)
+		})
+	}
+}
+
+// --print-spec prints a scenario that, saved and edited, runs as a spec
+// file; a spec file's errors name the flag, file and line.
+func TestPrintSpecAndSpecFile(t *testing.T) {
+	out, _, err := runCLI(t, "run", "--scenario", "mixed-slo", "--print-spec")
+	require.NoError(t, err)
+	text, err := workload.ScenarioText("mixed-slo")
+	require.NoError(t, err)
+	require.Equal(t, string(text), out)
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mine.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(out), 0o644))
+	fromFile, _, err := runCLI(t, "run", "--workload-spec", path, "--horizon", "30", "-q")
+	require.NoError(t, err)
+	fromScenario, _, err := runCLI(t, "run", "--scenario", "mixed-slo", "--horizon", "30", "-q")
+	require.NoError(t, err)
+	a, b := parseCluster(t, fromFile), parseCluster(t, fromScenario)
+	require.Equal(t, a.Metrics, b.Metrics, "the same spec, the same run")
+
+	bad := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("version: 1\nduration_s: 10\ntenants:\n  - id: a\n    weight: -3\n"), 0o644))
+	_, _, err = runCLI(t, "run", "--workload-spec", bad)
+	require.ErrorContains(t, err, "--workload-spec: "+bad+":5: tenants[0].weight: must be a finite number >= 0, got -3")
+}
+
+func TestSpecFlagConflicts(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--scenario", "agentic", "--rate", "3"}, "--rate cannot be combined with --scenario"},
+		{[]string{"run", "--scenario", "agentic", "--replay", "x.csv"}, "--replay cannot be combined with --scenario"},
+		{[]string{"run", "--scenario", "agentic", "--workload-spec", "x.yaml"}, "give --workload-spec or --scenario, not both"},
+		{[]string{"run", "--scenario", "nope"}, `--scenario: no scenario "nope"; the scenarios are agentic,`},
+		{[]string{"run", "--print-spec"}, "--print-spec needs --scenario NAME or --workload-spec FILE"},
+		{[]string{"run", "--workload-spec", "/nonexistent.yaml"}, "--workload-spec: open /nonexistent.yaml"},
+	} {
+		_, _, err := runCLI(t, tt.args...)
+		require.ErrorContains(t, err, tt.want, "%v", tt.args)
+	}
+}
