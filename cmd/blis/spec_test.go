@@ -72,3 +72,24 @@ func TestSpecFlagConflicts(t *testing.T) {
 		require.ErrorContains(t, err, tt.want, "%v", tt.args)
 	}
 }
+
+// The README's tenant-mix example: one instance misses the realtime
+// tenant's TPOT target on many requests; a second meets nearly all.
+func TestMixedSLOExampleFromREADME(t *testing.T) {
+	att := func(n string) map[string]float64 {
+		out, _, err := runCLI(t, "run", "-q", "--scenario", "mixed-slo", "--num-instances", n, "--routing-policy", "least-loaded")
+		require.NoError(t, err)
+		r := parseCluster(t, out)
+		m := map[string]float64{"all": r.Metrics.SLO.Attainment}
+		for _, c := range r.Metrics.PerSLOClass {
+			m[c.Class] = c.SLO.Attainment
+		}
+		return m
+	}
+	one, two := att("1"), att("2")
+	require.Less(t, one["realtime"], 0.7)
+	require.Equal(t, 1.0, one["interactive"])
+	require.Equal(t, 1.0, one["batch"])
+	require.Greater(t, two["realtime"], 0.98)
+	require.Greater(t, two["all"], 0.99)
+}
