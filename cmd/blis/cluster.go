@@ -179,6 +179,9 @@ func (s *generatorSource) Next() sim.RequestSpec {
 func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	flags := cmd.Flags()
 	c := &o.cl
+	if err := checkReplayFlags(flags, o); err != nil {
+		return err
+	}
 	d, err := clusterDeployment(flags, o)
 	if err != nil {
 		return err
@@ -282,14 +285,11 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	var replay *workload.ReplayReport
 	var offered int
 	if o.replay != "" {
-		reqs, rep, err := workload.Replay(o.replay)
+		reqs, rep, err := loadReplay(o)
 		if err != nil {
-			return fmt.Errorf("--replay: %w", err)
+			return err
 		}
-		if len(reqs) == 0 {
-			return fmt.Errorf("--replay %s: no usable requests (%d rows)", o.replay, rep.Rows)
-		}
-		src, replay, offered = cluster.NewSliceSource(reqs), &rep, len(reqs)
+		src, replay, offered = cluster.NewSliceSource(reqs), rep, len(reqs)
 	} else {
 		if err := parseWorkload(o); err != nil {
 			return err
