@@ -63,8 +63,10 @@ type Record struct {
 	// ContentTokens the tokens per id (Mooncake: 512), 0 when none.
 	Content       []uint64
 	ContentTokens int64
-	// Measured client-side latencies, µs; -1 when the format does not give
-	// them. MeanITLUs is the mean time per output token after the first.
+	// Measured latencies, µs, from the request's send (client-side; for
+	// vllm-runs from the frontend's acceptance); -1 when the format does not
+	// give them. MeanITLUs is the mean time per output token after the
+	// first (vLLM's TPOT), -1 for a one-token output.
 	TTFTUs, E2EUs, MeanITLUs int64
 }
 
