@@ -181,6 +181,9 @@ func (s *generatorSource) Next() sim.RequestSpec {
 func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	flags := cmd.Flags()
 	c := &o.cl
+	if err := checkReplayFlags(flags, o); err != nil {
+		return err
+	}
 	d, err := clusterDeployment(flags, o)
 	if err != nil {
 		return err
@@ -296,14 +299,11 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 			cfg.SLOTargets[cl] = cluster.SLOTarget{TTFTUs: msToUs(t.TTFTMs), TPOTUs: msToUs(t.TPOTMs), E2EUs: msToUs(t.E2EMs)}
 		}
 	} else if o.replay != "" {
-		reqs, rep, err := workload.Replay(o.replay)
+		reqs, rep, err := loadReplay(o)
 		if err != nil {
-			return fmt.Errorf("--replay: %w", err)
+			return err
 		}
-		if len(reqs) == 0 {
-			return fmt.Errorf("--replay %s: no usable requests (%d rows)", o.replay, rep.Rows)
-		}
-		src, replay, offered = cluster.NewSliceSource(reqs), &rep, len(reqs)
+		src, replay, offered = cluster.NewSliceSource(reqs), rep, len(reqs)
 	} else {
 		if err := parseWorkload(o); err != nil {
 			return err
@@ -404,7 +404,7 @@ func msToUs(ms float64) int64 { return int64(math.Round(ms * 1e3)) }
 
 // specWorkloadFlags are the flags a workload spec replaces.
 var specWorkloadFlags = []string{"requests", "rate", "arrival", "gamma-cv", "prompt-tokens", "output-tokens",
-	"prefix-groups", "prefix-tokens", "prefix-fraction", "replay"}
+	"prefix-groups", "prefix-tokens", "prefix-fraction", "replay", "replay-format", "strict"}
 
 // loadSpec is the run's workload spec (--workload-spec or --scenario), or
 // nil when the run has none.

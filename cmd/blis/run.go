@@ -48,6 +48,7 @@ type runOpts struct {
 	specFile     string
 	scenario     string
 	printSpec    bool
+	replayOpt    workload.ReplayOptions
 	seed         int64
 	horizonS     float64
 	perRequest   bool
@@ -98,6 +99,11 @@ file applies (Llama-3.1-8B on one H100 with vLLM's default settings; see
 coefficients/shipped/), else roofline.
 --latency-noise adds mean-one log-normal noise to every step: a ground truth
 no linear model fits exactly, for testing calibration.
+
+--replay FILE replays a trace instead: calibrate ingest's requests table, a
+CSV, or a trace users already have (--replay-format azure, mooncake,
+vllm-bench, inference-perf, vllm-runs; detected by default); see
+docs/simulator.md.
 
 --otlp-trace writes the run as vLLM's journey and step tracing would, in
 OTLP JSON lines (read it back with calibrate ingest); --kv-events writes the
@@ -155,7 +161,9 @@ KV events subscriber's JSON lines when --kv-blocks-cpu is set.`,
 	f.IntVar(&o.workload.PrefixGroups, "prefix-groups", 8, "shared-prefix groups (system prompts); 0 for none")
 	f.Int64Var(&o.workload.PrefixTokens, "prefix-tokens", 512, "tokens of each group's shared prefix")
 	f.Float64Var(&o.workload.PrefixFraction, "prefix-fraction", 0.5, "share of requests that start with a group prefix")
-	f.StringVar(&o.replay, "replay", "", "replay arrivals and lengths from a requests table (calibrate ingest's requests.parquet or its directory) or a CSV; overrides the synthetic workload")
+	f.StringVar(&o.replay, "replay", "", "replay arrivals and lengths from a trace: calibrate ingest's requests.parquet (or its directory), a CSV, or an imported trace (see --replay-format); overrides the synthetic workload")
+	f.StringVar(&o.replayOpt.Format, "replay-format", workload.FormatAuto, "format of the --replay file: "+strings.Join(workload.ReplayFormats(), ", ")+" (auto: Parquet by magic or extension, an imported trace by content, else CSV)")
+	f.BoolVar(&o.replayOpt.Strict, "strict", false, "--replay: fail on the first unreadable row instead of skipping it (skips are counted in the output's replay report)")
 	f.StringVar(&o.specFile, "workload-spec", "", "workload spec YAML: tenants, SLO classes, arrival processes, load profile, sessions, closed loop (docs/workloads.md); runs as a cluster (1 instance by default) and reports SLO attainment per class and tenant")
 	f.StringVar(&o.scenario, "scenario", "", "built-in workload spec: "+strings.Join(workload.Scenarios(), ", ")+" (docs/workloads.md)")
 	f.BoolVar(&o.printSpec, "print-spec", false, "print the --scenario (or --workload-spec) file and exit, to start a spec of your own from it")
@@ -288,6 +296,9 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 // resolve turns flags into a validated configuration; every error names
 // the flag or file at fault.
 func resolve(flags *pflag.FlagSet, o *runOpts) (*resolved, error) {
+	if err := checkReplayFlags(flags, o); err != nil {
+		return nil, err
+	}
 	spec, err := instanceSpec(flags, o)
 	if err != nil {
 		return nil, err
@@ -310,14 +321,9 @@ func resolve(flags *pflag.FlagSet, o *runOpts) (*resolved, error) {
 	r := &resolved{spec: spec, in: in, cfg: in.Phys, simCfg: in.Config}
 	r.simCfg.Options = sim.Options{HorizonUs: int64(math.Round(o.horizonS * 1e6)), Exhaustive: o.debugInv, RecordRequests: o.perRequest}
 	if o.replay != "" {
-		reqs, rep, err := workload.Replay(o.replay)
-		if err != nil {
-			return nil, fmt.Errorf("--replay: %w", err)
+		if r.reqs, r.replay, err = loadReplay(o); err != nil {
+			return nil, err
 		}
-		if len(reqs) == 0 {
-			return nil, fmt.Errorf("--replay %s: no usable requests (%d rows)", o.replay, rep.Rows)
-		}
-		r.reqs, r.replay = reqs, &rep
 		return r, nil
 	}
 	if err := parseWorkload(o); err != nil {
@@ -328,6 +334,27 @@ func resolve(flags *pflag.FlagSet, o *runOpts) (*resolved, error) {
 		return nil, flagError(err)
 	}
 	return r, nil
+}
+
+// loadReplay reads --replay with --replay-format and --strict; single and
+// cluster runs share it.
+func loadReplay(o *runOpts) ([]sim.RequestSpec, *workload.ReplayReport, error) {
+	reqs, rep, err := workload.ReplayWith(o.replay, o.replayOpt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--replay: %w", err)
+	}
+	if len(reqs) == 0 {
+		return nil, nil, fmt.Errorf("--replay %s: no usable requests (%d rows)", o.replay, rep.Rows)
+	}
+	return reqs, &rep, nil
+}
+
+// checkReplayFlags rejects --replay-format and --strict without --replay.
+func checkReplayFlags(flags *pflag.FlagSet, o *runOpts) error {
+	if o.replay == "" && (flags.Changed("replay-format") || flags.Changed("strict")) {
+		return errors.New("--replay-format and --strict apply to --replay FILE")
+	}
+	return nil
 }
 
 // parseWorkload reads the synthetic workload's distribution flags and

@@ -45,6 +45,7 @@ func FuzzReplayCSV(f *testing.F) {
 		"arrival_us,prompt_tokens,output_tokens\n0,10,5\n",
 		"priority,output_tokens,prefix_tokens,arrival_us,prefix_group,prompt_tokens\n-2,5,8,10,3,12\n,6,,20,,7\n",
 		"arrival_us,prompt_tokens,output_tokens\n\"0\",1\n",
+		"session_id,tenant_id,arrival_us,prompt_tokens,output_tokens,slo_class\ns,a,5,1,1,batch\n,b,2,3,4,\n",
 		"PAR1",
 		"",
 	} {

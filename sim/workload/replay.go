@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"cmp"
 	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/blis-sim/blis/internal/pqread"
 	"github.com/blis-sim/blis/sim"
+	"github.com/blis-sim/blis/sim/workload/records"
 )
 
 // Skip reasons of Parquet replay.
@@ -24,6 +26,7 @@ const (
 	SkipNoPromptTokens    = "no_prompt_tokens"
 	SkipNoOutputTokens    = "no_output_tokens"
 	SkipNonpositiveTokens = "nonpositive_tokens"
+	SkipBadSLOClass       = "bad_slo_class"
 )
 
 // ReplayReport counts what Replay kept and skipped, by reason, so nothing is dropped silently.
@@ -32,13 +35,33 @@ type ReplayReport struct {
 	Kept    int64       `json:"kept"`              // rows turned into requests
 	Skipped []SkipCount `json:"skipped,omitempty"` // sorted by reason; empty for CSV, which fails instead
 	Source  string      `json:"source"`            // the file actually read (<dir>/requests.parquet for a directory)
+	// Format is the imported trace format (records.Formats), "" for the
+	// CSV and Parquet tables (whose JSON predates it).
+	Format string `json:"format,omitempty"`
 }
 
-// SkipCount is the number of rows skipped for one reason.
+// SkipCount is the number of rows skipped for one reason. A Parquet table
+// names the first such row by index, an imported trace by line.
 type SkipCount struct {
-	Reason   string `json:"reason"`
-	Count    int64  `json:"count"`
-	FirstRow int64  `json:"first_row"` // 0-based index of the first such row in the file
+	Reason    string `json:"reason"`
+	Count     int64  `json:"count"`
+	FirstRow  int64  `json:"first_row"`            // 0-based index of the first such row in the file (Parquet)
+	FirstLine int64  `json:"first_line,omitempty"` // 1-based line (array element for whole-file JSON) of the first such row (imported traces)
+}
+
+// MarshalJSON writes first_line instead of first_row for an imported
+// trace's skips: a row index there would mislead, and Parquet reports keep
+// their JSON.
+func (s SkipCount) MarshalJSON() ([]byte, error) {
+	if s.FirstLine > 0 {
+		return json.Marshal(struct {
+			Reason    string `json:"reason"`
+			Count     int64  `json:"count"`
+			FirstLine int64  `json:"first_line"`
+		}{s.Reason, s.Count, s.FirstLine})
+	}
+	type plain SkipCount
+	return json.Marshal(plain(s))
 }
 
 // String summarises the report in one line, for logs.
@@ -49,33 +72,81 @@ func (r ReplayReport) String() string {
 func (r ReplayReport) skipSummary() string {
 	var b strings.Builder
 	for _, k := range r.Skipped {
-		fmt.Fprintf(&b, "; skipped %d %s (first row %d)", k.Count, k.Reason, k.FirstRow)
+		if k.FirstLine > 0 {
+			fmt.Fprintf(&b, "; skipped %d %s (first line %d)", k.Count, k.Reason, k.FirstLine)
+		} else {
+			fmt.Fprintf(&b, "; skipped %d %s (first row %d)", k.Count, k.Reason, k.FirstRow)
+		}
 	}
 	return b.String()
 }
 
-// Replay reads a recorded workload and returns it as requests with IDs
+// Replay formats besides the imported traces of package records.
+const (
+	FormatAuto    = "auto"
+	FormatCSV     = "csv"
+	FormatParquet = "parquet"
+)
+
+// ReplayFormats are the formats Replay reads: auto, csv, parquet and the
+// imported trace formats of package records.
+func ReplayFormats() []string {
+	return append([]string{FormatAuto, FormatCSV, FormatParquet}, records.Formats()...)
+}
+
+// ReplayOptions choose how ReplayWith reads a file.
+type ReplayOptions struct {
+	// Format is one of ReplayFormats; "" is auto.
+	Format string
+	// Strict fails on the first unreadable row instead of skipping it
+	// (CSV always fails).
+	Strict bool
+}
+
+// Replay reads a recorded workload, its format detected (ReplayWith with
+// the zero options).
+func Replay(path string) ([]sim.RequestSpec, ReplayReport, error) {
+	return ReplayWith(path, ReplayOptions{})
+}
+
+// ReplayWith reads a recorded workload and returns it as requests with IDs
 // 0..n-1 in arrival order (a stable sort: ties keep file order).
 //
-// The format is chosen by content: a file starting with the Parquet magic
+// Format auto chooses by content: a file starting with the Parquet magic
 // "PAR1" (or named *.parquet) is read as the requests table of
-// `calibrate ingest`; anything else is CSV. A directory means
-// <dir>/requests.parquet.
+// `calibrate ingest`; a file records.Detect recognizes as an imported trace
+// (Azure, Mooncake, vllm bench serve, inference-perf, vllm-runs) is read by
+// package records and converted with records.ToRequests; anything else is
+// CSV. A directory means <dir>/requests.parquet.
 //
 // Parquet: the arrival is arrived_mono_s, or queued_mono_s when that is
 // null, in seconds, rebased so the earliest kept arrival is 0 µs. Rows
 // without an arrival, prompt_tokens or output_tokens, or with a token
 // count <= 0, are skipped and counted in the report (traces hold aborted
-// and partial requests). Replay fails if no row is usable.
+// and partial requests); with Strict the first is an error. Optional
+// string columns tenant_id, slo_class and session_id are read as the CSV's
+// (a null is ""; a bad slo_class is skipped). Replay fails if no row is
+// usable.
 //
 // CSV: a header row names the columns arrival_us, prompt_tokens and
-// output_tokens (required) and prefix_group, prefix_tokens and priority
-// (optional, empty cells mean 0), in any order. Values are integers and
-// arrival_us is used as is, not rebased. CSV is written by hand, so every
-// bad value is an error naming file:line and column, never a skip. Lines
-// starting with # are comments.
-func Replay(path string) ([]sim.RequestSpec, ReplayReport, error) {
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+// output_tokens (required) and prefix_group, prefix_tokens, priority,
+// tenant_id, slo_class and session_id (optional), in any order. The first
+// six are integers, empty optional cells 0; arrival_us is used as is, not
+// rebased. tenant_id and session_id are names: as in records.ToRequests,
+// tenants number 1, 2, … and sessions 1, 2, … in order of first appearance
+// in arrival order, an empty cell being the default tenant 0 or no session.
+// slo_class is realtime, interactive, batch or empty. CSV is written by
+// hand, so every bad value is an error naming file:line and column, never a
+// skip. Lines starting with # are comments.
+func ReplayWith(path string, opt ReplayOptions) ([]sim.RequestSpec, ReplayReport, error) {
+	format := opt.Format
+	if format == "" {
+		format = FormatAuto
+	}
+	if !slices.Contains(ReplayFormats(), format) {
+		return nil, ReplayReport{Source: path}, fmt.Errorf("unknown replay format %q; want one of %s", format, strings.Join(ReplayFormats(), ", "))
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() && (format == FormatAuto || format == FormatParquet) {
 		path = filepath.Join(path, "requests.parquet")
 	}
 	rep := ReplayReport{Source: path}
@@ -92,11 +163,27 @@ func Replay(path string) ([]sim.RequestSpec, ReplayReport, error) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, rep, fmt.Errorf("%s: %w", path, err)
 	}
+	if format == FormatAuto {
+		switch {
+		case string(magic[:n]) == "PAR1" || strings.EqualFold(filepath.Ext(path), ".parquet"):
+			format = FormatParquet
+		default:
+			if format, err = records.Detect(path); err != nil {
+				return nil, rep, err
+			}
+			if format == "" {
+				format = FormatCSV
+			}
+		}
+	}
 	var reqs []sim.RequestSpec
-	if string(magic[:n]) == "PAR1" || strings.EqualFold(filepath.Ext(path), ".parquet") {
-		reqs, err = replayParquet(&rep)
-	} else {
+	switch format {
+	case FormatParquet:
+		reqs, err = replayParquet(&rep, opt.Strict)
+	case FormatCSV:
 		reqs, err = replayCSV(f, &rep)
+	default:
+		reqs, err = replayRecords(path, format, opt.Strict, &rep)
 	}
 	if err != nil {
 		return nil, rep, err
@@ -111,8 +198,25 @@ func Replay(path string) ([]sim.RequestSpec, ReplayReport, error) {
 	return reqs, rep, nil
 }
 
+// replayRecords reads an imported trace with package records.
+func replayRecords(path, format string, strict bool, rep *ReplayReport) ([]sim.RequestSpec, error) {
+	recs, rr, err := records.Read(path, format, records.Options{Strict: strict})
+	rep.Rows, rep.Kept, rep.Format = rr.Rows, rr.Read, rr.Format
+	for _, s := range rr.Skipped {
+		rep.Skipped = append(rep.Skipped, SkipCount{Reason: s.Reason, Count: s.Count, FirstLine: s.FirstLine})
+	}
+	if err != nil {
+		return nil, err
+	}
+	reqs, _, err := records.ToRequests(recs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return reqs, nil
+}
+
 // replayParquet reads the requests table written by calibrate ingest.
-func replayParquet(rep *ReplayReport) ([]sim.RequestSpec, error) {
+func replayParquet(rep *ReplayReport, strict bool) ([]sim.RequestSpec, error) {
 	path := rep.Source
 	f, err := pqread.Open(path)
 	if err != nil {
@@ -149,19 +253,41 @@ func replayParquet(rep *ReplayReport) ([]sim.RequestSpec, error) {
 		return nil, err
 	}
 
+	// Optional name columns; a null is "".
+	var names [3]pqread.Column[string]
+	var has [3]bool
+	for c, name := range [3]string{"tenant_id", "slo_class", "session_id"} {
+		if has[c] = f.Has(name); has[c] {
+			if names[c], err = f.String(name); err != nil {
+				return nil, err
+			}
+		}
+	}
+	name := func(c, i int) string {
+		if !has[c] || !names[c].OK(i) {
+			return ""
+		}
+		return names[c].V[i]
+	}
+
 	type timed struct {
-		t float64
-		s sim.RequestSpec
+		t               float64
+		s               sim.RequestSpec
+		tenant, session string
 	}
 	var kept []timed
-	skip := func(reason string, row int64) {
+	skip := func(reason string, row int64, field, format string, a ...any) error {
+		if strict {
+			return fmt.Errorf("%s: row %d (0-based): %s: %s", path, row, field, fmt.Sprintf(format, a...))
+		}
 		for i := range rep.Skipped {
 			if rep.Skipped[i].Reason == reason {
 				rep.Skipped[i].Count++
-				return
+				return nil
 			}
 		}
 		rep.Skipped = append(rep.Skipped, SkipCount{Reason: reason, Count: 1, FirstRow: row})
+		return nil
 	}
 	for i := range prompt.V {
 		row := rep.Rows
@@ -173,18 +299,29 @@ func replayParquet(rep *ReplayReport) ([]sim.RequestSpec, error) {
 		case queued.OK(i) && isFinite(queued.V[i]):
 			t = queued.V[i]
 		default:
-			skip(SkipNoArrivalTime, row)
+			err = skip(SkipNoArrivalTime, row, "arrived_mono_s", "no finite value here or in queued_mono_s")
+			if err != nil {
+				return nil, err
+			}
 			continue
 		}
+		slo, sloErr := sim.ParseSLOClass(name(1, i))
 		switch {
 		case !prompt.OK(i):
-			skip(SkipNoPromptTokens, row)
+			err = skip(SkipNoPromptTokens, row, "prompt_tokens", "null")
 		case !output.OK(i):
-			skip(SkipNoOutputTokens, row)
-		case prompt.V[i] <= 0 || output.V[i] <= 0:
-			skip(SkipNonpositiveTokens, row)
+			err = skip(SkipNoOutputTokens, row, "output_tokens", "null")
+		case prompt.V[i] <= 0:
+			err = skip(SkipNonpositiveTokens, row, "prompt_tokens", "%d must be > 0", prompt.V[i])
+		case output.V[i] <= 0:
+			err = skip(SkipNonpositiveTokens, row, "output_tokens", "%d must be > 0", output.V[i])
+		case sloErr != nil:
+			err = skip(SkipBadSLOClass, row, "slo_class", "%q is not a class; use realtime, interactive or batch", name(1, i))
 		default:
-			kept = append(kept, timed{t, sim.RequestSpec{PromptTokens: prompt.V[i], OutputTokens: output.V[i]}})
+			kept = append(kept, timed{t, sim.RequestSpec{PromptTokens: prompt.V[i], OutputTokens: output.V[i], SLOClass: slo}, name(0, i), name(2, i)})
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 	slices.SortFunc(rep.Skipped, func(a, b SkipCount) int { return strings.Compare(a.Reason, b.Reason) })
@@ -196,6 +333,7 @@ func replayParquet(rep *ReplayReport) ([]sim.RequestSpec, error) {
 	slices.SortStableFunc(kept, func(a, b timed) int { return cmp.Compare(a.t, b.t) })
 	t0 := kept[0].t
 	out := make([]sim.RequestSpec, len(kept))
+	var tenants, sessions records.Names
 	for i, k := range kept {
 		// Rounding is monotone, so sorted seconds give sorted microseconds.
 		us := math.Round((k.t - t0) * 1e6)
@@ -203,14 +341,27 @@ func replayParquet(rep *ReplayReport) ([]sim.RequestSpec, error) {
 			return nil, fmt.Errorf("%s: arrival %g s is too far after the first (%g s)", path, k.t, t0)
 		}
 		k.s.ArrivalUs = int64(us)
+		if k.s.Tenant, err = tenantIndex(&tenants, k.tenant); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		k.s.Session = sessions.ID(k.session)
 		out[i] = k.s
 	}
 	return out, nil
 }
 
+// tenantIndex numbers a tenant name as records.ToRequests does.
+func tenantIndex(n *records.Names, name string) (int32, error) {
+	id := n.ID(name)
+	if id > math.MaxInt32 {
+		return 0, fmt.Errorf("more than %d tenants", math.MaxInt32)
+	}
+	return int32(id), nil
+}
+
 func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
-// CSV columns, required first.
+// CSV columns, required first, integers before names.
 const (
 	colArrival = iota
 	colPrompt
@@ -218,13 +369,25 @@ const (
 	colPrefixGroup
 	colPrefixTokens
 	colPriority
+	colTenant
+	colSLOClass
+	colSession
 	numCols
 	numRequired = colOutput + 1
+	numInts     = colPriority + 1
 )
 
-var csvNames = [numCols]string{"arrival_us", "prompt_tokens", "output_tokens", "prefix_group", "prefix_tokens", "priority"}
+var csvNames = [numCols]string{"arrival_us", "prompt_tokens", "output_tokens", "prefix_group", "prefix_tokens", "priority",
+	"tenant_id", "slo_class", "session_id"}
 
-const csvForm = "arrival_us,prompt_tokens,output_tokens[,prefix_group][,prefix_tokens][,priority] in any order"
+const csvForm = "arrival_us,prompt_tokens,output_tokens[,prefix_group][,prefix_tokens][,priority][,tenant_id][,slo_class][,session_id] in any order"
+
+// csvRow is a CSV request before tenants and sessions are numbered.
+type csvRow struct {
+	spec            sim.RequestSpec
+	tenant, session string
+	line            int
+}
 
 func replayCSV(f io.Reader, rep *ReplayReport) ([]sim.RequestSpec, error) {
 	path := rep.Source
@@ -276,7 +439,7 @@ func replayCSV(f io.Reader, rep *ReplayReport) ([]sim.RequestSpec, error) {
 	}
 	nFields := len(header)
 
-	var out []sim.RequestSpec
+	var rows []csvRow
 	for {
 		rec, err := r.Read()
 		if errors.Is(err, io.EOF) {
@@ -290,8 +453,8 @@ func replayCSV(f io.Reader, rep *ReplayReport) ([]sim.RequestSpec, error) {
 		if len(rec) != nFields {
 			return nil, fmt.Errorf("%s:%d: %d fields, but the header has %d", path, line, len(rec), nFields)
 		}
-		var v [numCols]int64
-		for c, i := range where {
+		var v [numInts]int64
+		for c, i := range where[:numInts] {
 			if i < 0 {
 				continue
 			}
@@ -324,21 +487,43 @@ func replayCSV(f io.Reader, rep *ReplayReport) ([]sim.RequestSpec, error) {
 		case v[colPriority] < math.MinInt32 || v[colPriority] > math.MaxInt32:
 			return nil, bad(colPriority, "%d must fit in 32 bits", v[colPriority])
 		}
-		out = append(out, sim.RequestSpec{
+		var str [numCols]string
+		for c := numInts; c < numCols; c++ {
+			if i := where[c]; i >= 0 {
+				str[c] = strings.TrimSpace(rec[i])
+			}
+		}
+		slo, err := sim.ParseSLOClass(str[colSLOClass])
+		if err != nil {
+			return nil, bad(colSLOClass, "%q is not a class; use realtime, interactive or batch, or leave it empty", str[colSLOClass])
+		}
+		rows = append(rows, csvRow{spec: sim.RequestSpec{
 			ArrivalUs:    v[colArrival],
 			PromptTokens: v[colPrompt],
 			OutputTokens: v[colOutput],
 			PrefixGroup:  int32(v[colPrefixGroup]),
 			PrefixTokens: v[colPrefixTokens],
 			Priority:     int32(v[colPriority]),
-		})
+			SLOClass:     slo,
+		}, tenant: str[colTenant], session: str[colSession], line: line})
 	}
-	if len(out) == 0 {
+	if len(rows) == 0 {
 		return nil, fmt.Errorf("%s: no requests after the header", path)
 	}
 	rep.Kept = rep.Rows
 	// Hand-written files need not be in order; a stable sort keeps the
 	// file order of equal arrivals.
-	slices.SortStableFunc(out, func(a, b sim.RequestSpec) int { return cmp.Compare(a.ArrivalUs, b.ArrivalUs) })
+	slices.SortStableFunc(rows, func(a, b csvRow) int { return cmp.Compare(a.spec.ArrivalUs, b.spec.ArrivalUs) })
+	// Names are numbered in arrival order, as records.ToRequests does.
+	var tenants, sessions records.Names
+	out := make([]sim.RequestSpec, len(rows))
+	for i, r := range rows {
+		var err error
+		if r.spec.Tenant, err = tenantIndex(&tenants, r.tenant); err != nil {
+			return nil, fmt.Errorf("%s:%d: tenant_id: %w", path, r.line, err)
+		}
+		r.spec.Session = sessions.ID(r.session)
+		out[i] = r.spec
+	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -19,8 +20,9 @@ import (
 
 // pqRow is one row of a test requests table; nil is null.
 type pqRow struct {
-	arrived, queued *float64
-	prompt, output  *int64
+	arrived, queued      *float64
+	prompt, output       *int64
+	tenant, slo, session *string
 }
 
 func f64(v float64) *float64 { return &v }
@@ -41,6 +43,18 @@ func floatCol(name string, get func(pqRow) *float64) pqColumn {
 		}
 	}}
 }
+
+func strCol(name string, get func(pqRow) *string) pqColumn {
+	return pqColumn{arrow.Field{Name: name, Type: arrow.BinaryTypes.String, Nullable: true}, func(b array.Builder, r pqRow) {
+		if v := get(r); v != nil {
+			b.(*array.StringBuilder).Append(*v)
+		} else {
+			b.AppendNull()
+		}
+	}}
+}
+
+func str(s string) *string { return &s }
 
 func intCol(name string, get func(pqRow) *int64) pqColumn {
 	return pqColumn{arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Int64, Nullable: true}, func(b array.Builder, r pqRow) {
@@ -275,4 +289,137 @@ func TestReplayCorruptParquet(t *testing.T) {
 			require.NoError(t, sim.ValidateWorkload(reqs))
 		}
 	}
+}
+
+func TestReplayNameColumns(t *testing.T) {
+	t.Run("csv", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "w.csv")
+		in := "arrival_us,prompt_tokens,output_tokens,tenant_id,slo_class,session_id\n" +
+			"30,1,1,acme,batch,s9\n" +
+			"10,2,1,zeta,,s1\n" +
+			"20,3,1,,realtime,s9\n" +
+			"40,4,1,zeta,interactive,\n"
+		require.NoError(t, os.WriteFile(path, []byte(in), 0o644))
+		got, rep, err := Replay(path)
+		require.NoError(t, err)
+		require.Equal(t, []sim.RequestSpec{
+			{ID: 0, ArrivalUs: 10, PromptTokens: 2, OutputTokens: 1, Tenant: 1, Session: 1},
+			{ID: 1, ArrivalUs: 20, PromptTokens: 3, OutputTokens: 1, SLOClass: sim.SLORealtime, Session: 2},
+			{ID: 2, ArrivalUs: 30, PromptTokens: 1, OutputTokens: 1, Tenant: 2, SLOClass: sim.SLOBatch, Session: 2},
+			{ID: 3, ArrivalUs: 40, PromptTokens: 4, OutputTokens: 1, Tenant: 1, SLOClass: sim.SLOInteractive},
+		}, got, "names numbered in arrival order from 1; empty is tenant 0 or no session")
+		require.Equal(t, ReplayReport{Rows: 4, Kept: 4, Source: path}, rep)
+
+		require.NoError(t, os.WriteFile(path, []byte("arrival_us,prompt_tokens,output_tokens,slo_class\n0,1,1,gold\n"), 0o644))
+		_, _, err = Replay(path)
+		require.ErrorContains(t, err, path+`:2: slo_class: "gold" is not a class`)
+	})
+	t.Run("parquet", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "requests.parquet")
+		cols := append(slices.Clone(allColumns),
+			strCol("tenant_id", func(r pqRow) *string { return r.tenant }),
+			strCol("slo_class", func(r pqRow) *string { return r.slo }),
+			strCol("session_id", func(r pqRow) *string { return r.session }))
+		writeParquet(t, path, "requests", cols, []pqRow{
+			{arrived: f64(2), prompt: i64(1), output: i64(1), tenant: str("a"), slo: str("batch"), session: str("x")},
+			{arrived: f64(1), prompt: i64(2), output: i64(1), tenant: str("b"), session: str("x")},
+			{arrived: f64(3), prompt: i64(3), output: i64(1), slo: str("gold")},
+			{arrived: f64(4), prompt: i64(4), output: i64(1), tenant: str("a")},
+		})
+		got, rep, err := Replay(path)
+		require.NoError(t, err)
+		require.Equal(t, []sim.RequestSpec{
+			{ID: 0, ArrivalUs: 0, PromptTokens: 2, OutputTokens: 1, Tenant: 1, Session: 1},
+			{ID: 1, ArrivalUs: 1000000, PromptTokens: 1, OutputTokens: 1, Tenant: 2, SLOClass: sim.SLOBatch, Session: 1},
+			{ID: 2, ArrivalUs: 3000000, PromptTokens: 4, OutputTokens: 1, Tenant: 2},
+		}, got)
+		require.Equal(t, []SkipCount{{Reason: SkipBadSLOClass, Count: 1, FirstRow: 2}}, rep.Skipped)
+		_, _, err = ReplayWith(path, ReplayOptions{Strict: true})
+		require.EqualError(t, err, path+`: row 2 (0-based): slo_class: "gold" is not a class; use realtime, interactive or batch`)
+	})
+}
+
+func TestReplayParquetStrict(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "requests.parquet")
+	writeParquet(t, path, "requests", allColumns, []pqRow{
+		{arrived: f64(1), prompt: i64(1), output: i64(1)},
+		{arrived: f64(1), prompt: i64(1), output: i64(0)},
+	})
+	_, _, err := ReplayWith(path, ReplayOptions{Format: FormatParquet, Strict: true})
+	require.EqualError(t, err, path+": row 1 (0-based): output_tokens: 0 must be > 0")
+	_, rep, err := ReplayWith(path, ReplayOptions{Format: FormatParquet})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), rep.Kept)
+}
+
+// The imported formats go through package records; see its tests for
+// each reader.
+func TestReplayImported(t *testing.T) {
+	const dir = "records/testdata"
+	tests := []struct {
+		file, format string
+		kept, rows   int64
+		skipped      []SkipCount
+	}{
+		{"azure_2023.csv", "azure", 4, 5, []SkipCount{{Reason: "zero_output_tokens", Count: 1, FirstLine: 5}}},
+		{"azure_2024.csv", "azure", 4, 4, nil},
+		{"mooncake.jsonl", "mooncake", 4, 5, []SkipCount{{Reason: "zero_output_tokens", Count: 1, FirstLine: 4}}},
+		{"vllm_bench.json", "vllm-bench", 3, 4, []SkipCount{{Reason: "failed_request", Count: 1, FirstLine: 2}}},
+		{"inference_perf.json", "inference-perf", 3, 4, []SkipCount{{Reason: "failed_request", Count: 1, FirstLine: 3}}},
+		{"vllm_runs.jsonl", "vllm-runs", 3, 4, []SkipCount{{Reason: "zero_output_tokens", Count: 1, FirstLine: 4}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			path := filepath.Join(dir, tt.file)
+			want := ReplayReport{Rows: tt.rows, Kept: tt.kept, Source: path, Format: tt.format, Skipped: tt.skipped}
+			for _, format := range []string{"", FormatAuto, tt.format} {
+				reqs, rep, err := ReplayWith(path, ReplayOptions{Format: format})
+				require.NoError(t, err)
+				require.Equal(t, want, rep)
+				require.Len(t, reqs, int(tt.kept))
+				require.NoError(t, sim.ValidateWorkload(reqs))
+			}
+			_, _, err := ReplayWith(path, ReplayOptions{Format: tt.format, Strict: true})
+			if tt.skipped != nil {
+				require.ErrorContains(t, err, path+":")
+			} else {
+				require.NoError(t, err)
+			}
+		})
+	}
+	t.Run("mooncake content", func(t *testing.T) {
+		reqs, _, err := Replay(filepath.Join(dir, "mooncake.jsonl"))
+		require.NoError(t, err)
+		require.Equal(t, sim.RequestSpec{ID: 0, PromptTokens: 1100, OutputTokens: 20, Content: []uint64{0, 1, 2}, ContentTokens: 512}, reqs[0])
+	})
+	t.Run("inference-perf sessions", func(t *testing.T) {
+		reqs, _, err := Replay(filepath.Join(dir, "inference_perf.json"))
+		require.NoError(t, err)
+		require.Equal(t, []int64{1, 2, 2}, []int64{reqs[0].Session, reqs[1].Session, reqs[2].Session})
+	})
+	t.Run("errors", func(t *testing.T) {
+		_, _, err := ReplayWith(filepath.Join(dir, "mooncake.jsonl"), ReplayOptions{Format: "kimi"})
+		require.ErrorContains(t, err, `unknown replay format "kimi"; want one of auto, csv, parquet, azure, mooncake, vllm-bench, inference-perf, vllm-runs`)
+		_, _, err = ReplayWith(filepath.Join(dir, "mooncake.jsonl"), ReplayOptions{Format: FormatCSV})
+		require.ErrorContains(t, err, `:1: bare " in non-quoted-field`)
+		_, _, err = ReplayWith(filepath.Join(dir, "mooncake.jsonl"), ReplayOptions{Format: "azure"})
+		require.ErrorContains(t, err, "missing column TIMESTAMP")
+		_, _, err = ReplayWith(dir, ReplayOptions{Format: "azure"})
+		require.Error(t, err)
+	})
+}
+
+// The replay report's JSON: CSV and Parquet keep theirs (no format, skips
+// by first_row), imported traces name the format and the first line.
+func TestReplayReportJSON(t *testing.T) {
+	pq := ReplayReport{Rows: 3, Kept: 1, Source: "r.parquet", Skipped: []SkipCount{{Reason: "no_arrival_time", Count: 2, FirstRow: 0}}}
+	b, err := json.Marshal(pq)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"rows":3,"kept":1,"skipped":[{"reason":"no_arrival_time","count":2,"first_row":0}],"source":"r.parquet"}`, string(b))
+	require.Equal(t, `{"rows":3,"kept":1,"skipped":[{"reason":"no_arrival_time","count":2,"first_row":0}],"source":"r.parquet"}`, string(b))
+	imp := ReplayReport{Rows: 3, Kept: 1, Source: "t.csv", Format: "azure", Skipped: []SkipCount{{Reason: "bad_time", Count: 2, FirstLine: 7}}}
+	b, err = json.Marshal(imp)
+	require.NoError(t, err)
+	require.Equal(t, `{"rows":3,"kept":1,"skipped":[{"reason":"bad_time","count":2,"first_line":7}],"source":"t.csv","format":"azure"}`, string(b))
+	require.Equal(t, "t.csv: kept 1 of 3 rows; skipped 2 bad_time (first line 7)", imp.String())
 }

@@ -1,0 +1,82 @@
+package records
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/blis-sim/blis/sim"
+)
+
+// fuzzRead reads arbitrary bytes as format, seeded with the format's
+// fixtures, and checks the guarantees: Rows = Read + skipped, sorted
+// records from 0 that make a valid workload, and Strict failing exactly
+// when a row was skipped.
+func fuzzRead(f *testing.F, format string, seeds ...string) {
+	files, err := filepath.Glob("testdata/*")
+	require.NoError(f, err)
+	for _, p := range files {
+		if detect(mustRead(f, p)) == format {
+			f.Add(mustRead(f, p))
+		}
+	}
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		detect(data)
+		recs, rep, err := read("f", bytes.NewReader(data), format, Options{})
+		srecs, _, serr := read("f", bytes.NewReader(data), format, Options{Strict: true})
+		if err != nil {
+			require.Error(t, serr, "strict fails whenever the lenient read does")
+			return
+		}
+		checkReport(t, recs, rep)
+		if len(rep.Skipped) > 0 {
+			require.Error(t, serr, "a skipped row fails a strict read")
+		} else {
+			require.NoError(t, serr)
+			require.Equal(t, recs, srecs)
+		}
+		reqs, _, err := ToRequests(recs)
+		require.NoError(t, err)
+		require.NoError(t, sim.ValidateWorkload(reqs))
+	})
+}
+
+func mustRead(t testing.TB, path string) []byte {
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return b
+}
+
+func FuzzReadAzure(f *testing.F) {
+	fuzzRead(f, Azure,
+		"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,1,1\n2024-05-12 00:00:00+05:30,2,2\n",
+		"GeneratedTokens,TIMESTAMP,ContextTokens\n1,1677-01-01 00:00:00,1\n1,2262-04-11 23:47:16.854775807,1\n")
+}
+
+func FuzzReadMooncake(f *testing.F) {
+	fuzzRead(f, Mooncake,
+		`{"timestamp": -5, "input_length": 1, "output_length": 1, "hash_ids": [18446744073709551615]}`+"\n",
+		`{"timestamp": 9223372036854.775807, "input_length": 1, "output_length": 1}`+"\n"+`{"timestamp": -9223372036854, "input_length": 1, "output_length": 1}`)
+}
+
+func FuzzReadVLLMBench(f *testing.F) {
+	fuzzRead(f, VLLMBench,
+		`{"input_lens": [5, 6], "output_lens": [3, 1], "start_times": [1.0, 2.0], "ttfts": [0.5, 0.25], "itls": [[0.25, 0.5], []], "errors": ["", "x"]}`)
+}
+
+func FuzzReadInferencePerf(f *testing.F) {
+	fuzzRead(f, InferencePerf,
+		`[{"start_time": 1, "end_time": 2, "info": {"input_tokens": 5, "response_info": {"output_tokens": 2, "output_token_times": [1.5, 2]}}, "error": null}]`)
+}
+
+func FuzzReadVLLMRuns(f *testing.F) {
+	fuzzRead(f, VLLMRuns,
+		`{"input_toks": 10, "output_toks": 3, "arrival_time": -9e9, "queued_ts": 9e9, "first_token_ts": 9.1e9, "last_token_ts": 9.2e9}`+"\n"+
+			`{"input_toks": 10, "output_toks": 3, "arrival_time": 9e9, "queued_ts": -9e9, "first_token_ts": 9e9, "last_token_ts": 9e9}`)
+}
