@@ -408,7 +408,7 @@ func (c *Sim) Finish() (*Result, error) {
 	var all classAgg
 	var anyTarget bool
 	for cl := range a.classes {
-		if g := &a.classes[cl]; a.slo[cl].set() {
+		if g := &a.classes[cl]; a.slo[cl].set() && a.classSeen[cl] {
 			anyTarget = true
 			all.completed += g.completed
 			all.rejected += g.rejected

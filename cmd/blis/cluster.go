@@ -290,21 +290,29 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Requests that carry an SLO class (a spec's, or a replayed trace's
+	// slo_class column) are scored against the spec's targets or the
+	// published defaults.
+	targets := workload.DefaultSLOTargets()
 	var specSrc *workload.Source
 	if spec != nil {
 		specSrc = workload.NewSource(spec, rng)
 		src = specSrc
 		cfg.TenantNames = spec.TenantIDs()
-		for cl, t := range spec.SLO {
-			cfg.SLOTargets[cl] = cluster.SLOTarget{TTFTUs: msToUs(t.TTFTMs), TPOTUs: msToUs(t.TPOTMs), E2EUs: msToUs(t.E2EMs)}
-		}
-	} else if o.replay != "" {
+		targets = spec.SLO
+	}
+	for cl, t := range targets {
+		cfg.SLOTargets[cl] = cluster.SLOTarget{TTFTUs: msToUs(t.TTFTMs), TPOTUs: msToUs(t.TPOTMs), E2EUs: msToUs(t.E2EMs)}
+	}
+	switch {
+	case spec != nil:
+	case o.replay != "":
 		reqs, rep, err := loadReplay(o)
 		if err != nil {
 			return err
 		}
 		src, replay, offered = cluster.NewSliceSource(reqs), rep, len(reqs)
-	} else {
+	default:
 		if err := parseWorkload(o); err != nil {
 			return err
 		}
