@@ -76,7 +76,7 @@ func (e *Engine) Abort(id int64, atUs int64) (ok bool, err error) {
 	}
 	r := &e.reqs[i]
 	e.now = atUs
-	r.abortAt = atUs
+	r.aborted, r.finished = true, atUs
 	if o := e.cfg.Observer; o != nil && r.state != stPending {
 		o.Aborted(id, atUs)
 	}
@@ -103,7 +103,6 @@ func (e *Engine) Abort(id int64, atUs int64) (ok bool, err error) {
 		if e.m.lastStepEnd > atUs {
 			// The step in flight has this request's outcome already
 			// applied; the abort waits for its end, as vLLM's does.
-			r.aborted = true
 			e.events.push(e.m.lastStepEnd, evAbort, i)
 			return true, nil
 		}
@@ -137,8 +136,9 @@ func (e *Engine) timeOut(i int32, at int64) {
 	r.blocks = r.blocks[:0]
 	// A token produced after the client left (at the end of the step that
 	// was in flight) never reached it.
+	abortAt := r.finished
 	delivered := r.outputs
-	if r.lastToken > r.abortAt {
+	if r.lastToken > abortAt {
 		delivered--
 	}
 	c := Completion{ID: r.spec.ID, TimedOut: true, ArrivalUs: r.arrival, InjectedUs: r.injected, EnqueuedUs: r.enqueued,
@@ -147,9 +147,9 @@ func (e *Engine) timeOut(i int32, at int64) {
 	if delivered > 0 {
 		c.FirstTokenUs = r.firstToken
 	}
-	if !(r.arrival <= r.abortAt && r.abortAt <= at && delivered >= 0 && c.FirstTokenUs <= r.abortAt) {
+	if !(r.arrival <= abortAt && abortAt <= at && delivered >= 0 && c.FirstTokenUs <= abortAt) {
 		e.fail("INV-5", "request %d: arrival %d, aborted at %d, left at %d, first token delivered at %d (%d tokens)",
-			r.spec.ID, r.arrival, r.abortAt, at, c.FirstTokenUs, delivered)
+			r.spec.ID, r.arrival, abortAt, at, c.FirstTokenUs, delivered)
 	}
 	e.m.timedOut++
 	e.m.lastDepart = max(e.m.lastDepart, at)

@@ -145,10 +145,10 @@ const (
 type request struct {
 	spec  RequestSpec
 	state reqState
-	// aborted marks a running request whose client gave up at abortAt
-	// while a step was in flight: it leaves when that step ends.
+	// aborted marks a request whose client gave up (Abort) at the time
+	// in finished; it is still here only if it was running with a step in
+	// flight, and leaves when that step ends.
 	aborted bool
-	abortAt int64
 
 	computed int64 // tokens whose KV exists
 	outputs  int64 // tokens generated
@@ -172,6 +172,9 @@ type request struct {
 	sortKey     float64
 	scheduled   int64 // tokens scheduled in the current step
 
+	// finished is when the last token was produced; for an aborted
+	// request, which never finishes, when its client gave up (the field is
+	// reused rather than added: the request slots are the hot loop's data).
 	arrival, injected, enqueued, firstScheduled, firstToken, finished, departed int64
 	lastToken                                                                   int64
 }
