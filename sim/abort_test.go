@@ -538,7 +538,7 @@ func checkAbortRun(t *testing.T, e *Engine, res *Result, reqs []RequestSpec, don
 func TestAbortsOnRandomRuns(t *testing.T) {
 	var timedOut, completed int64
 	kinds := map[string]int{}
-	for seed := uint64(1); seed <= 25; seed++ {
+	for seed := uint64(1); seed <= 60; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			res, _, k := abortRun(t, seed)
 			timedOut += res.Requests.TimedOut
