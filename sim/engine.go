@@ -7,9 +7,10 @@
 // The core is Engine, a caller-driven state machine in the manner of
 // etcd-io/raft's RawNode: it has no loop or goroutine of its own. The caller
 // injects requests (Inject), asks when the next event is (NextEventUs),
-// processes exactly the events at that time (Advance), reads the completions
-// that produced (Completions) and a no-allocation status (Status), and ends
-// the run (Finish). Many engines can therefore share one clock: package
+// processes exactly the events at that time (Advance), aborts requests
+// whose client gave up (Abort), reads the completions those calls produced
+// (Completions) and a no-allocation status (Status), and ends the run
+// (Finish). Many engines can therefore share one clock: package
 // cluster drives one per instance. Sim is the thin closed-world shell: New
 // takes a whole workload and Run loops over the Engine API.
 //
@@ -135,6 +136,7 @@ const (
 	stRunning
 	stFinished
 	stDropped
+	stTimedOut // its client gave up (Abort)
 )
 
 // request is one request's engine state. It lives in a slot that is reused
@@ -143,6 +145,10 @@ const (
 type request struct {
 	spec  RequestSpec
 	state reqState
+	// aborted marks a request whose client gave up (Abort) at the time
+	// in finished; it is still here only if it was running with a step in
+	// flight, and leaves when that step ends.
+	aborted bool
 
 	computed int64 // tokens whose KV exists
 	outputs  int64 // tokens generated
@@ -166,6 +172,9 @@ type request struct {
 	sortKey     float64
 	scheduled   int64 // tokens scheduled in the current step
 
+	// finished is when the last token was produced; for an aborted
+	// request, which never finishes, when its client gave up (the field is
+	// reused rather than added: the request slots are the hot loop's data).
 	arrival, injected, enqueued, firstScheduled, firstToken, finished, departed int64
 	lastToken                                                                   int64
 }
@@ -202,7 +211,12 @@ type Engine struct {
 	kev     KVEvent
 	summary StepSummary
 
-	done []Completion // completions of the last Advance
+	done []Completion // completions of the last Advance or Abort
+
+	// byID finds a live request's slot by its id. Only Abort needs it, so
+	// it is built at the first Abort and kept from then on: a run without
+	// aborts pays nothing for it.
+	byID map[int64]int32
 
 	// Request counts by lifecycle state (INV-1); queued and running are
 	// the queue's and the batch's lengths.
@@ -270,6 +284,9 @@ func (e *Engine) Inject(spec RequestSpec, atUs int64) error {
 	r.arrival = spec.ArrivalUs
 	r.injected = atUs
 	e.injected++
+	if e.byID != nil {
+		e.byID[spec.ID] = i
+	}
 	e.events.push(atUs, evArrival, i)
 	return nil
 }
@@ -289,6 +306,9 @@ func (e *Engine) slot() int32 {
 }
 
 func (e *Engine) release(i int32) {
+	if e.byID != nil {
+		delete(e.byID, e.reqs[i].spec.ID)
+	}
 	e.reqs[i].state = stFree
 	e.free = append(e.free, i)
 }
@@ -302,7 +322,8 @@ func (e *Engine) NextEventUs() (int64, bool) {
 	return e.events.peek().at, true
 }
 
-// Now is the engine's clock: the time of the last events processed.
+// Now is the engine's clock: the time of the last events processed, or of
+// the last abort applied if later.
 func (e *Engine) Now() int64 { return e.now }
 
 // Advance processes exactly the events at the next event time, including
@@ -327,17 +348,25 @@ func (e *Engine) Advance() (err error) {
 			e.onArrival(ev.req)
 		case evQueued:
 			e.onQueued(ev.req)
+		case evAbort:
+			e.onAbort(ev.req)
 		case evStep:
 			e.stepPending = false
-			e.step()
+			// An abort may have emptied the engine since this step was
+			// scheduled; without aborts a step always finds work.
+			if len(e.running) > 0 || e.waiting.len() > 0 {
+				e.step()
+			}
 		}
 	}
 	return nil
 }
 
-// Completions are the requests that finished or were dropped during the
-// last Advance, in the order the engine decided it. The slice is reused by
-// the next Advance.
+// Completions are the requests that left during the last Advance or Abort
+// call (finished, dropped, or timed out), in the order the engine decided
+// it. Each such call starts a new list (an Abort that returns an error
+// changes nothing), so a caller that reads Completions after every call
+// sees each request exactly once. The slice is reused by the next call.
 func (e *Engine) Completions() []Completion { return e.done }
 
 // Finish runs the end-of-run checks and returns the metrics. The engine may
@@ -470,6 +499,9 @@ func (e *Engine) journey(r *request, kind JourneyKind, at int64) {
 	}
 	if kind == JourneyFinished {
 		e.jev.FinishStatus = "length"
+		if r.state == stTimedOut {
+			e.jev.FinishStatus = "aborted" // vLLM's FINISHED_ABORTED
+		}
 	}
 	if kind == JourneyScheduled {
 		e.jev.Resume = r.preemptions > 0

@@ -5,18 +5,20 @@ import "fmt"
 // The invariants of seed 004 (docs/simulator.md states each):
 //
 //	INV-1 request conservation: injected = not yet arrived + in API overhead
-//	      + queued + running + completed + dropped, at the end of every run,
-//	      and nothing is left in flight once no event remains.
+//	      + queued + running + completed + dropped + timed out, at the end
+//	      of every run, and nothing is left in flight once no event remains.
 //	INV-2 lifecycle: a request moves only along pending → arriving →
-//	      queued ⇄ running → finished (or arriving → dropped), then its
-//	      slot is freed.
+//	      queued ⇄ running → finished (or arriving → dropped, or any state
+//	      before finished → timed out), then its slot is freed.
 //	INV-3 clock monotonicity: events are processed in non-decreasing time
 //	      and every step takes at least 1 µs.
 //	INV-4 KV conservation: allocated + free = total blocks; exhaustively,
 //	      every block's reference count equals the block tables holding it
 //	      and the free list holds exactly the unreferenced blocks.
 //	INV-5 causality: arrival ≤ enqueue ≤ first schedule ≤ first token ≤
-//	      finish ≤ departure for every finished request.
+//	      finish ≤ departure for every finished request; arrival ≤ abort ≤
+//	      departure, and no token delivered after the abort, for every
+//	      timed-out one.
 //	INV-6 determinism: the same inputs and seed give byte-identical output
 //	      (checked by tests that run twice).
 //	INV-7 signal freshness: what the engine reports about a step (queue
@@ -48,25 +50,26 @@ func (e *Engine) fail(inv, format string, args ...any) {
 func (e *Engine) checkEnd() {
 	c := e.counts()
 	pending := c.Offered - c.Injected
-	if got := pending + c.StillArrival + c.StillQueued + c.StillRunning + c.Completed + c.Dropped; got != c.Offered {
-		e.fail("INV-1", "injected %d ≠ not arrived %d + in API %d + queued %d + running %d + completed %d + dropped %d",
-			c.Offered, pending, c.StillArrival, c.StillQueued, c.StillRunning, c.Completed, c.Dropped)
+	if got := pending + c.StillArrival + c.StillQueued + c.StillRunning + c.Completed + c.Dropped + c.TimedOut; got != c.Offered {
+		e.fail("INV-1", "injected %d ≠ not arrived %d + in API %d + queued %d + running %d + completed %d + dropped %d + timed out %d",
+			c.Offered, pending, c.StillArrival, c.StillQueued, c.StillRunning, c.Completed, c.Dropped, c.TimedOut)
 	}
-	var byState [stDropped + 1]int64
+	var byState [stTimedOut + 1]int64
 	for i := range e.reqs {
 		byState[e.reqs[i].state]++
 	}
+	left := byState[stFinished] + byState[stDropped] + byState[stTimedOut]
 	if byState[stPending] != pending || byState[stArriving] != c.StillArrival || byState[stQueued] != c.StillQueued ||
-		byState[stRunning] != c.StillRunning || byState[stFinished]+byState[stDropped] != 0 {
+		byState[stRunning] != c.StillRunning || left != 0 {
 		e.fail("INV-1", "request slots hold %d pending, %d in API, %d queued, %d running, %d left unreleased; counters say %d, %d, %d, %d, 0",
-			byState[stPending], byState[stArriving], byState[stQueued], byState[stRunning], byState[stFinished]+byState[stDropped],
+			byState[stPending], byState[stArriving], byState[stQueued], byState[stRunning], left,
 			pending, c.StillArrival, c.StillQueued, c.StillRunning)
 	}
 	if int64(len(e.free)) != byState[stFree] {
 		e.fail("INV-1", "%d free slots listed, %d slots free", len(e.free), byState[stFree])
 	}
-	if e.events.len() == 0 && c.Completed+c.Dropped != c.Offered {
-		e.fail("INV-1", "no event is left but %d of %d requests are neither completed nor dropped", c.Offered-c.Completed-c.Dropped, c.Offered)
+	if gone := c.Completed + c.Dropped + c.TimedOut; e.events.len() == 0 && gone != c.Offered {
+		e.fail("INV-1", "no event is left but %d of %d requests are neither completed, dropped nor timed out", c.Offered-gone, c.Offered)
 	}
 	e.checkKV(true)
 }

@@ -31,12 +31,15 @@ type RequestRecord struct {
 	DepartedUs      int64 `json:"departed_us"`
 }
 
-// Counts is the request accounting of INV-1.
+// Counts is the request accounting of INV-1. TimedOut counts the requests
+// whose client gave up (Engine.Abort); it is omitted when 0, so that runs
+// without aborts print what they always did.
 type Counts struct {
 	Offered      int64 `json:"offered"`
 	Injected     int64 `json:"injected"`
 	Completed    int64 `json:"completed"`
 	Dropped      int64 `json:"dropped_unservable"`
+	TimedOut     int64 `json:"timed_out,omitempty"`
 	StillArrival int64 `json:"still_in_api"`
 	StillQueued  int64 `json:"still_queued"`
 	StillRunning int64 `json:"still_running"`
@@ -51,6 +54,17 @@ type KVOffload struct {
 }
 
 // Result is a run's metrics (seed 004, Metrics). All times are simulated.
+//
+// Requests that timed out (Engine.Abort) count in Requests.TimedOut only:
+// TTFT, E2E, scheduling delay, RequestsPerS and PerRequest are of completed
+// requests, since a response the client abandoned has no end-to-end time.
+// OutputTokens (so OutputTokensPerS) and ITL count every token the engine
+// generated, a timed-out request's included, even the one of the step
+// during which its client left: they measure the instance's work, as the
+// engine core's own counters do, and they are counted as each token is
+// produced, before anyone knows the client will leave. Leaving those out
+// would mean holding every request's samples until it ends, on the
+// per-step path. Without aborts nothing changes.
 type Result struct {
 	Requests           Counts       `json:"requests"`
 	TTFT               Distribution `json:"ttft_ms"`
@@ -93,7 +107,7 @@ type Histograms struct {
 }
 
 type metrics struct {
-	completed, dropped              int64
+	completed, dropped, timedOut    int64
 	preemptions, kvAllocFailures    int64
 	promptTokens, cachedTokens      int64
 	outputTokens, steps             int64
@@ -176,7 +190,7 @@ func (e *Engine) result() *Result {
 // counts is the request accounting from the engine's counters.
 func (e *Engine) counts() Counts {
 	return Counts{
-		Offered: e.injected, Injected: e.arrived, Completed: e.m.completed, Dropped: e.m.dropped,
+		Offered: e.injected, Injected: e.arrived, Completed: e.m.completed, Dropped: e.m.dropped, TimedOut: e.m.timedOut,
 		StillArrival: e.arriving, StillQueued: int64(e.waiting.len()), StillRunning: int64(len(e.running)),
 	}
 }

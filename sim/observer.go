@@ -50,7 +50,7 @@ type JourneyEvent struct {
 	DecodeMax      int64
 	NumPreemptions int64
 	Resume         bool   // SCHEDULED: schedule.kind RESUME rather than FIRST
-	FinishStatus   string // FINISHED only
+	FinishStatus   string // FINISHED only: "length", or "aborted" for a timed-out request
 }
 
 // StepSummary is one engine step as vLLM's step.BATCH_SUMMARY reports it.
@@ -123,6 +123,12 @@ type Observer interface {
 	// Dropped reports a request refused at enqueue (it can never fit the KV
 	// cache); reason is human-readable.
 	Dropped(req int64, atUs int64, reason string)
+	// Aborted reports that the client of a request that had arrived gave
+	// up at atUs (Engine.Abort; vLLM's API server records api.ABORTED). A
+	// request that had reached the scheduler then gets its
+	// journey.FINISHED with FinishStatus "aborted", at atUs or at the end
+	// of the step in flight; one still in API processing gets none.
+	Aborted(req int64, atUs int64)
 	Step(s *StepSummary, snaps SnapshotSource)
 	KV(ev *KVEvent)
 }

@@ -107,6 +107,17 @@ func (q *queue) front() int32   { return q.items[q.head] }
 func (q *queue) popFront()      { q.head++; q.compact() }
 func (q *queue) at(i int) int32 { return q.items[q.head+i] }
 
+// remove takes request i out of the queue wherever it is, keeping the
+// others' order; it reports whether i was there.
+func (q *queue) remove(i int32) bool {
+	k := slices.Index(q.items[q.head:], i)
+	if k < 0 {
+		return false
+	}
+	q.items = slices.Delete(q.items, q.head+k, q.head+k+1)
+	return true
+}
+
 func (q *queue) compact() {
 	if q.head > 1024 && q.head*2 > len(q.items) {
 		n := copy(q.items, q.items[q.head:])

@@ -19,6 +19,7 @@ type recorder struct {
 	steps    []StepSummary
 	snaps    [][]RequestSnapshot
 	dropped  []int64
+	aborted  []int64
 	kv       []KVEvent
 }
 
@@ -26,6 +27,7 @@ func (r *recorder) Arrived(*RequestSpec)          {}
 func (r *recorder) Journey(ev *JourneyEvent)      { r.journeys = append(r.journeys, *ev) }
 func (r *recorder) Departed(int64, int64)         {}
 func (r *recorder) Dropped(id, _ int64, _ string) { r.dropped = append(r.dropped, id) }
+func (r *recorder) Aborted(id, _ int64)           { r.aborted = append(r.aborted, id) }
 func (r *recorder) KV(ev *KVEvent)                { r.kv = append(r.kv, *ev) }
 func (r *recorder) Step(s *StepSummary, src SnapshotSource) {
 	r.steps = append(r.steps, *s)

@@ -9,8 +9,8 @@ type Status struct {
 	// QueueDepth is the waiting queue (vllm:num_requests_waiting) and
 	// BatchSize the running batch (vllm:num_requests_running).
 	QueueDepth, BatchSize int64
-	// InFlight is every request injected and not yet finished or dropped:
-	// pending arrival, in API processing, waiting or running.
+	// InFlight is every request injected and not yet finished, dropped or
+	// timed out: pending arrival, in API processing, waiting or running.
 	InFlight int64
 	// FreeKVBlocks and TotalKVBlocks are GPU blocks; KVUtilization is
 	// used/total (vllm:gpu_cache_usage_perc), in [0, 1].
@@ -28,7 +28,7 @@ func (e *Engine) Status() Status {
 		AtUs:          e.now,
 		QueueDepth:    int64(e.waiting.len()),
 		BatchSize:     int64(len(e.running)),
-		InFlight:      e.injected - e.m.completed - e.m.dropped,
+		InFlight:      e.injected - e.m.completed - e.m.dropped - e.m.timedOut,
 		FreeKVBlocks:  e.kv.numFree,
 		TotalKVBlocks: e.kv.total(),
 	}
@@ -50,23 +50,32 @@ func (e *Engine) CachedPrefixBlocks(hashes []uint64) int64 { return e.kv.match(h
 func (e *Engine) BlockSize() int64 { return e.blockSize }
 
 // Completion is a request that left the engine: it finished (its last
-// token was produced; it departs after the departure overhead) or was
-// dropped as unservable at enqueue. Times are µs.
+// token was produced; it departs after the departure overhead), was
+// dropped as unservable at enqueue, or timed out (its client gave up:
+// Engine.Abort). Times are µs.
 type Completion struct {
-	ID      int64
-	Dropped bool
-	Reason  string // why it was dropped
+	ID       int64
+	Dropped  bool
+	TimedOut bool
+	Reason   string // why it was dropped
 	// ArrivalUs is the client's send time (RequestSpec.ArrivalUs) and
-	// InjectedUs when it reached the instance.
+	// InjectedUs when it reached the instance (for a request that timed
+	// out before, when it would have).
 	ArrivalUs, InjectedUs int64
-	EnqueuedUs            int64
+	// EnqueuedUs is 0 for a request that timed out before it was queued.
+	EnqueuedUs int64
 	// FirstScheduledUs, FirstTokenUs and FinishedUs are 0 for a dropped
-	// request.
+	// request. For a timed-out one FinishedUs is 0, and FirstScheduledUs
+	// and FirstTokenUs are 0 unless it was scheduled and a token was
+	// delivered before its client gave up.
 	FirstScheduledUs, FirstTokenUs, FinishedUs int64
 	// DepartedUs is when the client has the whole response (for a dropped
-	// request, when it was refused).
+	// request, when it was refused; for a timed-out one, when the abort
+	// took effect).
 	DepartedUs   int64
 	PromptTokens int64
+	// OutputTokens is the tokens delivered: for a timed-out request those
+	// produced before its client gave up.
 	OutputTokens int64
 	CachedTokens int64 // prompt tokens served from caches at first admission
 	Preemptions  int64

@@ -83,6 +83,7 @@ func (r *recorder) Arrived(s *sim.RequestSpec)           { r.inner.Arrived(s) }
 func (r *recorder) Journey(ev *sim.JourneyEvent)         { r.inner.Journey(ev) }
 func (r *recorder) Departed(req, at int64)               { r.inner.Departed(req, at) }
 func (r *recorder) Dropped(req, at int64, reason string) { r.inner.Dropped(req, at, reason) }
+func (r *recorder) Aborted(req, at int64)                { r.inner.Aborted(req, at) }
 func (r *recorder) KV(ev *sim.KVEvent)                   { r.kv = append(r.kv, *ev); r.inner.KV(ev) }
 func (r *recorder) Step(s *sim.StepSummary, snaps sim.SnapshotSource) {
 	if s.ID != int64(len(r.steps)+1) {

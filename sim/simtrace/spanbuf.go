@@ -50,6 +50,18 @@ func (b *spanBuf) add(max int, timeNs uint64, name string) *otlpingest.Event {
 	return e
 }
 
+// dropLastAfter removes the newest event if it is called name and is
+// later than timeNs. It does nothing once the ring has dropped events
+// (the newest is then not at the end of the slots).
+func (b *spanBuf) dropLastAfter(timeNs uint64, name string) {
+	if b.n == 0 || b.dropped > 0 {
+		return
+	}
+	if e := &b.ring[b.n-1]; e.Name == name && e.TimeUnixNano > timeNs {
+		b.n--
+	}
+}
+
 // finish lays the held events out oldest first in the span and sets its
 // dropped count.
 func (b *spanBuf) finish() {

@@ -35,6 +35,11 @@
 // computes as vLLM's _compute_progress_snapshot does.
 // A refused request's API span ends with api.ABORTED (reason
 // AbortReasonRejected, error the simulator's reason) and has no engine span.
+// A request whose client gave up (sim.Engine.Abort) has its API span end
+// with api.ABORTED (reason AbortReasonClient) at the time the client left,
+// and, if it had reached the scheduler, its engine span end with
+// journey.FINISHED, finish.status "aborted", when the engine applied the
+// abort (the end of the step in flight, if any); no api.DEPARTED.
 //
 // Identifiers: the API request id is "cmpl-" ("chatcmpl-" on the chat
 // route) and 16 hex digits, the engine id that plus "-0-" and 4 hex digits;
@@ -74,6 +79,10 @@ const (
 // AbortReasonRejected is api.ABORTED's reason for a request the engine
 // refused; its error is the simulator's explanation.
 const AbortReasonRejected = "rejected"
+
+// AbortReasonClient is api.ABORTED's reason for a request whose client
+// gave up; the API server sees it as a closed connection.
+const AbortReasonClient = "client_disconnect"
 
 // Stats counts what a Writer wrote.
 type Stats struct {
@@ -337,7 +346,7 @@ func (w *Writer) Journey(ev *sim.JourneyEvent) {
 		iv("num_preemptions", ev.NumPreemptions))
 	switch ev.Kind {
 	case sim.JourneyQueued:
-		if w.chat {
+		if w.chat && st.api != nil {
 			w.apiEvent(st.api, "api.HANDOFF_TO_CORE", ev.AtUs)
 		}
 	case sim.JourneyScheduled:
@@ -347,7 +356,7 @@ func (w *Writer) Journey(ev *sim.JourneyEvent) {
 		}
 		e.Attrs = append(e.Attrs, sv("schedule.kind", kind))
 	case sim.JourneyFirstToken:
-		if w.chat {
+		if w.chat && st.api != nil {
 			w.apiEvent(st.api, "api.FIRST_RESPONSE_FROM_CORE", ev.AtUs)
 		}
 	case sim.JourneyFinished:
@@ -355,6 +364,10 @@ func (w *Writer) Journey(ev *sim.JourneyEvent) {
 		core.sp.EndUnixNano = w.wallNs(ev.AtUs)
 		st.core = nil
 		w.emit(core)
+		if st.api == nil { // aborted: its API span is already written
+			delete(w.reqs, ev.Req)
+			w.recycle(st)
+		}
 	}
 }
 
@@ -402,6 +415,37 @@ func (w *Writer) Dropped(req int64, atUs int64, reason string) {
 	if st.core != nil {
 		w.release(st.core)
 	}
+	w.recycle(st)
+}
+
+// Aborted implements sim.Observer: the client gave up at atUs, so the API
+// span ends there with api.ABORTED. A request the scheduler holds keeps its
+// engine span open for the journey.FINISHED (aborted) that follows; one
+// still in API processing never reached the engine and has no engine span.
+func (w *Writer) Aborted(req int64, atUs int64) {
+	delete(w.ids, req)
+	st := w.reqs[req]
+	if st == nil {
+		return
+	}
+	// The engine computes a step's tokens when the step starts, so a first
+	// token due at the end of the step in flight may already be recorded;
+	// the API server never sent it to the gone client.
+	if w.chat {
+		st.api.dropLastAfter(w.wallNs(atUs), "api.FIRST_RESPONSE_FROM_CORE")
+	}
+	e := w.apiEvent(st.api, "api.ABORTED", atUs)
+	e.Attrs = append(e.Attrs, sv("reason", AbortReasonClient), sv("error", "client disconnected"))
+	st.api.sp.EndUnixNano = w.wallNs(atUs)
+	w.emit(st.api)
+	st.api = nil
+	if st.core != nil && st.core.n > 0 {
+		return // queued or running: journey.FINISHED ends the engine span
+	}
+	if st.core != nil {
+		w.release(st.core)
+	}
+	delete(w.reqs, req)
 	w.recycle(st)
 }
 
