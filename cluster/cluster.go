@@ -30,6 +30,7 @@ package cluster
 import (
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/blis-sim/blis/cluster/admit"
 	"github.com/blis-sim/blis/cluster/route"
@@ -147,6 +148,7 @@ func (s *SliceSource) Remaining() int { return len(s.reqs) - s.next }
 type Sim struct {
 	cfg     Config
 	src     Source
+	active  int64 // the last instant with activity (not only stale timeouts)
 	obs     CompletionObserver
 	eng     []*sim.Engine
 	ids     []string
@@ -156,7 +158,11 @@ type Sim struct {
 	bs      int64
 	now     int64
 	events  eventHeap
-	inst    *instHeap
+	// timeouts are the clients' deadlines (evTimeout), apart from events
+	// because, unlike them, they act on instances: parallel windows stop
+	// at the next one.
+	timeouts eventHeap
+	inst     *instHeap
 	snap    *snapshots
 	view    route.View
 	req     route.Request
@@ -283,9 +289,11 @@ func (c *Sim) RouterView() route.View {
 // none is left.
 func (c *Sim) NextEventUs() (int64, bool) {
 	t, ok := c.src.Peek()
-	if c.events.len() > 0 {
-		if at := c.events.peek().at; !ok || at < t {
-			t, ok = at, true
+	for _, h := range [2]*eventHeap{&c.events, &c.timeouts} {
+		if h.len() > 0 {
+			if at := h.peek().at; !ok || at < t {
+				t, ok = at, true
+			}
 		}
 	}
 	if c.inst.len() > 0 {
@@ -318,6 +326,14 @@ func (c *Sim) Step() error {
 	}
 	c.snap.advance(t, c.eng)
 	c.now = t
+	// An instant with nothing but timeouts of requests that had already
+	// left is not activity: it must not stretch the run's span.
+	active := false
+	defer func() {
+		if active {
+			c.active = t
+		}
+	}()
 	for c.err == nil {
 		if at, ok := c.src.Peek(); ok && at <= t {
 			c.cur = c.src.Next()
@@ -326,16 +342,32 @@ func (c *Sim) Step() error {
 				break
 			}
 			c.arrive(&c.cur)
+			active = true
 			continue
 		}
-		if c.events.len() > 0 && c.events.peek().at == t {
+		// Cluster events in kind order: routing, timeouts, completions.
+		evAt := c.events.len() > 0 && c.events.peek().at == t
+		if evAt && c.events.peek().kind < evTimeout {
 			ev := c.events.pop()
 			c.handle(&ev)
+			active = true
+			continue
+		}
+		if c.timeouts.len() > 0 && c.timeouts.peek().at == t {
+			ev := c.timeouts.pop()
+			active = c.timeout(&ev) || active
+			continue
+		}
+		if evAt {
+			ev := c.events.pop()
+			c.handle(&ev)
+			active = true
 			continue
 		}
 		if c.inst.len() > 0 {
 			if i, at := c.inst.top(); at == t {
 				c.advance(i)
+				active = true
 				continue
 			}
 		}
@@ -474,8 +506,35 @@ func (c *Sim) route(spec *sim.RequestSpec) {
 		c.err = fmt.Errorf("instance %s: %w", c.ids[i], err)
 		return
 	}
+	if spec.TimeoutUs > 0 && spec.TimeoutUs <= math.MaxInt64-spec.ArrivalUs {
+		// A deadline already past when the request is routed (admission
+		// latency) aborts it at once.
+		c.timeouts.push(cevent{at: max(spec.ArrivalUs+spec.TimeoutUs, c.now), kind: evTimeout, inst: int32(i), id: spec.ID})
+	}
 	at, ok := e.NextEventUs()
 	c.inst.set(i, at, ok)
+}
+
+// timeout aborts a request whose client gave up, unless it has already
+// finished; the instance reports it at once or at the end of the step in
+// flight (sim.Engine.Abort). It reports whether it aborted anything.
+func (c *Sim) timeout(ev *cevent) bool {
+	i := int(ev.inst)
+	e := c.eng[i]
+	ok, err := e.Abort(ev.id, c.now)
+	if err != nil {
+		c.err = fmt.Errorf("instance %s: %w", c.ids[i], err)
+		return false
+	}
+	if !ok {
+		return false
+	}
+	for k := range e.Completions() {
+		c.complete(i, &e.Completions()[k], c.now)
+	}
+	at, more := e.NextEventUs()
+	c.inst.set(i, at, more)
+	return true
 }
 
 func (c *Sim) advance(i int) {
@@ -500,12 +559,16 @@ func (c *Sim) complete(i int, d *sim.Completion, at int64) {
 		c.fail("CL-3", "request %d reached instance %s at %d µs; arrival %d + admission %d + routing %d = %d",
 			d.ID, c.ids[i], d.InjectedUs, d.ArrivalUs, c.cfg.AdmissionLatencyUs, c.cfg.RoutingLatencyUs, want)
 	}
-	if d.EnqueuedUs < d.InjectedUs || d.DepartedUs < at {
+	// A request that timed out before its queueing has no enqueue time.
+	if (d.EnqueuedUs < d.InjectedUs && !(d.TimedOut && d.EnqueuedUs == 0)) || d.DepartedUs < at {
 		c.fail("CL-3", "request %d: injected %d, enqueued %d, departs %d, reported at %d", d.ID, d.InjectedUs, d.EnqueuedUs, d.DepartedUs, at)
 	}
 	out := Completed
-	if d.Dropped {
+	switch {
+	case d.Dropped:
 		out = Dropped
+	case d.TimedOut:
+		out = TimedOut
 	}
 	c.agg.left(i, c.ids[i], d)
 	c.events.push(cevent{at: d.DepartedUs, kind: evDone, inst: int32(i), id: d.ID, out: out})

@@ -141,15 +141,31 @@ func randomCluster(t *testing.T, seed uint64) (cluster.Config, []sim.RequestSpec
 			reqs[i].PrefixGroup, reqs[i].PrefixTokens = int32(g), min(reqs[i].PromptTokens, int64(128*g))
 		}
 	}
+	// In half the clusters, a third of the clients give up after up to
+	// 300 ms (drawn last, so the rest of the cluster is as before).
+	if r.IntN(2) == 0 {
+		for i := range reqs {
+			if r.IntN(3) == 0 {
+				reqs[i].TimeoutUs = int64(1 + r.IntN(300_000))
+			}
+		}
+	}
 	return cfg, reqs
 }
 
 // TestInvariantsHoldOnRandomClusters drives random clusters (1-5
 // instances, every policy and scorer, stale signals, latencies, small
-// caches with preemption and unservable requests, horizons) with every
+// caches with preemption and unservable requests, horizons, client
+// timeouts) with every
 // engine invariant checked in full after every step and the cluster
 // invariants at the end; each run is repeated and must match byte for byte.
 func TestInvariantsHoldOnRandomClusters(t *testing.T) {
+	var timedOut int64
+	defer func() {
+		if !t.Failed() {
+			require.Greater(t, timedOut, int64(50), "the runs exercise timeouts")
+		}
+	}()
 	for seed := uint64(1); seed <= 40; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			workers := 0
@@ -169,8 +185,9 @@ func TestInvariantsHoldOnRandomClusters(t *testing.T) {
 			_, b := run()
 			require.Equal(t, a, b, "same inputs, same output, whether one or three workers advance the instances")
 			q := res.Requests
+			timedOut += q.TimedOut
 			in := q.AwaitingRouting + q.InTransit + q.StillInAPI + q.StillQueued + q.StillRunning
-			require.Equal(t, q.Arrived, q.Rejected+q.Completed+q.DroppedUnservable+in, "CL-1")
+			require.Equal(t, q.Arrived, q.Rejected+q.Completed+q.DroppedUnservable+q.TimedOut+in, "CL-1")
 			var routed, completed int64
 			for _, ir := range res.Instances {
 				routed += ir.Routed
@@ -179,7 +196,7 @@ func TestInvariantsHoldOnRandomClusters(t *testing.T) {
 			require.Equal(t, q.Routed, routed)
 			require.Equal(t, q.Completed, completed)
 			// Every request that left has one record, with a causal timeline.
-			require.Len(t, res.PerRequest, int(q.Rejected+q.Completed+q.DroppedUnservable))
+			require.Len(t, res.PerRequest, int(q.Rejected+q.Completed+q.DroppedUnservable+q.TimedOut))
 			for _, r := range res.PerRequest {
 				require.GreaterOrEqual(t, r.DepartedUs, r.ArrivalUs)
 				if r.Outcome == "completed" {

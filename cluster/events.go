@@ -7,17 +7,18 @@ package cluster
 type evKind uint8
 
 const (
-	evRoute evKind = 2 // a routing decision after the admission latency
-	evDone  evKind = 5 // a request left an instance: the router's in-flight count drops
+	evRoute   evKind = 2 // a routing decision after the admission latency
+	evTimeout evKind = 4 // a client gives up: its request is aborted at its instance
+	evDone    evKind = 5 // a request left an instance: the router's in-flight count drops
 )
 
 type cevent struct {
 	at   int64
 	kind evKind
 	seq  uint64
-	inst int32 // evDone: the instance
+	inst int32 // evDone, evTimeout: the instance
 	slot int32 // evRoute: the pending request's slot
-	id   int64 // evDone: the request
+	id   int64 // evDone, evTimeout: the request
 	out  Outcome
 }
 

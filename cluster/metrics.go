@@ -8,7 +8,7 @@ import (
 )
 
 // Counts is the cluster's request accounting (CL-1): arrived = rejected +
-// completed + dropped_unservable + awaiting_routing + in_transit +
+// completed + dropped_unservable + timed_out + awaiting_routing + in_transit +
 // still_in_api + still_queued + still_running, at the end of every run.
 type Counts struct {
 	Arrived  int64 `json:"arrived"`
@@ -19,6 +19,9 @@ type Counts struct {
 	Routed            int64         `json:"routed"`
 	Completed         int64         `json:"completed"`
 	DroppedUnservable int64         `json:"dropped_unservable"`
+	// TimedOut were aborted because their client gave up (their
+	// RequestSpec.TimeoutUs passed before they finished).
+	TimedOut int64 `json:"timed_out,omitempty"`
 	// AwaitingRouting were admitted but not yet routed (admission latency),
 	// InTransit routed but not yet at their instance (routing latency), at
 	// the horizon.
@@ -274,12 +277,18 @@ func (a *aggregator) tenantDetail(t int32) *classAgg {
 func (a *aggregator) left(i int, id string, d *sim.Completion) {
 	cl := &a.classes[d.SLOClass]
 	td := a.tenantDetail(d.Tenant)
-	if d.Dropped {
+	switch {
+	case d.Dropped:
 		cl.dropped++
 		if td != nil {
 			td.dropped++
 		}
-	} else {
+	case d.TimedOut:
+		cl.timedOut++
+		if td != nil {
+			td.timedOut++
+		}
+	default:
 		ttft, e2e := d.FirstTokenUs-d.ArrivalUs, d.DepartedUs-d.ArrivalUs
 		var tpot int64
 		if d.OutputTokens > 1 {
@@ -310,9 +319,12 @@ func (a *aggregator) left(i int, id string, d *sim.Completion) {
 		r := RequestRecord{ID: d.ID, Outcome: Completed.String(), Instance: id, Tenant: d.Tenant, SLOClass: d.SLOClass.String(),
 			ArrivalUs: d.ArrivalUs, PromptTokens: d.PromptTokens, OutputTokens: d.OutputTokens, CachedTokens: d.CachedTokens,
 			Preemptions: d.Preemptions, DepartedUs: d.DepartedUs}
-		if d.Dropped {
+		switch {
+		case d.Dropped:
 			r.Outcome, r.Reason = Dropped.String(), d.Reason
-		} else {
+		case d.TimedOut:
+			r.Outcome = TimedOut.String()
+		default:
 			r.SchedulingDelay, r.TTFT, r.E2E = d.FirstScheduledUs-d.ArrivalUs, d.FirstTokenUs-d.ArrivalUs, d.DepartedUs-d.ArrivalUs
 		}
 		a.records = append(a.records, r)
@@ -337,7 +349,7 @@ func (c *Sim) Finish() (*Result, error) {
 	res := &Result{}
 	var ttft, itl, e2e, sched sim.Histogram
 	var prompt, cached int64
-	end := c.now
+	end := c.active
 	cnt := &res.Requests
 	for i, e := range c.eng {
 		r, err := e.Finish()
@@ -357,6 +369,7 @@ func (c *Sim) Finish() (*Result, error) {
 		rc := r.Requests
 		cnt.Completed += rc.Completed
 		cnt.DroppedUnservable += rc.Dropped
+		cnt.TimedOut += rc.TimedOut
 		cnt.InTransit += rc.Offered - rc.Injected
 		cnt.StillInAPI += rc.StillArrival
 		cnt.StillQueued += rc.StillQueued
@@ -430,8 +443,8 @@ func (c *Sim) Finish() (*Result, error) {
 // every in-flight count to zero.
 func (c *Sim) checkConservation(cnt *Counts) {
 	in := cnt.AwaitingRouting + cnt.InTransit + cnt.StillInAPI + cnt.StillQueued + cnt.StillRunning
-	if got := cnt.Rejected + cnt.Completed + cnt.DroppedUnservable + in; got != cnt.Arrived {
-		c.fail("CL-1", "arrived %d ≠ rejected %d + completed %d + dropped %d + in the system %d", cnt.Arrived, cnt.Rejected, cnt.Completed, cnt.DroppedUnservable, in)
+	if got := cnt.Rejected + cnt.Completed + cnt.DroppedUnservable + cnt.TimedOut + in; got != cnt.Arrived {
+		c.fail("CL-1", "arrived %d ≠ rejected %d + completed %d + dropped %d + timed out %d + in the system %d", cnt.Arrived, cnt.Rejected, cnt.Completed, cnt.DroppedUnservable, cnt.TimedOut, in)
 	}
 	if cnt.Admitted+cnt.Rejected != cnt.Arrived || cnt.Routed+cnt.AwaitingRouting != cnt.Admitted {
 		c.fail("CL-1", "arrived %d, admitted %d, rejected %d, routed %d, awaiting routing %d do not add up", cnt.Arrived, cnt.Admitted, cnt.Rejected, cnt.Routed, cnt.AwaitingRouting)

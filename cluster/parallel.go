@@ -159,7 +159,8 @@ func (c *Sim) stopWorkers() {
 }
 
 // bound is the time before which the instances' events are their own: the
-// next arrival, delayed routing decision or scrape, or past the horizon.
+// next arrival, delayed routing decision, timeout or scrape, or past the
+// horizon.
 func (c *Sim) bound() int64 {
 	b := int64(1<<63 - 1)
 	if at, ok := c.src.Peek(); ok {
@@ -167,6 +168,9 @@ func (c *Sim) bound() int64 {
 	}
 	if len(c.routeAt) > c.routeHead {
 		b = min(b, c.routeAt[c.routeHead])
+	}
+	if c.timeouts.len() > 0 {
+		b = min(b, c.timeouts.peek().at)
 	}
 	for g := range c.snap.groups {
 		b = min(b, c.snap.groups[g].next)

@@ -45,7 +45,7 @@ import (
 //	        [slo.CLASS=ttft,tpot,e2e] (targets in µs, 0 = none)
 //	    a new cluster whose instances take a constant step time (default 1000
 //	    µs), with 100 µs of API time before queueing and 50 µs after finishing
-//	arrive t= id= prompt= output= [group= prefix=] [tenant=] [class=]
+//	arrive t= id= prompt= output= [group= prefix=] [tenant=] [class=] [timeout=µs]
 //	burst t= first= n= prompt= output= [group= prefix=]
 //	    requests offered to the cluster
 //	run [until=µs]
@@ -199,7 +199,8 @@ func (s *scenario) newCluster(a map[string]string) string {
 
 func (s *scenario) request(a map[string]string, id, at int64) sim.RequestSpec {
 	r := sim.RequestSpec{ID: id, ArrivalUs: at, PromptTokens: num(s.t, a, "prompt", 100), OutputTokens: num(s.t, a, "output", 4),
-		PrefixGroup: int32(num(s.t, a, "group", 0)), PrefixTokens: num(s.t, a, "prefix", 0), Tenant: int32(num(s.t, a, "tenant", 0))}
+		PrefixGroup: int32(num(s.t, a, "group", 0)), PrefixTokens: num(s.t, a, "prefix", 0), Tenant: int32(num(s.t, a, "tenant", 0)),
+		TimeoutUs: num(s.t, a, "timeout", 0)}
 	if c, ok := a["class"]; ok {
 		cl, err := sim.ParseSLOClass(c)
 		require.NoError(s.t, err)
@@ -262,8 +263,12 @@ func (s *scenario) exec(line string) string {
 		require.NoError(t, err)
 		q := res.Requests
 		var b strings.Builder
-		fmt.Fprintf(&b, "arrived=%d admitted=%d rejected=%d routed=%d completed=%d dropped=%d\n", q.Arrived, q.Admitted, q.Rejected,
+		fmt.Fprintf(&b, "arrived=%d admitted=%d rejected=%d routed=%d completed=%d dropped=%d", q.Arrived, q.Admitted, q.Rejected,
 			q.Routed, q.Completed, q.DroppedUnservable)
+		if q.TimedOut > 0 {
+			fmt.Fprintf(&b, " timed-out=%d", q.TimedOut)
+		}
+		b.WriteByte('\n')
 		fmt.Fprintf(&b, "in the system: awaiting-routing=%d in-transit=%d in-api=%d queued=%d running=%d\n",
 			q.AwaitingRouting, q.InTransit, q.StillInAPI, q.StillQueued, q.StillRunning)
 		for _, r := range q.RejectedBy {

@@ -42,7 +42,11 @@ func specCluster(t *testing.T, n int, body string) (*cluster.Result, *countingSo
 		ins = append(ins, cluster.Instance{ID: cluster.InstanceID(i, n), Config: b.Config})
 	}
 	src := &countingSource{Source: workload.NewSource(spec, sim.NewRNG(1))}
-	c, err := cluster.New(cluster.Config{Instances: ins, TenantNames: spec.TenantIDs()}, src)
+	cfg := cluster.Config{Instances: ins, TenantNames: spec.TenantIDs()}
+	for cl, t := range spec.SLO {
+		cfg.SLOTargets[cl] = cluster.SLOTarget{TTFTUs: int64(t.TTFTMs * 1e3), TPOTUs: int64(t.TPOTMs * 1e3), E2EUs: int64(t.E2EMs * 1e3)}
+	}
+	c, err := cluster.New(cfg, src)
 	require.NoError(t, err)
 	res, err := c.Run()
 	require.NoError(t, err)
@@ -91,4 +95,43 @@ tenants:
 	require.Equal(t, "bulk", f.Tenants[1].Name)
 	require.NotNil(t, f.Tenants[0].Detail)
 	require.Equal(t, f.Tenants[0].Completed, f.Tenants[0].Detail.TTFT.Count)
+}
+
+// Clients that give up: under overload, requests past their deadline are
+// aborted and counted as timed out, per class and per tenant, as SLO
+// misses; the accounting (CL-1, checked by Finish) still adds up, and a
+// closed-loop client whose request timed out moves on.
+func TestTimeoutsAbortAndCount(t *testing.T) {
+	res, src := specCluster(t, 1, `version: 1
+duration_s: 60
+rate: 40
+tenants:
+  - id: impatient
+    timeout_s: 2
+    prompt_tokens: "3000"
+    output_tokens: "300"
+  - id: agents
+    closed_loop: {clients: 4, think_time_ms: "100"}
+    timeout_s: 1
+    output_tokens: "200"
+`)
+	q := res.Requests
+	require.Greater(t, q.TimedOut, int64(100), "an overloaded instance makes clients give up")
+	require.Equal(t, q.Arrived, q.Completed+q.TimedOut+q.Rejected+q.DroppedUnservable)
+	var classTimedOut int64
+	for _, c := range res.PerSLOClass {
+		classTimedOut += c.TimedOut
+	}
+	require.Equal(t, q.TimedOut, classTimedOut)
+	var tenantTimedOut int64
+	for _, tr := range res.Fairness.Tenants {
+		tenantTimedOut += tr.Detail.TimedOut
+		require.LessOrEqual(t, tr.Detail.SLO.Met, tr.Completed)
+		require.Equal(t, tr.Arrived, tr.Detail.SLO.Finished, "every request ended, and all count")
+	}
+	require.Equal(t, q.TimedOut, tenantTimedOut)
+	require.Greater(t, src.Stats()[1].Requests, int64(4), "the agents kept sending after timeouts")
+	for _, in := range res.Instances {
+		require.Equal(t, in.Metrics.Requests.Offered, in.Metrics.Requests.Completed+in.Metrics.Requests.TimedOut+in.Metrics.Requests.Dropped)
+	}
 }
