@@ -146,28 +146,28 @@ func (s *SliceSource) Remaining() int { return len(s.reqs) - s.next }
 
 // Sim is one cluster run. Create it with New.
 type Sim struct {
-	cfg     Config
-	src     Source
-	active  int64 // the last instant with activity (not only stale timeouts)
-	obs     CompletionObserver
-	eng     []*sim.Engine
-	ids     []string
-	admit   admit.Policy
-	router  route.Policy
-	needs   bool // the router reads prompt hashes
-	bs      int64
-	now     int64
-	events  eventHeap
+	cfg    Config
+	src    Source
+	active int64 // the last instant with activity (not only stale timeouts)
+	obs    CompletionObserver
+	eng    []*sim.Engine
+	ids    []string
+	admit  admit.Policy
+	router route.Policy
+	needs  bool // the router reads prompt hashes
+	bs     int64
+	now    int64
+	events eventHeap
 	// timeouts are the clients' deadlines (evTimeout), apart from events
 	// because, unlike them, they act on instances: parallel windows stop
 	// at the next one.
 	timeouts eventHeap
 	inst     *instHeap
-	snap    *snapshots
-	view    route.View
-	req     route.Request
-	hashBuf []uint64
-	dec     *decisionWriter
+	snap     *snapshots
+	view     route.View
+	req      route.Request
+	hashBuf  []uint64
+	dec      *decisionWriter
 
 	inflight []int64
 	pending  []sim.RequestSpec // admitted, awaiting the routing decision
