@@ -77,6 +77,11 @@ func benchCluster(b *testing.B, n, requests int, policy string) {
 			b.Fatal(err)
 		}
 	}
+	if v := os.Getenv("BLIS_BENCH_WINDOW_US"); v != "" { // the cost of time windows
+		if built.Config.WindowUs, err = strconv.ParseInt(v, 10, 64); err != nil {
+			b.Fatal(err)
+		}
+	}
 	b.ReportAllocs()
 	var res *cluster.Result
 	for b.Loop() {
@@ -110,7 +115,8 @@ func benchCluster(b *testing.B, n, requests int, policy string) {
 //
 // µs/req is wall time per request, allocs/op and B/op are per run,
 // heap-MiB is the heap the run reserved. Set BLIS_BENCH_LARGE=0 to skip
-// the 1,000,000-request case (about 20 s).
+// the 1,000,000-request case (about 20 s), BLIS_BENCH_WINDOW_US to add
+// time windows of that many µs.
 func BenchmarkCluster(b *testing.B) {
 	cases := []struct {
 		n, requests int

@@ -22,9 +22,11 @@
 // Sim is itself a caller-driven state machine: Step processes the events
 // of the next instant, RunUntil steps to a time, Run to the end or the
 // horizon, and Finish checks the cluster invariants and aggregates the
-// metrics by merging the instances' histograms. Memory follows the number
-// of requests in flight, not the number served, unless per-request records
-// are asked for. docs/cluster.md states the rules.
+// metrics by merging the instances' histograms; with Config.WindowUs it
+// also reports the run in time windows (windows.go). Memory follows the
+// number of requests in flight, not the number served, unless per-request
+// records (or windows, one row each) are asked for. docs/cluster.md states
+// the rules.
 package cluster
 
 import (
@@ -89,6 +91,11 @@ type Config struct {
 	// between cluster events (0 or 1: the caller's only). The output is the
 	// same for every value; see parallel.go for when they are used.
 	Workers int
+	// WindowUs > 0 cuts the run into time windows of this many µs,
+	// aligned at time 0, and reports each one in Result.Windows: requests
+	// that arrived and left in it, TTFT of those completed, and the state
+	// sampled at its end (windows.go). 0: no windows.
+	WindowUs int64
 }
 
 // Source supplies the requests. Arrival times must not decrease and never
@@ -162,6 +169,7 @@ type Sim struct {
 	// because, unlike them, they act on instances: parallel windows stop
 	// at the next one.
 	timeouts eventHeap
+	armed    map[int64]struct{} // requests whose timeout is pending, until they leave
 	inst     *instHeap
 	snap     *snapshots
 	view     route.View
@@ -183,6 +191,8 @@ type Sim struct {
 
 	workers []*worker
 	merged  []doneAt
+
+	win *windower // nil without time windows
 
 	agg aggregator
 	err error
@@ -213,6 +223,8 @@ func New(cfg Config, src Source) (*Sim, error) {
 		return nil, fmt.Errorf("router block size must be >= 0 tokens, got %d", cfg.RouterBlockSize)
 	case cfg.Workers < 0:
 		return nil, fmt.Errorf("workers must be >= 0, got %d", cfg.Workers)
+	case cfg.WindowUs < 0:
+		return nil, fmt.Errorf("time window must be >= 0 µs, got %d", cfg.WindowUs)
 	}
 	if err := cfg.Freshness.Validate(); err != nil {
 		return nil, err
@@ -261,6 +273,9 @@ func New(cfg Config, src Source) (*Sim, error) {
 	if cfg.Decisions != nil {
 		c.dec = newDecisionWriter(cfg.Decisions, cfg.CounterfactualK, n)
 	}
+	if cfg.WindowUs > 0 {
+		c.win = newWindower(cfg.WindowUs)
+	}
 	return c, nil
 }
 
@@ -288,6 +303,7 @@ func (c *Sim) RouterView() route.View {
 // NextEventUs is the time of the next event of any kind, or false when
 // none is left.
 func (c *Sim) NextEventUs() (int64, bool) {
+	c.purgeTimeouts()
 	t, ok := c.src.Peek()
 	for _, h := range [2]*eventHeap{&c.events, &c.timeouts} {
 		if h.len() > 0 {
@@ -325,6 +341,14 @@ func (c *Sim) Step() error {
 		return c.err
 	}
 	c.snap.advance(t, c.eng)
+	if w := c.win; w != nil {
+		switch {
+		case !w.started:
+			w.start(t)
+		case t >= w.end:
+			c.closeWindows(t)
+		}
+	}
 	c.now = t
 	// An instant with nothing but timeouts of requests that had already
 	// left is not activity: it must not stretch the run's span.
@@ -430,6 +454,14 @@ func (c *Sim) arrive(spec *sim.RequestSpec) {
 	if c.dec != nil {
 		c.dec.admission(c.now, spec, c.admit.Name(), ok, reason)
 	}
+	if w := c.win; w != nil {
+		w.cur.Arrived++
+		if ok {
+			w.cur.Admitted++
+		} else {
+			w.cur.Rejected++
+		}
+	}
 	if !ok {
 		c.agg.rejected(spec, reason, c.now)
 		if c.obs != nil {
@@ -474,6 +506,9 @@ func (c *Sim) handle(ev *cevent) {
 		if c.inflight[ev.inst] < 0 {
 			c.fail("CL-2", "instance %s: in-flight count went negative at request %d", c.ids[ev.inst], ev.id)
 		}
+		if c.win != nil {
+			c.win.left(ev)
+		}
 		if c.obs != nil {
 			c.obs.RequestDone(ev.id, c.now, ev.out)
 		}
@@ -510,9 +545,24 @@ func (c *Sim) route(spec *sim.RequestSpec) {
 		// A deadline already past when the request is routed (admission
 		// latency) aborts it at once.
 		c.timeouts.push(cevent{at: max(spec.ArrivalUs+spec.TimeoutUs, c.now), kind: evTimeout, inst: int32(i), id: spec.ID})
+		if c.armed == nil {
+			c.armed = map[int64]struct{}{}
+		}
+		c.armed[spec.ID] = struct{}{}
 	}
 	at, ok := e.NextEventUs()
 	c.inst.set(i, at, ok)
+}
+
+// purgeTimeouts drops the deadlines of requests that have left, so that
+// they never move the clock, stretch the run or open time windows.
+func (c *Sim) purgeTimeouts() {
+	for c.timeouts.len() > 0 {
+		if _, ok := c.armed[c.timeouts.peek().id]; ok {
+			return
+		}
+		c.timeouts.pop()
+	}
 }
 
 // timeout aborts a request whose client gave up, unless it has already
@@ -571,7 +621,11 @@ func (c *Sim) complete(i int, d *sim.Completion, at int64) {
 		out = TimedOut
 	}
 	c.agg.left(i, c.ids[i], d)
-	c.events.push(cevent{at: d.DepartedUs, kind: evDone, inst: int32(i), id: d.ID, out: out})
+	if c.armed != nil {
+		delete(c.armed, d.ID)
+	}
+	c.events.push(cevent{at: d.DepartedUs, kind: evDone, inst: int32(i), id: d.ID, out: out,
+		ttftUs: d.FirstTokenUs - d.ArrivalUs, tokens: d.OutputTokens})
 }
 
 // checkFreshness is INV-7 for periodic signals: the value a decision reads

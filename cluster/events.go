@@ -13,13 +13,16 @@ const (
 )
 
 type cevent struct {
-	at   int64
-	kind evKind
-	seq  uint64
-	inst int32 // evDone, evTimeout: the instance
-	slot int32 // evRoute: the pending request's slot
-	id   int64 // evDone, evTimeout: the request
-	out  Outcome
+	at  int64
+	seq uint64
+	id  int64 // evDone, evTimeout: the request
+	// evDone, for the time windows: the request's TTFT (µs) and output
+	// tokens when it completed.
+	ttftUs, tokens int64
+	inst           int32 // evDone, evTimeout: the instance
+	slot           int32 // evRoute: the pending request's slot
+	kind           evKind
+	out            Outcome
 }
 
 func (a *cevent) less(b *cevent) bool {

@@ -63,6 +63,10 @@ type Result struct {
 	Fairness   *Fairness        `json:"fairness,omitempty"`
 	Instances  []InstanceResult `json:"instances"`
 	PerRequest []RequestRecord  `json:"per_request,omitempty"`
+	// Windows are the time windows (Config.WindowUs), in time order. They
+	// are not part of the result's JSON, which keeps its size and shape;
+	// WriteWindowsCSV and WriteWindowsJSONL write them.
+	Windows []Window `json:"-"`
 }
 
 // ClassResult is one SLO class's requests and latencies. TPOT is a
@@ -345,6 +349,12 @@ func (c *Sim) Finish() (*Result, error) {
 			return nil, fmt.Errorf("decision trace: %w", err)
 		}
 	}
+	if c.win != nil {
+		// Before the engines finish: the last window samples their state.
+		if c.finishWindows(); c.err != nil {
+			return nil, c.err
+		}
+	}
 	a := &c.agg
 	res := &Result{}
 	var ttft, itl, e2e, sched sim.Histogram
@@ -436,6 +446,9 @@ func (c *Sim) Finish() (*Result, error) {
 	}
 	res.Fairness = fairness(a.tenants, dur, c.cfg.TenantNames, &a.slo)
 	res.PerRequest = a.records
+	if c.win != nil {
+		res.Windows = c.win.rows
+	}
 	return res, nil
 }
 

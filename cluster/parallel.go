@@ -11,11 +11,13 @@ import (
 )
 
 // Instances interact only through the cluster: a request reaches one when
-// it is routed, and what it reports is read at routing decisions and
-// scrapes. Between two cluster events that touch the instances (an
-// arrival, a delayed routing decision, a scrape, the horizon), each
-// instance's events are its own, so Run lets several workers advance
-// different instances up to the next such event, then applies what they
+// it is routed, and what it reports is read at routing decisions, scrapes
+// and time windows' ends. Between two cluster events that touch the
+// instances (an arrival, a delayed routing decision, a scrape, a window's
+// end, the horizon), each instance's events are its own, so Run lets
+// several workers advance different instances up to the next such event
+// (a window's end is a bound like the others: its sample reads every
+// instance), then applies what they
 // produced (completions) in exactly the order a single worker would have:
 // by the time of the instance event that produced it, then instance index,
 // then the engine's own order. The output is therefore the same for any
@@ -159,8 +161,8 @@ func (c *Sim) stopWorkers() {
 }
 
 // bound is the time before which the instances' events are their own: the
-// next arrival, delayed routing decision, timeout or scrape, or past the
-// horizon.
+// next arrival, delayed routing decision, timeout or scrape, the open time
+// window's end (its state is sampled there), or past the horizon.
 func (c *Sim) bound() int64 {
 	b := int64(1<<63 - 1)
 	if at, ok := c.src.Peek(); ok {
@@ -169,11 +171,14 @@ func (c *Sim) bound() int64 {
 	if len(c.routeAt) > c.routeHead {
 		b = min(b, c.routeAt[c.routeHead])
 	}
-	if c.timeouts.len() > 0 {
+	if c.purgeTimeouts(); c.timeouts.len() > 0 {
 		b = min(b, c.timeouts.peek().at)
 	}
 	for g := range c.snap.groups {
 		b = min(b, c.snap.groups[g].next)
+	}
+	if c.win != nil {
+		b = min(b, c.win.end)
 	}
 	if c.cfg.HorizonUs > 0 {
 		b = min(b, c.cfg.HorizonUs+1)

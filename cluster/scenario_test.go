@@ -42,9 +42,10 @@ import (
 //	cluster n=2 routing=least-loaded [scorers=...] [refresh=µs] [refresh.SIGNAL=µs]
 //	        [admission=token-bucket capacity= refill=] [admission-latency=µs] [routing-latency=µs]
 //	        [step=µs arrive=µs depart=µs] [kv-blocks= max-seqs= budget= block=] [k=] [index=]
-//	        [slo.CLASS=ttft,tpot,e2e] (targets in µs, 0 = none)
+//	        [slo.CLASS=ttft,tpot,e2e] (targets in µs, 0 = none) [window=µs]
 //	    a new cluster whose instances take a constant step time (default 1000
-//	    µs), with 100 µs of API time before queueing and 50 µs after finishing
+//	    µs), with 100 µs of API time before queueing and 50 µs after finishing;
+//	    window= turns on time windows
 //	arrive t= id= prompt= output= [group= prefix=] [tenant=] [class=] [timeout=µs]
 //	burst t= first= n= prompt= output= [group= prefix=]
 //	    requests offered to the cluster
@@ -54,7 +55,7 @@ import (
 //	status
 //	    each instance's live state and what the router sees of it
 //	finish
-//	    the run's counts
+//	    the run's counts, and one line per time window
 var update = flag.Bool("update", false, "rewrite testdata/scenarios/*.txt with the outputs the code produces")
 
 // constLatency has fixed step and overhead times, so that every timestamp
@@ -192,7 +193,8 @@ func (s *scenario) newCluster(a map[string]string) string {
 	s.src = &scriptSource{log: &s.log}
 	s.c, err = New(Config{Instances: ins, Admission: ap, Routing: r, Freshness: fresh, SLOTargets: slo,
 		AdmissionLatencyUs: num(t, a, "admission-latency", 0), RoutingLatencyUs: num(t, a, "routing-latency", 0),
-		Decisions: decisionLog{&s.log}, CounterfactualK: int(num(t, a, "k", int64(n))), RecordRequests: true}, s.src)
+		Decisions: decisionLog{&s.log}, CounterfactualK: int(num(t, a, "k", int64(n))), RecordRequests: true,
+		WindowUs: num(t, a, "window", 0)}, s.src)
 	require.NoError(t, err)
 	return fmt.Sprintf("ok: %d instances, %s routing, %s admission", n, r.Name(), ap.Name())
 }
@@ -292,6 +294,15 @@ func (s *scenario) exec(line string) string {
 		}
 		if f := res.Fairness; f != nil {
 			fmt.Fprintf(&b, "jain=%.4f\n", f.JainIndex)
+		}
+		for _, w := range res.Windows {
+			ttft := "-"
+			if w.Completed > 0 {
+				ttft = fmt.Sprintf("%d/%d", w.TTFTP50Us, w.TTFTP99Us)
+			}
+			fmt.Fprintf(&b, "window [%d,%d) arrived=%d admitted=%d rejected=%d completed=%d dropped=%d timed-out=%d tokens=%d ttft-p50/p99=%s | queue=%d running=%d kv=%.3f/%.3f in-flight=%d\n",
+				w.StartUs, w.EndUs, w.Arrived, w.Admitted, w.Rejected, w.Completed, w.Dropped, w.TimedOut, w.OutputTokens, ttft,
+				w.QueueDepth, w.Running, w.KVUtilMean, w.KVUtilMax, w.InFlight)
 		}
 		return strings.TrimSpace(b.String())
 	}

@@ -243,6 +243,29 @@ func TestHistogramMerge(t *testing.T) {
 	require.Equal(t, all.Count(), m.Count())
 }
 
+// A reset histogram is an empty one: reused for new values it summarizes
+// exactly as a fresh histogram of those values does.
+func TestHistogramReset(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var reused Histogram
+	for round := 0; round < 3; round++ {
+		var fresh Histogram
+		for i := 0; i < 1000; i++ {
+			v := int64(r.ExpFloat64() * float64(int64(1000)<<(4*round)))
+			reused.add(v)
+			fresh.add(v)
+		}
+		require.Equal(t, fresh.Summarize(), reused.Summarize(), "round %d", round)
+		require.Equal(t, fresh.Quantile(0.99), reused.Quantile(0.99))
+		reused.Reset()
+		require.Zero(t, reused.Count())
+		require.Equal(t, Distribution{}, reused.Summarize())
+		for _, c := range reused.counts {
+			require.Zero(t, c)
+		}
+	}
+}
+
 func TestSharedBlocksAgreesWithBlockShared(t *testing.T) {
 	for _, bs := range []int64{1, 7, 16} {
 		for _, spec := range []RequestSpec{

@@ -311,6 +311,16 @@ func (h *Histogram) Merge(o *Histogram) {
 	h.sum += o.sum
 }
 
+// Reset empties the histogram and keeps its buckets' memory, so that one
+// histogram can be reused for one interval after another.
+func (h *Histogram) Reset() {
+	if h.n > 0 {
+		// No bucket lies above the largest value's.
+		clear(h.counts[:min(len(h.counts), histIndex(h.max)+1)])
+	}
+	h.n, h.sum, h.min, h.max = 0, 0, 0, 0
+}
+
 // Summarize reports the histogram in milliseconds.
 func (h *Histogram) Summarize() Distribution { return h.summarize() }
 

@@ -8,7 +8,10 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,6 +20,7 @@ import (
 	"github.com/blis-sim/blis/cluster"
 	"github.com/blis-sim/blis/cluster/admit"
 	"github.com/blis-sim/blis/cluster/route"
+	"github.com/blis-sim/blis/cluster/windowplot"
 	"github.com/blis-sim/blis/deploy"
 	"github.com/blis-sim/blis/sim"
 	"github.com/blis-sim/blis/sim/simtrace"
@@ -41,13 +45,16 @@ type clusterOpts struct {
 	counterfactK   int
 	fitness        string
 	workers        int
+	window         string
+	windowOut      string
+	windowPlot     string
 }
 
 // clusterFlags are the flags that make a run a cluster run when given.
 var clusterFlags = []string{"num-instances", "deployment", "admission-policy", "token-bucket-capacity", "token-bucket-refill-rate",
 	"admission-latency", "routing-policy", "routing-scorers", "routing-latency", "prefix-index-capacity",
 	"snapshot-refresh-interval", "trace-level", "decision-trace", "counterfactual-k", "fitness-weights",
-	"workload-spec", "scenario"}
+	"workload-spec", "scenario", "window", "window-out", "window-plot"}
 
 func addClusterFlags(f *pflag.FlagSet, o *clusterOpts) {
 	f.IntVar(&o.numInstances, "num-instances", 1, "cluster: identical instances behind the router")
@@ -66,6 +73,9 @@ func addClusterFlags(f *pflag.FlagSet, o *clusterOpts) {
 	f.IntVar(&o.counterfactK, "counterfactual-k", 3, "cluster: candidates (with scores, signals and regret) recorded per routing decision")
 	f.IntVar(&o.workers, "workers", 0, "cluster: goroutines advancing instances between cluster events (0: one per CPU); the output is the same for any value")
 	f.StringVar(&o.fitness, "fitness-weights", "", "cluster: print a fitness score, a weighted sum of normalized metrics: key:weight,... with keys throughput, tokens_per_sec, STAT_METRIC (STAT mean|p50|p90|p95|p99|max, METRIC ttft|itl|e2e|scheduling_delay)")
+	f.StringVar(&o.window, "window", "", "cluster: cut the run into time windows [k·`D`, (k+1)·D) of simulated time, D a duration with a unit (10s, 500ms, 1m; whole µs), for --window-out and --window-plot (default: none; a single-instance run given a window flag runs as a 1-instance cluster)")
+	f.StringVar(&o.windowOut, "window-out", "", "cluster: write one row per --window to `FILE`: .csv (with a header) or .jsonl (one JSON object a line); counts, rates per second, TTFT p50/p99 ms of the requests completed in the window, and queue depth, running batch, KV utilization and router in-flight at the window's end (docs/cluster.md)")
+	f.StringVar(&o.windowPlot, "window-plot", "", "cluster: draw the --window rows to `FILE`, .png or .svg: panels of request rates, TTFT p50/p99, queue depth and running batch, and KV utilization over time")
 }
 
 // clusterMode reports whether the flags ask for a cluster run.
@@ -206,6 +216,10 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	if c.workers < 0 {
 		return fmt.Errorf("--workers must be >= 0, got %d", c.workers)
 	}
+	win, err := parseWindowFlags(c)
+	if err != nil {
+		return err
+	}
 	var weights []cluster.FitnessWeight
 	if c.fitness != "" {
 		if weights, err = cluster.ParseFitnessWeights(c.fitness); err != nil {
@@ -239,6 +253,7 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	if cfg.Workers == 0 {
 		cfg.Workers = runtime.GOMAXPROCS(0)
 	}
+	cfg.WindowUs = win.us
 	for i := range cfg.Instances {
 		cfg.Instances[i].Config.Options.Exhaustive = o.debugInv
 	}
@@ -280,6 +295,21 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 		outs = append(outs, df)
 		decisionBuf = bufio.NewWriterSize(df, 1<<20)
 		cfg.Decisions = decisionBuf
+	}
+	// The window files are opened before the run, so that an unwritable
+	// path fails at once, and written after it.
+	var windowOut, windowPlot *atomicFile
+	if c.windowOut != "" {
+		if windowOut, err = createAtomic(c.windowOut, "--window-out"); err != nil {
+			return err
+		}
+		outs = append(outs, windowOut)
+	}
+	if c.windowPlot != "" {
+		if windowPlot, err = createAtomic(c.windowPlot, "--window-plot"); err != nil {
+			return err
+		}
+		outs = append(outs, windowPlot)
 	}
 
 	var src cluster.Source
@@ -330,6 +360,9 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 		return err
 	}
 	res, err := cs.Run()
+	if errors.Is(err, cluster.ErrTooManyWindows) {
+		return fmt.Errorf("--window %s: %w", c.window, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -352,6 +385,9 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 			return fmt.Errorf("--decision-trace: %w", err)
 		}
 	}
+	if err := writeWindows(win, windowOut, windowPlot, res.Windows); err != nil {
+		return err
+	}
 	for _, f := range outs {
 		if err := f.commit(); err != nil {
 			return err
@@ -364,6 +400,7 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 		out.Spec = &specReport{Source: spec.Source, Tenants: specSrc.Stats()}
 		offered = int(specSrc.Sent())
 	}
+	out.Config.WindowUs = win.us
 	if weights != nil {
 		fr := cluster.Fitness(res, weights)
 		out.Fitness = &fr
@@ -377,6 +414,88 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "blis: %d instances, %d of %d requests arrived (%d completed, %d rejected, %d dropped), %.1f s simulated in %.2f s wall (%.1f µs per request)\n",
 		len(cfg.Instances), rq.Arrived, offered, rq.Completed, rq.Rejected, rq.DroppedUnservable, res.DurationS, wall.Seconds(),
 		float64(wall.Microseconds())/float64(max(1, rq.Arrived)))
+	if win.us > 0 {
+		fmt.Fprintf(stderr, "blis: %d time windows of %s\n", len(res.Windows), time.Duration(win.us)*time.Microsecond)
+	}
+	return nil
+}
+
+// windowFlags are --window and its outputs, checked.
+type windowFlags struct {
+	us        int64  // the window, µs (0: none)
+	outFormat string // csv or jsonl
+	plotFmt   string // png or svg
+}
+
+// parseWindowFlags checks --window, --window-out and --window-plot before
+// the run: the duration, the files' extensions, and that each needs the
+// other.
+func parseWindowFlags(c *clusterOpts) (windowFlags, error) {
+	var w windowFlags
+	if c.window == "" {
+		switch {
+		case c.windowOut != "":
+			return w, errors.New("--window-out needs --window D, the length of a window (10s, 500ms)")
+		case c.windowPlot != "":
+			return w, errors.New("--window-plot needs --window D, the length of a window (10s, 500ms)")
+		}
+		return w, nil
+	}
+	d, err := time.ParseDuration(c.window)
+	switch {
+	case err != nil:
+		return w, fmt.Errorf("--window %q is not a duration; give a number and a unit, such as 10s, 500ms or 1m", c.window)
+	case d <= 0:
+		return w, fmt.Errorf("--window must be > 0, got %s", c.window)
+	case d%time.Microsecond != 0:
+		return w, fmt.Errorf("--window %s is not a whole number of microseconds", c.window)
+	case c.windowOut == "" && c.windowPlot == "":
+		return w, errors.New("--window needs --window-out FILE (.csv or .jsonl) or --window-plot FILE (.png or .svg) to write the windows to")
+	}
+	w.us = d.Microseconds()
+	if c.windowOut != "" {
+		if w.outFormat, err = extFormat(c.windowOut, "--window-out", "csv", "jsonl"); err != nil {
+			return w, err
+		}
+	}
+	if c.windowPlot != "" {
+		if w.plotFmt, err = extFormat(c.windowPlot, "--window-plot", windowplot.Formats...); err != nil {
+			return w, err
+		}
+	}
+	return w, nil
+}
+
+// extFormat is path's extension, lower case and without the dot, when it
+// is one of formats.
+func extFormat(path, flag string, formats ...string) (string, error) {
+	ext := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
+	if slices.Contains(formats, ext) {
+		return ext, nil
+	}
+	return "", fmt.Errorf("%s %s: the extension must be .%s", flag, path, strings.Join(formats, " or ."))
+}
+
+// writeWindows writes the rows to the open window files (nil: not asked).
+func writeWindows(w windowFlags, out, plot *atomicFile, rows []cluster.Window) error {
+	if out != nil {
+		write := cluster.WriteWindowsCSV
+		if w.outFormat == "jsonl" {
+			write = cluster.WriteWindowsJSONL
+		}
+		if err := write(out, rows); err != nil {
+			return fmt.Errorf("--window-out: %w", err)
+		}
+	}
+	if plot != nil {
+		b := bufio.NewWriterSize(plot, 1<<16)
+		if err := windowplot.Write(b, rows, w.plotFmt); err != nil {
+			return fmt.Errorf("--window-plot: %w", err)
+		}
+		if err := b.Flush(); err != nil {
+			return fmt.Errorf("--window-plot: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -481,6 +600,9 @@ type clusterConfig struct {
 	Workload      string           `json:"workload"`
 	Seed          int64            `json:"seed"`
 	HorizonS      float64          `json:"horizon_s"`
+	// WindowUs is --window (absent without it, so that a run's JSON does
+	// not change).
+	WindowUs int64 `json:"window_us,omitempty"`
 }
 
 type poolConfig struct {

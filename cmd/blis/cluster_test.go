@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"encoding/csv"
 	"encoding/json"
+	"image/png"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -138,6 +143,19 @@ func TestClusterBadInput(t *testing.T) {
 		{[]string{"--deployment", unknown}, "unknown.yaml:3: unknown key \"gpus\" in a pool; use one of name, replicas"},
 		{[]string{"--deployment", good, "--num-instances", "3"}, "--num-instances cannot be combined with --deployment"},
 		{[]string{"--deployment", filepath.Join(dir, "missing.yaml")}, "--deployment: open"},
+		{[]string{"--window", "10", "--window-out", "w.csv"}, `--window "10" is not a duration; give a number and a unit, such as 10s, 500ms or 1m`},
+		{[]string{"--window", "ten seconds", "--window-out", "w.csv"}, `--window "ten seconds" is not a duration`},
+		{[]string{"--window", "0s", "--window-out", "w.csv"}, "--window must be > 0, got 0s"},
+		{[]string{"--window", "-5s", "--window-out", "w.csv"}, "--window must be > 0, got -5s"},
+		{[]string{"--window", "1500ns", "--window-out", "w.csv"}, "--window 1500ns is not a whole number of microseconds"},
+		{[]string{"--window", "1s"}, "--window needs --window-out FILE (.csv or .jsonl) or --window-plot FILE (.png or .svg)"},
+		{[]string{"--window-out", "w.csv"}, "--window-out needs --window D"},
+		{[]string{"--window-plot", "w.png"}, "--window-plot needs --window D"},
+		{[]string{"--window", "1s", "--window-out", "w.txt"}, "--window-out w.txt: the extension must be .csv or .jsonl"},
+		{[]string{"--window", "1s", "--window-out", "windows"}, "--window-out windows: the extension must be .csv or .jsonl"},
+		{[]string{"--window", "1s", "--window-plot", "w.pdf"}, "--window-plot w.pdf: the extension must be .png or .svg"},
+		{[]string{"--window", "1s", "--window-out", "w.csv", "--window-plot", "w.jpg"}, "--window-plot w.jpg: the extension must be .png or .svg"},
+		{[]string{"--window", "1s", "--window-out", filepath.Join(dir, "no", "such", "w.csv")}, "--window-out: open"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, _, err := runCLI(t, append([]string{"run", "--requests", "10"}, tc.args...)...)
@@ -221,4 +239,106 @@ func TestDeployFlagsExist(t *testing.T) {
 		require.True(t, strings.HasPrefix(f, "--"), "%q", f)
 		require.NotNil(t, cmd.Flags().Lookup(strings.TrimPrefix(f, "--")), "deploy names %s, which blis run does not define", f)
 	}
+}
+
+// TestClusterWindows: --window writes consecutive windows to --window-out
+// (CSV or JSON lines) and --window-plot (PNG or SVG); the rows add up to
+// the run's counts; the run's JSON is the same as without windows but for
+// the echoed window; the files are byte-identical for any --workers; a
+// single-instance run given --window runs as a 1-instance cluster.
+func TestClusterWindows(t *testing.T) {
+	prev := runtime.GOMAXPROCS(2)
+	defer runtime.GOMAXPROCS(prev)
+	dir := t.TempDir()
+	base := []string{"run", "--num-instances", "3", "--routing-policy", "least-loaded", "--requests", "300", "--rate", "30", "-q"}
+	plain, _, err := runCLI(t, base...)
+	require.NoError(t, err)
+
+	csvPath, pngPath := filepath.Join(dir, "w.csv"), filepath.Join(dir, "w.png")
+	out, _, err := runCLI(t, append(base, "--window", "2s", "--window-out", csvPath, "--window-plot", pngPath, "--workers", "1")...)
+	require.NoError(t, err)
+	require.Equal(t, plain, strings.Replace(out, ",\n    \"window_us\": 2000000", "", 1), "the JSON only echoes the window")
+	r := parseCluster(t, out)
+	f, err := os.Open(csvPath)
+	require.NoError(t, err)
+	recs, err := csv.NewReader(f).ReadAll()
+	f.Close()
+	require.NoError(t, err)
+	require.Equal(t, cluster.WindowColumns(), recs[0])
+	col := func(name string) int { return slices.Index(recs[0], name) }
+	var arrived, completed, tokens int64
+	for k, rec := range recs[1:] {
+		start, err := strconv.ParseInt(rec[col("start_us")], 10, 64)
+		require.NoError(t, err)
+		require.Equal(t, int64(k)*2_000_000, start, "consecutive 2 s windows from 0")
+		for _, c := range []struct {
+			name string
+			sum  *int64
+		}{{"arrived", &arrived}, {"completed", &completed}, {"output_tokens", &tokens}} {
+			n, err := strconv.ParseInt(rec[col(c.name)], 10, 64)
+			require.NoError(t, err)
+			*c.sum += n
+		}
+	}
+	require.Equal(t, [3]int64{300, r.Metrics.Requests.Completed, r.Metrics.OutputTokens}, [3]int64{arrived, completed, tokens})
+	data, err := os.ReadFile(pngPath)
+	require.NoError(t, err)
+	_, err = png.Decode(bytes.NewReader(data))
+	require.NoError(t, err)
+
+	jsonlPath, svgPath := filepath.Join(dir, "w.jsonl"), filepath.Join(dir, "w.SVG")
+	_, _, err = runCLI(t, append(base, "--window", "2000ms", "--window-out", jsonlPath, "--window-plot", svgPath, "--workers", "2")...)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(must(os.ReadFile(jsonlPath)))), "\n")
+	require.Len(t, lines, len(recs)-1)
+	for k, line := range lines {
+		// The JSON lines hold the CSV's values, two workers or one.
+		dec := json.NewDecoder(strings.NewReader(line))
+		dec.UseNumber()
+		var m map[string]any
+		require.NoError(t, dec.Decode(&m))
+		require.Len(t, m, len(recs[0]))
+		for i, name := range recs[0] {
+			v := ""
+			if m[name] != nil {
+				v = m[name].(json.Number).String()
+			}
+			require.Equal(t, recs[k+1][i], v, "window %d, %s", k, name)
+		}
+	}
+	svg := string(must(os.ReadFile(svgPath)))
+	require.True(t, strings.HasPrefix(svg, "<svg") || strings.HasPrefix(svg, "<?xml"))
+
+	// The same files for one and two workers.
+	csv2 := filepath.Join(dir, "w2.csv")
+	_, _, err = runCLI(t, append(base, "--window", "2s", "--window-out", csv2, "--workers", "2")...)
+	require.NoError(t, err)
+	require.Equal(t, must(os.ReadFile(csvPath)), must(os.ReadFile(csv2)), "--workers 1 and 2 write the same windows")
+
+	// One instance: a cluster of one.
+	one := filepath.Join(dir, "one.csv")
+	out, diag, err := runCLI(t, "run", "--requests", "50", "--window", "1s", "--window-out", one)
+	require.NoError(t, err)
+	require.Contains(t, diag, "1 instances, 50 of 50 requests arrived")
+	require.Equal(t, 1, parseCluster(t, out).Config.Instances)
+	require.FileExists(t, one)
+
+	// A window too short for the run fails, naming the flag, and leaves no
+	// file behind.
+	trace := filepath.Join(dir, "two.csv")
+	require.NoError(t, os.WriteFile(trace, []byte("arrival_us,prompt_tokens,output_tokens\n0,100,5\n30000000,100,5\n"), 0o644))
+	short := filepath.Join(dir, "short.csv")
+	_, _, err = runCLI(t, "run", "--replay", trace, "--window", "1us", "--window-out", short)
+	require.ErrorContains(t, err, "--window 1us: too many time windows")
+	require.NoFileExists(t, short)
+	for _, e := range must(os.ReadDir(dir)) {
+		require.NotContains(t, e.Name(), ".tmp-", "no temporary file is left behind")
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -71,7 +71,8 @@ serving a synthetic workload or a replayed trace, and prints latency and
 throughput metrics as JSON on stdout.
 
 With --num-instances N, --deployment FILE or any cluster flag (admission,
-routing, snapshot freshness, decision trace, fitness) it simulates a cluster:
+routing, snapshot freshness, decision trace, fitness, time windows) it
+simulates a cluster (of one instance, if no other number is given):
 the instances behind an admission policy and a router on one clock, and
 prints the aggregated metrics with each instance's own. The workload
 (--rate, --requests, --replay) is what arrives at the cluster's front; the
@@ -114,6 +115,7 @@ KV events subscriber's JSON lines when --kv-blocks-cpu is set.`,
   blis run --workload-spec my-agents.yaml --num-instances 2 --routing-policy weighted
   blis run --num-instances 4 --routing-policy weighted --rate 30 --requests 5000
   blis run --deployment deploy.yaml --trace-level decisions --decision-trace decisions.jsonl
+  blis run --num-instances 4 --rate 40 --requests 5000 --window 5s --window-out windows.csv --window-plot windows.png
   blis run --rate 30 --requests 5000 --prompt-tokens lognormal:mean=2000,cv=0.8
   blis run --coefficients coeffs.yaml --replay tables/requests.parquet
   blis run --latency-noise 0.05 --otlp-trace run.jsonl --trace-step-sample-rate 1`,
