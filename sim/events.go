@@ -73,22 +73,7 @@ func (h *eventHeap) pop() event {
 	n := len(h.ev) - 1
 	h.ev[0] = h.ev[n]
 	h.ev = h.ev[:n]
-	i := 0
-	for {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		m := l
-		if r := l + 1; r < n && h.ev[r].less(h.ev[l]) {
-			m = r
-		}
-		if !h.ev[m].less(h.ev[i]) {
-			break
-		}
-		h.ev[i], h.ev[m] = h.ev[m], h.ev[i]
-		i = m
-	}
+	h.down(0)
 	return top
 }
 
