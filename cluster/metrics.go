@@ -175,6 +175,9 @@ type RequestRecord struct {
 	TTFT            int64  `json:"ttft_us"`
 	E2E             int64  `json:"e2e_us"`
 	DepartedUs      int64  `json:"departed_us"`
+	// LastTokenUs is when the client received the last token (0 unless
+	// completed).
+	LastTokenUs int64 `json:"last_token_us,omitempty"`
 }
 
 // maxTenants bounds tenant indices: they index a slice.
@@ -330,6 +333,7 @@ func (a *aggregator) left(i int, id string, d *sim.Completion) {
 			r.Outcome = TimedOut.String()
 		default:
 			r.SchedulingDelay, r.TTFT, r.E2E = d.FirstScheduledUs-d.ArrivalUs, d.FirstTokenUs-d.ArrivalUs, d.DepartedUs-d.ArrivalUs
+			r.LastTokenUs = d.FinishedUs
 		}
 		a.records = append(a.records, r)
 	}

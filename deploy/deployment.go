@@ -30,7 +30,7 @@ import (
 //	    model: llama-3.1-8b         # shipped name or config.json path
 //	    hardware: h100-sxm          # shipped name or hardware JSON path
 //	    tp: 1
-//	    vllm:                       # physics.VLLMKnobs' keys, plus two
+//	    vllm:                       # physics.VLLMKnobs' keys, plus four
 //	      max_num_seqs: 256
 //	      max_batched_tokens: 8192
 //	      chunked_prefill_enabled: true
@@ -41,6 +41,8 @@ import (
 //	      total_kv_blocks_cpu: 0
 //	      offload_threshold: 0.9
 //	      long_prefill_token_threshold: 0
+//	      async_scheduling: true    # vLLM --async-scheduling
+//	      output_delay_us: 1500     # step end to the client, per token
 //	    scheduler: fcfs
 //	    priority: constant
 //	    priority_base: 0
@@ -57,7 +59,7 @@ import (
 //	  token_bucket_refill_rate: 50000 # input tokens per second
 //	  latency_us: 0
 //	routing:
-//	  policy: round-robin           # least-loaded, always-busiest, weighted
+//	  policy: round-robin           # least-loaded, always-busiest, weighted, vllm-dp
 //	  scorers: prefix-affinity:3,queue-depth:2,kv-utilization:2
 //	  latency_us: 0
 //	  prefix_index_capacity: 10000  # blocks per instance
@@ -149,6 +151,8 @@ type vllmYAML struct {
 	KVBlocksCPU          *int64   `yaml:"total_kv_blocks_cpu"`
 	OffloadThreshold     *float64 `yaml:"offload_threshold"`
 	LongPrefill          *int64   `yaml:"long_prefill_token_threshold"`
+	AsyncScheduling      *bool    `yaml:"async_scheduling"`
+	OutputDelayUs        *int64   `yaml:"output_delay_us"`
 }
 
 type latencyYAML struct {
@@ -321,6 +325,8 @@ func (d *Deployment) pool(py poolYAML, key string, i int, dir string) (Pool, err
 		set(&k.TotalKVBlocksCPU, v.KVBlocksCPU)
 		set(&s.OffloadThreshold, v.OffloadThreshold)
 		set(&s.LongPrefillThreshold, v.LongPrefill)
+		set(&s.AsyncScheduling, v.AsyncScheduling)
+		set(&s.OutputDelayUs, v.OutputDelayUs)
 		if v.KVBlocksGPU != nil && *v.KVBlocksGPU != "auto" {
 			n, err := strconv.ParseInt(*v.KVBlocksGPU, 10, 64)
 			if err != nil || n <= 0 {
@@ -533,6 +539,11 @@ func (d *Deployment) Build(rng sim.RNG) (*Built, error) {
 	}
 	if b.Config.Routing, err = d.Routing.Build(n); err != nil {
 		return nil, d.keyErr(err)
+	}
+	if p, ok := b.Config.Routing.(*route.VLLMDP); ok {
+		// vLLM's balancer adds its own sends between two publications of
+		// the queue depths it reads.
+		p.RefreshUs = d.Freshness[cluster.SigQueueDepth]
 	}
 	b.Config.AdmissionLatencyUs = d.Admission.LatencyUs
 	b.Config.RoutingLatencyUs = d.Routing.LatencyUs

@@ -28,12 +28,27 @@ type InstanceSpec struct {
 	Model    string // shipped model name or path to a HuggingFace config.json
 	Hardware string // shipped hardware name or path to a hardware spec JSON
 	TP       int
+	// DP is the data-parallel size of the vLLM server the instance is one
+	// engine of (--data-parallel-size), and ExpertParallel its
+	// --enable-expert-parallel: the routed experts of a mixture-of-experts
+	// model sharded over the DP × TP ranks. A DP server is DP instances
+	// behind the vllm-dp router; DP itself only matters with
+	// ExpertParallel. 0 means 1.
+	DP             int
+	ExpertParallel bool
 	// VLLM holds vLLM's settings. TotalKVBlocksGPU 0 means derive it from
 	// device memory as vLLM does; CPUOffloading is set from
 	// TotalKVBlocksCPU > 0.
 	VLLM                 physics.VLLMKnobs
 	LongPrefillThreshold int64   // vLLM --long-prefill-token-threshold (0: no cap)
 	OffloadThreshold     float64 // GPU KV usage above which evicted blocks go to the CPU tier
+	// AsyncScheduling is vLLM's --async-scheduling (on by default): the
+	// engine core schedules one step ahead, so a new request joins one
+	// step later.
+	AsyncScheduling bool
+	// OutputDelayUs is the delay from a token's step end to the client
+	// (sim.Pipeline.OutputDelayUs), µs.
+	OutputDelayUs int64
 
 	Scheduler         string  // fcfs, priority-fcfs, sjf, reverse-priority
 	Priority          string  // constant, slo-based, inverted-slo
@@ -89,6 +104,8 @@ func DefaultInstanceSpec() InstanceSpec {
 		TP:                1,
 		VLLM:              physics.DefaultVLLMKnobs(),
 		OffloadThreshold:  0.9,
+		AsyncScheduling:   true,
+		OutputDelayUs:     sim.DefaultOutputDelayUs,
 		Scheduler:         "fcfs",
 		Priority:          "constant",
 		PriorityAgeWeight: 1,
@@ -165,9 +182,16 @@ func (s InstanceSpec) Build(rng sim.RNG, index int) (*Instance, error) {
 		return nil, fieldErrf(knobField("total_kv_blocks_cpu"), "must be >= 0, got %d", k.TotalKVBlocksCPU)
 	}
 	k.CPUOffloading = k.TotalKVBlocksCPU > 0
-	cfg, err := physics.NewPhysicsConfig(m, h, s.TP, k)
+	if s.DP < 0 {
+		return nil, fieldErrf("data_parallel_size", "must be >= 1, got %d", s.DP)
+	}
+	cfg, err := physics.NewParallelConfig(m, h, physics.Parallel{TP: s.TP, DP: max(1, s.DP), ExpertParallel: s.ExpertParallel}, k)
 	if err != nil {
-		return nil, asField(err, "model", "hardware", "tp")
+		fields := []string{"model", "hardware", "tp"}
+		if s.ExpertParallel {
+			fields = append(fields, "enable_expert_parallel")
+		}
+		return nil, asField(err, fields...)
 	}
 	sched, err := sim.ParseScheduler(s.Scheduler)
 	if err != nil {
@@ -187,8 +211,13 @@ func (s InstanceSpec) Build(rng sim.RNG, index int) (*Instance, error) {
 	} else if n > 0 {
 		lat = sim.NewNoisy(lat, n, rng.Stream(sim.InstanceStream(sim.StreamLatencyNoise, index)))
 	}
+	pipe := sim.Pipeline{OutputDelayUs: s.OutputDelayUs}
+	if s.AsyncScheduling {
+		pipe.AsyncDepth = 1
+	}
 	in.Config = sim.Config{
-		Engine:   sim.EngineConfig{VLLMKnobs: cfg.Knobs, LongPrefillThreshold: s.LongPrefillThreshold, OffloadThreshold: s.OffloadThreshold},
+		Engine: sim.EngineConfig{VLLMKnobs: cfg.Knobs, LongPrefillThreshold: s.LongPrefillThreshold, OffloadThreshold: s.OffloadThreshold,
+			Pipeline: pipe},
 		Policies: sim.Policies{Scheduler: sched, Priority: sim.PriorityPolicy{Kind: prio, Base: s.PriorityBase, AgeWeight: s.PriorityAgeWeight}},
 		Latency:  lat,
 	}

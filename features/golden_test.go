@@ -309,7 +309,7 @@ func resolveSetup(t testing.TB, s setup) (modelJSON, hwJSON []byte, knobs physic
 	require.NoError(t, err)
 	h, err := physics.LoadHardware(s.hw)
 	require.NoError(t, err)
-	h.Sources = nil
+	h.Sources, h.DeviceNames = nil, nil
 	modelJSON, err = json.Marshal(m)
 	require.NoError(t, err)
 	hwJSON, err = json.Marshal(h)

@@ -33,6 +33,17 @@ type simRun struct {
 	prefixGroups int
 	// reqs, when set, is the workload (instead of generating one).
 	reqs []sim.RequestSpec
+	// sync turns vLLM's async scheduling off.
+	sync bool
+}
+
+// pipeline is vLLM's async scheduling unless sync; no output delay, so
+// that FINISHED → DEPARTED is the departure overhead alone.
+func (r simRun) pipeline() sim.Pipeline {
+	if r.sync {
+		return sim.Pipeline{}
+	}
+	return sim.Pipeline{AsyncDepth: 1}
 }
 
 func defaultSimRun() simRun {
@@ -99,7 +110,7 @@ func simulateResult(t testing.TB, dir string, r simRun) (*physics.PhysicsConfig,
 	if offload == 0 {
 		offload = 0.8
 	}
-	cfg := sim.Config{Engine: sim.EngineConfig{VLLMKnobs: k, OffloadThreshold: offload}, Latency: lat}
+	cfg := sim.Config{Engine: sim.EngineConfig{VLLMKnobs: k, OffloadThreshold: offload, Pipeline: r.pipeline()}, Latency: lat}
 	if dir == "" {
 		s, err := sim.New(cfg, reqs)
 		require.NoError(t, err)
@@ -161,7 +172,8 @@ func simulateEngines(t testing.TB, dir string, runs []simRun, ids []string) *phy
 		opt.Model, opt.InstanceID = m.Name, ids[k]
 		writers[k], err = simtrace.NewWriter(tb, nil, opt, rng.Stream(sim.StreamTraceJourney), rng.Stream(sim.StreamTraceStep))
 		require.NoError(t, err)
-		cfg := sim.Config{Engine: sim.EngineConfig{VLLMKnobs: r.knobs, OffloadThreshold: 0.8}, Latency: r.latency(c), Observer: writers[k]}
+		cfg := sim.Config{Engine: sim.EngineConfig{VLLMKnobs: r.knobs, OffloadThreshold: 0.8, Pipeline: r.pipeline()},
+			Latency: r.latency(c), Observer: writers[k]}
 		engines[k], err = sim.NewEngine(cfg)
 		require.NoError(t, err)
 		if reqs[k] = r.reqs; reqs[k] == nil {

@@ -1,7 +1,10 @@
 package fit
 
 import (
+	"cmp"
+	"fmt"
 	"math"
+	"slices"
 )
 
 // LineFit is a non-negative straight line y = Base + PerUnit·x fitted by
@@ -87,4 +90,57 @@ func overheadSamples(tr *Trace, arrX, arrY, depX, depY *[]float64, skipped *[]Co
 			addCount(skipped, "departure: DEPARTED before FINISHED or no output tokens", 1)
 		}
 	}
+}
+
+// envelopeBins is the number of bins of fitLowerEnvelope.
+const (
+	envelopeBins = 10
+)
+
+// fitLowerEnvelope fits the arrival overhead, api.ARRIVED →
+// journey.QUEUED. vLLM's engine core adds new requests to its scheduler
+// only between steps (docs/simulator.md, "Request pipeline"), so that delay
+// is the API-side processing plus a wait for the running step to end,
+// anywhere in [0, step time) when the engine was busy and 0 when it was
+// idle. A least-squares line through all samples would count half a step
+// as processing, and the simulator, which waits for the step itself, would
+// count it twice. The processing is the delay's lower envelope: the
+// samples are cut into envelopeBins bins of equal count by prompt length,
+// each bin gives its median prompt length and its smallest delay (the
+// request that waited least), and fitLine fits those points. It
+// overestimates the processing by the smallest wait of a bin, a small
+// share of a step when the bins hold tens of requests.
+func fitLowerEnvelope(xs, ys []float64) LineFit {
+	n := len(xs)
+	if n == 0 {
+		return LineFit{Method: "none"}
+	}
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(xs[a], xs[b]) })
+	bins := min(envelopeBins, max(1, n/20))
+	var bx, by []float64
+	for b := 0; b < bins; b++ {
+		lo, hi := b*n/bins, (b+1)*n/bins
+		var px, py []float64
+		for _, i := range idx[lo:hi] {
+			px = append(px, xs[i])
+			py = append(py, ys[i])
+		}
+		bx = append(bx, medianOf(px))
+		by = append(by, slices.Min(py))
+	}
+	f := fitLine(bx, by)
+	f.Method = fmt.Sprintf("lower envelope (minimum of %d prompt-length bins), %s", bins, f.Method)
+	f.N = int64(n)
+	// MAE and median describe the samples, not the bin points.
+	var sum float64
+	for i := range xs {
+		sum += math.Abs(ys[i] - (f.BaseUs + f.PerUnit*xs[i]))
+	}
+	f.MAEUs = sum / float64(n)
+	f.MedianUs = medianOf(ys)
+	return f
 }

@@ -172,7 +172,7 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 		rep.Alpha.addChecks(false, alphaCoef)
 	}
 
-	rep.Arrival, rep.Departure = fitLine(arrX, arrY), fitLine(depX, depY)
+	rep.Arrival, rep.Departure = fitLowerEnvelope(arrX, arrY), fitLine(depX, depY)
 	rep.Pass = rep.Beta.pass() && rep.Alpha.pass()
 
 	first := cfgs[0].Phys

@@ -22,6 +22,12 @@ type PhysicsConfig struct {
 	Hardware HardwareSpec `json:"-"`
 	TP       int          `json:"-"`
 	Knobs    VLLMKnobs    `json:"-"` // TotalKVBlocksGPU is resolved (derived when it was 0)
+	// DP and EP are the data-parallel group size this engine belongs to and
+	// the expert-parallel degree (1, 1 without them). With EP > 1 the
+	// routed experts are sharded over the EP ranks (EP = DP × TP, vLLM's
+	// --enable-expert-parallel); everything else is as at DP 1. They do not
+	// enter the physics features, which describe one engine (spec 1.0).
+	DP, EP int `json:"-"`
 
 	// KVBudget explains a derived TotalKVBlocksGPU; zero when it was given.
 	KVBudget KVMemoryBudget `json:"-"`
@@ -70,6 +76,37 @@ type PhysicsConfig struct {
 // NewPhysicsConfig validates its inputs and derives every constant. A zero
 // knobs.TotalKVBlocksGPU is derived from device memory (see KVMemoryBudget).
 func NewPhysicsConfig(m ModelSpec, h HardwareSpec, tp int, k VLLMKnobs) (*PhysicsConfig, error) {
+	return NewParallelConfig(m, h, Parallel{TP: tp, DP: 1}, k)
+}
+
+// Parallel is how one vLLM server spreads a model over GPUs: TP ranks per
+// engine, DP engines (--data-parallel-size), and whether the routed
+// experts of a mixture-of-experts model are sharded over all DP × TP
+// ranks (--enable-expert-parallel) instead of split by TP.
+type Parallel struct {
+	TP, DP         int
+	ExpertParallel bool
+}
+
+// NewParallelConfig is NewPhysicsConfig for an engine of a data-parallel
+// group, with expert parallelism. DP alone changes nothing for one engine;
+// expert parallelism changes the weights each GPU holds (and so the KV
+// cache it has room for) and what a step reads (ExpertWeightBytesEP).
+func NewParallelConfig(m ModelSpec, h HardwareSpec, par Parallel, k VLLMKnobs) (*PhysicsConfig, error) {
+	tp := par.TP
+	if par.DP < 1 {
+		return nil, fmt.Errorf("data-parallel size must be >= 1, got %d", par.DP)
+	}
+	ep := 1
+	if par.ExpertParallel {
+		if !m.IsMoE() {
+			return nil, fmt.Errorf("expert parallelism needs a mixture-of-experts model; %q is dense", m.Name)
+		}
+		ep = par.DP * tp
+		if ep < 1 || m.NumExperts%ep != 0 {
+			return nil, fmt.Errorf("expert parallelism over %d ranks (data-parallel %d × tensor-parallel %d) does not divide the %d experts of %q", ep, par.DP, tp, m.NumExperts, m.Name)
+		}
+	}
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
@@ -92,7 +129,7 @@ func NewPhysicsConfig(m ModelSpec, h HardwareSpec, tp int, k VLLMKnobs) (*Physic
 		return nil, fieldErr(h.Name, "interconnect_bandwidth_gb_s", "must be > 0 for tp %d", tp)
 	}
 
-	c := &PhysicsConfig{Model: m, Hardware: h, TP: tp, Knobs: k}
+	c := &PhysicsConfig{Model: m, Hardware: h, TP: tp, Knobs: k, DP: par.DP, EP: ep}
 	L := float64(m.NumLayers)
 	hd := float64(m.HiddenSize)
 	dt := m.BytesPerParam
@@ -160,7 +197,13 @@ func NewPhysicsConfig(m ModelSpec, h HardwareSpec, tp int, k VLLMKnobs) (*Physic
 	c.GQARatio = float64(m.NumKVHeads) / float64(m.NumHeads)
 
 	if c.Knobs.TotalKVBlocksGPU == 0 {
-		b, err := kvBudget(m, h, tp, k, c.ParamBytesResident, c.KVBytesPerToken)
+		resident := c.ParamBytesResident
+		if ep > 1 {
+			// Each rank holds 1/ep of the routed experts instead of 1/tp.
+			allExperts := c.ExpertBytes * float64(m.NumExperts)
+			resident += allExperts*tpf/float64(ep) - allExperts
+		}
+		b, err := kvBudget(m, h, tp, k, resident, c.KVBytesPerToken)
 		if err != nil {
 			return nil, err
 		}
@@ -193,4 +236,34 @@ func (c *PhysicsConfig) EffectiveWeightBytes(scheduledTokens int64) float64 {
 	b := max(scheduledTokens, 1)
 	unique := float64(c.Model.NumExperts) * (1 - math.Pow(1-c.MoETopKFraction, float64(b)))
 	return c.WeightBytesNonExpert + c.ExpertBytes*unique
+}
+
+// ExpertWeightBytesEP is the weight traffic of one engine's step with
+// scheduledTokens tokens under expert parallelism: the non-expert weights
+// and the distinct routed experts of this rank's 1/EP share that the whole
+// data-parallel group's tokens touch (every engine of the group runs each
+// MoE layer on all the group's tokens, assumed as many as this one's; the
+// ranks step in lockstep). Without expert parallelism it is
+// EffectiveWeightBytes.
+func (c *PhysicsConfig) ExpertWeightBytesEP(scheduledTokens int64) float64 {
+	if c.EP <= 1 || c.Model.NumExperts == 0 {
+		return c.EffectiveWeightBytes(scheduledTokens)
+	}
+	group := float64(max(scheduledTokens, 1) * int64(c.DP))
+	local := float64(c.Model.NumExperts) / float64(c.EP)
+	unique := local * (1 - math.Pow(1-c.MoETopKFraction, group))
+	return c.WeightBytesNonExpert + c.ExpertBytes*unique*float64(c.TP)
+}
+
+// EPExchangeBytesPerToken is what one rank receives per token of its own
+// in the expert-parallel exchange of a step: vLLM's default all-to-all
+// backend (allgather_reducescatter) all-gathers every rank's hidden states
+// before each MoE layer and reduce-scatters the outputs after it, so each
+// rank receives (EP − 1) other ranks' tokens twice per layer. 0 without
+// expert parallelism.
+func (c *PhysicsConfig) EPExchangeBytesPerToken() float64 {
+	if c.EP <= 1 {
+		return 0
+	}
+	return float64(c.Model.NumLayers) * 2 * float64(c.Model.HiddenSize) * c.Model.BytesPerParam * float64(c.EP-1)
 }

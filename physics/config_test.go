@@ -221,3 +221,70 @@ func TestNewPhysicsConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// Expert parallelism over DP × TP ranks: each GPU holds 1/EP of the routed
+// experts (so more KV cache), a step reads the local experts the whole
+// group's tokens touch, and every MoE layer adds an all-gather and a
+// reduce-scatter.
+func TestExpertParallel(t *testing.T) {
+	m, err := LoadModel("qwen3-30b-a3b-instruct-2507")
+	require.NoError(t, err)
+	h, err := LoadHardware("rtx-pro-6000")
+	require.NoError(t, err)
+	k := DefaultVLLMKnobs()
+	k.MaxNumSeqs, k.MaxBatchedTokens = 128, 2048
+	one, err := NewPhysicsConfig(m, h, 1, k)
+	require.NoError(t, err)
+	ep, err := NewParallelConfig(m, h, Parallel{TP: 1, DP: 2, ExpertParallel: true}, k)
+	require.NoError(t, err)
+	dp, err := NewParallelConfig(m, h, Parallel{TP: 1, DP: 2}, k)
+	require.NoError(t, err)
+	require.Equal(t, 2, ep.EP)
+	require.Equal(t, 1, dp.EP)
+
+	// DP alone changes nothing for one engine.
+	require.Equal(t, one.Knobs.TotalKVBlocksGPU, dp.Knobs.TotalKVBlocksGPU)
+	require.Equal(t, one.EffectiveWeightBytes(512), dp.ExpertWeightBytesEP(512))
+	require.Zero(t, dp.EPExchangeBytesPerToken())
+
+	// Half the experts off the GPU: 64 × 48 experts of 3 × 2048 × 768 bf16
+	// weights, 28.99 GB, become KV blocks of 48 × 4 × 128 × 2 × 2 × 16 bytes.
+	halfExperts := 64.0 * 48 * 3 * 2048 * 768 * 2
+	block := 48.0 * 4 * 128 * 2 * 2 * 16
+	require.InDelta(t, halfExperts/block, float64(ep.Knobs.TotalKVBlocksGPU-one.Knobs.TotalKVBlocksGPU), 1)
+
+	// One token touches 8 experts; the group's two tokens 15.9 of 128 on
+	// average, half of them local.
+	expert := 48.0 * 3 * 2048 * 768 * 2
+	require.InDelta(t, ep.WeightBytesNonExpert+expert*64*(1-math.Pow(1-8.0/128, 2)), ep.ExpertWeightBytesEP(1), 1)
+	// Many tokens touch every local expert: the rank reads half of them.
+	require.InDelta(t, ep.WeightBytesNonExpert+expert*64, ep.ExpertWeightBytesEP(4096), expert*1e-6)
+	// All-gather and reduce-scatter of the other rank's hidden states, per
+	// layer.
+	require.Equal(t, 48.0*2*2048*2*1, ep.EPExchangeBytesPerToken())
+
+	_, err = NewParallelConfig(m, h, Parallel{TP: 1, DP: 3, ExpertParallel: true}, k)
+	require.ErrorContains(t, err, "does not divide the 128 experts")
+	dense, err := LoadModel("llama-3.1-8b")
+	require.NoError(t, err)
+	_, err = NewParallelConfig(dense, h, Parallel{TP: 1, DP: 2, ExpertParallel: true}, k)
+	require.ErrorContains(t, err, "needs a mixture-of-experts model")
+	_, err = NewParallelConfig(m, h, Parallel{TP: 1, DP: 0}, k)
+	require.ErrorContains(t, err, "data-parallel size must be >= 1")
+}
+
+func TestHardwareForDevice(t *testing.T) {
+	for name, want := range map[string]string{
+		"NVIDIA GeForce RTX 4090":                      "RTX-4090",
+		"nvidia rtx pro 6000 blackwell server edition": "RTX-PRO-6000",
+		"NVIDIA H100 80GB HBM3":                        "H100-SXM",
+	} {
+		h, ok := HardwareForDevice(name)
+		require.True(t, ok, name)
+		require.Equal(t, want, h.Name)
+	}
+	for _, name := range []string{"", "NVIDIA A100 80GB PCIe", "NVIDIA Quantum 9000"} {
+		_, ok := HardwareForDevice(name)
+		require.False(t, ok, name)
+	}
+}

@@ -37,6 +37,9 @@ type HardwareSpec struct {
 	MemoryGiB float64 `json:"memory_gib,omitempty"`
 	// Sources says where the figures come from; it does not enter any formula.
 	Sources []string `json:"sources,omitempty"`
+	// DeviceNames are the names CUDA reports for this card
+	// (torch.cuda.get_device_name), to find the spec from a run's record.
+	DeviceNames []string `json:"device_names,omitempty"`
 }
 
 // ParseHardwareSpec reads and validates a hardware spec JSON. A missing

@@ -37,6 +37,10 @@ func TestParseModelConfigShipped(t *testing.T) {
 		{"mixtral-8x7b", 32, 4096, 32, 8, 128, 14336, 32000, 3, 2, 8, 2, false},
 		{"qwen2.5-7b", 28, 3584, 28, 4, 128, 18944, 152064, 3, 2, 0, 0, false},
 		{"gpt2", 12, 768, 12, 12, 64, 3072, 50257, 2, 4, 0, 0, true},
+		// Qwen3: head_dim is given and is not hidden / heads (64 × 128 =
+		// 8192 against 5120; 32 × 128 against 2048).
+		{"qwen3-32b", 64, 5120, 64, 8, 128, 25600, 151936, 3, 2, 0, 0, false},
+		{"qwen3-30b-a3b-instruct-2507", 48, 2048, 32, 4, 128, 768, 151936, 3, 2, 128, 8, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,7 +63,8 @@ func TestParseModelConfigShipped(t *testing.T) {
 }
 
 func TestLoadModelByOtherNames(t *testing.T) {
-	for _, ref := range []string{"meta-llama/Llama-3.1-8B", "Llama-3.1-8B", "llama-3.1-8b.json", "meta-llama/Llama-2-7b-hf"} {
+	for _, ref := range []string{"meta-llama/Llama-3.1-8B", "Llama-3.1-8B", "llama-3.1-8b.json", "meta-llama/Llama-2-7b-hf",
+		"Qwen/Qwen3-32B", "Qwen/Qwen3-30B-A3B-Instruct-2507"} {
 		_, err := LoadModel(ref)
 		assert.NoError(t, err, ref)
 	}

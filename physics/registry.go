@@ -93,3 +93,25 @@ func LoadHardware(ref string) (HardwareSpec, error) {
 	}
 	return h, nil
 }
+
+// HardwareForDevice is the shipped hardware spec whose device_names list
+// name (as CUDA reports it, e.g. "NVIDIA H100 80GB HBM3"), compared
+// without case; false when none does.
+func HardwareForDevice(name string) (HardwareSpec, bool) {
+	want := strings.ToLower(strings.TrimSpace(name))
+	if want == "" {
+		return HardwareSpec{}, false
+	}
+	for _, n := range BuiltinHardware() {
+		h, err := LoadHardware(n)
+		if err != nil {
+			continue
+		}
+		for _, d := range h.DeviceNames {
+			if strings.ToLower(d) == want {
+				return h, true
+			}
+		}
+	}
+	return HardwareSpec{}, false
+}

@@ -60,6 +60,7 @@ fuzz_targets=(
   "./sim/workload FuzzReplayCSV"
   "./sim/workload FuzzParseSpec"
   "./sim/workload/records FuzzReadAzure"
+  "./sim/workload/records FuzzParseRunMeta"
   "./sim/workload/records FuzzReadMooncake"
   "./sim/workload/records FuzzReadVLLMBench"
   "./sim/workload/records FuzzReadInferencePerf"

@@ -136,16 +136,22 @@ func (e *Engine) timeOut(i int32, at int64) {
 	r.blocks = r.blocks[:0]
 	// A token produced after the client left (at the end of the step that
 	// was in flight) never reached it.
+	// A token reaches the client OutputDelayUs after the engine produced it;
+	// with a delay, the tokens of the last steps before the abort may still
+	// be on their way (only the first and the last are told apart).
 	abortAt := r.finished
 	delivered := r.outputs
-	if r.lastToken > abortAt {
+	if delivered > 0 && r.lastToken+e.outDelay > abortAt {
 		delivered--
+	}
+	if delivered > 0 && r.firstToken+e.outDelay > abortAt {
+		delivered = 0
 	}
 	c := Completion{ID: r.spec.ID, TimedOut: true, ArrivalUs: r.arrival, InjectedUs: r.injected, EnqueuedUs: r.enqueued,
 		FirstScheduledUs: r.firstScheduled, DepartedUs: at, PromptTokens: r.spec.PromptTokens, OutputTokens: delivered,
 		CachedTokens: r.firstCached, Preemptions: r.preemptions, Tenant: r.spec.Tenant, SLOClass: r.spec.SLOClass}
 	if delivered > 0 {
-		c.FirstTokenUs = r.firstToken
+		c.FirstTokenUs = r.firstToken + e.outDelay
 	}
 	if !(r.arrival <= abortAt && abortAt <= at && delivered >= 0 && c.FirstTokenUs <= abortAt) {
 		e.fail("INV-5", "request %d: arrival %d, aborted at %d, left at %d, first token delivered at %d (%d tokens)",

@@ -45,7 +45,8 @@ func llamaH100(tb testing.TB) *physics.PhysicsConfig {
 }
 
 // BenchmarkRun measures the simulator on one Llama-3.1-8B/H100 instance
-// with the roofline model at ~80% of its throughput:
+// with the roofline model at ~80% of its throughput, vLLM's default request
+// pipeline (async scheduling, output delay):
 //
 //	go test ./sim -run '^$' -bench Run -benchmem -count 3
 //
@@ -58,7 +59,7 @@ func BenchmarkRun(b *testing.B) {
 			b.ReportAllocs()
 			var steps int64
 			for b.Loop() {
-				s, err := New(Config{Engine: EngineConfig{VLLMKnobs: cfgP.Knobs}, Latency: DefaultRoofline(cfgP)}, reqs)
+				s, err := New(Config{Engine: EngineConfig{VLLMKnobs: cfgP.Knobs, Pipeline: DefaultPipeline()}, Latency: DefaultRoofline(cfgP)}, reqs)
 				if err != nil {
 					b.Fatal(err)
 				}

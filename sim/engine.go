@@ -53,7 +53,55 @@ type EngineConfig struct {
 	// OffloadThreshold is the GPU usage share above which evicted prefix
 	// blocks are stored to the CPU tier, in [0, 1].
 	OffloadThreshold float64
+	// Pipeline is the request path around the engine core's step loop.
+	Pipeline Pipeline
 }
+
+// Pipeline is how requests and tokens travel between the client and the
+// engine core's step loop (docs/simulator.md, "Request pipeline"). The
+// API-side input processing before a request reaches the engine core
+// (HTTP, tokenization, IPC) is the latency model's ArrivalOverheadUs;
+// the engine core then adds new requests to its scheduler only between
+// steps, as vLLM's busy loop drains its input queue before each step.
+type Pipeline struct {
+	// AsyncDepth is the number of steps the engine core schedules ahead of
+	// the step whose output it is processing: 1 with vLLM's async
+	// scheduling (its default), 0 without (--no-async-scheduling). A
+	// request added to the scheduler while steps run back to back joins
+	// AsyncDepth steps later than it would synchronously, since the step
+	// after the boundary was composed before the boundary.
+	AsyncDepth int
+	// OutputDelayUs is added to the delivery of every token: engine core
+	// output serialization, the frontend's output processing
+	// (detokenization) and the stream to the client. It moves TTFT and E2E,
+	// not inter-token latency or step times. 0 when latencies are measured
+	// at the engine core's output (vLLM's first_token_ts).
+	OutputDelayUs int64
+}
+
+// DefaultPipeline is vLLM's default request path: async scheduling on,
+// and an output delay that is an estimate for a streaming HTTP client on
+// the same host (docs/simulator.md says where it comes from; calibrate it
+// with blis validate --calibrate or from traces).
+func DefaultPipeline() Pipeline { return Pipeline{AsyncDepth: 1, OutputDelayUs: DefaultOutputDelayUs} }
+
+// DefaultOutputDelayUs is DefaultPipeline's output delay, µs.
+const DefaultOutputDelayUs = 1500
+
+// Validate checks the pipeline settings.
+func (p Pipeline) Validate() error {
+	if p.AsyncDepth != 0 && p.AsyncDepth != 1 {
+		return fieldErr("async_scheduling_depth", "must be 0 or 1, got %d", p.AsyncDepth)
+	}
+	if p.OutputDelayUs < 0 || p.OutputDelayUs > maxPipelineDelayUs {
+		return fieldErr("output_delay_us", "must be in [0, %d] µs, got %d", int64(maxPipelineDelayUs), p.OutputDelayUs)
+	}
+	return nil
+}
+
+// maxPipelineDelayUs bounds the output delay (one hour) so that time
+// arithmetic cannot overflow.
+const maxPipelineDelayUs = 3600e6
 
 // Policies are the instance's queueing policies.
 type Policies struct {
@@ -108,7 +156,7 @@ func (c *EngineConfig) Validate() error {
 	case c.TotalKVBlocksCPU > 0 && !c.PrefixCachingEnabled:
 		return fieldErr("total_kv_blocks_cpu", "needs prefix caching: offloaded blocks are found again by their prefix hash")
 	}
-	return nil
+	return c.Pipeline.Validate()
 }
 
 // Validate checks a configuration.
@@ -171,6 +219,10 @@ type request struct {
 	preemptions int64
 	sortKey     float64
 	scheduled   int64 // tokens scheduled in the current step
+	// joinStep is the first step that may admit the request: with async
+	// scheduling, a request queued at a step boundary misses the step that
+	// was composed before it.
+	joinStep int64
 
 	// finished is when the last token was produced; for an aborted
 	// request, which never finishes, when its client gave up (the field is
@@ -201,7 +253,13 @@ type Engine struct {
 
 	stepID      int64
 	stepPending bool
-	preemptEMA  float64
+	// chained says the pending step was scheduled by the step before it,
+	// to start at that step's end: the two run back to back, so with
+	// async scheduling the pending one is already composed.
+	chained    bool
+	outDelay   int64 // Pipeline.OutputDelayUs
+	asyncDepth int64 // Pipeline.AsyncDepth
+	preemptEMA float64
 	// storedLastStep is the blocks the previous step stored to the CPU.
 	storedLastStep int64
 
@@ -246,7 +304,9 @@ func NewEngine(cfg Config) (*Engine, error) {
 		e.blockShift = bits.TrailingZeros64(uint64(bs))
 	}
 	e.waiting.keyed = cfg.Policies.Scheduler != FCFS
-	e.m.init(cfg.Options)
+	e.outDelay = cfg.Engine.Pipeline.OutputDelayUs
+	e.asyncDepth = int64(cfg.Engine.Pipeline.AsyncDepth)
+	e.m.init(cfg.Options, cfg.Engine.Pipeline)
 	return e, nil
 }
 
@@ -404,8 +464,21 @@ func (e *Engine) fullBlocks(n int64) int64 {
 }
 
 func (e *Engine) onQueued(i int32) {
+	// The engine core drains its input queue between steps: a request
+	// handed over while a step runs waits for the step's end.
+	if end := e.m.lastStepEnd; e.now < end {
+		e.events.push(end, evQueued, i)
+		return
+	}
 	r := &e.reqs[i]
 	r.enqueued = e.now
+	if e.chained && e.stepPending {
+		// Steps run back to back: the one starting now was composed when
+		// the previous one started.
+		r.joinStep = e.stepID + 1 + e.asyncDepth
+	} else {
+		r.joinStep = 0
+	}
 	e.arriving--
 	// The most KV a request ever holds is its prompt and all but its last
 	// output token; one that cannot fit an empty cache would be preempted
@@ -444,11 +517,13 @@ func (e *Engine) unservable(r *request) string {
 	return ""
 }
 
-// ensureStep keeps the engine busy while there is work (INV-8).
+// ensureStep keeps the engine busy while there is work (INV-8). A step
+// never starts before the previous one ends.
 func (e *Engine) ensureStep(at int64) {
 	if !e.stepPending {
 		e.stepPending = true
-		e.events.push(at, evStep, -1)
+		e.chained = false
+		e.events.push(max(at, e.m.lastStepEnd), evStep, -1)
 	}
 }
 

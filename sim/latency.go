@@ -183,10 +183,15 @@ func (m *Roofline) StepSeconds(b *Batch) float64 {
 		// Weights once, the KV the step reads (decode blocks, prefill
 		// context) and the KV it writes.
 		kvRead := float64(in.SumDecodeKVBlocks)*c.BlockSizeBytes + prefillContextBytes(in, c)
-		bytes := c.EffectiveWeightBytes(in.ScheduledTokens) + kvRead + tokens*c.KVBytesPerToken
+		bytes := c.ExpertWeightBytesEP(in.ScheduledTokens) + kvRead + tokens*c.KVBytesPerToken
 		t += math.Max(flops/(c.HWPeakFlops*m.ComputeEfficiency), bytes/(c.HWPeakBandwidth*m.BandwidthEfficiency))
 		if m.Cfg.TP > 1 {
 			t += tokens*c.CommBytesPerToken/c.HWInterconnectBW + float64(2*c.Model.NumLayers)*m.AllReduceLatencyUs*1e-6
+		}
+		if m.Cfg.EP > 1 {
+			// The expert-parallel all-gather and reduce-scatter around every
+			// MoE layer: two collectives per layer.
+			t += tokens*c.EPExchangeBytesPerToken()/c.HWInterconnectBW + float64(2*c.Model.NumLayers)*m.AllReduceLatencyUs*1e-6
 		}
 	}
 	if in.TransferBlocks > 0 {

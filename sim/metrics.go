@@ -29,6 +29,17 @@ type RequestRecord struct {
 	TTFT            int64 `json:"ttft_us"`
 	E2E             int64 `json:"e2e_us"`
 	DepartedUs      int64 `json:"departed_us"`
+	// MeanITLUs is the mean time per output token after the first (last
+	// token - first token) / (output tokens - 1), vLLM's TPOT; -1 for a
+	// one-token output.
+	MeanITLUs int64 `json:"mean_itl_us"`
+}
+
+func meanITL(span, outputs int64) int64 {
+	if outputs < 2 {
+		return -1
+	}
+	return span / (outputs - 1)
 }
 
 // Counts is the request accounting of INV-1. TimedOut counts the requests
@@ -117,16 +128,18 @@ type metrics struct {
 	ttftH, itl, e2eH, schedH        Histogram
 	records                         []RequestRecord
 	keepRecords                     bool
+	outDelay                        int64 // Pipeline.OutputDelayUs: engine output to client
 }
 
-func (m *metrics) init(o Options) {
+func (m *metrics) init(o Options, p Pipeline) {
+	m.outDelay = p.OutputDelayUs
 	m.exact = !o.BoundedMemory
 	m.keepRecords = o.RecordRequests
 }
 
 func (m *metrics) complete(r *request) {
 	m.completed++
-	ttft, e2e, sched := r.firstToken-r.arrival, r.departed-r.arrival, r.firstScheduled-r.arrival
+	ttft, e2e, sched := r.firstToken+m.outDelay-r.arrival, r.departed-r.arrival, r.firstScheduled-r.arrival
 	m.ttftH.add(ttft)
 	m.e2eH.add(e2e)
 	m.schedH.add(sched)
@@ -141,6 +154,7 @@ func (m *metrics) complete(r *request) {
 			ID: r.spec.ID, ArrivalUs: r.arrival, PromptTokens: r.spec.PromptTokens, OutputTokens: r.outputs,
 			CachedTokens: r.firstCached, Preemptions: r.preemptions, SchedulingDelay: sched,
 			TTFT: ttft, E2E: e2e, DepartedUs: r.departed,
+			MeanITLUs: meanITL(r.finished-r.firstToken, r.outputs),
 		})
 	}
 }

@@ -64,6 +64,8 @@ type Completion struct {
 	ArrivalUs, InjectedUs int64
 	// EnqueuedUs is 0 for a request that timed out before it was queued.
 	EnqueuedUs int64
+	// FirstTokenUs and FinishedUs are when the client receives the first
+	// and the last token: the engine's times plus Pipeline.OutputDelayUs.
 	// FirstScheduledUs, FirstTokenUs and FinishedUs are 0 for a dropped
 	// request. For a timed-out one FinishedUs is 0, and FirstScheduledUs
 	// and FirstTokenUs are 0 unless it was scheduled and a token was

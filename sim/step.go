@@ -104,6 +104,13 @@ func (e *Engine) admitWaiting(budget int64) {
 	for e.waiting.len() > 0 && int64(len(e.running)) < e.cfg.Engine.MaxNumSeqs && budget > 0 {
 		idx := e.waiting.front()
 		r := &e.reqs[idx]
+		// With async scheduling a request queued at this step's start was
+		// not yet known when the step was composed; it joins the next one,
+		// unless the step would otherwise run nothing (vLLM then schedules
+		// it at once).
+		if r.joinStep > e.stepID && len(e.running) > 0 {
+			break
+		}
 		stream := r.spec.PromptTokens + r.outputs
 		// At least one token is computed, so at most (stream-1)/bs blocks
 		// can come from caches.
@@ -345,7 +352,11 @@ func (e *Engine) processCompletions(dt int64) {
 		r.finished = end
 		e.kv.release(r.blocks)
 		r.blocks = r.blocks[:0]
-		r.departed = end + e.cfg.Latency.DepartureOverheadUs(r.outputs)
+		// The response closes (api.DEPARTED) the departure overhead after
+		// the step, and never before its last token reached the client:
+		// a departure overhead fitted from traces (FINISHED → DEPARTED)
+		// already includes the output path.
+		r.departed = end + max(e.outDelay, e.cfg.Latency.DepartureOverheadUs(r.outputs))
 		e.journey(r, JourneyFinished, end)
 		if o := e.cfg.Observer; o != nil {
 			o.Departed(r.spec.ID, r.departed)
@@ -353,7 +364,7 @@ func (e *Engine) processCompletions(dt int64) {
 		e.m.complete(r)
 		e.checkCausality(r)
 		e.done = append(e.done, Completion{ID: r.spec.ID, ArrivalUs: r.arrival, InjectedUs: r.injected, EnqueuedUs: r.enqueued,
-			FirstScheduledUs: r.firstScheduled, FirstTokenUs: r.firstToken, FinishedUs: r.finished, DepartedUs: r.departed,
+			FirstScheduledUs: r.firstScheduled, FirstTokenUs: r.firstToken + e.outDelay, FinishedUs: r.finished + e.outDelay, DepartedUs: r.departed,
 			PromptTokens: r.spec.PromptTokens, OutputTokens: r.outputs, CachedTokens: r.firstCached, Preemptions: r.preemptions,
 			Tenant: r.spec.Tenant, SLOClass: r.spec.SLOClass})
 		e.release(idx)
@@ -362,11 +373,12 @@ func (e *Engine) processCompletions(dt int64) {
 }
 
 func (e *Engine) scheduleNextStep(dt int64) {
-	if len(e.running) > 0 || e.waiting.len() > 0 {
-		e.ensureStep(e.now + dt)
-	}
 	e.m.busyUs += dt
 	e.m.lastStepEnd = e.now + dt
+	if len(e.running) > 0 || e.waiting.len() > 0 {
+		e.ensureStep(e.now + dt)
+		e.chained = true
+	}
 	e.checkWorkConserving()
 }
 

@@ -98,7 +98,7 @@ const (
 )
 
 // Names lists the built-in policies, the default first.
-var Names = []string{RoundRobinName, LeastLoadedName, AlwaysBusiestName, WeightedName}
+var Names = []string{RoundRobinName, LeastLoadedName, AlwaysBusiestName, WeightedName, VLLMDPName}
 
 // Params are the policies' parameters.
 type Params struct {
@@ -107,6 +107,9 @@ type Params struct {
 	// PrefixIndexCapacity is the router-side prefix index's size per
 	// instance, in blocks (default DefaultPrefixIndexCapacity).
 	PrefixIndexCapacity int
+	// RefreshUs is how often the instances' queue depths are refreshed
+	// (the vllm-dp policy's publication interval).
+	RefreshUs int64
 }
 
 // New returns the named policy for n instances. An unknown name is an
@@ -122,6 +125,8 @@ func New(name string, n int, p Params) (Policy, error) {
 		return LeastLoaded{}, nil
 	case AlwaysBusiestName:
 		return AlwaysBusiest{}, nil
+	case VLLMDPName:
+		return NewVLLMDP(n, p.RefreshUs), nil
 	case WeightedName:
 		ws := p.Scorers
 		if ws == nil {

@@ -54,7 +54,7 @@ type clusterOpts struct {
 var clusterFlags = []string{"num-instances", "deployment", "admission-policy", "token-bucket-capacity", "token-bucket-refill-rate",
 	"admission-latency", "routing-policy", "routing-scorers", "routing-latency", "prefix-index-capacity",
 	"snapshot-refresh-interval", "trace-level", "decision-trace", "counterfactual-k", "fitness-weights",
-	"workload-spec", "scenario", "window", "window-out", "window-plot"}
+	"workload-spec", "scenario", "window", "window-out", "window-plot", "data-parallel-size"}
 
 func addClusterFlags(f *pflag.FlagSet, o *clusterOpts) {
 	f.IntVar(&o.numInstances, "num-instances", 1, "cluster: identical instances behind the router")
@@ -63,7 +63,7 @@ func addClusterFlags(f *pflag.FlagSet, o *clusterOpts) {
 	f.Float64Var(&o.bucketCapacity, "token-bucket-capacity", deploy.DefaultAdmission.TokenBucketCapacity, "cluster: token bucket size, input tokens (each request costs its prompt tokens; starts full)")
 	f.Float64Var(&o.bucketRefill, "token-bucket-refill-rate", deploy.DefaultAdmission.TokenBucketRefillRate, "cluster: token bucket refill, input tokens per second")
 	f.Int64Var(&o.admissionLatUs, "admission-latency", 0, "cluster: µs from admission to the routing decision")
-	f.StringVar(&o.routing, "routing-policy", route.RoundRobinName, "cluster: routing policy: round-robin, least-loaded, always-busiest, weighted")
+	f.StringVar(&o.routing, "routing-policy", route.RoundRobinName, "cluster: routing policy: round-robin, least-loaded, always-busiest, weighted, vllm-dp (vLLM's data-parallel balancer)")
 	f.StringVar(&o.scorers, "routing-scorers", route.DefaultScorers, "cluster: weighted policy's scorers and weights (prefix-affinity, queue-depth, kv-utilization, load-balance); weights are normalized")
 	f.Int64Var(&o.routingLatUs, "routing-latency", 0, "cluster: µs from the routing decision to the request's arrival at the instance")
 	f.IntVar(&o.prefixIndexCap, "prefix-index-capacity", route.DefaultPrefixIndexCapacity, "cluster: router-side prefix index size per instance, KV blocks")
@@ -77,6 +77,11 @@ func addClusterFlags(f *pflag.FlagSet, o *clusterOpts) {
 	f.StringVar(&o.windowOut, "window-out", "", "cluster: write one row per --window to `FILE`: .csv (with a header) or .jsonl (one JSON object a line); counts, rates per second, TTFT p50/p99 ms of the requests completed in the window, and queue depth, running batch, KV utilization and router in-flight at the window's end (docs/cluster.md)")
 	f.StringVar(&o.windowPlot, "window-plot", "", "cluster: draw the --window rows to `FILE`, .png or .svg: panels of request rates, TTFT p50/p99, queue depth and running batch, and KV utilization over time")
 }
+
+// VLLMDPPublishUs is how often vLLM's DP coordinator publishes the
+// engines' waiting and running counts to the load balancer (100 ms when
+// they change; vllm/v1/engine/coordinator.py).
+const VLLMDPPublishUs = 100_000
 
 // clusterMode reports whether the flags ask for a cluster run.
 func clusterMode(flags *pflag.FlagSet) bool {
@@ -112,8 +117,20 @@ func clusterDeployment(flags *pflag.FlagSet, o *runOpts) (*deploy.Deployment, er
 		if err != nil {
 			return nil, err
 		}
-		if d, err = deploy.Uniform(spec, c.numInstances); err != nil {
+		n := c.numInstances
+		if spec.DP > 1 {
+			// One vLLM server of spec.DP engines behind its own balancer.
+			if flags.Changed("num-instances") {
+				return nil, errors.New("--data-parallel-size cannot be combined with --num-instances: a data-parallel server is --data-parallel-size instances behind vLLM's own load balancer")
+			}
+			n = spec.DP
+		}
+		if d, err = deploy.Uniform(spec, n); err != nil {
 			return nil, deploy.FlagError(err)
+		}
+		if spec.DP > 1 {
+			d.Routing.Policy = route.VLLMDPName
+			d.Freshness = cluster.Uniform(VLLMDPPublishUs)
 		}
 	}
 	a, r := &d.Admission, &d.Routing

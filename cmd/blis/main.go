@@ -32,6 +32,6 @@ Results go to stdout as JSON and are byte-identical for the same inputs and
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd())
+	root.AddCommand(newRunCmd(), newValidateCmd())
 	return root
 }

@@ -27,6 +27,10 @@ type runOpts struct {
 	tp              int
 	knobs           physics.VLLMKnobs
 	longPrefill     int64
+	asyncSched      bool
+	dataParallel    int
+	expertParallel  bool
+	outputDelayUs   int64
 	kvBlocksGPU     string
 	offloadThresh   float64
 
@@ -126,33 +130,7 @@ KV events subscriber's JSON lines when --kv-blocks-cpu is set.`,
 	}
 	f := cmd.Flags()
 	f.SortFlags = false
-	f.StringVar(&o.model, "model", "llama-3.1-8b", "shipped model name or path to a HuggingFace config.json")
-	f.StringVar(&o.hardware, "hardware", "h100-sxm", "shipped hardware name or path to a hardware spec JSON")
-	f.IntVar(&o.tp, "tp", 1, "tensor-parallel degree")
-	f.Int64Var(&o.knobs.MaxNumSeqs, "max-num-seqs", o.knobs.MaxNumSeqs, "vLLM --max-num-seqs: running requests at most")
-	f.Int64Var(&o.knobs.MaxBatchedTokens, "max-num-batched-tokens", o.knobs.MaxBatchedTokens, "vLLM --max-num-batched-tokens: token budget per step")
-	f.Int64Var(&o.longPrefill, "long-prefill-token-threshold", 0, "vLLM --long-prefill-token-threshold: prefill tokens per request per step (0: no cap)")
-	f.BoolVar(&o.knobs.ChunkedPrefillEnabled, "enable-chunked-prefill", o.knobs.ChunkedPrefillEnabled, "vLLM --enable-chunked-prefill")
-	f.BoolVar(&o.knobs.PrefixCachingEnabled, "enable-prefix-caching", o.knobs.PrefixCachingEnabled, "vLLM --enable-prefix-caching")
-	f.Int64Var(&o.knobs.BlockSizeTokens, "block-size", o.knobs.BlockSizeTokens, "vLLM --block-size: tokens per KV block")
-	f.StringVar(&o.kvBlocksGPU, "kv-blocks-gpu", "auto", "GPU KV blocks, or auto to derive them from device memory as vLLM does")
-	f.Float64Var(&o.knobs.GPUMemoryUtilization, "gpu-memory-utilization", o.knobs.GPUMemoryUtilization, "vLLM --gpu-memory-utilization (used when deriving --kv-blocks-gpu)")
-	f.Int64Var(&o.knobs.TotalKVBlocksCPU, "kv-blocks-cpu", 0, "CPU KV blocks for offload (0: no CPU tier)")
-	f.Float64Var(&o.offloadThresh, "kv-offload-threshold", 0.9, "GPU KV usage above which evicted blocks are stored to the CPU tier")
-
-	f.StringVar(&o.scheduler, "scheduler", "fcfs", "queue order: fcfs, priority-fcfs, sjf, reverse-priority")
-	f.StringVar(&o.priority, "priority", "constant", "priority score: constant, slo-based, inverted-slo")
-	f.Float64Var(&o.prioBase, "priority-base", 0, "base priority score")
-	f.Float64Var(&o.prioAge, "priority-age-weight", 1, "score per second of age (slo-based, inverted-slo)")
-
-	f.StringVar(&o.latency, "latency", "", "latency model: physics, roofline, blackbox (default: physics with --coefficients or shipped coefficients that apply, else roofline)")
-	f.StringVar(&o.coeffs, "coefficients", "", "coefficient YAML written by calibrate fit (physics model)")
-	f.StringVar(&o.alphaBB, "alpha-coeffs", "1200,0.08,1.5", "blackbox alpha0,alpha1,alpha2: queueing µs + µs per prompt token; µs per output token at departure")
-	f.StringVar(&o.betaBB, "beta-coeffs", "6000,0.2,30", "blackbox beta0,beta1,beta2: step µs + µs per prefill token + µs per decode token")
-	f.Float64Var(&o.computeEff, "roofline-compute-eff", 0.6, "roofline: share of peak FLOP/s reached")
-	f.Float64Var(&o.bandwidthEff, "roofline-bandwidth-eff", 0.8, "roofline: share of peak HBM bandwidth reached")
-	f.Float64Var(&o.stepOverhead, "roofline-step-overhead-us", 900, "roofline: fixed CPU and launch cost per step, µs")
-	f.Float64Var(&o.noise, "latency-noise", 0, "log-normal sigma of multiplicative step-time noise (0: none)")
+	addInstanceFlags(f, &o)
 
 	f.IntVar(&o.workload.Requests, "requests", 1000, "number of requests")
 	f.Float64Var(&o.workload.Rate, "rate", 8, "mean arrival rate, requests per second")
@@ -293,6 +271,43 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 			o.traceFile, st.Spans, st.Events, st.DroppedEvents, st.SampledSteps, st.RichSteps)
 	}
 	return nil
+}
+
+// addInstanceFlags defines the flags that describe one instance (model,
+// GPU, parallelism, vLLM settings, request pipeline, latency model);
+// blis run and blis validate share them.
+func addInstanceFlags(f *pflag.FlagSet, o *runOpts) {
+	f.StringVar(&o.model, "model", "llama-3.1-8b", "shipped model name or path to a HuggingFace config.json")
+	f.StringVar(&o.hardware, "hardware", "h100-sxm", "shipped hardware name or path to a hardware spec JSON")
+	f.IntVar(&o.tp, "tp", 1, "tensor-parallel degree")
+	f.Int64Var(&o.knobs.MaxNumSeqs, "max-num-seqs", o.knobs.MaxNumSeqs, "vLLM --max-num-seqs: running requests at most")
+	f.Int64Var(&o.knobs.MaxBatchedTokens, "max-num-batched-tokens", o.knobs.MaxBatchedTokens, "vLLM --max-num-batched-tokens: token budget per step")
+	f.Int64Var(&o.longPrefill, "long-prefill-token-threshold", 0, "vLLM --long-prefill-token-threshold: prefill tokens per request per step (0: no cap)")
+	f.IntVar(&o.dataParallel, "data-parallel-size", 1, "vLLM --data-parallel-size: the server is this many engines behind vLLM's own load balancer (the vllm-dp routing policy, counts refreshed every 100 ms); runs as a cluster")
+	f.BoolVar(&o.expertParallel, "enable-expert-parallel", false, "vLLM --enable-expert-parallel: a mixture-of-experts model's routed experts are sharded over the data-parallel × tensor-parallel ranks, with an all-gather and a reduce-scatter around every MoE layer")
+	f.BoolVar(&o.asyncSched, "async-scheduling", true, "vLLM --async-scheduling: the engine core schedules one step ahead, so a request arriving while steps run joins one step later (false: vLLM --no-async-scheduling)")
+	f.Int64Var(&o.outputDelayUs, "output-delay-us", sim.DefaultOutputDelayUs, "µs from the end of the step that produced a token to the client receiving it (output processing, detokenization, streaming); moves TTFT and E2E, not ITL; 0 to measure at the engine core's output")
+	f.BoolVar(&o.knobs.ChunkedPrefillEnabled, "enable-chunked-prefill", o.knobs.ChunkedPrefillEnabled, "vLLM --enable-chunked-prefill")
+	f.BoolVar(&o.knobs.PrefixCachingEnabled, "enable-prefix-caching", o.knobs.PrefixCachingEnabled, "vLLM --enable-prefix-caching")
+	f.Int64Var(&o.knobs.BlockSizeTokens, "block-size", o.knobs.BlockSizeTokens, "vLLM --block-size: tokens per KV block")
+	f.StringVar(&o.kvBlocksGPU, "kv-blocks-gpu", "auto", "GPU KV blocks, or auto to derive them from device memory as vLLM does")
+	f.Float64Var(&o.knobs.GPUMemoryUtilization, "gpu-memory-utilization", o.knobs.GPUMemoryUtilization, "vLLM --gpu-memory-utilization (used when deriving --kv-blocks-gpu)")
+	f.Int64Var(&o.knobs.TotalKVBlocksCPU, "kv-blocks-cpu", 0, "CPU KV blocks for offload (0: no CPU tier)")
+	f.Float64Var(&o.offloadThresh, "kv-offload-threshold", 0.9, "GPU KV usage above which evicted blocks are stored to the CPU tier")
+
+	f.StringVar(&o.scheduler, "scheduler", "fcfs", "queue order: fcfs, priority-fcfs, sjf, reverse-priority")
+	f.StringVar(&o.priority, "priority", "constant", "priority score: constant, slo-based, inverted-slo")
+	f.Float64Var(&o.prioBase, "priority-base", 0, "base priority score")
+	f.Float64Var(&o.prioAge, "priority-age-weight", 1, "score per second of age (slo-based, inverted-slo)")
+
+	f.StringVar(&o.latency, "latency", "", "latency model: physics, roofline, blackbox (default: physics with --coefficients or shipped coefficients that apply, else roofline)")
+	f.StringVar(&o.coeffs, "coefficients", "", "coefficient YAML written by calibrate fit (physics model)")
+	f.StringVar(&o.alphaBB, "alpha-coeffs", "1200,0.08,1.5", "blackbox alpha0,alpha1,alpha2: queueing µs + µs per prompt token; µs per output token at departure")
+	f.StringVar(&o.betaBB, "beta-coeffs", "6000,0.2,30", "blackbox beta0,beta1,beta2: step µs + µs per prefill token + µs per decode token")
+	f.Float64Var(&o.computeEff, "roofline-compute-eff", 0.6, "roofline: share of peak FLOP/s reached")
+	f.Float64Var(&o.bandwidthEff, "roofline-bandwidth-eff", 0.8, "roofline: share of peak HBM bandwidth reached")
+	f.Float64Var(&o.stepOverhead, "roofline-step-overhead-us", 900, "roofline: fixed CPU and launch cost per step, µs")
+	f.Float64Var(&o.noise, "latency-noise", 0, "log-normal sigma of multiplicative step-time noise (0: none)")
 }
 
 // resolve turns flags into a validated configuration; every error names
@@ -438,6 +453,21 @@ func applyInstanceFlags(flags *pflag.FlagSet, o *runOpts, spec *deploy.InstanceS
 	if set("long-prefill-token-threshold") {
 		spec.LongPrefillThreshold = o.longPrefill
 	}
+	if set("data-parallel-size") {
+		if o.dataParallel < 1 {
+			return fmt.Errorf("--data-parallel-size must be >= 1, got %d", o.dataParallel)
+		}
+		spec.DP = o.dataParallel
+	}
+	if set("enable-expert-parallel") {
+		spec.ExpertParallel = o.expertParallel
+	}
+	if set("async-scheduling") {
+		spec.AsyncScheduling = o.asyncSched
+	}
+	if set("output-delay-us") {
+		spec.OutputDelayUs = o.outputDelayUs
+	}
 	if set("scheduler") {
 		spec.Scheduler = o.scheduler
 	}
@@ -539,6 +569,8 @@ type instanceConfig struct {
 	TP           int               `json:"tp"`
 	VLLM         physics.VLLMKnobs `json:"vllm"`
 	LongPrefill  int64             `json:"long_prefill_token_threshold"`
+	Async        bool              `json:"async_scheduling"`
+	OutputDelay  int64             `json:"output_delay_us"`
 	Scheduler    string            `json:"scheduler"`
 	Priority     string            `json:"priority"`
 	Latency      string            `json:"latency"`
@@ -549,7 +581,7 @@ type instanceConfig struct {
 func describeInstance(spec *deploy.InstanceSpec, in *deploy.Instance) instanceConfig {
 	return instanceConfig{
 		Model: in.Phys.Model.Name, Hardware: in.Phys.Hardware.Name, TP: in.Phys.TP, VLLM: in.Phys.Knobs,
-		LongPrefill: spec.LongPrefillThreshold, Scheduler: spec.Scheduler, Priority: spec.Priority,
+		LongPrefill: spec.LongPrefillThreshold, Async: spec.AsyncScheduling, OutputDelay: spec.OutputDelayUs, Scheduler: spec.Scheduler, Priority: spec.Priority,
 		Latency: in.Config.Latency.Name(), Coefficients: in.CoefficientsSource, Noise: spec.Latency.Noise,
 	}
 }

@@ -80,3 +80,27 @@ func FuzzReadVLLMRuns(f *testing.F) {
 		`{"input_toks": 10, "output_toks": 3, "arrival_time": -9e9, "queued_ts": 9e9, "first_token_ts": 9.1e9, "last_token_ts": 9.2e9}`+"\n"+
 			`{"input_toks": 10, "output_toks": 3, "arrival_time": 9e9, "queued_ts": -9e9, "first_token_ts": 9e9, "last_token_ts": 9e9}`)
 }
+
+// FuzzParseRunMeta: any bytes give a RunMeta that satisfies what the
+// reader promises, or an error; never a panic.
+func FuzzParseRunMeta(f *testing.F) {
+	for _, p := range []string{"RTX4090/Llama-3.1-8B", "RTXPRO6000/Qwen3-30B-A3B-Instruct-2507"} {
+		f.Add(mustRead(f, filepath.Join("..", "..", "..", "testdata", "vllm-runs", p, "meta.json")))
+	}
+	f.Add([]byte(`{"schema_version": 1, "engine_kwargs": {"model": "m", "tensor_parallel_size": 0}}`))
+	f.Add([]byte(`{"schema_version": 1, "model": "m", "kv_cache": {"num_gpu_blocks": -1}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := ParseRunMeta(data, "meta.json")
+		if err != nil {
+			require.Contains(t, err.Error(), "meta.json: ")
+			return
+		}
+		require.NotEmpty(t, m.Model)
+		require.GreaterOrEqual(t, m.TP, 1)
+		require.GreaterOrEqual(t, m.DP, 1)
+		for _, v := range []int64{m.MaxNumSeqs, m.MaxBatchedTokens, m.MaxModelLen, m.KVBlocksGPU, m.BlockSize} {
+			require.GreaterOrEqual(t, v, int64(0))
+		}
+		require.True(t, m.GPUMemoryUtilization >= 0 && m.GPUMemoryUtilization <= 1)
+	})
+}

@@ -334,3 +334,28 @@ func ToRequests(recs []Record) (reqs []sim.RequestSpec, tenants []string, err er
 	}
 	return reqs, tn.List(), nil
 }
+
+// Where a format's latencies are measured.
+const (
+	// AtClient: by the benchmark client, from sending the request to
+	// receiving a token over HTTP: the whole request pipeline.
+	AtClient = "client"
+	// AtEngine: vLLM's own per-request stats, from the frontend accepting
+	// the request to the engine core's output batch carrying the token: no
+	// detokenization, HTTP or client on the way back.
+	AtEngine = "engine"
+)
+
+// MeasuredAt says where format's TTFT, ITL and E2E are measured (AtClient
+// or AtEngine), "" for a format without latencies. A comparison with the
+// simulator must measure at the same point: at the engine, the output
+// delay is not part of the latency.
+func MeasuredAt(format string) string {
+	switch format {
+	case VLLMBench, InferencePerf:
+		return AtClient
+	case VLLMRuns:
+		return AtEngine
+	}
+	return ""
+}

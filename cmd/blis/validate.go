@@ -1,0 +1,430 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/blis-sim/blis/cluster"
+	"github.com/blis-sim/blis/cluster/route"
+	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/physics"
+	"github.com/blis-sim/blis/sim"
+	"github.com/blis-sim/blis/sim/workload/records"
+	"github.com/blis-sim/blis/validate"
+)
+
+// validateOpts are blis validate's own flags; the instance flags are
+// blis run's.
+type validateOpts struct {
+	run       runOpts
+	format    string
+	meta      string
+	strict    bool
+	plot      string
+	asJSON    bool
+	calibrate bool
+}
+
+func newValidateCmd() *cobra.Command {
+	o := validateOpts{run: runOpts{knobs: physics.DefaultVLLMKnobs()}}
+	cmd := &cobra.Command{
+		Use:   "validate RECORDS",
+		Short: "Replay a real vLLM run and compare its measured latencies with the simulation",
+		Long: `validate replays the requests of a measured vLLM run (their arrivals, prompt
+and output lengths) through the simulator and compares each request's
+simulated TTFT, mean inter-token latency (ITL, vLLM's TPOT) and E2E with
+the measured ones. It prints a table of the mean, p50, p90 and p99 of each,
+measured and simulated, their errors ((simulated − measured) / measured,
+so a positive error is a simulation that is too slow), and the median
+per-request error; --plot draws simulated against measured per request.
+
+RECORDS is a per-request file in one of the formats users have:
+  vllm-runs       requests.jsonl of shared/data/vllm-runs (vLLM's own
+                  per-request stats; measured at the engine core's output)
+  vllm-bench      vllm bench serve --save-result --save-detailed JSON
+                  (measured at the client)
+  inference-perf  per_request_lifecycle_metrics.json (measured at the client)
+(--format, detected by default). Every row is read or counted as skipped
+with its reason; --strict fails on the first unreadable one instead.
+
+The deployment comes from the instance flags (as for blis run). For a
+vllm-runs file, the meta.json next to it (or --meta) supplies what the flags
+do not set: the model, tensor and data parallelism, expert parallelism,
+max_num_seqs, max_num_batched_tokens, the KV blocks vLLM allocated, the GPU
+(from the device name CUDA reported) and async scheduling. A run measured
+at the engine core is compared without the output delay
+(--output-delay-us 0 unless given). Data parallelism runs the engines
+behind vLLM's own load balancer (the vllm-dp routing policy).
+
+--calibrate fits the pipeline's parameters to the run before comparing:
+the engine core's fixed cost per step (--roofline-step-overhead-us, with the
+roofline latency model) and, for records measured at the client, the
+output delay (--output-delay-us). The search is coordinate descent with a
+golden-section search per parameter over a fixed range (log scale), two
+rounds of 16 simulations each, minimizing the sum of squared log ratios of
+the simulated to the measured mean TTFT, ITL and E2E. It is deterministic;
+it prints the parameters as flags, to predict other runs with them.`,
+		Example: `  blis validate shared/data/vllm-runs/RTX4090/Llama-3.1-8B/vllm/requests.jsonl
+  blis validate runs/qwen/requests.jsonl --hardware rtx-pro-6000 --plot qwen.png
+  blis validate bench.json --format vllm-bench --model llama-2-7b --hardware h100-sxm --max-num-seqs 256`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runValidate(cmd, &o, args[0])
+		},
+	}
+	f := cmd.Flags()
+	f.SortFlags = false
+	f.StringVar(&o.format, "format", "auto", "format of RECORDS: auto, vllm-runs, vllm-bench, inference-perf (auto: detected from the content)")
+	f.StringVar(&o.meta, "meta", "", "vllm-runs meta.json describing the deployment (default: meta.json next to RECORDS, when there is one)")
+	f.BoolVar(&o.strict, "strict", false, "fail on the first unreadable row instead of skipping it (skips are counted in the report)")
+	f.StringVar(&o.plot, "plot", "", "draw simulated against measured TTFT, ITL and E2E per request to `FILE` (.png or .svg)")
+	f.BoolVar(&o.asJSON, "json", false, "print the report as JSON instead of a table")
+	f.BoolVar(&o.calibrate, "calibrate", false, "fit the request pipeline's parameters to this run first (the roofline's per-step engine overhead, and the output delay for records measured at the client) by a deterministic search that runs the simulator inside the fit, print them as flags, then compare with them")
+	addInstanceFlags(f, &o.run)
+	f.Int64Var(&o.run.seed, "seed", 42, "random seed")
+	f.BoolVarP(&o.run.quiet, "quiet", "q", false, "no diagnostics on stderr")
+	return cmd
+}
+
+// validateReport is blis validate's JSON output.
+type validateReport struct {
+	Tool       string          `json:"tool"`
+	Version    int             `json:"version"`
+	Records    records.Report  `json:"records"`
+	MeasuredAt string          `json:"measured_at"`
+	Meta       string          `json:"meta,omitempty"`
+	Deployment instanceConfig  `json:"deployment"`
+	Engines    int             `json:"engines"`
+	Compare    validate.Report `json:"compare"`
+	Calibrated *calibration    `json:"calibrated,omitempty"`
+}
+
+// calibration is what --calibrate found.
+type calibration struct {
+	Flags       map[string]float64 `json:"flags"`
+	Loss        float64            `json:"loss"`
+	StartLoss   float64            `json:"start_loss"`
+	Simulations int                `json:"simulations"`
+	WallS       float64            `json:"wall_s"`
+}
+
+func runValidate(cmd *cobra.Command, o *validateOpts, path string) (err error) {
+	stderr := cmd.ErrOrStderr()
+	if o.run.quiet {
+		stderr = io.Discard
+	}
+	flags := cmd.Flags()
+	var plotFormat string
+	if o.plot != "" {
+		// Refused before the run, not after it.
+		if plotFormat, err = extFormat(o.plot, "--plot", validate.Formats...); err != nil {
+			return err
+		}
+		if sameFile(o.plot, path) {
+			return fmt.Errorf("--plot %s is the records file", o.plot)
+		}
+	}
+	recs, rep, err := records.Read(path, o.format, records.Options{Strict: o.strict})
+	if err != nil {
+		return err
+	}
+	at := records.MeasuredAt(rep.Format)
+	if at == "" {
+		return fmt.Errorf("%s: %s records carry no measured latencies to compare with; use %s", path, rep.Format,
+			strings.Join([]string{records.VLLMRuns, records.VLLMBench, records.InferencePerf}, ", "))
+	}
+	for _, s := range rep.Skipped {
+		fmt.Fprintf(stderr, "blis: %s: skipped %d rows: %s (first at line %d)\n", path, s.Count, s.Reason, s.FirstLine)
+	}
+	spec := deploy.DefaultInstanceSpec()
+	var meta *records.RunMeta
+	metaPath := o.meta
+	if metaPath == "" && rep.Format == records.VLLMRuns {
+		if _, err := os.Stat(records.MetaPath(path)); err == nil {
+			metaPath = records.MetaPath(path)
+		}
+	}
+	if metaPath != "" {
+		if meta, err = records.ReadRunMeta(metaPath); err != nil {
+			return fmt.Errorf("--meta: %w", err)
+		}
+		if err := applyMeta(flags, meta, &spec); err != nil {
+			return err
+		}
+	}
+	if at == records.AtEngine && !flags.Changed("output-delay-us") {
+		spec.OutputDelayUs = 0
+	}
+	if err := applyInstanceFlags(flags, &o.run, &spec, false); err != nil {
+		return err
+	}
+	reqs, _, err := records.ToRequests(recs)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	var cal *calibration
+	if o.calibrate {
+		if cal, err = calibratePipeline(&spec, at, recs, reqs, o.run.seed); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "blis: calibrated in %d simulations, %.1f s wall: loss %.4f -> %.4f\n", cal.Simulations, cal.WallS, cal.StartLoss, cal.Loss)
+	}
+	start := time.Now()
+	res, desc, engines, err := simulateRecords(spec, reqs, o.run.seed)
+	if err != nil {
+		return err
+	}
+	pairs := pairUp(recs, reqs, res)
+	cmp := validate.Compare(pairs)
+	fmt.Fprintf(stderr, "blis: %d requests replayed on %d engine(s) in %.2f s wall\n", len(reqs), engines, time.Since(start).Seconds())
+	if o.plot != "" {
+		title := fmt.Sprintf("%s on %d × %s (TP %d)", desc.Model, engines, desc.Hardware, desc.TP)
+		if err := writePlot(o.plot, plotFormat, pairs, title); err != nil {
+			return err
+		}
+	}
+	out := cmd.OutOrStdout()
+	if o.asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		vr := validateReport{Tool: "blis validate", Version: 1, Records: rep, MeasuredAt: at, Deployment: desc, Engines: engines, Compare: cmp, Calibrated: cal}
+		if meta != nil {
+			vr.Meta = meta.Path
+		}
+		return enc.Encode(vr)
+	}
+	fmt.Fprintf(out, "%s: %d requests (%d rows, %d skipped), measured at the %s\n", path, rep.Read, rep.Rows, rep.Rows-rep.Read, at)
+	if cal != nil {
+		fmt.Fprintf(out, "calibrated:")
+		for _, k := range sortedKeys(cal.Flags) {
+			fmt.Fprintf(out, " --%s %.0f", k, cal.Flags[k])
+		}
+		fmt.Fprintf(out, " (loss %.4f -> %.4f, %d simulations)\n", cal.StartLoss, cal.Loss, cal.Simulations)
+	}
+	fmt.Fprintf(out, "deployment: %s on %d × %s, TP %d, max_num_seqs %d, max_num_batched_tokens %d, %d KV blocks, async scheduling %v, output delay %d µs, latency model %s\n\n",
+		desc.Model, engines, desc.Hardware, desc.TP, desc.VLLM.MaxNumSeqs, desc.VLLM.MaxBatchedTokens, desc.VLLM.TotalKVBlocksGPU, desc.Async, desc.OutputDelay, desc.Latency)
+	return cmp.WriteTable(out)
+}
+
+// applyMeta sets what a vllm-runs meta.json says on spec, for every
+// setting whose flag the user did not give (applyInstanceFlags then
+// applies those).
+func applyMeta(flags *pflag.FlagSet, m *records.RunMeta, spec *deploy.InstanceSpec) error {
+	set := func(flag string) bool { return !flags.Changed(flag) }
+	if set("model") {
+		spec.Model = m.Model
+	}
+	if set("hardware") {
+		if m.Device == "" {
+			return fmt.Errorf("%s records no GPU: give --hardware (shipped: %s)", m.Path, strings.Join(physics.BuiltinHardware(), ", "))
+		}
+		h, ok := physics.HardwareForDevice(m.Device)
+		if !ok {
+			return fmt.Errorf("%s: GPU %q is not a shipped hardware spec: give --hardware (a shipped name or a spec JSON)", m.Path, m.Device)
+		}
+		spec.Hardware = h.Name
+	}
+	if set("tp") {
+		spec.TP = m.TP
+	}
+	if set("data-parallel-size") {
+		spec.DP = m.DP
+	}
+	if set("enable-expert-parallel") {
+		spec.ExpertParallel = m.ExpertParallel
+	}
+	k := &spec.VLLM
+	if set("max-num-seqs") && m.MaxNumSeqs > 0 {
+		k.MaxNumSeqs = m.MaxNumSeqs
+	}
+	if set("max-num-batched-tokens") && m.MaxBatchedTokens > 0 {
+		k.MaxBatchedTokens = m.MaxBatchedTokens
+	}
+	if set("kv-blocks-gpu") && m.KVBlocksGPU > 0 {
+		k.TotalKVBlocksGPU = m.KVBlocksGPU
+	}
+	if set("block-size") && m.BlockSize > 0 {
+		k.BlockSizeTokens = m.BlockSize
+	}
+	if set("gpu-memory-utilization") && m.GPUMemoryUtilization > 0 {
+		k.GPUMemoryUtilization = m.GPUMemoryUtilization
+	}
+	if set("enable-prefix-caching") && m.PrefixCaching != nil {
+		k.PrefixCachingEnabled = *m.PrefixCaching
+	}
+	if set("enable-chunked-prefill") && m.ChunkedPrefill != nil {
+		k.ChunkedPrefillEnabled = *m.ChunkedPrefill
+	}
+	if set("async-scheduling") && m.AsyncScheduling != nil {
+		spec.AsyncScheduling = *m.AsyncScheduling
+	}
+	return nil
+}
+
+// simulateRecords runs the requests on the deployment spec describes: one
+// engine, or spec.DP engines behind vLLM's data-parallel balancer.
+func simulateRecords(spec deploy.InstanceSpec, reqs []sim.RequestSpec, seed int64) (*cluster.Result, instanceConfig, int, error) {
+	n := max(1, spec.DP)
+	d, err := deploy.Uniform(spec, n)
+	if err != nil {
+		return nil, instanceConfig{}, 0, deploy.FlagError(err)
+	}
+	if n > 1 {
+		d.Routing.Policy = route.VLLMDPName
+		d.Freshness = cluster.Uniform(VLLMDPPublishUs)
+	}
+	b, err := d.Build(sim.NewRNG(seed))
+	if err != nil {
+		return nil, instanceConfig{}, 0, deploy.FlagError(err)
+	}
+	b.Config.RecordRequests = true
+	cs, err := cluster.New(b.Config, cluster.NewSliceSource(reqs))
+	if err != nil {
+		return nil, instanceConfig{}, 0, err
+	}
+	res, err := cs.Run()
+	if err != nil {
+		return nil, instanceConfig{}, 0, err
+	}
+	return res, describeInstance(&spec, b.Pools[0]), n, nil
+}
+
+// pairUp matches each record (sorted by arrival, as reqs[i] was made from
+// recs[i]) with its simulated request.
+func pairUp(recs []records.Record, reqs []sim.RequestSpec, res *cluster.Result) []validate.Pair {
+	byID := make(map[int64]*cluster.RequestRecord, len(res.PerRequest))
+	for i := range res.PerRequest {
+		byID[res.PerRequest[i].ID] = &res.PerRequest[i]
+	}
+	pairs := make([]validate.Pair, len(recs))
+	for i := range recs {
+		r := &recs[i]
+		p := validate.Pair{ID: reqs[i].ID, Line: r.Line, PromptTokens: r.PromptTokens, OutputTokens: r.OutputTokens,
+			MeasTTFT: r.TTFTUs, MeasITL: r.MeanITLUs, MeasE2E: r.E2EUs, SimTTFT: -1, SimITL: -1, SimE2E: -1}
+		if s, ok := byID[reqs[i].ID]; ok && s.Outcome == cluster.Completed.String() {
+			p.SimTTFT = s.TTFT
+			p.SimE2E = s.LastTokenUs - s.ArrivalUs
+			if s.OutputTokens > 1 {
+				p.SimITL = (s.LastTokenUs - s.ArrivalUs - s.TTFT) / (s.OutputTokens - 1)
+			}
+		}
+		pairs[i] = p
+	}
+	return pairs
+}
+
+// calibratePipeline fits the pipeline's parameters to the records and sets
+// them on spec (validate.Search; --calibrate's help says how).
+func calibratePipeline(spec *deploy.InstanceSpec, at string, recs []records.Record, reqs []sim.RequestSpec, seed int64) (*calibration, error) {
+	type knob struct {
+		param validate.Param
+		flag  string
+		get   func() float64
+		set   func(*deploy.InstanceSpec, float64)
+	}
+	var knobs []knob
+	// The per-step overhead is the roofline's; probe which model the spec
+	// chooses.
+	in, err := spec.Build(sim.NewRNG(seed), 0)
+	if err != nil {
+		return nil, deploy.FlagError(err)
+	}
+	if in.LatencyName == "roofline" {
+		rp := deploy.DefaultRooflineParams
+		if spec.Latency.Roofline != nil {
+			rp = *spec.Latency.Roofline
+		}
+		knobs = append(knobs, knob{validate.Param{Name: "step overhead", Lo: 50, Hi: 50000, Log: true}, "roofline-step-overhead-us",
+			func() float64 { return rp.StepOverheadUs },
+			func(s *deploy.InstanceSpec, v float64) {
+				p := rp
+				p.StepOverheadUs = math.Round(v)
+				s.Latency.Roofline = &p
+			}})
+	}
+	if at == records.AtClient {
+		knobs = append(knobs, knob{validate.Param{Name: "output delay", Lo: 10, Hi: 200000, Log: true}, "output-delay-us",
+			func() float64 { return float64(max(spec.OutputDelayUs, 10)) },
+			func(s *deploy.InstanceSpec, v float64) { s.OutputDelayUs = int64(math.Round(v)) }})
+	}
+	if len(knobs) == 0 {
+		return nil, errors.New("--calibrate: nothing to calibrate: the per-step overhead needs the roofline latency model, and records measured at the engine core have no output delay")
+	}
+	search := validate.Search{Rounds: 2, Evals: 16}
+	start := make([]float64, len(knobs))
+	for i, k := range knobs {
+		search.Params = append(search.Params, k.param)
+		start[i] = min(max(k.get(), k.param.Lo), k.param.Hi)
+	}
+	apply := func(x []float64) deploy.InstanceSpec {
+		s := *spec
+		for i, k := range knobs {
+			k.set(&s, x[i])
+		}
+		return s
+	}
+	t0 := time.Now()
+	res, err := search.Run(start, func(x []float64) (float64, error) {
+		s := apply(x)
+		r, _, _, err := simulateRecords(s, reqs, seed)
+		if err != nil {
+			return 0, err
+		}
+		return validate.Objective(validate.Compare(pairUp(recs, reqs, r))), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	*spec = apply(res.Best)
+	cal := &calibration{Flags: map[string]float64{}, Loss: res.Loss, StartLoss: res.StartLoss, Simulations: res.Evaluation,
+		WallS: time.Since(t0).Seconds()}
+	for i, k := range knobs {
+		cal.Flags[k.flag] = math.Round(res.Best[i])
+	}
+	return cal, nil
+}
+
+func sortedKeys(m map[string]float64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// writePlot draws the comparison to path through a temporary file renamed
+// over it only when the figure is complete.
+func writePlot(path, format string, pairs []validate.Pair, title string) error {
+	f, err := createAtomic(path, "--plot")
+	if err != nil {
+		return err
+	}
+	defer f.abort()
+	b := bufio.NewWriterSize(f, 1<<16)
+	if err := validate.WritePlot(b, pairs, title, format); err != nil {
+		return fmt.Errorf("--plot %s: %w", path, err)
+	}
+	if err := b.Flush(); err != nil {
+		return fmt.Errorf("--plot %s: %w", path, err)
+	}
+	return f.commit()
+}
+
+// sameFile reports whether a and b name the same existing file.
+func sameFile(a, b string) bool {
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
+}

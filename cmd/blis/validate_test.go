@@ -1,0 +1,275 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// vllmRuns are the four measured runs of testdata/vllm-runs, with the GPU
+// a user must name for the three whose meta.json records none.
+var vllmRuns = []struct{ dir, hardware string }{
+	{"RTX4090/Llama-3.1-8B", ""},
+	{"RTXPRO6000/Llama-3.1-8B", "rtx-pro-6000"},
+	{"RTXPRO6000/Qwen3-32B", "rtx-pro-6000"},
+	{"RTXPRO6000/Qwen3-30B-A3B-Instruct-2507", "rtx-pro-6000"},
+}
+
+func runsPath(dir string) string {
+	return filepath.Join("..", "..", "testdata", "vllm-runs", dir, "requests.jsonl")
+}
+
+type validateOut struct {
+	Records struct {
+		Rows, Read int64
+	} `json:"records"`
+	MeasuredAt string         `json:"measured_at"`
+	Meta       string         `json:"meta"`
+	Deployment instanceConfig `json:"deployment"`
+	Engines    int            `json:"engines"`
+	Compare    struct {
+		Requests int `json:"requests"`
+		Metrics  []struct {
+			Metric   string `json:"metric"`
+			Compared int    `json:"compared"`
+			Measured struct {
+				Mean float64 `json:"mean"`
+			} `json:"measured_ms"`
+			Simulated struct {
+				Mean float64 `json:"mean"`
+			} `json:"simulated_ms"`
+			ErrMean *float64 `json:"err_mean"`
+		} `json:"metrics"`
+	} `json:"compare"`
+	Calibrated *calibration `json:"calibrated"`
+}
+
+func validateJSON(t *testing.T, args ...string) validateOut {
+	t.Helper()
+	out, _, err := runCLI(t, append([]string{"validate", "-q", "--json"}, args...)...)
+	require.NoError(t, err, "%v", args)
+	var v validateOut
+	require.NoError(t, json.Unmarshal([]byte(out), &v))
+	return v
+}
+
+// The deployment comes from meta.json: vLLM's engine arguments, its KV
+// block count, the GPU's CUDA name and its resolved async scheduling; the
+// records are measured at the engine core, so there is no output delay.
+func TestValidateDeploymentFromMeta(t *testing.T) {
+	v := validateJSON(t, runsPath("RTX4090/Llama-3.1-8B"))
+	d := v.Deployment
+	require.Equal(t, "RTX-4090", d.Hardware)
+	require.Equal(t, int64(2588), d.VLLM.TotalKVBlocksGPU)
+	require.Equal(t, int64(256), d.VLLM.MaxNumSeqs)
+	require.Equal(t, int64(2048), d.VLLM.MaxBatchedTokens)
+	require.True(t, d.Async)
+	require.Equal(t, int64(0), d.OutputDelay)
+	require.Equal(t, 1, v.Engines)
+	require.Equal(t, "engine", v.MeasuredAt)
+	require.Equal(t, int64(300), v.Records.Read)
+	require.Equal(t, 300, v.Compare.Requests)
+	// The data's README: mean TTFT 65.5 s, ITL 32.4 ms, E2E 86.6 s.
+	want := map[string]float64{"ttft": 65486, "itl": 32.45, "e2e": 86608}
+	for _, m := range v.Compare.Metrics {
+		require.Equal(t, 300, m.Compared, m.Metric)
+		require.InDelta(t, want[m.Metric], m.Measured.Mean, want[m.Metric]*0.001, m.Metric)
+	}
+
+	// A flag beats meta.json.
+	v = validateJSON(t, runsPath("RTX4090/Llama-3.1-8B"), "--max-num-seqs", "64", "--async-scheduling=false", "--output-delay-us", "700")
+	require.Equal(t, int64(64), v.Deployment.VLLM.MaxNumSeqs)
+	require.False(t, v.Deployment.Async)
+	require.Equal(t, int64(700), v.Deployment.OutputDelay)
+
+	// Data parallelism with expert parallelism: two engines.
+	v = validateJSON(t, runsPath("RTXPRO6000/Qwen3-30B-A3B-Instruct-2507"), "--hardware", "rtx-pro-6000")
+	require.Equal(t, 2, v.Engines)
+	require.Equal(t, 300, v.Compare.Metrics[0].Compared)
+}
+
+func TestValidateErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+		return p
+	}
+	line := `{"request_id": "bench-0", "input_toks": 100, "output_toks": 10, "arrival_time": 1000.5, "queued_ts": 50.5, "scheduled_ts": 50.5, "first_token_ts": 50.6, "last_token_ts": 51.0}` + "\n"
+	reqs := write("requests.jsonl", line)
+	azure := write("azure.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n")
+	for _, tc := range []struct {
+		name string
+		meta string // "" for no meta.json
+		args []string
+		want string
+	}{
+		{"no GPU recorded", `{"schema_version": 1, "engine_kwargs": {"model": "meta-llama/Llama-3.1-8B"}}`, nil, "records no GPU: give --hardware"},
+		{"unknown GPU", `{"schema_version": 1, "engine_kwargs": {"model": "meta-llama/Llama-3.1-8B"}, "hardware": {"device_name": "NVIDIA Quantum 9000"}}`, nil, `GPU "NVIDIA Quantum 9000" is not a shipped hardware spec`},
+		{"wrong type", `{"schema_version": 1, "engine_kwargs": {"model": "m", "max_num_seqs": "many"}}`, nil, `field "engine_kwargs.max_num_seqs"`},
+		{"bad value", `{"schema_version": 1, "engine_kwargs": {"model": "m", "tensor_parallel_size": 0}}`, nil, `"engine_kwargs.tensor_parallel_size": must be >= 1`},
+		{"schema", `{"engine_kwargs": {"model": "m"}}`, nil, `"schema_version": must be 1`},
+		{"no model", `{"schema_version": 1}`, nil, `"engine_kwargs.model": missing`},
+		{"unknown model", `{"schema_version": 1, "engine_kwargs": {"model": "acme/NoSuchModel"}}`, []string{"--hardware", "h100-sxm"}, `model "acme/NoSuchModel" is neither a file nor a shipped model`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			meta := write("meta.json", tc.meta)
+			_, _, err := runCLI(t, append([]string{"validate", reqs, "--meta", meta}, tc.args...)...)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	_, _, err := runCLI(t, "validate", azure, "--hardware", "h100-sxm")
+	require.ErrorContains(t, err, "azure records carry no measured latencies")
+	bad := write("bad.jsonl", line+`{"request_id": "bench-1", "input_toks": -3, "output_toks": 10, "arrival_time": 1001, "queued_ts": 51, "scheduled_ts": 51, "first_token_ts": 51.1, "last_token_ts": 52}`+"\n")
+	_, _, err = runCLI(t, "validate", bad, "--format", "vllm-runs", "--hardware", "h100-sxm", "--model", "llama-3.1-8b", "--strict")
+	require.ErrorContains(t, err, "bad.jsonl:2")
+	// Without --strict the row is counted as skipped, and said so.
+	out, stderr, err := runCLI(t, "validate", bad, "--format", "vllm-runs", "--hardware", "h100-sxm", "--model", "llama-3.1-8b")
+	require.NoError(t, err)
+	require.Contains(t, out, "1 requests (2 rows, 1 skipped)")
+	require.Contains(t, stderr, "skipped 1 rows: negative (first at line 2)")
+}
+
+// --calibrate lowers the loss, is deterministic, and its flags reproduce
+// the calibrated comparison.
+func TestValidateCalibrate(t *testing.T) {
+	path := runsPath("RTXPRO6000/Llama-3.1-8B")
+	a := validateJSON(t, path, "--hardware", "rtx-pro-6000", "--calibrate")
+	b := validateJSON(t, path, "--hardware", "rtx-pro-6000", "--calibrate")
+	require.NotNil(t, a.Calibrated)
+	a.Calibrated.WallS, b.Calibrated.WallS = 0, 0
+	require.Equal(t, a, b)
+	require.Less(t, a.Calibrated.Loss, a.Calibrated.StartLoss)
+	require.Contains(t, a.Calibrated.Flags, "roofline-step-overhead-us")
+	again := validateJSON(t, path, "--hardware", "rtx-pro-6000", "--roofline-step-overhead-us", fmt.Sprint(a.Calibrated.Flags["roofline-step-overhead-us"]))
+	require.Equal(t, a.Compare, again.Compare)
+
+	_, _, err := runCLI(t, "validate", path, "--hardware", "rtx-pro-6000", "--latency", "blackbox", "--calibrate")
+	require.ErrorContains(t, err, "nothing to calibrate")
+
+	// Records measured at the client keep the output delay, and calibrate
+	// it too.
+	bench := filepath.Join("..", "..", "sim", "workload", "records", "testdata", "vllm_bench.json")
+	v := validateJSON(t, bench, "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--latency", "roofline")
+	require.Equal(t, "client", v.MeasuredAt)
+	require.Equal(t, int64(1500), v.Deployment.OutputDelay)
+	c := validateJSON(t, bench, "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--latency", "roofline", "--calibrate")
+	require.Len(t, c.Calibrated.Flags, 2)
+	require.Equal(t, int64(c.Calibrated.Flags["output-delay-us"]), c.Deployment.OutputDelay)
+	require.Less(t, c.Calibrated.Loss, c.Calibrated.StartLoss)
+}
+
+// TestValidationTableInREADME recomputes the README's validation table:
+// each run with the defaults, and each run predicted with the pipeline
+// parameters calibrated on each of the other three (the median of the
+// three predictions). Regenerate with go test ./cmd/blis -run
+// ValidationTable -update.
+func TestValidationTableInREADME(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 4 calibrations and 16 replays")
+	}
+	const begin, end = "<!-- validation-table -->\n", "<!-- /validation-table -->\n"
+	type errs [3]float64 // TTFT, ITL, E2E error of the mean
+	get := func(v validateOut) errs {
+		var e errs
+		for i, m := range v.Compare.Metrics {
+			require.NotNil(t, m.ErrMean)
+			e[i] = *m.ErrMean
+		}
+		return e
+	}
+	args := func(i int, extra ...string) []string {
+		a := []string{runsPath(vllmRuns[i].dir)}
+		if h := vllmRuns[i].hardware; h != "" {
+			a = append(a, "--hardware", h)
+		}
+		return append(a, extra...)
+	}
+	def := make([]errs, len(vllmRuns))
+	steps := make([]float64, len(vllmRuns))
+	for i := range vllmRuns {
+		def[i] = get(validateJSON(t, args(i)...))
+		c := validateJSON(t, args(i, "--calibrate")...)
+		steps[i] = c.Calibrated.Flags["roofline-step-overhead-us"]
+	}
+	held := make([]errs, len(vllmRuns))
+	for i := range vllmRuns {
+		var per [3][]float64
+		for j := range vllmRuns {
+			if j == i {
+				continue
+			}
+			e := get(validateJSON(t, args(i, "--roofline-step-overhead-us", fmt.Sprint(steps[j]))...))
+			for k := range e {
+				per[k] = append(per[k], e[k])
+			}
+		}
+		for k := range per {
+			slices.Sort(per[k])
+			held[i][k] = per[k][1]
+		}
+	}
+	pct := func(x float64) string { return fmt.Sprintf("%+.1f %%", 100*x) }
+	median := func(rows []errs, k int) string {
+		var a []float64
+		for _, r := range rows {
+			a = append(a, math.Abs(r[k]))
+		}
+		slices.Sort(a)
+		return fmt.Sprintf("%.1f %%", 100*(a[1]+a[2])/2)
+	}
+	var b strings.Builder
+	b.WriteString("| run | TTFT | ITL | E2E | TTFT, calibrated elsewhere | ITL | E2E | step overhead calibrated on it |\n|---|---|---|---|---|---|---|---|\n")
+	for i, r := range vllmRuns {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %.0f µs |\n", r.dir, pct(def[i][0]), pct(def[i][1]), pct(def[i][2]),
+			pct(held[i][0]), pct(held[i][1]), pct(held[i][2]), steps[i])
+	}
+	fmt.Fprintf(&b, "| median \\|error\\| | %s | %s | %s | %s | %s | %s | |\n", median(def, 0), median(def, 1), median(def, 2),
+		median(held, 0), median(held, 1), median(held, 2))
+
+	readme := filepath.Join("..", "..", "README.md")
+	data, err := os.ReadFile(readme)
+	require.NoError(t, err)
+	s := string(data)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	require.True(t, i >= 0 && j > i, "README.md has no %q ... %q section", begin, end)
+	got := s[:i+len(begin)] + b.String() + s[j:]
+	if *update {
+		require.NoError(t, os.WriteFile(readme, []byte(got), 0o644))
+		return
+	}
+	require.Equal(t, s, got, "README.md's validation table is stale: go test ./cmd/blis -run ValidationTable -update")
+}
+
+// --data-parallel-size N is one vLLM server of N engines behind vLLM's own
+// balancer; with --enable-expert-parallel its MoE experts are sharded.
+func TestDataParallelRun(t *testing.T) {
+	out, _, err := runCLI(t, "run", "-q", "--model", "qwen3-30b-a3b-instruct-2507", "--hardware", "rtx-pro-6000",
+		"--data-parallel-size", "2", "--enable-expert-parallel", "--requests", "200", "--rate", "20")
+	require.NoError(t, err)
+	r := parseCluster(t, out)
+	require.Len(t, r.Metrics.Instances, 2)
+	require.Equal(t, int64(200), r.Metrics.Requests.Completed)
+	for _, in := range r.Metrics.Instances {
+		require.Greater(t, in.Routed, int64(60), "the balancer spreads the load")
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--data-parallel-size", "2", "--num-instances", "2"}, "--data-parallel-size cannot be combined with --num-instances"},
+		{[]string{"--data-parallel-size", "0"}, "--data-parallel-size must be >= 1"},
+		{[]string{"--enable-expert-parallel"}, "--enable-expert-parallel"},
+		{[]string{"--output-delay-us", "-5"}, "--output-delay-us"},
+	} {
+		_, _, err := runCLI(t, append([]string{"run", "-q", "--requests", "10"}, tc.args...)...)
+		require.ErrorContains(t, err, tc.want, "%v", tc.args)
+	}
+}
