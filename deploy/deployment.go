@@ -551,6 +551,26 @@ func (d *Deployment) Build(rng sim.RNG) (*Built, error) {
 	return b, nil
 }
 
+// VLLMDPPublishUs is how often vLLM's DP coordinator publishes the
+// engines' waiting and running counts to its load balancer (100 ms when
+// they change; vllm/v1/engine/coordinator.py).
+const VLLMDPPublishUs = 100_000
+
+// Server is one vLLM server as spec describes it: one instance, or for
+// spec.DP > 1 that many engines behind vLLM's own data-parallel load
+// balancer (the vllm-dp router, reading counts refreshed every
+// VLLMDPPublishUs). Its errors are Uniform's.
+func Server(spec InstanceSpec) (*Deployment, error) {
+	n := max(1, spec.DP)
+	d, err := Uniform(spec, n)
+	if err != nil || n == 1 {
+		return d, err
+	}
+	d.Routing.Policy = route.VLLMDPName
+	d.Freshness = cluster.Uniform(VLLMDPPublishUs)
+	return d, nil
+}
+
 // Uniform is a deployment of n identical instances of spec under the
 // default cluster settings, as --num-instances makes. Its errors are
 // *FieldError values (a pool's keys, or replicas for n).

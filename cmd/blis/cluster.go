@@ -78,11 +78,6 @@ func addClusterFlags(f *pflag.FlagSet, o *clusterOpts) {
 	f.StringVar(&o.windowPlot, "window-plot", "", "cluster: draw the --window rows to `FILE`, .png or .svg: panels of request rates, TTFT p50/p99, queue depth and running batch, and KV utilization over time")
 }
 
-// VLLMDPPublishUs is how often vLLM's DP coordinator publishes the
-// engines' waiting and running counts to the load balancer (100 ms when
-// they change; vllm/v1/engine/coordinator.py).
-const VLLMDPPublishUs = 100_000
-
 // clusterMode reports whether the flags ask for a cluster run.
 func clusterMode(flags *pflag.FlagSet) bool {
 	for _, f := range clusterFlags {
@@ -117,20 +112,17 @@ func clusterDeployment(flags *pflag.FlagSet, o *runOpts) (*deploy.Deployment, er
 		if err != nil {
 			return nil, err
 		}
-		n := c.numInstances
 		if spec.DP > 1 {
 			// One vLLM server of spec.DP engines behind its own balancer.
 			if flags.Changed("num-instances") {
 				return nil, errors.New("--data-parallel-size cannot be combined with --num-instances: a data-parallel server is --data-parallel-size instances behind vLLM's own load balancer")
 			}
-			n = spec.DP
+			d, err = deploy.Server(spec)
+		} else {
+			d, err = deploy.Uniform(spec, c.numInstances)
 		}
-		if d, err = deploy.Uniform(spec, n); err != nil {
+		if err != nil {
 			return nil, deploy.FlagError(err)
-		}
-		if spec.DP > 1 {
-			d.Routing.Policy = route.VLLMDPName
-			d.Freshness = cluster.Uniform(VLLMDPPublishUs)
 		}
 	}
 	a, r := &d.Admission, &d.Routing

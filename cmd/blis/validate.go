@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/blis-sim/blis/cluster"
-	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/deploy"
 	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/sim"
@@ -119,13 +118,14 @@ type calibration struct {
 	WallS       float64            `json:"wall_s"`
 }
 
-func runValidate(cmd *cobra.Command, o *validateOpts, path string) (err error) {
+func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 	stderr := cmd.ErrOrStderr()
 	if o.run.quiet {
 		stderr = io.Discard
 	}
 	flags := cmd.Flags()
 	var plotFormat string
+	var err error
 	if o.plot != "" {
 		// Refused before the run, not after it.
 		if plotFormat, err = extFormat(o.plot, "--plot", validate.Formats...); err != nil {
@@ -275,14 +275,9 @@ func applyMeta(flags *pflag.FlagSet, m *records.RunMeta, spec *deploy.InstanceSp
 // simulateRecords runs the requests on the deployment spec describes: one
 // engine, or spec.DP engines behind vLLM's data-parallel balancer.
 func simulateRecords(spec deploy.InstanceSpec, reqs []sim.RequestSpec, seed int64) (*cluster.Result, instanceConfig, int, error) {
-	n := max(1, spec.DP)
-	d, err := deploy.Uniform(spec, n)
+	d, err := deploy.Server(spec)
 	if err != nil {
 		return nil, instanceConfig{}, 0, deploy.FlagError(err)
-	}
-	if n > 1 {
-		d.Routing.Policy = route.VLLMDPName
-		d.Freshness = cluster.Uniform(VLLMDPPublishUs)
 	}
 	b, err := d.Build(sim.NewRNG(seed))
 	if err != nil {
@@ -297,7 +292,7 @@ func simulateRecords(spec deploy.InstanceSpec, reqs []sim.RequestSpec, seed int6
 	if err != nil {
 		return nil, instanceConfig{}, 0, err
 	}
-	return res, describeInstance(&spec, b.Pools[0]), n, nil
+	return res, describeInstance(&spec, b.Pools[0]), d.NumInstances(), nil
 }
 
 // pairUp matches each record (sorted by arrival, as reqs[i] was made from
