@@ -22,7 +22,7 @@
 //	alpha:                           # features.AlphaNames, all 11, in that order
 //	  batch_saturation: 0.001
 //	  ...
-//	beta:                            # features.BetaNames, all 16, in that order
+//	beta:                            # the spec's beta names (features.BetaNamesOf), in order
 //	  prefill_linear_compute: 1.2
 //	  ...
 //	overheads:                       # microseconds, all >= 0
@@ -77,10 +77,26 @@ import (
 // SchemaVersion is the schema_version this package reads and writes.
 const SchemaVersion = 1
 
-// FeatureSpecVersion is the docs/physics-spec.md version the features package
-// implements. A file is accepted when its feature_spec_version has the same
-// major version.
-const FeatureSpecVersion = "1.0"
+// FeatureSpecVersion is the docs/physics-spec.md version calibrate fit
+// writes by default. A file is accepted when its feature_spec_version has
+// the major version of a spec the features package implements (1 or 2).
+const FeatureSpecVersion = features.DefaultSpec
+
+// SpecOf maps a file's feature_spec_version to the features spec it follows
+// by its major version ("1.x" → features.SpecV1, "2.x" → features.SpecV2),
+// or returns it unchanged when the major version is unknown.
+func SpecOf(version string) string {
+	switch major, _, _ := strings.Cut(version, "."); major {
+	case "1":
+		return features.SpecV1
+	case "2":
+		return features.SpecV2
+	}
+	return version
+}
+
+// Spec is the features spec of the file's beta vector.
+func (f *File) Spec() string { return SpecOf(f.FeatureSpecVersion) }
 
 // defaultSource names a File that did not come from a file, in errors.
 const defaultSource = "coefficients"
@@ -156,9 +172,21 @@ type Fit struct {
 	LambdaGrid, GammaGrid   []float64 // the values searched
 	AlphaCVMAPE, BetaCVMAPE float64   // cross-validated MAPE, as fractions
 	BetaTarget              string    // where the step-time target came from
-	SamplesAlpha            int64
-	SamplesBeta             int64
+	// Objective is what the beta fit minimized: ObjectiveRelative or
+	// ObjectiveAbsolute; "" in files written before it was recorded
+	// (absolute).
+	Objective    string
+	SamplesAlpha int64
+	SamplesBeta  int64
 }
+
+// Beta fit objectives (Fit.Objective).
+const (
+	// ObjectiveRelative minimizes Σ((pred − t)/t)²: ridge weights 1/t².
+	ObjectiveRelative = "relative"
+	// ObjectiveAbsolute minimizes Σ(pred − t)².
+	ObjectiveAbsolute = "absolute"
+)
 
 // Provenance says which tool wrote the file and how to reproduce it.
 type Provenance struct {
@@ -250,9 +278,9 @@ func (f *File) validate(source string, lines map[string]int) error {
 	c.check(f.SchemaVersion <= SchemaVersion, "schema_version", "written by a newer tool (schema_version %d, this tool reads %d)", f.SchemaVersion, SchemaVersion)
 	c.check(f.SchemaVersion == SchemaVersion, "schema_version", "must be %d, got %d", SchemaVersion, f.SchemaVersion)
 	c.text("feature_spec_version", f.FeatureSpecVersion, true)
-	wantMajor, _, _ := strings.Cut(FeatureSpecVersion, ".")
 	major, _, _ := strings.Cut(f.FeatureSpecVersion, ".")
-	c.check(major == wantMajor, "feature_spec_version", "%q has major version %q; this tool computes the features of spec %s.x", f.FeatureSpecVersion, major, wantMajor)
+	_, specErr := features.BetaNamesOf(f.Spec())
+	c.check(specErr == nil, "feature_spec_version", "%q has major version %q; this tool computes the features of specs %s and %s", f.FeatureSpecVersion, major, features.SpecV1, features.SpecV2)
 
 	a := &f.AppliesTo
 	c.text("applies_to.model", a.Model, true)
@@ -272,8 +300,16 @@ func (f *File) validate(source string, lines map[string]int) error {
 	for i, v := range f.Alpha {
 		c.finite("alpha."+features.AlphaNames[i], v)
 	}
+	names := features.BetaNames[:]
+	if specErr == nil {
+		names, _ = features.BetaNamesOf(f.Spec())
+	}
 	for i, v := range f.Beta {
-		c.finite("beta."+features.BetaNames[i], v)
+		if i < len(names) {
+			c.finite("beta."+names[i], v)
+		} else {
+			c.check(v == 0, "beta", "feature spec %s has %d beta features; coefficient %d must be 0, got %v", f.Spec(), len(names), i+1, v)
+		}
 	}
 
 	c.nonNegative("overheads.arrival_base_us", f.Overheads.ArrivalBaseUs)
@@ -294,6 +330,8 @@ func (f *File) validate(source string, lines map[string]int) error {
 		c.nonNegative("fit.alpha_cv_mape", fit.AlphaCVMAPE)
 		c.nonNegative("fit.beta_cv_mape", fit.BetaCVMAPE)
 		c.text("fit.beta_target", fit.BetaTarget, false)
+		c.check(fit.Objective == "" || fit.Objective == ObjectiveRelative || fit.Objective == ObjectiveAbsolute,
+			"fit.objective", "must be %s or %s, got %q", ObjectiveRelative, ObjectiveAbsolute, fit.Objective)
 		c.check(fit.SamplesAlpha >= 0, "fit.samples_alpha", "must be >= 0, got %d", fit.SamplesAlpha)
 		c.check(fit.SamplesBeta >= 0, "fit.samples_beta", "must be >= 0, got %d", fit.SamplesBeta)
 	}

@@ -15,6 +15,10 @@ type field struct {
 	comment  string // Marshal's line comment
 }
 
+// lazy is a mapping whose layout depends on a value read before it (the beta
+// names depend on feature_spec_version, which comes first in the file).
+type lazy func() mapping
+
 // mapping is the layout of one YAML mapping.
 type mapping struct {
 	fields  []field
@@ -28,7 +32,7 @@ func (f *File) layout() mapping {
 		{key: "applies_to", val: f.AppliesTo.layout()},
 		{key: "gamma", val: &f.Gamma, comment: "preemption EMA factor of features a9 and b12"},
 		{key: "alpha", val: vector(f.Alpha[:], features.AlphaNames[:]), comment: "features.AlphaNames, in that order"},
-		{key: "beta", val: vector(f.Beta[:], features.BetaNames[:]), comment: "features.BetaNames, in that order"},
+		{key: "beta", val: lazy(f.betaLayout), comment: betaComment(f.Spec())},
 		{key: "overheads", val: f.Overheads.layout(), comment: "microseconds, all >= 0"},
 		{key: "fit", val: &f.Fit, optional: true},
 		{key: "provenance", val: f.Provenance.layout()},
@@ -54,6 +58,23 @@ func (a *AppliesTo) layout() mapping {
 			{key: "prefix_caching_enabled", val: &k.PrefixCachingEnabled},
 		}}},
 	}}
+}
+
+// betaLayout keys the beta vector by the names of the file's feature spec
+// (spec 1.0's when the version is unknown: validate reports that).
+func (f *File) betaLayout() mapping {
+	names, err := features.BetaNamesOf(SpecOf(f.FeatureSpecVersion))
+	if err != nil {
+		names = features.BetaNames[:]
+	}
+	return vector(f.Beta[:len(names)], names)
+}
+
+func betaComment(spec string) string {
+	if spec == features.SpecV2 {
+		return "features.BetaV2Names, in that order"
+	}
+	return "features.BetaNames, in that order"
 }
 
 // vector lays out a coefficient vector keyed by its feature names, in order.
@@ -86,6 +107,7 @@ func (f *Fit) layout() mapping {
 		{key: "beta_target", val: &f.BetaTarget},
 		{key: "samples_alpha", val: &f.SamplesAlpha},
 		{key: "samples_beta", val: &f.SamplesBeta},
+		{key: "objective", val: &f.Objective, optional: true, comment: "relative or absolute; absent in older files (absolute)"},
 	}}
 }
 

@@ -60,6 +60,8 @@ func valueNode(f field) *yaml.Node {
 	switch v := f.val.(type) {
 	case mapping:
 		return node(v)
+	case lazy:
+		return node(v())
 	case **Fit:
 		return node((*v).layout())
 	case *[]Input:

@@ -162,6 +162,8 @@ func (p *parser) value(n *yaml.Node, path string, val any) error {
 	switch dst := val.(type) {
 	case mapping:
 		return p.mapping(n, path, dst)
+	case lazy:
+		return p.mapping(n, path, dst())
 	case **Fit:
 		fit := &Fit{}
 		if err := p.mapping(n, path, fit.layout()); err != nil {

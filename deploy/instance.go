@@ -269,7 +269,7 @@ func (s InstanceSpec) latency(in *Instance) (sim.LatencyModel, error) {
 		default:
 			return nil, fieldErrf("latency.coefficients", "the physics latency model needs a coefficient file (written by calibrate fit): no shipped coefficients apply to this model, hardware, TP and vLLM settings")
 		}
-		p := &sim.Physics{Cfg: cfg, Beta: cf.Beta, Gamma: cf.Gamma, Overheads: cf.Overheads}
+		p := &sim.Physics{Cfg: cfg, Spec: cf.Spec(), Beta: cf.Beta, Gamma: cf.Gamma, Overheads: cf.Overheads}
 		if err := p.Validate(); err != nil {
 			return nil, fieldErr("latency.coefficients", err)
 		}

@@ -25,17 +25,18 @@ var update = flag.Bool("update", false, "rewrite testdata/physics_features_golde
 const goldenPath = "../testdata/physics_features_golden.json"
 
 type goldenFixture struct {
-	Version               string           `json:"version"`
-	Description           string           `json:"description"`
-	Spec                  string           `json:"spec"`
-	Regenerate            string           `json:"regenerate"`
-	ToleranceRelative     float64          `json:"tolerance_relative"`
-	ToleranceAbsoluteZero float64          `json:"tolerance_absolute_zero"`
-	Epsilon               float64          `json:"epsilon"`
-	FeatureMax            float64          `json:"feature_max"`
-	AlphaFeatureNames     [NumAlpha]string `json:"alpha_feature_names"`
-	BetaFeatureNames      [NumBeta]string  `json:"beta_feature_names"`
-	TestCases             []goldenCase     `json:"test_cases"`
+	Version               string            `json:"version"`
+	Description           string            `json:"description"`
+	Spec                  string            `json:"spec"`
+	Regenerate            string            `json:"regenerate"`
+	ToleranceRelative     float64           `json:"tolerance_relative"`
+	ToleranceAbsoluteZero float64           `json:"tolerance_absolute_zero"`
+	Epsilon               float64           `json:"epsilon"`
+	FeatureMax            float64           `json:"feature_max"`
+	AlphaFeatureNames     [NumAlpha]string  `json:"alpha_feature_names"`
+	BetaFeatureNames      [NumBeta]string   `json:"beta_feature_names"`
+	BetaV2FeatureNames    [NumBetaV2]string `json:"beta_v2_feature_names"`
+	TestCases             []goldenCase      `json:"test_cases"`
 }
 
 type goldenConfig struct {
@@ -56,6 +57,9 @@ type goldenCase struct {
 	ExpectedIntermediates goldenIntermediates `json:"expected_intermediates"`
 	ExpectedAlpha         [NumAlpha]float64   `json:"expected_alpha_features"`
 	ExpectedBeta          [NumBeta]float64    `json:"expected_beta_features"`
+	// ExpectedBetaV2 is spec 2.0's vector; null when the hardware has no
+	// boost clock (the seed's hardware), which spec 2.0 refuses.
+	ExpectedBetaV2 *[NumBetaV2]float64 `json:"expected_beta_v2_features"`
 }
 
 // goldenPhysics carries every PhysicsConfig constant, so that a
@@ -339,7 +343,7 @@ func buildFixture(t testing.TB) goldenFixture {
 		Regenerate:        "go test ./features -run TestGoldenFixtureUpToDate -update",
 		ToleranceRelative: 1e-10, ToleranceAbsoluteZero: 1e-15,
 		Epsilon: Epsilon, FeatureMax: FeatureMax,
-		AlphaFeatureNames: AlphaNames, BetaFeatureNames: BetaNames,
+		AlphaFeatureNames: AlphaNames, BetaFeatureNames: BetaNames, BetaV2FeatureNames: BetaV2Names,
 	}
 	seen := map[string]int{}
 	for _, cspec := range caseList() {
@@ -366,6 +370,11 @@ func buildFixture(t testing.TB) goldenFixture {
 			tags = append(tags, "offload_off")
 		}
 		sort.Strings(tags)
+		var v2 *[NumBetaV2]float64
+		if CheckSpec(c, SpecV2) == nil {
+			f := BetaFeaturesV2(c, b)
+			v2 = &f
+		}
 		fx.TestCases = append(fx.TestCases, goldenCase{
 			ID: id, Description: sh.desc, Tags: tags, Config: gc,
 			AlphaInput: sh.alpha, BetaInput: b,
@@ -373,6 +382,7 @@ func buildFixture(t testing.TB) goldenFixture {
 			ExpectedIntermediates: intermediatesOf(c, sh.alpha, b),
 			ExpectedAlpha:         AlphaFeatures(c, sh.alpha),
 			ExpectedBeta:          BetaFeatures(c, b),
+			ExpectedBetaV2:        v2,
 		})
 	}
 	return fx
@@ -432,6 +442,7 @@ func TestPhysicsFeaturesGolden(t *testing.T) {
 	assert.Equal(t, 1e-10, fx.ToleranceRelative)
 	assert.Equal(t, AlphaNames, fx.AlphaFeatureNames)
 	assert.Equal(t, BetaNames, fx.BetaFeatureNames)
+	assert.Equal(t, BetaV2Names, fx.BetaV2FeatureNames)
 
 	ids := map[string]bool{}
 	for _, tc := range fx.TestCases {
@@ -460,6 +471,28 @@ func TestPhysicsFeaturesGolden(t *testing.T) {
 			}
 			for i := range b {
 				check("beta "+BetaNames[i], tc.ExpectedBeta[i], b[i])
+			}
+			if v2 := tc.ExpectedBetaV2; v2 != nil {
+				got := BetaFeaturesV2(c, tc.BetaInput)
+				for i := range got {
+					check("beta v2 "+BetaV2Names[i], v2[i], got[i])
+				}
+				// Spec 2.0 invariants: one of the two linear terms, none
+				// for an empty step, the spec 1.0 offload terms.
+				assert.Zero(t, v2[0]*v2[1], "compute- and weight-bound at once")
+				if tc.BetaInput.ScheduledTokens == 0 {
+					assert.Zero(t, v2[0]+v2[1]+v2[2]+v2[3]+v2[4]+v2[5]+v2[6], "empty step")
+				} else {
+					assert.Positive(t, v2[0]+v2[1], "a step with tokens reads its weights")
+					assert.Positive(t, v2[6], "layer latency")
+				}
+				assert.Equal(t, tc.ExpectedBeta[12], v2[7])
+				assert.Equal(t, tc.ExpectedBeta[13], v2[8])
+				if tc.Config.TP == 1 {
+					assert.Zero(t, v2[4]+v2[5], "no all-reduce at TP 1")
+				}
+			} else {
+				assert.Error(t, CheckSpec(c, SpecV2), "spec 2.0 vector left out only when the spec cannot be computed")
 			}
 			// Invariants the frozen values must also satisfy, independent
 			// of the code that produced them.

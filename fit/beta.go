@@ -86,6 +86,7 @@ func (s *samples) assignParts(folds int, holdout float64) {
 type betaSamples struct {
 	samples
 	cfg    *physics.PhysicsConfig
+	spec   string // features.SpecV1 or SpecV2
 	traces []*betaTrace
 	ref    []int32 // index into the trace's steps
 	extra  []int32 // index into extras, or -1
@@ -138,7 +139,7 @@ func (b *betaSamples) features(i, g int, dst []float64) {
 	in := b.input(i)
 	t := b.traces[b.trace[i]]
 	in.PreemptionEMA = t.x.ema[int(b.ref[i])*b.g+g]
-	x := features.BetaFeatures(b.cfg, in)
+	x := features.Beta(b.spec, b.cfg, in)
 	copy(dst, x[:])
 }
 
@@ -149,9 +150,11 @@ func (b *betaSamples) featureSets(i int, xs [][]float64) {
 	t := b.traces[b.trace[i]]
 	ema := t.x.ema[int(b.ref[i])*b.g:]
 	in.PreemptionEMA = ema[0]
-	f := features.BetaFeatures(b.cfg, in)
+	f := features.Beta(b.spec, b.cfg, in)
 	for g, x := range xs {
-		features.SetBetaPreemptionEMA(&f, ema[g])
+		if b.spec == features.SpecV1 {
+			features.SetBetaPreemptionEMA(&f, ema[g])
+		}
 		copy(x, f[:])
 	}
 }
@@ -228,7 +231,7 @@ type betaBuilder struct {
 }
 
 func newBetaBuilder(cfg *physics.PhysicsConfig, opt *Options) *betaBuilder {
-	return &betaBuilder{cfg: cfg, opt: opt, out: &betaSamples{cfg: cfg, g: len(opt.Gammas)}}
+	return &betaBuilder{cfg: cfg, opt: opt, out: &betaSamples{cfg: cfg, spec: opt.Spec, g: len(opt.Gammas)}}
 }
 
 // promptCV2 is the squared coefficient of variation of prompt lengths, for

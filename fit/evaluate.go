@@ -27,6 +27,10 @@ type Evaluation struct {
 // idle gaps, outliers when opt.OutlierFactor > 0), with f's γ.
 func Evaluate(cfg Config, f *coefficients.File, opt Options, keepPoints bool) (*Evaluation, error) {
 	opt.Gammas = []float64{f.Gamma}
+	opt.Spec = f.Spec()
+	if err := features.CheckSpec(cfg.Phys, opt.Spec); err != nil {
+		return nil, err
+	}
 	opt.Folds, opt.Holdout = 2, 0
 	if err := opt.Validate(); err != nil {
 		return nil, err

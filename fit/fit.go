@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/blis-sim/blis/coefficients"
+	"github.com/blis-sim/blis/features"
 	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/ridge"
 )
@@ -39,6 +41,12 @@ type Options struct {
 	// to the base_bias coefficient after it.
 	AlphaCorrection      bool
 	MinCorrectionSamples int
+	// Spec is the beta feature spec fitted (features.SpecV1 or SpecV2).
+	Spec string
+	// Objective is what the beta fit minimizes: coefficients.ObjectiveRelative
+	// (ridge weights 1/t², so a 30 ms decode step counts as much as a 3 s
+	// prefill) or ObjectiveAbsolute (squared seconds, dominated by long steps).
+	Objective string
 	// Progress, when set, receives one line per stage (for stderr).
 	Progress func(format string, args ...any)
 }
@@ -50,6 +58,7 @@ func DefaultOptions() Options {
 		Folds: 5, Holdout: 0.2, WarmupSteps: 10, OutlierFactor: 5,
 		PreemptHeavy: 0.5, PreemptWeight: 0.5, BetaTarget: "auto", MinPairs: 1000,
 		AlphaCorrection: true, MinCorrectionSamples: 10,
+		Spec: features.DefaultSpec, Objective: coefficients.ObjectiveRelative,
 	}
 }
 
@@ -85,6 +94,12 @@ func (o *Options) Validate() error {
 	case !(o.PreemptHeavy >= 0):
 		return fmt.Errorf("preempt-heavy: %v is negative", o.PreemptHeavy)
 	}
+	if _, err := features.BetaNamesOf(o.Spec); err != nil {
+		return fmt.Errorf("feature-spec: %w", err)
+	}
+	if o.Objective != coefficients.ObjectiveRelative && o.Objective != coefficients.ObjectiveAbsolute {
+		return fmt.Errorf("objective: %q is not %s or %s", o.Objective, coefficients.ObjectiveRelative, coefficients.ObjectiveAbsolute)
+	}
 	switch o.BetaTarget {
 	case "auto", SourcePairs, SourceJourney:
 	default:
@@ -109,7 +124,19 @@ type design interface {
 	featureSets(i int, xs [][]float64)
 }
 
-func (b *betaSamples) base() *samples  { return &b.samples }
+func (b *betaSamples) base() *samples { return &b.samples }
+
+// weighByObjective turns the sample weights into those of the objective:
+// under ObjectiveRelative each weight is divided by its target squared, so
+// the weighted squared error is the squared relative error. Targets are > 0.
+func weighByObjective(s *samples, objective string) {
+	if objective != coefficients.ObjectiveRelative {
+		return
+	}
+	for i, y := range s.y {
+		s.w[i] /= y * y
+	}
+}
 func (a *alphaSamples) base() *samples { return &a.samples }
 
 // vectorFit is the outcome of fitting one vector.

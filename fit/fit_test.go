@@ -259,7 +259,7 @@ func TestBadInputs(t *testing.T) {
 		res, err := run(tr, nil)
 		require.NoError(t, err)
 		require.Contains(t, res.Report.Beta.Solve.Dropped, "cpu_offload_transfer")
-		require.Contains(t, res.Report.Beta.Solve.Dropped, "tp_communication")
+		require.Contains(t, res.Report.Beta.Solve.Dropped, "tp_comm_bandwidth")
 		for i, v := range res.File.Beta {
 			require.False(t, math.IsNaN(v) || math.IsInf(v, 0), "beta[%d]", i)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/blis-sim/blis/otlpingest"
+	"github.com/blis-sim/blis/features"
 	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/sim"
 )
@@ -68,6 +69,7 @@ func TestClusterTraceFitsPerEngine(t *testing.T) {
 	}
 
 	opt := DefaultOptions()
+	opt.Spec = features.SpecV1 // the truth is spec 1.0's
 	fitOf := func(traces ...*Trace) *Result {
 		res, err := Run([]Config{{Name: "llama", Phys: c, Traces: traces}}, opt, "test")
 		require.NoError(t, err)

@@ -168,12 +168,16 @@ func (v *VectorReport) addChecks(isBeta bool, coef []float64) {
 		}
 		v.Checks = append(v.Checks, c)
 	}
-	if isBeta {
+	switch {
+	case isBeta && len(coef) == features.NumBetaV2:
+		sign(features.BetaV2Names[0], 0, false) // linear layers, compute-bound (0 when no step is)
+		sign(features.BetaV2Names[1], 1, false) // linear layers, weight-bound
+	case isBeta:
 		sign(features.BetaNames[0], 0, true)   // b1 prefill compute
 		sign(features.BetaNames[2], 2, true)   // b3 decode weights
 		sign(features.BetaNames[10], 10, true) // b11 fixed overhead
 		sign(features.BetaNames[15], 15, false)
-	} else {
+	default:
 		sign(features.AlphaNames[2], 2, false) // a3 admission compute
 		sign(features.AlphaNames[3], 3, false) // a4 base bias
 		sign(features.AlphaNames[4], 4, false) // a5 queue drain

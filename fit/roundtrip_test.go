@@ -85,7 +85,7 @@ func TestRoundTrip(t *testing.T) {
 	// the residual is the roofline's max(), systematic, not random.)
 	phys.noise = 0
 	phys.latency = func(c *physics.PhysicsConfig) sim.LatencyModel {
-		return &sim.Physics{Cfg: c, Beta: f.Beta, Gamma: f.Gamma, Overheads: f.Overheads}
+		return &sim.Physics{Cfg: c, Spec: f.Spec(), Beta: f.Beta, Gamma: f.Gamma, Overheads: f.Overheads}
 	}
 	_, got := simulateResult(t, "", phys)
 	require.Equal(t, want.Requests.Completed, got.Requests.Completed)

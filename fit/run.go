@@ -35,7 +35,11 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 	var arrX, arrY, depX, depY []float64
 	sources := map[string]int64{}
 	var lags []float64
+	betaNames, _ := features.BetaNamesOf(opt.Spec)
 	for _, cfg := range cfgs {
+		if err := features.CheckSpec(cfg.Phys, opt.Spec); err != nil {
+			return nil, fmt.Errorf("configuration %s: %w", cfg.Name, err)
+		}
 		info := ConfigInfo{Name: cfg.Name, Model: cfg.Phys.Model.Name, Hardware: cfg.Phys.Hardware.Name, TP: cfg.Phys.TP}
 		bb, ab := newBetaBuilder(cfg.Phys, &opt), newAlphaBuilder(cfg.Phys, &opt)
 		t := 0 // samples are grouped by engine: each engine of each trace is a time series
@@ -73,6 +77,7 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 				cfg.Name, bb.chunkedPrefillSteps)
 		}
 		info.BetaMedianMs = finiteOr0(bb.dropOutliers(opt.OutlierFactor) * 1e3)
+		weighByObjective(&bb.out.samples, opt.Objective)
 		bb.out.assignParts(opt.Folds, opt.Holdout)
 		ab.out.assignParts(opt.Folds, opt.Holdout)
 		for _, s := range bb.out.source {
@@ -100,16 +105,18 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 	rep.Beta.Sources = sources
 	rep.Overheads = sortedCounts(rep.Overheads)
 
-	opt.progress("fitting beta (%d features)", features.NumBeta)
-	betaUnpen := make([]bool, features.NumBeta)
-	betaUnpen[15] = true // b16 bias
-	bf, err := fitVector(betas, features.BetaNames[:], cfgNames, betaUnpen, 0, &opt)
+	opt.progress("fitting beta (feature spec %s, %d features, %s objective)", opt.Spec, len(betaNames), opt.Objective)
+	betaUnpen := make([]bool, len(betaNames))
+	if opt.Spec == features.SpecV1 {
+		betaUnpen[15] = true // b16 bias
+	}
+	bf, err := fitVector(betas, betaNames, cfgNames, betaUnpen, 0, &opt)
 	if err != nil {
 		return nil, fmt.Errorf("beta: %w", err)
 	}
 	mergeVector(&rep.Beta, bf)
 	rep.Beta.Fitted = true
-	rep.Beta.Coefficients = coefList(features.BetaNames[:], bf.coef)
+	rep.Beta.Coefficients = coefList(betaNames, bf.coef)
 	rep.Beta.addChecks(true, bf.coef)
 
 	// Alpha: fitted only when every configuration has enough samples.
@@ -177,7 +184,7 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 
 	first := cfgs[0].Phys
 	f := &coefficients.File{
-		SchemaVersion: coefficients.SchemaVersion, FeatureSpecVersion: coefficients.FeatureSpecVersion,
+		SchemaVersion: coefficients.SchemaVersion, FeatureSpecVersion: opt.Spec,
 		AppliesTo: coefficients.AppliesTo{Model: first.Model.Name, Hardware: first.Hardware.Name, TP: first.TP, VLLM: first.Knobs},
 		Gamma:     opt.Gammas[bf.gamma],
 		Overheads: coefficients.Overheads{
@@ -187,7 +194,7 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 		Fit: &coefficients.Fit{
 			LambdaBeta: bf.lambda, Folds: opt.Folds, LambdaGrid: opt.Lambdas, GammaGrid: opt.Gammas,
 			BetaCVMAPE: bf.report.CV.MAPE, BetaTarget: describeSources(sources),
-			SamplesBeta: bf.report.Samples,
+			SamplesBeta: bf.report.Samples, Objective: opt.Objective,
 		},
 		Provenance: coefficients.Provenance{Tool: "calibrate", ToolVersion: ToolVersion, Command: command},
 	}

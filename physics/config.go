@@ -63,6 +63,7 @@ type PhysicsConfig struct {
 	HWPeakBandwidth    float64 `json:"hw_peak_bandwidth"`     // bytes/s, HBM
 	HWPCIeBandwidthEff float64 `json:"hw_pcie_bandwidth_eff"` // bytes/s, host link × pcie_efficiency
 	HWInterconnectBW   float64 `json:"hw_interconnect_bw"`    // bytes/s, one device's link (not multiplied by tp)
+	HWClockHz          float64 `json:"hw_clock_hz"`           // boost clock, Hz; 0 when the spec does not give it
 
 	CommBytesPerToken float64 `json:"comm_bytes_per_token"` // bytes each device sends per token in TP all-reduces
 	RooflineStepTime  float64 `json:"roofline_step_time"`   // seconds, a full-budget step
@@ -185,6 +186,7 @@ func NewParallelConfig(m ModelSpec, h HardwareSpec, par Parallel, k VLLMKnobs) (
 	c.HWPeakBandwidth = h.BwPeakTBs * 1e12 * tpf
 	c.HWPCIeBandwidthEff = h.PCIeBandwidthGBs * 1e9 * h.pcieEfficiency() * tpf
 	c.HWInterconnectBW = h.InterconnectBandwidthGBs * 1e9
+	c.HWClockHz = h.BoostClockMHz * 1e6
 
 	// Two all-reduces per layer of h × dtype bytes per token; a ring
 	// all-reduce sends 2(tp−1)/tp of the message from each device.

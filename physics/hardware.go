@@ -35,6 +35,10 @@ type HardwareSpec struct {
 	InterconnectBandwidthGBs float64 `json:"interconnect_bandwidth_gb_s"`
 	// MemoryGiB is the device memory in GiB (2^30 bytes).
 	MemoryGiB float64 `json:"memory_gib,omitempty"`
+	// BoostClockMHz is the datasheet boost clock. Feature spec 2.0 needs it:
+	// the fixed per-layer latency of small kernels is a number of GPU
+	// cycles (docs/physics-spec.md, "Spec 2.0"). 0 means unknown.
+	BoostClockMHz float64 `json:"boost_clock_mhz,omitempty"`
 	// Sources says where the figures come from; it does not enter any formula.
 	Sources []string `json:"sources,omitempty"`
 	// DeviceNames are the names CUDA reports for this card
@@ -93,6 +97,9 @@ func (h HardwareSpec) validate(src string) error {
 	}
 	if h.MemoryGiB < 0 {
 		return fieldErr(src, "memory_gib", "must be >= 0, got %v", h.MemoryGiB)
+	}
+	if !(h.BoostClockMHz >= 0 && h.BoostClockMHz < 1e5) {
+		return fieldErr(src, "boost_clock_mhz", "must be in [0, 100000) MHz, got %v", h.BoostClockMHz)
 	}
 	if h.PCIeEfficiency < 0 || h.PCIeEfficiency > 1 {
 		return fieldErr(src, "pcie_efficiency", "must be in (0, 1], got %v", h.PCIeEfficiency)

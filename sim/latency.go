@@ -200,14 +200,9 @@ func (m *Roofline) StepSeconds(b *Batch) float64 {
 	return t
 }
 
-// prefillContextBytes approximates the KV a prefill chunk reads: the
-// context before the chunk, recovered from Σ(context × chunk) ≥ chunk².
+// prefillContextBytes is the KV a prefill chunk reads from its context.
 func prefillContextBytes(in *features.BetaInput, c *physics.PhysicsConfig) float64 {
-	if in.PrefillTokens == 0 {
-		return 0
-	}
-	ctx := in.SumPrefillAttnWork/float64(in.PrefillTokens) - float64(in.PrefillTokens)/float64(max(1, in.NumPrefillReqs))
-	return math.Max(0, ctx) * float64(in.NumPrefillReqs) * c.KVBytesPerToken
+	return features.PrefillContextTokens(in) * c.KVBytesPerToken
 }
 
 func (m *Roofline) StepTimeUs(b *Batch) int64         { return stepUs(m.StepSeconds(b) * 1e6) }
@@ -222,14 +217,19 @@ func (m *Physics) stepSeconds(f *[features.NumBeta]float64) float64 {
 	return s
 }
 
-// Physics is the physics-normalized model: step time = β · the 16 beta
-// features, in seconds. The alpha vector is not used for timing: the
+// Physics is the physics-normalized model: step time = β · the beta
+// features of Spec (features.SpecV1, the 16 of seed 003, when empty), in
+// seconds. The alpha vector is not used for timing: the
 // simulator's own queue produces the QUEUED→SCHEDULED delay that alpha
 // predicts from a trace, and adding it would count queue wait twice. What
 // the simulator does take from a fit are the overheads outside the engine
 // loop (docs/simulator.md, "How the alpha model enters the simulation").
 type Physics struct {
-	Cfg       *physics.PhysicsConfig
+	Cfg *physics.PhysicsConfig
+	// Spec is the feature spec of Beta: features.SpecV1 ("" means it) or
+	// features.SpecV2, whose vector fills the first features.NumBetaV2
+	// entries.
+	Spec      string
 	Beta      [features.NumBeta]float64
 	Gamma     float64
 	Overheads coefficients.Overheads
@@ -240,9 +240,16 @@ func (m *Physics) Validate() error {
 	if m.Cfg == nil {
 		return fmt.Errorf("physics model needs a physics configuration")
 	}
+	if err := features.CheckSpec(m.Cfg, m.spec()); err != nil {
+		return err
+	}
+	names, _ := features.BetaNamesOf(m.spec())
 	for i, v := range m.Beta {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return fmt.Errorf("beta coefficient %s is not finite: %v", features.BetaNames[i], v)
+		if i < len(names) && (math.IsNaN(v) || math.IsInf(v, 0)) {
+			return fmt.Errorf("beta coefficient %s is not finite: %v", names[i], v)
+		}
+		if i >= len(names) && v != 0 {
+			return fmt.Errorf("feature spec %s has %d beta features, but beta coefficient %d is %v", m.spec(), len(names), i+1, v)
 		}
 	}
 	if !(m.Gamma > 0 && m.Gamma <= 1) {
@@ -256,8 +263,15 @@ func (m *Physics) DepartureOverheadUs(o int64) int64 { return departureUs(&m.Ove
 func (m *Physics) PreemptionGamma() float64          { return m.Gamma }
 func (m *Physics) Name() string                      { return "physics" }
 
+func (m *Physics) spec() string {
+	if m.Spec == "" {
+		return features.SpecV1
+	}
+	return m.Spec
+}
+
 func (m *Physics) StepTimeUs(b *Batch) int64 {
-	f := features.BetaFeatures(m.Cfg, b.Beta)
+	f := features.Beta(m.spec(), m.Cfg, b.Beta)
 	return stepUs(m.stepSeconds(&f) * 1e6)
 }
 

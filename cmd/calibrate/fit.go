@@ -92,6 +92,8 @@ it makes are in docs/fit.md.`,
 	f.Float64Var(&o.opt.PreemptHeavy, "preempt-heavy", o.opt.PreemptHeavy, "a step is preemption-heavy above this share of running requests preempted")
 	f.Float64Var(&o.opt.PreemptWeight, "preempt-weight", o.opt.PreemptWeight, "sample weight of preemption-heavy steps and of requests queued behind them")
 	f.StringVar(&o.opt.BetaTarget, "beta-target", o.opt.BetaTarget, "step-time source: auto, step_pairs or journey")
+	f.StringVar(&o.opt.Spec, "feature-spec", o.opt.Spec, "beta feature spec: 2.0 (roofline terms; needs boost_clock_mhz in the hardware spec) or 1.0 (seed 003's frozen 16); docs/physics-spec.md")
+	f.StringVar(&o.opt.Objective, "objective", o.opt.Objective, "beta fit objective: relative (squared relative error, weights 1/t²) or absolute (squared seconds, dominated by long steps)")
 	f.IntVar(&o.opt.MinPairs, "min-pairs", o.opt.MinPairs, "with --beta-target auto, add journey-reconstructed targets to a trace with fewer adjacent sampled steps")
 	f.BoolVar(&o.opt.AlphaCorrection, "alpha-correction", o.opt.AlphaCorrection, "subtract the scheduler overhead from alpha targets before the fit (added back to base_bias)")
 	f.StringVar(&o.notes, "notes", "", "free text added to the file's provenance notes (e.g. how the traces were made)")

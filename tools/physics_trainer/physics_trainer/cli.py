@@ -135,6 +135,9 @@ do not record it. --kv-blocks-gpu defaults to the trace's kv.blocks_total_gpu.
                         "(default %(default)s)")
     f.add_argument("--beta-target", default=d.beta_target, help="step-time source: auto, step_pairs or journey "
                                                                "(default %(default)s)")
+    f.add_argument("--feature-spec", default=d.spec, help="beta feature spec: 1.0 or 2.0 (default %(default)s)")
+    f.add_argument("--objective", default=d.objective,
+                   help="beta fit objective: relative (weights 1/t^2) or absolute (default %(default)s)")
     f.add_argument("--min-pairs", type=int, default=d.min_pairs,
                    help="with --beta-target auto, add journey-reconstructed targets to a trace with fewer "
                         "adjacent sampled steps (default %(default)s)")
@@ -204,7 +207,7 @@ def _fit(args, argv: Sequence[str]) -> int:
                   warmup_steps=args.warmup_steps, outlier_factor=args.outlier_factor,
                   preempt_heavy=args.preempt_heavy, preempt_weight=args.preempt_weight,
                   beta_target=args.beta_target, min_pairs=args.min_pairs, alpha_correction=args.alpha_correction,
-                  progress=log)
+                  spec=args.feature_spec, objective=args.objective, progress=log)
     try:
         opt.validate()
     except FitError as e:

@@ -425,11 +425,13 @@ class ModelSpec:
 _HW_KEYS = {
     "name": "name", "tflops_peak": "TFlopsPeak", "bw_peak_tbs": "BwPeakTBs",
     "pcie_bandwidth_gb_s": "pcie_bandwidth_gb_s", "pcie_efficiency": "pcie_efficiency",
-    "interconnect_bandwidth_gb_s": "interconnect_bandwidth_gb_s", "memory_gib": "memory_gib", "sources": "sources",
+    "interconnect_bandwidth_gb_s": "interconnect_bandwidth_gb_s", "memory_gib": "memory_gib",
+    "boost_clock_mhz": "boost_clock_mhz", "sources": "sources",
 }
 _HW_SCHEMA = {
     "name": _STR, "TFlopsPeak": _FLOAT, "BwPeakTBs": _FLOAT, "pcie_bandwidth_gb_s": _FLOAT,
-    "pcie_efficiency": _FLOAT, "interconnect_bandwidth_gb_s": _FLOAT, "memory_gib": _FLOAT, "sources": _STRS,
+    "pcie_efficiency": _FLOAT, "interconnect_bandwidth_gb_s": _FLOAT, "memory_gib": _FLOAT,
+    "boost_clock_mhz": _FLOAT, "sources": _STRS,
 }
 
 
@@ -448,6 +450,7 @@ class HardwareSpec:
     pcie_efficiency: float = 0.0  # 0 means DEFAULT_PCIE_EFFICIENCY
     interconnect_bandwidth_gb_s: float = 0.0  # required for tp > 1
     memory_gib: float = 0.0  # required to derive total_kv_blocks_gpu
+    boost_clock_mhz: float = 0.0  # required by feature spec 2.0; 0 means unknown
     sources: tuple[str, ...] = ()
 
     @classmethod
@@ -476,6 +479,8 @@ class HardwareSpec:
                              f"must be >= 0, got {_fmt(self.interconnect_bandwidth_gb_s)}")
         if self.memory_gib < 0:
             raise FieldError(src, "memory_gib", f"must be >= 0, got {_fmt(self.memory_gib)}")
+        if not 0 <= self.boost_clock_mhz < 1e5:
+            raise FieldError(src, "boost_clock_mhz", f"must be in [0, 100000) MHz, got {_fmt(self.boost_clock_mhz)}")
         if self.pcie_efficiency < 0 or self.pcie_efficiency > 1:
             raise FieldError(src, "pcie_efficiency", f"must be in (0, 1], got {_fmt(self.pcie_efficiency)}")
 
@@ -486,7 +491,7 @@ class HardwareSpec:
         """The Go JSON form (name, memory_gib and sources omitted when empty)."""
         d = {key: getattr(self, attr) for attr, key in _HW_KEYS.items()}
         d["sources"] = list(d["sources"])
-        for k in ("name", "memory_gib", "sources"):
+        for k in ("name", "memory_gib", "boost_clock_mhz", "sources"):
             if not d[k]:
                 del d[k]
         return d
@@ -634,7 +639,7 @@ _CONSTANT_KEYS: tuple[str, ...] = (
     "attn_flops_per_work_unit", "weight_bytes_attn", "weight_bytes_mlp", "weight_bytes_lm_head",
     "weight_bytes_total", "weight_bytes_non_expert", "expert_bytes", "param_bytes_resident",
     "kv_bytes_per_token", "block_size_bytes", "hw_peak_flops", "hw_peak_bandwidth", "hw_pcie_bandwidth_eff",
-    "hw_interconnect_bw", "comm_bytes_per_token", "roofline_step_time", "moe_topk_fraction", "gqa_ratio",
+    "hw_interconnect_bw", "hw_clock_hz", "comm_bytes_per_token", "roofline_step_time", "moe_topk_fraction", "gqa_ratio",
     "gpu_kv_capacity_bytes", "cpu_kv_capacity_bytes",
 )
 
@@ -673,6 +678,7 @@ class PhysicsConfig:
     hw_peak_bandwidth: float
     hw_pcie_bandwidth_eff: float
     hw_interconnect_bw: float
+    hw_clock_hz: float
     comm_bytes_per_token: float
     roofline_step_time: float
     moe_topk_fraction: float
@@ -770,6 +776,7 @@ def new_physics_config(model: ModelSpec, hardware: HardwareSpec, tp: int, knobs:
     hw_peak_bandwidth = h.bw_peak_tbs * 1e12 * tpf
     hw_pcie_bandwidth_eff = h.pcie_bandwidth_gb_s * 1e9 * h.effective_pcie_efficiency() * tpf
     hw_interconnect_bw = h.interconnect_bandwidth_gb_s * 1e9
+    hw_clock_hz = h.boost_clock_mhz * 1e6
 
     # Two all-reduces per layer of h × dtype bytes; a ring sends 2(tp−1)/tp of each.
     comm_bytes_per_token = L * 2 * hd * dt * 2 * (tpf - 1) / tpf if tp > 1 else 0.0
@@ -793,7 +800,7 @@ def new_physics_config(model: ModelSpec, hardware: HardwareSpec, tp: int, knobs:
         kv_bytes_per_token=kv_bytes_per_token, block_size_bytes=block_size_bytes,
         hw_peak_flops=hw_peak_flops, hw_peak_bandwidth=hw_peak_bandwidth,
         hw_pcie_bandwidth_eff=hw_pcie_bandwidth_eff, hw_interconnect_bw=hw_interconnect_bw,
-        comm_bytes_per_token=comm_bytes_per_token, roofline_step_time=roofline_step_time,
+        hw_clock_hz=hw_clock_hz, comm_bytes_per_token=comm_bytes_per_token, roofline_step_time=roofline_step_time,
         moe_topk_fraction=moe_topk_fraction, gqa_ratio=gqa_ratio,
         gpu_kv_capacity_bytes=float(k.total_kv_blocks_gpu) * block_size_bytes,
         cpu_kv_capacity_bytes=float(k.total_kv_blocks_cpu) * block_size_bytes,
@@ -1077,3 +1084,134 @@ def beta_features_batch(cfg: PhysicsConfig, cols: Any) -> np.ndarray:
         f[:, 15] = 1.0
         _clamp_inplace(f)
     return f
+
+
+# --- feature spec 2.0 -------------------------------------------------------------
+
+SPEC_V1 = "1.0"
+SPEC_V2 = "2.0"
+DEFAULT_SPEC = SPEC_V2
+NUM_BETA_V2 = 9
+BETA_V2_NAMES: tuple[str, ...] = (
+    "linear_compute_bound", "linear_memory_bound", "attention_compute", "kv_read", "tp_comm_bandwidth",
+    "tp_comm_latency", "layer_latency", "cpu_offload_transfer", "cpu_offload_kv_read",
+)
+COMM_HOP_SECONDS = 1e-5
+LAYER_CYCLES = 1000.0
+
+
+def beta_names_of(spec: str) -> tuple[str, ...]:
+    """Go's features.BetaNamesOf."""
+    if spec == SPEC_V1:
+        return BETA_NAMES
+    if spec == SPEC_V2:
+        return BETA_V2_NAMES
+    raise ValueError(f'feature spec "{spec}" is not {SPEC_V1} or {SPEC_V2}')
+
+
+def check_spec(cfg: PhysicsConfig, spec: str) -> None:
+    """Go's features.CheckSpec: spec 2.0 needs the GPU's boost clock."""
+    beta_names_of(spec)
+    if spec == SPEC_V2 and not cfg.hw_clock_hz > 0:
+        raise ValueError(f'hardware "{cfg.hardware.name}": boost_clock_mhz is not set; feature spec {SPEC_V2} '
+                         "needs the GPU's boost clock (add it to the hardware spec JSON from the datasheet)")
+
+
+def prefill_context_tokens(inp: Mapping[str, float]) -> float:
+    """Go's features.PrefillContextTokens."""
+    pt = inp["prefill_tokens"]
+    if pt <= 0:
+        return 0.0
+    p = float(pt)
+    n = float(inp["num_prefill_reqs"])
+    ctx = float(inp["sum_prefill_attn_work"]) / p - p / _gomax(1.0, n)
+    return _gomax(0.0, ctx) * n
+
+
+def beta_features_v2(cfg: PhysicsConfig, inp: Mapping[str, float]) -> list[float]:
+    """The 9 spec 2.0 beta features of one step (Go's features.BetaFeaturesV2), same operation order."""
+    offload = float(cfg.knobs.cpu_offloading)
+    f = [0.0] * NUM_BETA_V2
+    f[7] = _div(offload * float(inp["transfer_blocks"]) * cfg.block_size_bytes, cfg.hw_pcie_bandwidth_eff)
+    f[8] = _div(offload * float(inp["cpu_resident_read_blocks"]) * cfg.block_size_bytes, cfg.hw_pcie_bandwidth_eff)
+    if inp["scheduled_tokens"] > 0:
+        sched = float(inp["scheduled_tokens"])
+        layers = float(cfg.model.num_hidden_layers)
+        compute = _div(sched * cfg.flops_linear_per_token, cfg.hw_peak_flops)
+        memory = _div(cfg.effective_weight_bytes(sched), cfg.hw_peak_bandwidth)
+        if compute >= memory:
+            f[0] = compute
+        else:
+            f[1] = memory
+        ctx = float(inp["decode_context_tokens"])
+        f[2] = _div((float(inp["sum_prefill_attn_work"]) + 2 * ctx) * cfg.attn_flops_per_work_unit, cfg.hw_peak_flops)
+        f[3] = _div((ctx + prefill_context_tokens(inp)) * cfg.kv_bytes_per_token, cfg.hw_peak_bandwidth)
+        if cfg.tp > 1:
+            f[4] = _div(cfg.comm_bytes_per_token * sched, cfg.hw_interconnect_bw)
+            f[5] = 2 * layers * 2 * float(cfg.tp - 1) * COMM_HOP_SECONDS
+        f[6] = _div(layers * LAYER_CYCLES, cfg.hw_clock_hz)
+    return [_clamp(x) for x in f]
+
+
+def beta_features_v2_batch(cfg: PhysicsConfig, cols: Any) -> np.ndarray:
+    """beta_features_v2 for every row: an (n, 9) float64 array, same operation order as the scalar path."""
+    c, n = _columns(cols, BETA_INPUT_KEYS)
+    sched = c["scheduled_tokens"]
+    flops_den, bw_den, pcie_den = _den(cfg.hw_peak_flops), _den(cfg.hw_peak_bandwidth), _den(cfg.hw_pcie_bandwidth_eff)
+    f = np.zeros((n, NUM_BETA_V2), order="F")
+    with np.errstate(all="ignore"):
+        offload = float(cfg.knobs.cpu_offloading)
+        for i, key in ((7, "transfer_blocks"), (8, "cpu_resident_read_blocks")):
+            np.multiply(offload, c[key], out=f[:, i])
+            _mul_div(f[:, i], cfg.block_size_bytes, pcie_den, f[:, i])
+        on = sched > 0
+        layers = float(cfg.model.num_hidden_layers)
+        compute = sched * cfg.flops_linear_per_token
+        np.divide(compute, flops_den, out=compute)
+        if cfg.model.num_local_experts > 0:
+            base = 1 - cfg.moe_topk_fraction
+            b = np.maximum(sched, 1.0)
+            unique = np.power(base, b)
+            np.subtract(1.0, unique, out=unique)
+            np.multiply(float(cfg.model.num_local_experts), unique, out=unique)
+            ewb = cfg.expert_bytes * unique
+            np.add(cfg.weight_bytes_non_expert, ewb, out=ewb)
+            memory = ewb / bw_den
+        else:
+            memory = np.full(n, cfg.weight_bytes_total / bw_den)
+        cb = compute >= memory
+        f[:, 0] = np.where(on & cb, compute, 0.0)
+        f[:, 1] = np.where(on & ~cb, memory, 0.0)
+        ctx = c["decode_context_tokens"]
+        a = 2 * ctx
+        np.add(c["sum_prefill_attn_work"], a, out=a)
+        np.multiply(a, cfg.attn_flops_per_work_unit, out=a)
+        np.divide(a, flops_den, out=a)
+        f[:, 2] = np.where(on, a, 0.0)
+        p = c["prefill_tokens"]
+        nreq = c["num_prefill_reqs"]
+        pctx = c["sum_prefill_attn_work"] / p - p / np.maximum(1.0, nreq)
+        pctx = np.maximum(0.0, pctx) * nreq
+        pctx = np.where(p > 0, pctx, 0.0)
+        kv = ctx + pctx
+        np.multiply(kv, cfg.kv_bytes_per_token, out=kv)
+        np.divide(kv, bw_den, out=kv)
+        f[:, 3] = np.where(on, kv, 0.0)
+        if cfg.tp > 1:
+            comm = cfg.comm_bytes_per_token * sched
+            np.divide(comm, _den(cfg.hw_interconnect_bw), out=comm)
+            f[:, 4] = np.where(on, comm, 0.0)
+            f[:, 5] = np.where(on, 2 * layers * 2 * float(cfg.tp - 1) * COMM_HOP_SECONDS, 0.0)
+        f[:, 6] = np.where(on, layers * LAYER_CYCLES / _den(cfg.hw_clock_hz), 0.0)
+        _clamp_inplace(f)
+    return f
+
+
+def beta_features_of(spec: str, cfg: PhysicsConfig, inp: Mapping[str, float]) -> list[float]:
+    """The beta features of spec for one step."""
+    return beta_features_v2(cfg, inp) if spec == SPEC_V2 else beta_features(cfg, inp)
+
+
+def beta_features_batch_of(spec: str, cfg: PhysicsConfig, cols: Any) -> np.ndarray:
+    """The beta features of spec for every row."""
+    return beta_features_v2_batch(cfg, cols) if spec == SPEC_V2 else beta_features_batch(cfg, cols)

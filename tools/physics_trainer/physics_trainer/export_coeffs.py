@@ -49,7 +49,17 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
-FEATURE_SPEC_VERSION = "1.0"
+FEATURE_SPEC_VERSION = cf.DEFAULT_SPEC
+
+
+def spec_of(version: str) -> str:
+    """Go's coefficients.SpecOf: the features spec of a feature_spec_version, by its major version."""
+    major = version.split(".")[0]
+    return {"1": cf.SPEC_V1, "2": cf.SPEC_V2}.get(major, version)
+
+
+OBJECTIVE_RELATIVE = "relative"
+OBJECTIVE_ABSOLUTE = "absolute"
 HEADER = "blis physics-model coefficients. The dot products are seconds."
 
 KNOB_KEYS = ("max_num_seqs", "max_batched_tokens", "chunked_prefill_enabled", "cpu_offloading",
@@ -105,6 +115,7 @@ class FitInfo:
     beta_target: str = ""
     samples_alpha: int = 0
     samples_beta: int = 0
+    objective: str = ""  # "" in files written before it was recorded (absolute)
 
 
 @dataclass
@@ -133,7 +144,7 @@ class CoefficientFile:
     fit: Optional[FitInfo]
     provenance: Provenance
     schema_version: int = SCHEMA_VERSION
-    feature_spec_version: str = FEATURE_SPEC_VERSION
+    feature_spec_version: str = cf.SPEC_V1  # fit sets its spec
 
     def validate(self, source: str = "coefficients") -> None:
         """Go's File.Validate: raise ValueError naming the first bad key path."""
@@ -163,8 +174,9 @@ class CoefficientFile:
         if self.schema_version != SCHEMA_VERSION:
             fail("schema_version", f"must be {SCHEMA_VERSION}, got {self.schema_version}")
         text("feature_spec_version", self.feature_spec_version, True)
-        if self.feature_spec_version.split(".")[0] != FEATURE_SPEC_VERSION.split(".")[0]:
+        if spec_of(self.feature_spec_version) not in (cf.SPEC_V1, cf.SPEC_V2):
             fail("feature_spec_version", f"{self.feature_spec_version!r} has another major version")
+        beta_names = cf.beta_names_of(spec_of(self.feature_spec_version))
         a = self.applies_to
         text("applies_to.model", a.model, True)
         text("applies_to.hardware", a.hardware, True)
@@ -189,11 +201,11 @@ class CoefficientFile:
         fraction("gamma", self.gamma)
         if len(self.alpha) != cf.NUM_ALPHA:
             fail("alpha", f"has {len(self.alpha)} values, want {cf.NUM_ALPHA}")
-        if len(self.beta) != cf.NUM_BETA:
-            fail("beta", f"has {len(self.beta)} values, want {cf.NUM_BETA}")
+        if len(self.beta) != len(beta_names):
+            fail("beta", f"has {len(self.beta)} values, want {len(beta_names)}")
         for n, v in zip(cf.ALPHA_NAMES, self.alpha):
             finite("alpha." + n, v)
-        for n, v in zip(cf.BETA_NAMES, self.beta):
+        for n, v in zip(beta_names, self.beta):
             finite("beta." + n, v)
         o = self.overheads
         for key in ("arrival_base_us", "arrival_per_prompt_token_us", "departure_base_us",
@@ -331,8 +343,9 @@ def marshal(f: CoefficientFile) -> str:
     kv(0, "alpha", "", "features.AlphaNames, in that order")
     for n, v in zip(cf.ALPHA_NAMES, f.alpha):
         kv(2, n, format_float(v))
-    kv(0, "beta", "", "features.BetaNames, in that order")
-    for n, v in zip(cf.BETA_NAMES, f.beta):
+    spec = spec_of(f.feature_spec_version)
+    kv(0, "beta", "", "features.BetaV2Names, in that order" if spec == cf.SPEC_V2 else "features.BetaNames, in that order")
+    for n, v in zip(cf.beta_names_of(spec), f.beta):
         kv(2, n, format_float(v))
     o = f.overheads
     kv(0, "overheads", "", "microseconds, all >= 0")
@@ -353,6 +366,8 @@ def marshal(f: CoefficientFile) -> str:
         kv(2, "beta_target", _string(t.beta_target))
         kv(2, "samples_alpha", str(int(t.samples_alpha)))
         kv(2, "samples_beta", str(int(t.samples_beta)))
+        if t.objective:
+            kv(2, "objective", _string(t.objective), "relative or absolute; absent in older files (absolute)")
     p = f.provenance
     kv(0, "provenance", "")
     kv(2, "tool", _string(p.tool))
@@ -465,14 +480,14 @@ def parse(text: str, source: str = "coefficients") -> CoefficientFile:
                                  vllm=dict(a["vllm"])),
             gamma=float(doc["gamma"]),
             alpha=[float(doc["alpha"][n]) for n in cf.ALPHA_NAMES],
-            beta=[float(doc["beta"][n]) for n in cf.BETA_NAMES],
+            beta=[float(doc["beta"][n]) for n in cf.beta_names_of(spec_of(str(doc["feature_spec_version"])))],
             overheads=Overheads(**{k: float(v) for k, v in doc["overheads"].items()}),
             fit=None if t is None else FitInfo(
                 lambda_alpha=float(t["lambda_alpha"]), lambda_beta=float(t["lambda_beta"]), folds=int(t["folds"]),
                 lambda_grid=[float(x) for x in t["lambda_grid"]], gamma_grid=[float(x) for x in t["gamma_grid"]],
                 alpha_cv_mape=float(t["alpha_cv_mape"]), beta_cv_mape=float(t["beta_cv_mape"]),
                 beta_target=str(t["beta_target"] or ""), samples_alpha=int(t["samples_alpha"]),
-                samples_beta=int(t["samples_beta"])),
+                samples_beta=int(t["samples_beta"]), objective=str(t.get("objective") or "")),
             provenance=Provenance(tool=str(p["tool"]), tool_version=str(p["tool_version"]),
                                   command=str(p["command"]),
                                   inputs=[Input(path=str(x["path"]), sha256=str(x["sha256"]), rows=int(x["rows"]))

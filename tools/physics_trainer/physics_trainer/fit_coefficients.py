@@ -140,6 +140,8 @@ class Options:
     min_pairs: int = 1000
     alpha_correction: bool = True
     min_correction_samples: int = 10
+    spec: str = cf.DEFAULT_SPEC  # beta feature spec fitted
+    objective: str = "relative"  # beta objective: relative (weights 1/t^2) or absolute
     progress: Optional[Callable[[str], None]] = None
 
     def validate(self) -> None:
@@ -166,6 +168,10 @@ class Options:
             raise FitError(f"preempt-weight: {self.preempt_weight} is not in [0, 1]")
         if not (self.preempt_heavy >= 0):
             raise FitError(f"preempt-heavy: {self.preempt_heavy} is negative")
+        if self.spec not in (cf.SPEC_V1, cf.SPEC_V2):
+            raise FitError(f'feature-spec: feature spec "{self.spec}" is not {cf.SPEC_V1} or {cf.SPEC_V2}')
+        if self.objective not in ("relative", "absolute"):
+            raise FitError(f'objective: "{self.objective}" is not relative or absolute')
         if self.beta_target not in ("auto", SOURCE_PAIRS, SOURCE_JOURNEY):
             raise FitError(f"beta-target: {self.beta_target!r} is not auto, {SOURCE_PAIRS} or {SOURCE_JOURNEY}")
 
@@ -712,11 +718,14 @@ class Samples:
 
 
 class BetaSamples(Samples):
-    p = cf.NUM_BETA
-    names = tuple(cf.BETA_NAMES)
+    def __init__(self, cfg, n_gammas: int, spec: str = cf.SPEC_V1):
+        super().__init__(cfg, n_gammas)
+        self.spec = spec
+        self.names = cf.beta_names_of(spec)
+        self.p = len(self.names)
 
     def _features(self, cols):
-        return cf.beta_features_batch(self.cfg, cols)
+        return cf.beta_features_batch_of(self.spec, self.cfg, cols)
 
 
 class AlphaSamples(Samples):
@@ -765,7 +774,7 @@ class BetaBuilder:
     def __init__(self, cfg, opt: Options):
         self.cfg = cfg
         self.opt = opt
-        self.out = BetaSamples(cfg, len(opt.gammas))
+        self.out = BetaSamples(cfg, len(opt.gammas), opt.spec)
         self.skipped: List[List] = []
         self.rich = 0
         self.chunked_prefill_steps = 0
@@ -1321,7 +1330,10 @@ def _checks(v: dict, is_beta: bool, coef: np.ndarray) -> None:
         checks.append({"config": "all", "check": "sign of " + names[idx], "value": val,
                        "threshold": "> 0" if strict else ">= 0", "pass": val > 0 if strict else val >= 0})
 
-    if is_beta:
+    if is_beta and len(coef) == cf.NUM_BETA_V2:
+        for i in (0, 1):
+            sign(cf.BETA_V2_NAMES, i, False)
+    elif is_beta:
         for i, strict in ((0, True), (2, True), (10, True), (15, False)):
             sign(cf.BETA_NAMES, i, strict)
     else:
@@ -1356,6 +1368,10 @@ def run(cfgs: List[Config], opt: Optional[Options] = None, command: str = "pytho
     lags = []
     for cfg in cfgs:
         phys = cfg.phys
+        try:
+            cf.check_spec(phys, opt.spec)
+        except ValueError as e:
+            raise FitError(f"configuration {cfg.name}: {e}") from e
         info = {"name": cfg.name, "model": phys.model.name, "hardware": phys.hardware.name, "tp": phys.tp,
                 "traces": [], "inputs": [], "rows_dropped_on_read": [], "warnings": []}
         dropped_all: List[List] = []
@@ -1391,6 +1407,8 @@ def run(cfgs: List[Config], opt: Optional[Options] = None, command: str = "pytho
                 "--step-tracing-rich-subsample-rate > 0 (and a raised OTEL_SPAN_EVENT_COUNT_LIMIT), or pass "
                 "--enable-chunked-prefill=false if the server ran without it")
         info["beta_median_cycle_ms"] = _finite_or0(bb.drop_outliers(opt.outlier_factor) * 1e3)
+        if opt.objective == "relative":
+            bb.out.w = bb.out.w / (bb.out.y * bb.out.y)
         bb.out.assign_parts(opt.folds, opt.holdout)
         ab.out.assign_parts(opt.folds, opt.holdout)
         for sidx, name in enumerate(SOURCES):
@@ -1412,17 +1430,19 @@ def run(cfgs: List[Config], opt: Optional[Options] = None, command: str = "pytho
         rep["configs"].append(info)
         opt.log(f"{cfg.name}: {len(bb.out)} beta samples, {len(ab.out)} alpha samples")
 
-    opt.log(f"fitting beta ({cf.NUM_BETA} features)")
-    beta_unpen = [False] * cf.NUM_BETA
-    beta_unpen[15] = True
+    beta_names = cf.beta_names_of(opt.spec)
+    opt.log(f"fitting beta (feature spec {opt.spec}, {len(beta_names)} features, {opt.objective} objective)")
+    beta_unpen = [False] * len(beta_names)
+    if opt.spec == cf.SPEC_V1:
+        beta_unpen[15] = True
     try:
-        bf = fit_vector(betas, cf.BETA_NAMES, cfg_names, beta_unpen, 0.0, opt)
+        bf = fit_vector(betas, beta_names, cfg_names, beta_unpen, 0.0, opt)
     except FitError as e:
         raise FitError(f"beta: {e}") from e
     beta_rep = dict(bf.report)
     beta_rep.update(fitted=True, target_sources={k: v for k, v in sources.items() if v},
                     skipped=_sorted_counts(beta_skipped),
-                    coefficients=[{"name": n, "value": float(v)} for n, v in zip(cf.BETA_NAMES, bf.coef)])
+                    coefficients=[{"name": n, "value": float(v)} for n, v in zip(beta_names, bf.coef)])
     _checks(beta_rep, True, bf.coef)
 
     alpha_coef = np.zeros(cf.NUM_ALPHA)
@@ -1486,6 +1506,7 @@ def run(cfgs: List[Config], opt: Optional[Options] = None, command: str = "pytho
 
     first = cfgs[0].phys
     f = export_coeffs.CoefficientFile(
+        feature_spec_version=opt.spec,
         applies_to=export_coeffs.AppliesTo.from_phys(first),
         gamma=float(opt.gammas[bf.gamma]),
         alpha=[float(v) for v in alpha_coef],
@@ -1499,7 +1520,8 @@ def run(cfgs: List[Config], opt: Optional[Options] = None, command: str = "pytho
             lambda_grid=[float(v) for v in opt.lambdas], gamma_grid=[float(v) for v in opt.gammas],
             alpha_cv_mape=float(af.report["cv"]["mape"]) if af else 0.0,
             beta_cv_mape=float(bf.report["cv"]["mape"]), beta_target=describe_sources(sources),
-            samples_alpha=int(af.report["samples"]) if af else 0, samples_beta=int(bf.report["samples"])),
+            samples_alpha=int(af.report["samples"]) if af else 0, samples_beta=int(bf.report["samples"]),
+            objective=opt.objective),
         provenance=export_coeffs.Provenance(tool="physics_trainer", tool_version=export_coeffs.tool_version(),
                                             command=command),
     )

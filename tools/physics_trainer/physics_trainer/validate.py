@@ -128,10 +128,12 @@ def evaluate_file(cfg, traces, coef_file, opt=None, keep_points: bool = False) -
     ``coef_file`` an export_coeffs.CoefficientFile. Samples are cleaned as the
     fit cleans them (warm-up, idle, outliers) with the file's gamma; no split.
     """
+    from . import export_coeffs
     from . import fit_coefficients as fc
 
     opt = opt or fc.Options()
-    opt = fc.Options(**{**opt.__dict__, "gammas": [coef_file.gamma], "folds": 2, "holdout": 0.0})
+    opt = fc.Options(**{**opt.__dict__, "gammas": [coef_file.gamma], "folds": 2, "holdout": 0.0,
+                        "spec": export_coeffs.spec_of(coef_file.feature_spec_version)})
     opt.validate()
     bb, ab = fc.BetaBuilder(cfg, opt), fc.AlphaBuilder(cfg, opt)
     t = 0

@@ -143,3 +143,37 @@ def test_shipped_specs_load_as_in_go(model, hardware):
     h = cf.load_hardware(hardware).to_dict()
     assert h.pop("sources")  # the fixture drops them; they enter no formula
     assert h == case["config"]["hardware"]
+
+
+# --- feature spec 2.0 --------------------------------------------------------------
+
+
+def test_fixture_v2_names_match_the_code():
+    assert tuple(FIXTURE["beta_v2_feature_names"]) == cf.BETA_V2_NAMES
+    assert cf.NUM_BETA_V2 == len(cf.BETA_V2_NAMES)
+
+
+@pytest.mark.parametrize("case_id", CASES)
+def test_features_v2_scalar(case_id):
+    case, cfg = CASES[case_id], config_of(case_id)
+    want = case["expected_beta_v2_features"]
+    if want is None:
+        with pytest.raises(ValueError, match="boost_clock_mhz"):
+            cf.check_spec(cfg, cf.SPEC_V2)
+        return
+    cf.check_spec(cfg, cf.SPEC_V2)
+    assert_all_close("beta_v2", cf.BETA_V2_NAMES, want, cf.beta_features_v2(cfg, case["beta_input"]))
+
+
+@pytest.mark.parametrize("case_id", CASES)
+def test_features_v2_vectorized(case_id):
+    case, cfg = CASES[case_id], config_of(case_id)
+    want = case["expected_beta_v2_features"]
+    if want is None:
+        return
+    cols = {k: np.asarray([case["beta_input"][k]], dtype=np.float64) for k in cf.BETA_INPUT_KEYS}
+    got = cf.beta_features_v2_batch(cfg, cols)
+    assert got.shape == (1, cf.NUM_BETA_V2)
+    assert_all_close("beta_v2", cf.BETA_V2_NAMES, want, got[0].tolist())
+    # The vectorized path is the scalar one, bit for bit.
+    assert got[0].tolist() == cf.beta_features_v2(cfg, case["beta_input"])
