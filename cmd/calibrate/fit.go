@@ -235,6 +235,7 @@ func runFit(cmd *cobra.Command, args []string, o *fitOpts) error {
 		if err != nil {
 			return fmt.Errorf("%s: model: %w", s.name, err)
 		}
+		printNotes(cmd.ErrOrStderr(), m.Notes) // warnings, shown even with --quiet
 		h, err := physics.LoadHardware(s.hardware)
 		if err != nil {
 			return fmt.Errorf("%s: hardware: %w", s.name, err)

@@ -247,6 +247,8 @@ def _fit(args, argv: Sequence[str]) -> int:
             m = cf.load_model(model)
         except Exception as e:
             raise UsageError(f"{name}: model: {e}") from e
+        for note in m.notes:  # warnings, shown even with --quiet
+            print(f"note: {note}", file=sys.stderr)
         try:
             h = cf.load_hardware(hardware)
         except Exception as e:
