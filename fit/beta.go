@@ -269,6 +269,12 @@ func promptCV2(tr *Trace) float64 {
 	return ss / float64(len(xs)) / (mean * mean)
 }
 
+// SkipLastStep is the skip reason of a trace's (engine's) last step when
+// nothing after it gives its end: a step's time is the next step's start
+// minus its own, and the trace records no end of a step (step.ts_end_ns and
+// step.duration_us end before the model runs; docs/fit.md).
+const SkipLastStep = "last step of the trace: no next step start to end it (a trace records no step end)"
+
 // add builds the samples of one trace (index t in its configuration).
 func (bb *betaBuilder) add(t int, tr *Trace, x *stepIndex) {
 	opt, k := bb.opt, bb.cfg.Knobs
@@ -339,6 +345,15 @@ func (bb *betaBuilder) add(t int, tr *Trace, x *stepIndex) {
 	}
 	out.traces = append(out.traces, bt)
 	skip := func(reason string) { addCount(&bb.skipped, reason, 1) }
+	// noNext is the reason a step has no next start: the trace's last step
+	// has nothing after it (the trace holds no end time of a step, see
+	// SkipLastStep).
+	noNext := func(i int, reason string) string {
+		if i == len(x.steps)-1 {
+			return SkipLastStep
+		}
+		return reason
+	}
 	for i, s := range x.steps {
 		var next int64
 		var src uint8
@@ -348,12 +363,12 @@ func (bb *betaBuilder) add(t int, tr *Trace, x *stepIndex) {
 		case useJourney:
 			ts, ok := firstSched[s.ID+1]
 			if !ok {
-				skip("no timestamp of the next step")
+				skip(noNext(i, "no timestamp of the next step"))
 				continue
 			}
 			next, src = ts, 1
 		default:
-			skip("next step not sampled")
+			skip(noNext(i, "next step not sampled"))
 			continue
 		}
 		if s.ID <= opt.WarmupSteps {

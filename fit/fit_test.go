@@ -341,3 +341,50 @@ func TestMedianMatchesSorting(t *testing.T) {
 	}
 	require.True(t, math.IsNaN(medianOf(nil)))
 }
+
+// TestLastStepSkipReason: a trace records no step end, so its last step is
+// a sample only when a journey SCHEDULED of the next step id ends it;
+// otherwise it is counted under SkipLastStep, not mixed with steps whose
+// successor was not sampled (tools/physics_trainer's
+// test_the_last_step_is_named_when_nothing_ends_it).
+func TestLastStepSkipReason(t *testing.T) {
+	m, err := physics.LoadModel("llama-3.1-8b")
+	require.NoError(t, err)
+	h, err := physics.LoadHardware("h100-sxm")
+	require.NoError(t, err)
+	k := physics.DefaultVLLMKnobs()
+	k.TotalKVBlocksGPU = 1000
+	c, err := physics.NewPhysicsConfig(m, h, 1, k)
+	require.NoError(t, err)
+	const ms = int64(1_000_000)
+	step := func(id, ts int64) StepRow {
+		return StepRow{ID: id, TsStartNs: ts, Running: 4, Waiting: 1, NumDecode: 4, Scheduled: 4, DecodeTok: 4,
+			KVTotal: 1000, KVFree: 500, KVUsage: 0.5}
+	}
+	steps := []StepRow{step(11, 0), step(12, 3*ms), step(14, 9*ms), step(15, 10*ms)}
+	for _, tc := range []struct {
+		target string
+		sched  []ScheduledRow
+		kept   []int64
+		want   []Count
+	}{
+		{SourcePairs, nil, []int64{11, 14}, []Count{{"next step not sampled", 1}, {SkipLastStep, 1}}},
+		{SourceJourney, []ScheduledRow{{Step: 12, TsNs: 3 * ms}, {Step: 15, TsNs: 10 * ms}}, []int64{11, 14},
+			[]Count{{"no timestamp of the next step", 1}, {SkipLastStep, 1}}},
+		{SourceJourney, []ScheduledRow{{Step: 12, TsNs: 3 * ms}, {Step: 15, TsNs: 10 * ms}, {Step: 16, TsNs: 12 * ms}},
+			[]int64{11, 14, 15}, []Count{{"no timestamp of the next step", 1}}},
+	} {
+		o := DefaultOptions()
+		o.BetaTarget = tc.target
+		tr := &Trace{Steps: steps, Scheduled: tc.sched}
+		bb := newBetaBuilder(c, &o)
+		x := newStepIndex(tr, o.Gammas, new([]Count))
+		bb.add(0, tr, x)
+		var kept []int64
+		for _, r := range bb.out.ref {
+			kept = append(kept, x.steps[r].ID)
+		}
+		require.Equal(t, tc.kept, kept, tc.target)
+		require.Equal(t, sortedCounts(tc.want), sortedCounts(bb.skipped), tc.target)
+	}
+}

@@ -33,6 +33,10 @@ type ModelSpec struct {
 	SharedExpertIntermediateSize int  `json:"shared_expert_intermediate_size"`
 	TieWordEmbeddings            bool `json:"tie_word_embeddings"`
 	MaxPositionEmbeddings        int  `json:"max_position_embeddings,omitempty"`
+	// Notes say where ParseModelConfig assumed a value the config left out
+	// (a missing torch_dtype taken as bfloat16); commands print them to
+	// stderr. Not part of the JSON form.
+	Notes []string `json:"-"`
 }
 
 // IsMoE reports whether the MLP is a routed mixture of experts.
@@ -66,6 +70,7 @@ type hfConfig struct {
 
 	HiddenSize *int `json:"hidden_size"`
 	NEmbd      *int `json:"n_embd"`
+	NEmbed     *int `json:"n_embed"` // BLOOM's older spelling; overrides hidden_size
 
 	NumHiddenLayers *int `json:"num_hidden_layers"`
 	NLayer          *int `json:"n_layer"`
@@ -121,6 +126,19 @@ var dtypeBytes = map[string]float64{
 	"float8_e4m3fn": 1, "float8_e5m2": 1, "fp8": 1, "int8": 1,
 }
 
+// fourHiddenMLPTypes are the architectures whose MLP width defaults to
+// 4 × hidden when the config leaves it null or out: GPT-2, GPT-J and
+// GPTBigCode read n_inner (None → 4 × n_embd); BLOOM reads no width at all
+// (BloomMLP is always hidden → 4 × hidden → hidden, whatever n_inner says).
+var fourHiddenMLPTypes = map[string]bool{"gpt2": true, "gptj": true, "gpt_bigcode": true, "bloom": true}
+
+// DefaultDtype is the parameter dtype assumed when a config gives none:
+// vLLM reads such a config as float32 and its --dtype auto then serves it
+// in the GPU's first supported half type, bfloat16 on every GPU the
+// shipped hardware lists (float16 before compute capability 8.0; either
+// way 2 bytes per parameter).
+const DefaultDtype = "bfloat16"
+
 // ParseModelConfig reads a HuggingFace config.json (or a ModelSpec written
 // as JSON) and resolves it into a validated ModelSpec. source names the input
 // in error messages.
@@ -171,7 +189,12 @@ func ParseModelConfig(data []byte, source string) (ModelSpec, error) {
 		}
 		return v
 	}
-	m.HiddenSize = need([]string{"hidden_size", "n_embd"}, c.HiddenSize, c.NEmbd)
+	if c.NEmbed != nil {
+		// BloomConfig: n_embed, when given, is the hidden size.
+		m.HiddenSize = need([]string{"n_embed"}, c.NEmbed)
+	} else {
+		m.HiddenSize = need([]string{"hidden_size", "n_embd"}, c.HiddenSize, c.NEmbd)
+	}
 	m.NumLayers = need([]string{"num_hidden_layers", "n_layer"}, c.NumHiddenLayers, c.NLayer)
 	m.NumHeads = need([]string{"num_attention_heads", "n_head"}, c.NumAttentionHeads, c.NHead)
 	m.VocabSize = need([]string{"vocab_size"}, c.VocabSize)
@@ -232,8 +255,10 @@ func ParseModelConfig(data []byte, source string) (ModelSpec, error) {
 		if m.IntermediateSize <= 0 {
 			return ModelSpec{}, fieldErr(source, "intermediate_size", "must be > 0, got %d", m.IntermediateSize)
 		}
-	case c.NEmbd != nil || c.ModelType == "gpt2":
-		m.IntermediateSize = 4 * m.HiddenSize // GPT-2: n_inner null means 4 × n_embd
+	case c.ModelType == "bloom":
+		m.IntermediateSize = 4 * m.HiddenSize // BloomMLP: always 4 × hidden
+	case c.NEmbd != nil || fourHiddenMLPTypes[c.ModelType]:
+		m.IntermediateSize = 4 * m.HiddenSize // GPT-2 family: n_inner null or absent means 4 × n_embd
 		if c.NInner != nil {
 			m.IntermediateSize = *c.NInner
 			if m.IntermediateSize <= 0 {
@@ -291,24 +316,26 @@ func ParseModelConfig(data []byte, source string) (ModelSpec, error) {
 			return ModelSpec{}, fieldErr(source, "bytes_per_param", "must be > 0, got %v", m.BytesPerParam)
 		}
 	default:
-		field, dt := "torch_dtype", c.TorchDtype
-		if dt == nil {
-			field, dt = "dtype", c.Dtype
+		field, dt := "torch_dtype", DefaultDtype
+		switch {
+		case c.TorchDtype != nil:
+			dt = *c.TorchDtype
+		case c.Dtype != nil:
+			field, dt = "dtype", *c.Dtype
+		default:
+			m.Notes = append(m.Notes, missingDtypeNote(source))
 		}
-		if dt == nil {
-			return ModelSpec{}, fieldErr(source, "torch_dtype", "missing: cannot tell the bytes per parameter (set torch_dtype or bytes_per_param)")
-		}
-		b, ok := dtypeBytes[strings.ToLower(strings.TrimPrefix(*dt, "torch."))]
+		b, ok := dtypeBytes[strings.ToLower(strings.TrimPrefix(dt, "torch."))]
 		if !ok {
-			return ModelSpec{}, fieldErr(source, field, "unknown dtype %q", *dt)
+			return ModelSpec{}, fieldErr(source, field, "unknown dtype %q", dt)
 		}
 		m.BytesPerParam = b
 	}
 
 	if c.TieWordEmbeddings != nil {
 		m.TieWordEmbeddings = *c.TieWordEmbeddings
-	} else if c.ModelType == "gpt2" {
-		m.TieWordEmbeddings = true // GPT-2 ties input and output embeddings
+	} else if c.ModelType == "gpt2" || c.ModelType == "bloom" {
+		m.TieWordEmbeddings = true // GPT-2 and BLOOM tie input and output embeddings
 	}
 	if v, _, ok := pick([]string{"max_position_embeddings", "n_positions"}, c.MaxPositionEmbeddings, c.NPositions); ok {
 		m.MaxPositionEmbeddings = v
@@ -317,6 +344,14 @@ func ParseModelConfig(data []byte, source string) (ModelSpec, error) {
 		return ModelSpec{}, err
 	}
 	return m, nil
+}
+
+// missingDtypeNote is the note of a config without torch_dtype or dtype.
+func missingDtypeNote(source string) string {
+	if source == "" {
+		source = "model config"
+	}
+	return fmt.Sprintf("%s: no torch_dtype: weights taken as %s (2 bytes per parameter), as vLLM's --dtype auto serves such a model; set torch_dtype or bytes_per_param to change it", source, DefaultDtype)
 }
 
 // Validate checks a ModelSpec built by hand (ParseModelConfig already does).

@@ -3,6 +3,7 @@ package physics
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -116,6 +117,59 @@ func TestParseModelConfigNamings(t *testing.T) {
 	assert.Equal(t, 4, m.NumKVHeads, "absent num_key_value_heads means MHA")
 }
 
+// TestParseModelConfigArchitectureDefaults reads configs that leave the MLP
+// width null or out, or give no dtype, as transformers and vLLM do.
+func TestParseModelConfigArchitectureDefaults(t *testing.T) {
+	cases := []struct {
+		name                   string
+		json                   string
+		hidden, heads, headDim int
+		inter, nproj           int
+		bytes                  float64
+		tied                   bool
+		dtypeNote              bool
+	}{
+		// bigscience/bloom-560m: n_inner null, no torch_dtype.
+		{"bloom-560m", `{"model_type":"bloom","architectures":["BloomForCausalLM"],"hidden_size":1024,"n_layer":24,
+		  "n_head":16,"n_inner":null,"vocab_size":250880,"layer_norm_epsilon":1e-05}`, 1024, 16, 64, 4096, 2, 2, true, true},
+		// bigscience/bloom: the older n_embed, num_attention_heads, no n_inner.
+		{"bloom-176b", `{"model_type":"bloom","n_embed":14336,"n_layer":70,"num_attention_heads":112,"vocab_size":250880}`,
+			14336, 112, 128, 57344, 2, 2, true, true},
+		// BloomConfig: n_embed overrides hidden_size; BloomMLP ignores n_inner.
+		{"bloom n_embed wins", `{"model_type":"bloom","hidden_size":64,"n_embed":128,"n_layer":2,"n_head":4,"n_inner":100,
+		  "vocab_size":100,"torch_dtype":"float16"}`, 128, 4, 32, 512, 2, 2, true, false},
+		{"gpt2 n_inner null", `{"model_type":"gpt2","n_embd":768,"n_layer":12,"n_head":12,"n_inner":null,"vocab_size":50257,
+		  "torch_dtype":"float32"}`, 768, 12, 64, 3072, 2, 4, true, false},
+		{"gpt2 n_inner given", `{"model_type":"gpt2","n_embd":768,"n_layer":12,"n_head":12,"n_inner":1000,"vocab_size":50257,
+		  "torch_dtype":"float32"}`, 768, 12, 64, 1000, 2, 4, true, false},
+		{"gpt_bigcode no n_inner", `{"model_type":"gpt_bigcode","n_embd":256,"n_layer":2,"n_head":4,"vocab_size":100,
+		  "torch_dtype":"bfloat16"}`, 256, 4, 64, 1024, 2, 2, false, false},
+		{"llama without dtype", `{"model_type":"llama","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,
+		  "intermediate_size":256,"vocab_size":100,"torch_dtype":null}`, 64, 4, 16, 256, 3, 2, false, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := ParseModelConfig([]byte(tc.json), "config.json")
+			require.NoError(t, err)
+			assert.Equal(t, tc.hidden, m.HiddenSize)
+			assert.Equal(t, tc.heads, m.NumHeads)
+			assert.Equal(t, tc.heads, m.NumKVHeads, "no num_key_value_heads: multi-head attention")
+			assert.Equal(t, tc.headDim, m.HeadDim)
+			assert.Equal(t, tc.inter, m.IntermediateSize)
+			assert.Equal(t, tc.nproj, m.NMLPProj)
+			assert.Equal(t, tc.bytes, m.BytesPerParam)
+			assert.Equal(t, tc.tied, m.TieWordEmbeddings)
+			if tc.dtypeNote {
+				require.Len(t, m.Notes, 1)
+				assert.Contains(t, m.Notes[0], "config.json: no torch_dtype")
+				assert.Contains(t, m.Notes[0], "bfloat16")
+			} else {
+				assert.Empty(t, m.Notes)
+			}
+		})
+	}
+}
+
 func TestParseModelConfigErrorsNameTheField(t *testing.T) {
 	cases := []struct {
 		name, json, field string
@@ -124,7 +178,6 @@ func TestParseModelConfigErrorsNameTheField(t *testing.T) {
 		{"negative layers", withField("num_hidden_layers", "-1"), "num_hidden_layers"},
 		{"kv heads not dividing", withField("num_key_value_heads", "5"), "num_key_value_heads"},
 		{"unknown dtype", withField("torch_dtype", `"float12"`), "torch_dtype"},
-		{"missing dtype", `{"model_type":"llama","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":256,"vocab_size":100}`, "torch_dtype"},
 		{"missing hidden", `{"model_type":"llama","num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":256,"vocab_size":100,"torch_dtype":"float16"}`, "hidden_size"},
 		{"missing intermediate", `{"model_type":"llama","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"vocab_size":100,"torch_dtype":"float16"}`, "intermediate_size"},
 		{"wrong type", withField("vocab_size", `"big"`), "vocab_size"},
@@ -196,7 +249,8 @@ func FuzzParseModelConfig(f *testing.F) {
 			t.Fatal(err)
 		}
 		back, err := ParseModelConfig(out, "roundtrip")
-		if err != nil || back != m {
+		m.Notes = nil // the JSON form states every assumed value
+		if err != nil || !reflect.DeepEqual(back, m) {
 			t.Fatalf("round trip changed %+v into %+v (%v)", m, back, err)
 		}
 	})

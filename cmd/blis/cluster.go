@@ -254,6 +254,9 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 		}
 		return deploy.FlagError(err)
 	}
+	for _, in := range built.Pools {
+		printModelNotes(stderr, in.Phys.Model)
+	}
 	cfg := built.Config
 	cfg.HorizonUs = int64(math.Round(o.horizonS * 1e6))
 	cfg.RecordRequests = o.perRequest

@@ -6,9 +6,12 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/blis-sim/blis/physics"
 )
 
 func main() {
@@ -34,4 +37,18 @@ Results go to stdout as JSON and are byte-identical for the same inputs and
 	}
 	root.AddCommand(newRunCmd(), newValidateCmd())
 	return root
+}
+
+// printModelNotes shows on stderr where a model config left a value out
+// and it was assumed (physics.ModelSpec.Notes), each note once.
+func printModelNotes(stderr io.Writer, models ...physics.ModelSpec) {
+	seen := map[string]bool{}
+	for _, m := range models {
+		for _, n := range m.Notes {
+			if !seen[n] {
+				seen[n] = true
+				fmt.Fprintln(stderr, "blis: note:", n)
+			}
+		}
+	}
 }

@@ -195,6 +195,7 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 	if err != nil {
 		return err
 	}
+	printModelNotes(stderr, r.cfg.Model)
 	rng := sim.NewRNG(o.seed)
 
 	var tw *simtrace.Writer

@@ -180,6 +180,9 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 		}
 		fmt.Fprintf(stderr, "blis: calibrated in %d simulations, %.1f s wall: loss %.4f -> %.4f\n", cal.Simulations, cal.WallS, cal.StartLoss, cal.Loss)
 	}
+	if m, err := physics.LoadModel(spec.Model); err == nil {
+		printModelNotes(stderr, m) // a model that does not load is reported by the simulation
+	}
 	start := time.Now()
 	res, desc, engines, err := simulateRecords(spec, reqs, o.run.seed)
 	if err != nil {

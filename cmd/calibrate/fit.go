@@ -58,10 +58,14 @@ together (and get leave-one-config-out validation), list them in a YAML file:
   configs:
     - name: h100-tp1              # used in the report
       tables: [run1/tables]       # relative to this file
-      model: llama-3.1-8b
-      hardware: h100-sxm
+      model: llama-3.1-8b         # shipped name, or config.json path relative to this file
+      hardware: h100-sxm          # shipped name, or spec JSON path relative to this file
       tp: 1
       vllm: {max_num_seqs: 256, max_batched_tokens: 8192}   # omitted keys: defaults
+
+Relative tables, model and hardware paths are read from the YAML file's folder,
+not the working directory; a model or hardware value that names no file there
+is looked up among the shipped ones by its last path element.
 
 The coefficient file applies to the first configuration. Beta (step time) is
 trained on the difference of step.ts_start_ns between consecutive sampled steps,
@@ -121,6 +125,19 @@ type configSpec struct {
 	dirs                  []string
 }
 
+// fromDir resolves a relative path of the --configs file from the file's
+// folder. A model or hardware value is a path or a shipped name
+// (physics.LoadModel reads an existing file, else looks up the last path
+// element among the shipped names), so it goes through here too: a file
+// next to the YAML file is read, and a shipped name is still found, never a
+// file relative to the working directory.
+func fromDir(base, ref string) string {
+	if filepath.IsAbs(ref) {
+		return ref
+	}
+	return filepath.Join(base, ref)
+}
+
 func readManifest(path string) ([]configSpec, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -164,12 +181,9 @@ func readManifest(path string) ([]configSpec, error) {
 				return nil, fmt.Errorf("%s.vllm: %w", where, err)
 			}
 		}
-		cs := configSpec{name: c.Name, model: c.Model, hardware: c.Hardware, tp: c.TP, knobs: k}
+		cs := configSpec{name: c.Name, model: fromDir(base, strings.TrimSpace(c.Model)), hardware: fromDir(base, strings.TrimSpace(c.Hardware)), tp: c.TP, knobs: k}
 		for _, t := range c.Tables {
-			if !filepath.IsAbs(t) {
-				t = filepath.Join(base, t)
-			}
-			cs.dirs = append(cs.dirs, t)
+			cs.dirs = append(cs.dirs, fromDir(base, t))
 		}
 		out = append(out, cs)
 	}
@@ -237,6 +251,7 @@ func runFit(cmd *cobra.Command, args []string, o *fitOpts) error {
 		if err != nil {
 			return fmt.Errorf("%s: model: %w", s.name, err)
 		}
+		printNotes(cmd.ErrOrStderr(), m.Notes) // warnings, shown even with --quiet
 		h, err := physics.LoadHardware(s.hardware)
 		if err != nil {
 			return fmt.Errorf("%s: hardware: %w", s.name, err)

@@ -133,3 +133,62 @@ func TestFitAndPredictBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestManifestPathsFromItsFolder: in a --configs file, relative tables,
+// model and hardware paths are read from the file's folder, not the working
+// directory; shipped names and absolute paths still work.
+func TestManifestPathsFromItsFolder(t *testing.T) {
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "sub")
+	require.NoError(t, os.MkdirAll(filepath.Join(sub, "hw"), 0o755))
+	model := func(name string) []byte {
+		return []byte(`{"name":"` + name + `","model_type":"llama","hidden_size":64,"num_hidden_layers":2,
+		 "num_attention_heads":4,"intermediate_size":256,"vocab_size":100,"torch_dtype":"bfloat16"}`)
+	}
+	hw := func(name string) []byte {
+		return []byte(`{"name":"` + name + `","TFlopsPeak":100,"BwPeakTBs":1,"pcie_bandwidth_gb_s":10,"memory_gib":80}`)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(sub, "model.json"), model("next-to-the-file"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(sub, "hw", "gpu.json"), hw("next-to-the-file"), 0o644))
+	absModel := filepath.Join(dir, "abs-model.json")
+	require.NoError(t, os.WriteFile(absModel, model("absolute"), 0o644))
+	// Decoys of the same relative names in the working directory.
+	cwd := filepath.Join(dir, "cwd")
+	require.NoError(t, os.MkdirAll(filepath.Join(cwd, "hw"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(cwd, "model.json"), model("working-directory"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(cwd, "hw", "gpu.json"), hw("working-directory"), 0o644))
+	t.Chdir(cwd)
+
+	path := filepath.Join(sub, "configs.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(`configs:
+  - name: relative
+    tables: [run1/tables]
+    model: model.json
+    hardware: hw/gpu.json
+  - name: shipped
+    tables: [`+filepath.Join(dir, "t")+`]
+    model: meta-llama/Llama-3.1-8B
+    hardware: " h100-sxm "
+  - name: absolute
+    tables: [t]
+    model: `+absModel+`
+    hardware: h100-sxm.json
+`), 0o644))
+	specs, err := readManifest(path)
+	require.NoError(t, err)
+	require.Len(t, specs, 3)
+	want := []struct{ model, hardware, dir string }{
+		{"next-to-the-file", "next-to-the-file", filepath.Join(sub, "run1", "tables")},
+		{"llama-3.1-8b", "H100-SXM", filepath.Join(dir, "t")},
+		{"absolute", "H100-SXM", filepath.Join(sub, "t")},
+	}
+	for i, s := range specs {
+		m, err := physics.LoadModel(s.model)
+		require.NoError(t, err, s.name)
+		h, err := physics.LoadHardware(s.hardware)
+		require.NoError(t, err, s.name)
+		require.Equal(t, want[i].model, m.Name, s.name)
+		require.Equal(t, want[i].hardware, h.Name, s.name)
+		require.Equal(t, []string{want[i].dir}, s.dirs, s.name)
+	}
+}

@@ -6,6 +6,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -32,4 +33,12 @@ The formulas are in docs/physics-spec.md; the trace tables in docs/ingest.md.`,
 	}
 	root.AddCommand(newPhysicsCmd(), newIngestCmd(), newFitCmd(), newPredictCmd())
 	return root
+}
+
+// printNotes shows the notes of a model config (values the config left out
+// and were assumed) on stderr.
+func printNotes(stderr io.Writer, notes []string) {
+	for _, n := range notes {
+		fmt.Fprintln(stderr, "calibrate: note:", n)
+	}
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -97,6 +99,21 @@ func TestPhysicsErrorsNameTheInput(t *testing.T) {
 		require.Error(t, err, "%v", tc.args)
 		assert.Contains(t, err.Error(), tc.want)
 	}
+}
+
+func TestPhysicsNotesAnAssumedDtype(t *testing.T) {
+	// A BLOOM config as shipped on the Hub: n_inner null, no torch_dtype.
+	path := filepath.Join(t.TempDir(), "config.json")
+	require.NoError(t, os.WriteFile(path, []byte(`{"model_type":"bloom","hidden_size":1024,"n_layer":24,"n_head":16,
+	 "n_inner":null,"vocab_size":250880}`), 0o644))
+	cmd := newRootCmd()
+	var out, stderr bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&stderr)
+	cmd.SetArgs([]string{"physics", "--model", path})
+	require.NoError(t, cmd.Execute())
+	assert.Contains(t, stderr.String(), "calibrate: note: "+path+": no torch_dtype: weights taken as bfloat16")
+	assert.NotContains(t, out.String(), "note:")
 }
 
 func TestPhysicsList(t *testing.T) {

@@ -41,7 +41,7 @@ cache, and the split is shown.`,
 			if o.list {
 				return listShipped(cmd.OutOrStdout())
 			}
-			return runPhysics(cmd.OutOrStdout(), o)
+			return runPhysics(cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
 		},
 	}
 	f := cmd.Flags()
@@ -94,11 +94,12 @@ func examples(c *physics.PhysicsConfig) []example {
 	}
 }
 
-func runPhysics(w io.Writer, o physicsOpts) error {
+func runPhysics(w, stderr io.Writer, o physicsOpts) error {
 	m, err := physics.LoadModel(o.model)
 	if err != nil {
 		return fmt.Errorf("--model: %w", err)
 	}
+	printNotes(stderr, m.Notes)
 	h, err := physics.LoadHardware(o.hardware)
 	if err != nil {
 		return fmt.Errorf("--hardware: %w", err)

@@ -51,7 +51,9 @@ The model, GPU, TP and vLLM settings are the file's applies_to.`,
 		Example: `  calibrate predict --coefficients coefficients/llama-3.1-8b_h100-sxm_tp1.yaml --batches batches.csv
   calibrate predict --coefficients coeffs.yaml --tables heldout/tables`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runPredict(cmd.OutOrStdout(), &o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runPredict(cmd.OutOrStdout(), cmd.ErrOrStderr(), &o)
+		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.coeffs, "coefficients", "", "coefficient file (required)")
@@ -63,7 +65,7 @@ The model, GPU, TP and vLLM settings are the file's applies_to.`,
 	return cmd
 }
 
-func runPredict(w io.Writer, o *predictOpts) error {
+func runPredict(w, stderr io.Writer, o *predictOpts) error {
 	if o.coeffs == "" {
 		return errors.New("--coefficients is required")
 	}
@@ -87,6 +89,7 @@ func runPredict(w io.Writer, o *predictOpts) error {
 			return fmt.Errorf("--model: %w", err)
 		}
 	}
+	printNotes(stderr, m.Notes)
 	h, err := physics.LoadHardware(hw)
 	if err != nil {
 		if h, err = physics.LoadHardware(strings.ToLower(hw)); err != nil {

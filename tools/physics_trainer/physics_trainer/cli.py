@@ -165,6 +165,11 @@ def _knobs(args, kv_gpu: int) -> "cf.VLLMKnobs":
     )
 
 
+def _from_dir(base: str, ref: str) -> str:
+    """Go's fromDir: a relative path of the --configs file, from the file's folder (filepath.Join cleans)."""
+    return ref if os.path.isabs(ref) else os.path.normpath(os.path.join(base, ref))
+
+
 def _read_manifest(path: str):
     import yaml
 
@@ -191,8 +196,11 @@ def _read_manifest(path: str):
             knobs = cf.VLLMKnobs.from_dict(c.get("vllm") or {}, base=base_knobs)
         except Exception as e:
             raise UsageError(f"{where}.vllm: {e}") from e
-        dirs = [t if os.path.isabs(t) else os.path.join(base, t) for t in c["tables"]]
-        out.append((c["name"], c["model"], c["hardware"], int(c.get("tp") or 1), knobs, dirs))
+        dirs = [_from_dir(base, t) for t in c["tables"]]
+        # A model or hardware value is a path or a shipped name: a file next to the YAML file is read, else the
+        # shipped name of its last path element (load_model), never a file relative to the working directory.
+        model, hardware = _from_dir(base, c["model"].strip()), _from_dir(base, c["hardware"].strip())
+        out.append((c["name"], model, hardware, int(c.get("tp") or 1), knobs, dirs))
     return out
 
 
@@ -250,6 +258,8 @@ def _fit(args, argv: Sequence[str]) -> int:
             m = cf.load_model(model)
         except Exception as e:
             raise UsageError(f"{name}: model: {e}") from e
+        for note in m.notes:  # warnings, shown even with --quiet
+            print(f"note: {note}", file=sys.stderr)
         try:
             h = cf.load_hardware(hardware)
         except Exception as e:

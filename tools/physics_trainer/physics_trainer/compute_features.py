@@ -29,7 +29,7 @@ import json
 import math
 import posixpath
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -201,7 +201,7 @@ def _decode(d: Mapping[str, Any], schema: Mapping[str, str], source: str, strict
 # Every config.json key the Go loader understands, with its Go type.
 _HF_SCHEMA: dict[str, str] = {
     "model_type": _STR, "architectures": _STRS, "name": _STR, "_name_or_path": _STR,
-    "hidden_size": _INT, "n_embd": _INT,
+    "hidden_size": _INT, "n_embd": _INT, "n_embed": _INT,
     "num_hidden_layers": _INT, "n_layer": _INT,
     "num_attention_heads": _INT, "n_head": _INT, "num_key_value_heads": _INT, "head_dim": _INT,
     "intermediate_size": _INT, "n_inner": _INT, "moe_intermediate_size": _INT,
@@ -228,6 +228,18 @@ _DTYPE_BYTES = {
     "float8_e4m3fn": 1.0, "float8_e5m2": 1.0, "fp8": 1.0, "int8": 1.0,
 }
 
+# Architectures whose MLP width defaults to 4 × hidden when the config leaves it null or out
+# (Go's fourHiddenMLPTypes): GPT-2, GPT-J, GPTBigCode read n_inner; BLOOM reads no width at all.
+_FOUR_HIDDEN_MLP_TYPES = frozenset({"gpt2", "gptj", "gpt_bigcode", "bloom"})
+
+# Go's physics.DefaultDtype: the dtype of a config that gives none (vLLM's --dtype auto serves it in bfloat16).
+DEFAULT_DTYPE = "bfloat16"
+
+
+def _missing_dtype_note(source: str) -> str:
+    return (f"{source or 'model config'}: no torch_dtype: weights taken as {DEFAULT_DTYPE} (2 bytes per parameter), "
+            "as vLLM's --dtype auto serves such a model; set torch_dtype or bytes_per_param to change it")
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -248,6 +260,8 @@ class ModelSpec:
     shared_expert_intermediate_size: int = 0
     tie_word_embeddings: bool = False
     max_position_embeddings: int = 0
+    # Where from_dict assumed a value the config left out (Go's ModelSpec.Notes); not part of the JSON form.
+    notes: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def is_moe(self) -> bool:
@@ -282,7 +296,8 @@ class ModelSpec:
                 raise FieldError(source, n, f"must be > 0, got {v}")
             return v
 
-        m["hidden_size"] = need("hidden_size", "n_embd")
+        # BloomConfig: n_embed, when given, is the hidden size.
+        m["hidden_size"] = need("n_embed") if "n_embed" in c else need("hidden_size", "n_embd")
         m["num_hidden_layers"] = need("num_hidden_layers", "n_layer")
         m["num_attention_heads"] = need("num_attention_heads", "n_head")
         m["vocab_size"] = need("vocab_size")
@@ -323,7 +338,9 @@ class ModelSpec:
             width, n = c["moe_intermediate_size"], "moe_intermediate_size"
         elif "intermediate_size" in c:
             width, n = c["intermediate_size"], "intermediate_size"
-        elif "n_embd" in c or c.get("model_type") == "gpt2":
+        elif c.get("model_type") == "bloom":
+            width, n = 4 * m["hidden_size"], "intermediate_size"  # BloomMLP: always 4 × hidden
+        elif "n_embd" in c or c.get("model_type") in _FOUR_HIDDEN_MLP_TYPES:
             width, n = c.get("n_inner", 4 * m["hidden_size"]), "n_inner"  # GPT-2: n_inner null means 4 × n_embd
         else:
             raise FieldError(source, "intermediate_size", "missing")
@@ -362,11 +379,13 @@ class ModelSpec:
             if not m["bytes_per_param"] > 0:
                 raise FieldError(source, "bytes_per_param", f"must be > 0, got {_fmt(m['bytes_per_param'])}")
         else:
-            dt_field = "torch_dtype" if "torch_dtype" in c else "dtype"
-            if dt_field not in c:
-                raise FieldError(source, "torch_dtype",
-                                 "missing: cannot tell the bytes per parameter (set torch_dtype or bytes_per_param)")
-            dt = c[dt_field]
+            if "torch_dtype" in c:
+                dt_field, dt = "torch_dtype", c["torch_dtype"]
+            elif "dtype" in c:
+                dt_field, dt = "dtype", c["dtype"]
+            else:
+                dt_field, dt = "torch_dtype", DEFAULT_DTYPE
+                m["notes"] = (_missing_dtype_note(source),)
             b = _DTYPE_BYTES.get(dt.removeprefix("torch.").lower())
             if b is None:
                 raise FieldError(source, dt_field, f'unknown dtype "{dt}"')
@@ -374,8 +393,8 @@ class ModelSpec:
 
         if "tie_word_embeddings" in c:
             m["tie_word_embeddings"] = c["tie_word_embeddings"]
-        elif c.get("model_type") == "gpt2":
-            m["tie_word_embeddings"] = True  # GPT-2 ties input and output embeddings
+        elif c.get("model_type") in ("gpt2", "bloom"):
+            m["tie_word_embeddings"] = True  # GPT-2 and BLOOM tie input and output embeddings
         v, _, ok = pick("max_position_embeddings", "n_positions")
         if ok:
             m["max_position_embeddings"] = v
@@ -412,7 +431,7 @@ class ModelSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """The Go JSON form (name and max_position_embeddings omitted when empty)."""
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "notes"}
         for k in ("name", "max_position_embeddings"):
             if not d[k]:
                 del d[k]

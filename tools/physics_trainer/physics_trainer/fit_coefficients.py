@@ -768,6 +768,12 @@ def prompt_cv2(tr: Trace) -> float:
     return ss / float(len(xs)) / (mean * mean)
 
 
+# Go's fit.SkipLastStep: a step's time is the next step's start minus its own, and a trace records no end of a
+# step (step.ts_end_ns and step.duration_us end before the model runs), so a trace's last step with nothing after
+# it is left out under this reason.
+SKIP_LAST_STEP = "last step of the trace: no next step start to end it (a trace records no step end)"
+
+
 class BetaBuilder:
     """Beta samples of one configuration (Go's betaBuilder)."""
 
@@ -836,7 +842,7 @@ class BetaBuilder:
         reason = np.zeros(n, dtype=np.int64)  # 0 kept; else index into reasons
         reasons = ["", "no timestamp of the next step", "next step not sampled", "warm-up step",
                    "engine idle after the step", "non-positive cycle time",
-                   "prefill step without complete snapshots (chunked prefill on)"]
+                   "prefill step without complete snapshots (chunked prefill on)", SKIP_LAST_STEP]
         if use_journey:
             sched = tr.scheduled
             u_step, first_idx = np.unique(sched["step"], return_index=True)  # sorted (step, ts): first = earliest
@@ -848,6 +854,8 @@ class BetaBuilder:
             has_next = has_next | (j & found)
         else:
             reason[~has_next] = 2
+        if n and reason[-1] in (1, 2):  # nothing after the trace's last step gives its end (Go's noNext)
+            reason[-1] = 7
         live = reason == 0
         warm = live & (ids <= opt.warmup_steps)
         reason[warm] = 3

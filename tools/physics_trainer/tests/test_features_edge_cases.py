@@ -327,6 +327,41 @@ def test_model_parsing_rules():
     assert cf.ModelSpec.from_dict(base | {"Vocab_Size": 7}).vocab_size == 7
 
 
+# Configs that leave the MLP width null or out, or give no dtype, read as transformers and vLLM do
+# (Go's TestParseModelConfigArchitectureDefaults, case for case).
+@pytest.mark.parametrize(("data", "hidden", "heads", "head_dim", "inter", "nproj", "bpp", "tied", "dtype_note"), [
+    pytest.param({"model_type": "bloom", "architectures": ["BloomForCausalLM"], "hidden_size": 1024, "n_layer": 24,
+                  "n_head": 16, "n_inner": None, "vocab_size": 250880, "layer_norm_epsilon": 1e-05},
+                 1024, 16, 64, 4096, 2, 2.0, True, True, id="bloom-560m"),
+    pytest.param({"model_type": "bloom", "n_embed": 14336, "n_layer": 70, "num_attention_heads": 112,
+                  "vocab_size": 250880}, 14336, 112, 128, 57344, 2, 2.0, True, True, id="bloom-176b"),
+    pytest.param({"model_type": "bloom", "hidden_size": 64, "n_embed": 128, "n_layer": 2, "n_head": 4, "n_inner": 100,
+                  "vocab_size": 100, "torch_dtype": "float16"}, 128, 4, 32, 512, 2, 2.0, True, False,
+                 id="bloom n_embed wins"),
+    pytest.param({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "n_inner": None,
+                  "vocab_size": 50257, "torch_dtype": "float32"}, 768, 12, 64, 3072, 2, 4.0, True, False,
+                 id="gpt2 n_inner null"),
+    pytest.param({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "n_inner": 1000,
+                  "vocab_size": 50257, "torch_dtype": "float32"}, 768, 12, 64, 1000, 2, 4.0, True, False,
+                 id="gpt2 n_inner given"),
+    pytest.param({"model_type": "gpt_bigcode", "n_embd": 256, "n_layer": 2, "n_head": 4, "vocab_size": 100,
+                  "torch_dtype": "bfloat16"}, 256, 4, 64, 1024, 2, 2.0, False, False, id="gpt_bigcode no n_inner"),
+    pytest.param({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                  "intermediate_size": 256, "vocab_size": 100, "torch_dtype": None}, 64, 4, 16, 256, 3, 2.0, False,
+                 True, id="llama without dtype"),
+])
+def test_model_architecture_defaults(data, hidden, heads, head_dim, inter, nproj, bpp, tied, dtype_note):
+    m = cf.ModelSpec.from_dict(data, "config.json")
+    assert (m.hidden_size, m.num_attention_heads, m.num_key_value_heads, m.head_dim) == (hidden, heads, heads, head_dim)
+    assert (m.intermediate_size, m.n_mlp_proj, m.bytes_per_param, m.tie_word_embeddings) == (inter, nproj, bpp, tied)
+    if dtype_note:
+        assert len(m.notes) == 1 and m.notes[0].startswith("config.json: no torch_dtype") and "bfloat16" in m.notes[0]
+    else:
+        assert m.notes == ()
+    assert "notes" not in m.to_dict()
+    assert cf.ModelSpec.from_dict(m.to_dict()) == m  # the JSON form states the assumed values
+
+
 def test_hardware_defaults():
     h = cf.HardwareSpec.from_dict({"TFlopsPeak": 100, "BwPeakTBs": 1, "pcie_bandwidth_gb_s": 10})
     assert h.pcie_efficiency == 0.75 and h.interconnect_bandwidth_gb_s == 0
@@ -347,7 +382,6 @@ HW_BASE = {"TFlopsPeak": 100, "BwPeakTBs": 1, "pcie_bandwidth_gb_s": 10}
     (MODEL_BASE | {"text_config": None}, "text_config", "multimodal"),  # Go's RawMessage holds even null
     (MODEL_BASE | {"quantization_config": {"bits": 4}}, "quantization_config", "unless bytes_per_param"),
     (MODEL_BASE | {"torch_dtype": "int4"}, "torch_dtype", 'unknown dtype "int4"'),
-    ({k: v for k, v in MODEL_BASE.items() if k != "torch_dtype"}, "torch_dtype", "missing"),
     (MODEL_BASE | {"model_type": "new"}, "model_type", "cannot tell whether the MLP is gated"),
     (MODEL_BASE | {"n_mlp_proj": 4}, "n_mlp_proj", "must be 2 or 3"),
     (MODEL_BASE | {"num_local_experts": 8}, "num_experts_per_tok", "missing for a mixture-of-experts model"),

@@ -16,6 +16,7 @@ from physics_trainer import fit_coefficients as fc
 from physics_trainer.extract_traces import Trace
 
 MS = 1_000_000  # ns
+LAST = fc.SKIP_LAST_STEP
 
 
 def phys(**knobs):
@@ -87,10 +88,10 @@ def test_warmup_and_pairs():
     # ids 9..13, every step sampled; ts in ms with growing gaps
     tr = trace([{"id": i, "ts": t * MS} for i, t in [(9, 0), (10, 5), (11, 11), (12, 18), (13, 26)]])
     b = beta(tr)
-    # 9 and 10 are the warm-up (id <= 10); 13 has no sampled successor.
+    # 9 and 10 are the warm-up (id <= 10); 13, the last, has nothing after it to end it.
     assert b.out.extra["step_id"].tolist() == [11, 12]
     assert b.out.y.tolist() == [0.007, 0.008]  # (18 - 11) ms, (26 - 18) ms
-    assert skipped(b) == {"warm-up step": 2, "next step not sampled": 1}
+    assert skipped(b) == {"warm-up step": 2, LAST: 1}
     assert b.out.source.tolist() == [0, 0]
 
 
@@ -100,7 +101,7 @@ def test_join_off_by_one_needs_the_next_id():
     b = beta(tr)
     assert b.out.extra["step_id"].tolist() == [11, 14]
     assert b.out.y.tolist() == [0.003, 0.001]
-    assert skipped(b) == {"next step not sampled": 2}  # 12 and 15
+    assert skipped(b) == {"next step not sampled": 1, LAST: 1}  # 12; 15, the last
 
 
 def test_idle_exclusion():
@@ -115,8 +116,7 @@ def test_idle_exclusion():
     ]
     b = beta(trace(steps))
     assert b.out.extra["step_id"].tolist() == [12, 13, 16]
-    assert skipped(b) == {"engine idle after the step": 2, "non-positive cycle time": 1,
-                          "next step not sampled": 1}
+    assert skipped(b) == {"engine idle after the step": 2, "non-positive cycle time": 1, LAST: 1}
 
 
 def test_journey_target_takes_the_first_scheduled_of_the_next_step():
@@ -134,10 +134,10 @@ def test_journey_target_takes_the_first_scheduled_of_the_next_step():
     assert b.out.extra["step_id"].tolist() == [11, 14]
     assert b.out.y.tolist() == [0.002, 0.002]
     assert b.out.source.tolist() == [0, 1]
-    # step_pairs: never journey
+    # step_pairs: never journey; 14, the last, is named as such
     b = beta(tr, fc.Options(beta_target="step_pairs"))
     assert b.out.extra["step_id"].tolist() == [11]
-    assert skipped(b) == {"next step not sampled": 2}
+    assert skipped(b) == {"next step not sampled": 1, LAST: 1}
 
 
 def test_rich_sums_and_chunked_prefill():
@@ -159,8 +159,7 @@ def test_rich_sums_and_chunked_prefill():
     b = beta(trace([s11, s12, s13, {"id": 14, "ts": 8 * MS}], snapshots=snaps))
     assert b.out.extra["step_id"].tolist() == [11, 13]
     assert b.rich == 1 and b.chunked_prefill_steps == 2 and b.chunked_rich == 1
-    assert skipped(b) == {"prefill step without complete snapshots (chunked prefill on)": 1,
-                          "next step not sampled": 1}
+    assert skipped(b) == {"prefill step without complete snapshots (chunked prefill on)": 1, LAST: 1}
     inp = b.out.inputs
     assert inp["sum_prefill_attn_work"][0] == (100 + 50) * 50
     assert inp["decode_context_tokens"][0] == 301
@@ -205,6 +204,20 @@ def test_preemption_weight_and_ema():
     assert b.out.ema[:, 1].tolist() == [0, 1, 0, 0, 0.5]
     # more than half preempted (2 of 2) -> weight 0.5; exactly half (1 of 2) is not more
     assert b.out.w.tolist() == [1, 0.5, 1, 1, 1]
+
+
+def test_the_last_step_is_named_when_nothing_ends_it():
+    """Go's TestLastStepSkipReason: a trace records no step end, so its last step is a sample only when a journey
+    SCHEDULED of the next step id ends it; otherwise it is counted under its own reason."""
+    steps = [{"id": 11, "ts": 0}, {"id": 12, "ts": 3 * MS}, {"id": 14, "ts": 9 * MS}, {"id": 15, "ts": 10 * MS}]
+    for target, sched, kept, want in [
+        ("step_pairs", [], [11, 14], {"next step not sampled": 1, LAST: 1}),
+        ("journey", [(12, 3 * MS), (15, 10 * MS)], [11, 14], {"no timestamp of the next step": 1, LAST: 1}),
+        ("journey", [(12, 3 * MS), (15, 10 * MS), (16, 12 * MS)], [11, 14, 15], {"no timestamp of the next step": 1}),
+    ]:
+        b = beta(trace(steps, scheduled=sched), fc.Options(beta_target=target))
+        assert b.out.extra["step_id"].tolist() == kept, target
+        assert skipped(b) == want, target
 
 
 def test_duplicate_and_invalid_steps_are_left_out_before_the_ema():

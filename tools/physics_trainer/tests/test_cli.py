@@ -1,0 +1,58 @@
+"""The command line's --configs file (Go's cmd/calibrate readManifest)."""
+
+from __future__ import annotations
+
+import json
+
+from physics_trainer import cli
+from physics_trainer import compute_features as cf
+
+
+def _model(name):
+    return json.dumps({"name": name, "model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+                       "num_attention_heads": 4, "intermediate_size": 256, "vocab_size": 100,
+                       "torch_dtype": "bfloat16"})
+
+
+def _hw(name):
+    return json.dumps({"name": name, "TFlopsPeak": 100, "BwPeakTBs": 1, "pcie_bandwidth_gb_s": 10, "memory_gib": 80})
+
+
+def test_manifest_paths_from_its_folder(tmp_path, monkeypatch):
+    """Go's TestManifestPathsFromItsFolder: relative tables, model and hardware paths are read from the file's
+    folder, not the working directory; shipped names and absolute paths still work."""
+    sub = tmp_path / "sub"
+    (sub / "hw").mkdir(parents=True)
+    (sub / "model.json").write_text(_model("next-to-the-file"))
+    (sub / "hw" / "gpu.json").write_text(_hw("next-to-the-file"))
+    abs_model = tmp_path / "abs-model.json"
+    abs_model.write_text(_model("absolute"))
+    cwd = tmp_path / "cwd"  # decoys of the same relative names in the working directory
+    (cwd / "hw").mkdir(parents=True)
+    (cwd / "model.json").write_text(_model("working-directory"))
+    (cwd / "hw" / "gpu.json").write_text(_hw("working-directory"))
+    monkeypatch.chdir(cwd)
+    path = sub / "configs.yaml"
+    path.write_text(f"""configs:
+  - name: relative
+    tables: [run1/tables]
+    model: model.json
+    hardware: hw/gpu.json
+  - name: shipped
+    tables: [{tmp_path / 't'}]
+    model: meta-llama/Llama-3.1-8B
+    hardware: " h100-sxm "
+  - name: absolute
+    tables: [t]
+    model: {abs_model}
+    hardware: h100-sxm.json
+""")
+    specs = cli._read_manifest(str(path))
+    want = [("next-to-the-file", "next-to-the-file", sub / "run1" / "tables"),
+            ("llama-3.1-8b", "H100-SXM", tmp_path / "t"),
+            ("absolute", "H100-SXM", sub / "t")]
+    assert len(specs) == len(want)
+    for (name, model, hardware, _tp, _knobs, dirs), (m, h, d) in zip(specs, want):
+        assert cf.load_model(model).name == m, name
+        assert cf.load_hardware(hardware).name == h, name
+        assert dirs == [str(d)], name
