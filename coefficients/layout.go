@@ -6,7 +6,8 @@ import "github.com/blis-sim/blis/features"
 // that Parse and Marshal cannot drift apart.
 
 // field is one key of a mapping. val points at the value: *float64, *int,
-// *int64, *bool, *string, *[]float64, *[]Input, **Fit, or a nested mapping.
+// *int64, *bool, *string, *[]float64, *[]Input, *[]FittedConfig, **Fit, or a
+// nested mapping.
 type field struct {
 	key      string
 	val      any
@@ -25,7 +26,8 @@ func (f *File) layout() mapping {
 	return mapping{fields: []field{
 		{key: "schema_version", val: &f.SchemaVersion},
 		{key: "feature_spec_version", val: &f.FeatureSpecVersion, quoted: true, comment: "docs/physics-spec.md version the features follow"},
-		{key: "applies_to", val: f.AppliesTo.layout()},
+		{key: "applies_to", val: f.AppliesTo.layout(), comment: "the default configuration"},
+		{key: "fitted_configs", val: &f.FittedConfigs, optional: true, comment: "every configuration the fit used"},
 		{key: "gamma", val: &f.Gamma, comment: "preemption EMA factor of features a9 and b12"},
 		{key: "alpha", val: vector(f.Alpha[:], features.AlphaNames[:]), comment: "features.AlphaNames, in that order"},
 		{key: "beta", val: vector(f.Beta[:], features.BetaNames[:]), comment: "features.BetaNames, in that order"},
@@ -53,6 +55,25 @@ func (a *AppliesTo) layout() mapping {
 			{key: "gpu_memory_utilization", val: &k.GPUMemoryUtilization},
 			{key: "prefix_caching_enabled", val: &k.PrefixCachingEnabled},
 		}}},
+	}}
+}
+
+func (fc *FittedConfig) layout() mapping {
+	return mapping{fields: []field{
+		{key: "name", val: &fc.Name},
+		{key: "model", val: &fc.Model},
+		{key: "hardware", val: &fc.Hardware},
+		{key: "tp", val: &fc.TP},
+		{key: "architecture", val: &fc.Architecture, comment: "dense or moe"},
+		// The knobs of applies_to.vllm that change feature values, in
+		// physics.VLLMKnobs' field order.
+		{key: "max_num_seqs", val: &fc.MaxNumSeqs},
+		{key: "max_batched_tokens", val: &fc.MaxBatchedTokens},
+		{key: "chunked_prefill_enabled", val: &fc.ChunkedPrefillEnabled},
+		{key: "cpu_offloading", val: &fc.CPUOffloading},
+		{key: "block_size_tokens", val: &fc.BlockSizeTokens},
+		{key: "samples_beta", val: &fc.SamplesBeta},
+		{key: "samples_alpha", val: &fc.SamplesAlpha},
 	}}
 }
 

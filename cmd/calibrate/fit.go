@@ -63,7 +63,9 @@ together (and get leave-one-config-out validation), list them in a YAML file:
       tp: 1
       vllm: {max_num_seqs: 256, max_batched_tokens: 8192}   # omitted keys: defaults
 
-The coefficient file applies to the first configuration. Beta (step time) is
+The coefficient file's applies_to, the default configuration of calibrate
+predict, is the first configuration; fitted_configs lists them all, and
+predict and blis run warn about a configuration outside them. Beta (step time) is
 trained on the difference of step.ts_start_ns between consecutive sampled steps,
 never on step.duration_us; trace with a high --step-tracing-sample-rate, and
 with rich snapshots when chunked prefill is on. The pipeline and every choice
