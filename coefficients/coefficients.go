@@ -18,6 +18,19 @@
 //	  vllm:                          # physics.VLLMKnobs, keyed by its JSON tags
 //	    max_num_seqs: 256
 //	    ...
+//	fitted_configs:                  # optional: every configuration of the fit
+//	  - name: h100-tp1               # the configuration's name in calibrate fit
+//	    model: llama-3.1-8b
+//	    hardware: h100-sxm
+//	    tp: 1
+//	    architecture: dense          # dense or moe (ArchDense, ArchMoE)
+//	    max_num_seqs: 256            # the knobs that change feature values
+//	    max_batched_tokens: 8192
+//	    chunked_prefill_enabled: true
+//	    cpu_offloading: false
+//	    block_size_tokens: 16
+//	    samples_beta: 5678           # usable samples of this configuration
+//	    samples_alpha: 1234
 //	gamma: 0.3                       # preemption EMA factor of features a9 and b12
 //	alpha:                           # features.AlphaNames, all 11, in that order
 //	  batch_saturation: 0.001
@@ -45,8 +58,9 @@
 //
 // The loader is strict: a misspelt key would otherwise leave a coefficient at
 // zero and the simulator would run without complaint. Unknown, duplicate and
-// missing keys are errors (only fit, provenance.inputs and provenance.notes
-// may be left out, and a fit block has all its keys), alpha and beta must
+// missing keys are errors (only fitted_configs, fit, provenance.inputs and
+// provenance.notes may be left out, and a fit block or a fitted_configs
+// entry has all its keys), alpha and beta must
 // list every feature in vector order, numbers must be finite, and strings,
 // numbers and booleans must be what YAML resolves them to (a version such as
 // 1.0 must be quoted, yes is not a boolean). Aliases are not supported. Every
@@ -59,7 +73,21 @@
 // them as floats.
 //
 // A change that an older reader would misread bumps SchemaVersion; a reader
-// refuses a file with a higher schema_version.
+// refuses a file with a higher schema_version. (fitted_configs did not bump
+// it: a reader from before it refuses the key as unknown rather than
+// misreading the file, and files without it still load.)
+//
+// # What a file applies to
+//
+// applies_to is the default configuration: calibrate predict and blis run
+// --coefficients take its model, hardware, TP and vLLM settings for those
+// their flags do not give.
+// fitted_configs lists every configuration the fit used (a file without it,
+// older or hand-written, was fitted on applies_to alone: see FittedSpan).
+// The features are physics-normalized, so the coefficients may predict any
+// model, GPU, TP or settings; Check says how far a run is from what was
+// fitted: warnings for what lies outside the fitted configurations, an
+// error only for what the features cannot carry over (see Check).
 package coefficients
 
 import (
@@ -106,6 +134,9 @@ type File struct {
 	SchemaVersion      int
 	FeatureSpecVersion string
 	AppliesTo          AppliesTo
+	// FittedConfigs are the configurations the coefficients were fitted
+	// on; nil for a file without the list (see FittedSpan).
+	FittedConfigs []FittedConfig
 	// Gamma is the preemption EMA factor used to compute features a9 and
 	// b12; the simulator must use the same one.
 	Gamma float64
@@ -118,12 +149,59 @@ type File struct {
 	Provenance Provenance
 }
 
-// AppliesTo is the configuration the coefficients were fitted on.
+// AppliesTo is the default configuration of the coefficients: the first one
+// calibrate fit used.
 type AppliesTo struct {
 	Model    string // physics.ModelSpec.Name
 	Hardware string // physics.HardwareSpec.Name
 	TP       int
 	VLLM     physics.VLLMKnobs
+}
+
+// Architecture families of a model, as far as the features tell them apart.
+const (
+	ArchDense = "dense" // one MLP per layer
+	ArchMoE   = "moe"   // routed experts (physics.ModelSpec.IsMoE)
+)
+
+// Architecture is the family of m: ArchMoE or ArchDense.
+func Architecture(m physics.ModelSpec) string {
+	if m.IsMoE() {
+		return ArchMoE
+	}
+	return ArchDense
+}
+
+// FittedConfig is one configuration the coefficients were fitted on, with
+// the vLLM knobs that change feature values (the KV cache size, memory
+// utilization and prefix caching do not enter the span).
+type FittedConfig struct {
+	Name         string // the configuration's name in calibrate fit
+	Model        string // physics.ModelSpec.Name
+	Hardware     string // physics.HardwareSpec.Name
+	TP           int
+	Architecture string // ArchDense or ArchMoE
+
+	MaxNumSeqs            int64
+	MaxBatchedTokens      int64
+	ChunkedPrefillEnabled bool
+	CPUOffloading         bool
+	BlockSizeTokens       int64
+
+	// Usable samples of this configuration (after cleaning, hold-out
+	// included).
+	SamplesBeta, SamplesAlpha int64
+}
+
+// NewFittedConfig describes a configuration of physics constants.
+func NewFittedConfig(name string, pc *physics.PhysicsConfig, samplesBeta, samplesAlpha int64) FittedConfig {
+	k := pc.Knobs
+	return FittedConfig{
+		Name: name, Model: pc.Model.Name, Hardware: pc.Hardware.Name, TP: pc.TP, Architecture: Architecture(pc.Model),
+		MaxNumSeqs: k.MaxNumSeqs, MaxBatchedTokens: k.MaxBatchedTokens, ChunkedPrefillEnabled: k.ChunkedPrefillEnabled,
+		CPUOffloading: k.CPUOffloading, BlockSizeTokens: k.BlockSizeTokens,
+		SamplesBeta: samplesBeta, SamplesAlpha: samplesAlpha,
+	}
 }
 
 // Overheads are the per-request latencies outside the engine, in
@@ -296,6 +374,20 @@ func (f *File) validate(source string, lines map[string]int) error {
 		c.err = &keyError{source: source, line: lines[path], path: path, msg: msg, err: err}
 	}
 
+	for i, fc := range f.FittedConfigs {
+		path := fmt.Sprintf("fitted_configs[%d].", i)
+		c.text(path+"name", fc.Name, true)
+		c.text(path+"model", fc.Model, true)
+		c.text(path+"hardware", fc.Hardware, true)
+		c.check(fc.TP >= 1, path+"tp", "must be >= 1, got %d", fc.TP)
+		c.check(fc.Architecture == ArchDense || fc.Architecture == ArchMoE, path+"architecture", "must be %s or %s, got %.40q", ArchDense, ArchMoE, fc.Architecture)
+		c.check(fc.MaxNumSeqs > 0, path+"max_num_seqs", "must be > 0, got %d", fc.MaxNumSeqs)
+		c.check(fc.MaxBatchedTokens > 0, path+"max_batched_tokens", "must be > 0, got %d", fc.MaxBatchedTokens)
+		c.check(fc.BlockSizeTokens > 0, path+"block_size_tokens", "must be > 0, got %d", fc.BlockSizeTokens)
+		c.check(fc.SamplesBeta >= 0, path+"samples_beta", "must be >= 0, got %d", fc.SamplesBeta)
+		c.check(fc.SamplesAlpha >= 0, path+"samples_alpha", "must be >= 0, got %d", fc.SamplesAlpha)
+	}
+
 	c.fraction("gamma", f.Gamma)
 	for i, v := range f.Alpha {
 		c.finite("alpha."+features.AlphaNames[i], v)
@@ -360,30 +452,4 @@ func isSHA256(s string) bool {
 		}
 	}
 	return true
-}
-
-// CheckApplies reports whether the coefficients fit a run with the given
-// model, hardware, tensor parallelism and knobs. It compares only what changes
-// the feature values or the fitted regime; the KV cache size, memory
-// utilization and prefix caching may differ, since a different KV size is a
-// legitimate what-if. Model and hardware names compare case-insensitively.
-// The error lists every mismatch.
-func (f *File) CheckApplies(model, hardware string, tp int, k physics.VLLMKnobs) error {
-	a := &f.AppliesTo
-	var errs []error
-	mismatch := func(ok bool, what string, have, run any, path string) {
-		if !ok {
-			errs = append(errs, fmt.Errorf("coefficients are for %s %v, the run uses %v (%s)", what, have, run, path))
-		}
-	}
-	mismatch(strings.EqualFold(a.Model, model), "model", a.Model, model, "applies_to.model")
-	mismatch(strings.EqualFold(a.Hardware, hardware), "hardware", a.Hardware, hardware, "applies_to.hardware")
-	mismatch(a.TP == tp, "tp", a.TP, tp, "applies_to.tp")
-	v := &a.VLLM
-	mismatch(v.MaxNumSeqs == k.MaxNumSeqs, "max_num_seqs", v.MaxNumSeqs, k.MaxNumSeqs, "applies_to.vllm.max_num_seqs")
-	mismatch(v.MaxBatchedTokens == k.MaxBatchedTokens, "max_batched_tokens", v.MaxBatchedTokens, k.MaxBatchedTokens, "applies_to.vllm.max_batched_tokens")
-	mismatch(v.BlockSizeTokens == k.BlockSizeTokens, "block_size_tokens", v.BlockSizeTokens, k.BlockSizeTokens, "applies_to.vllm.block_size_tokens")
-	mismatch(v.ChunkedPrefillEnabled == k.ChunkedPrefillEnabled, "chunked_prefill_enabled", v.ChunkedPrefillEnabled, k.ChunkedPrefillEnabled, "applies_to.vllm.chunked_prefill_enabled")
-	mismatch(v.CPUOffloading == k.CPUOffloading, "cpu_offloading", v.CPUOffloading, k.CPUOffloading, "applies_to.vllm.cpu_offloading")
-	return errors.Join(errs...)
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -42,6 +43,13 @@ func TestLoadValid(t *testing.T) {
 			PrefixCachingEnabled: true,
 		},
 	}, f.AppliesTo)
+	require.Equal(t, []FittedConfig{
+		{Name: "h100-tp1", Model: "llama-3.1-8b", Hardware: "h100-sxm", TP: 1, Architecture: ArchDense, MaxNumSeqs: 256, MaxBatchedTokens: 8192,
+			ChunkedPrefillEnabled: true, BlockSizeTokens: 16, SamplesBeta: 3000, SamplesAlpha: 700},
+		{Name: "h100-tp2", Model: "llama-3.1-8b", Hardware: "h100-sxm", TP: 2, Architecture: ArchDense, MaxNumSeqs: 128, MaxBatchedTokens: 8192,
+			ChunkedPrefillEnabled: true, BlockSizeTokens: 16, SamplesBeta: 2678, SamplesAlpha: 534},
+	}, f.FittedConfigs)
+	require.Equal(t, f.FittedConfigs, f.FittedSpan())
 	require.Equal(t, 0.3, f.Gamma)
 	require.Equal(t, 0.001, f.Alpha[0])
 	require.Equal(t, -0.0005, f.Alpha[6])
@@ -78,6 +86,16 @@ func TestKnobKeysFollowPhysics(t *testing.T) {
 	vllm := a.layout().fields[3]
 	require.Equal(t, "vllm", vllm.key)
 	require.Equal(t, strings.Join(want, ", "), keys(vllm.val.(mapping)))
+	// fitted_configs entries carry some of them, under the same keys and
+	// in the same order.
+	var fc FittedConfig
+	var knobs []string
+	for _, fl := range fc.layout().fields {
+		if slices.Contains(want, fl.key) {
+			knobs = append(knobs, fl.key)
+		}
+	}
+	require.Equal(t, []string{"max_num_seqs", "max_batched_tokens", "chunked_prefill_enabled", "cpu_offloading", "block_size_tokens"}, knobs)
 }
 
 // The layout written by Marshal is pinned; go test -update rewrites it.
@@ -114,6 +132,8 @@ func TestRoundTrip(t *testing.T) {
 	f.Provenance.Command = `calibrate fit "tables/" -o c.yaml # not a comment: {x}`
 	f.Provenance.Notes = "line one\nline two\n\ttabbed, trailing space \nünïcödé ✓\n"
 	f.Provenance.Inputs = append(f.Provenance.Inputs, Input{Path: " lead space", SHA256: strings.Repeat("0", 64), Rows: math.MaxInt64})
+	f.FittedConfigs = append(f.FittedConfigs, FittedConfig{Name: "no", Model: "~", Hardware: "1.0", TP: math.MaxInt32, Architecture: ArchMoE,
+		MaxNumSeqs: math.MaxInt64, MaxBatchedTokens: 1, CPUOffloading: true, BlockSizeTokens: 1, SamplesBeta: math.MaxInt64})
 
 	first, err := f.Marshal()
 	require.NoError(t, err)
@@ -134,11 +154,13 @@ func TestRoundTrip(t *testing.T) {
 func TestRoundTripWithoutFit(t *testing.T) {
 	f := loadValid(t)
 	f.Fit = nil
+	f.FittedConfigs = nil
 	f.Provenance.Inputs = nil
 	f.Provenance.Notes = ""
 	data, err := f.Marshal()
 	require.NoError(t, err)
 	require.NotContains(t, string(data), "\nfit:")
+	require.NotContains(t, string(data), "fitted_configs")
 	require.NotContains(t, string(data), "\n  inputs:")
 	require.NotContains(t, string(data), "\n  notes:")
 	got, err := Parse(data, "nofit.yaml")
@@ -207,12 +229,12 @@ func TestFormatFloat(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	valid := readValid(t)
-	// edit replaces old with new in valid.yaml for each pair old, new; old
-	// must occur once.
+	// edit replaces the first old with new in valid.yaml for each pair
+	// old, new. fitted_configs, at the end, repeats some of applies_to.
 	edit := func(pairs ...string) string {
 		s := valid
 		for i := 0; i < len(pairs); i += 2 {
-			require.Equal(t, 1, strings.Count(s, pairs[i]), "fixture must contain %q once", pairs[i])
+			require.Contains(t, s, pairs[i])
 			s = strings.Replace(s, pairs[i], pairs[i+1], 1)
 		}
 		return s
@@ -227,7 +249,7 @@ func TestParseErrors(t *testing.T) {
 		input string
 		want  []string
 	}{
-		{"unknown top-level key", valid + "extra: 1\n", []string{"line 76: extra: unknown key; expected one of schema_version, feature_spec_version, applies_to"}},
+		{"unknown top-level key", valid + "extra: 1\n", []string{"line 101: extra: unknown key; expected one of schema_version, feature_spec_version, applies_to, fitted_configs, gamma"}},
 		{"unknown alpha key", edit("  batch_saturation:", "  batch_saturaton:"), []string{"line 23: alpha.batch_saturaton: unknown key; expected one of batch_saturation, kv_pressure,"}},
 		{"unknown knob", edit("max_num_seqs: 256", "max_num_seq: 256"), []string{"applies_to.vllm.max_num_seq: unknown key"}},
 		{"unknown fit key", edit("  folds: 5", "  folds: 5\n  seed: 1"), []string{"fit.seed: unknown key"}},
@@ -279,6 +301,13 @@ func TestParseErrors(t *testing.T) {
 		{"null document", "---\n", []string{"(top level): expected a mapping, got null"}},
 		{"second document", valid + "---\nschema_version: 1\n", []string{"(top level): a second YAML document"}},
 		{"syntax error", edit("gamma: 0.3", "gamma: [0.3"), []string{"coeffs.yaml: line 20: did not find expected"}},
+		{"fitted_configs unknown key", edit("    samples_alpha: 700", "    samples_alpha: 700\n    colour: red"), []string{"fitted_configs[0].colour: unknown key"}},
+		{"fitted_configs missing key", edit("    architecture: dense\n", ""), []string{"fitted_configs[1].architecture: missing"}},
+		{"fitted_configs architecture", edit("    architecture: dense ", "    architecture: ssm "), []string{"line 81: fitted_configs[0].architecture: must be dense or moe, got \"ssm\""}},
+		{"fitted_configs tp", edit("    tp: 2", "    tp: 0"), []string{"fitted_configs[1].tp: must be >= 1, got 0"}},
+		{"fitted_configs knob", edit("    max_num_seqs: 128", "    max_num_seqs: -1"), []string{"fitted_configs[1].max_num_seqs: must be > 0, got -1"}},
+		{"fitted_configs empty name", edit("  - name: h100-tp2", `  - name: ""`), []string{"fitted_configs[1].name: must not be empty"}},
+		{"fitted_configs not a list", strings.Replace(upTo("fitted_configs:"), "\nfit:", "\nfitted_configs: {}\nfit:", 1), []string{"fitted_configs: expected a list, got a mapping"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := Parse([]byte(tc.input), "coeffs.yaml")
@@ -322,6 +351,9 @@ func TestValidateHandBuilt(t *testing.T) {
 		{"empty tool", func(f *File) { f.Provenance.Tool = "" }, "provenance.tool: must not be empty"},
 		{"empty tool_version", func(f *File) { f.Provenance.ToolVersion = "" }, "provenance.tool_version: must not be empty"},
 		{"invalid UTF-8", func(f *File) { f.Provenance.Notes = "\xff" }, "provenance.notes: is not valid UTF-8"},
+		{"fitted architecture", func(f *File) { f.FittedConfigs[1].Architecture = "" }, `fitted_configs[1].architecture: must be dense or moe, got ""`},
+		{"fitted samples", func(f *File) { f.FittedConfigs[0].SamplesBeta = -1 }, "fitted_configs[0].samples_beta: must be >= 0, got -1"},
+		{"fitted hardware", func(f *File) { f.FittedConfigs[0].Hardware = "" }, "fitted_configs[0].hardware: must not be empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := loadValid(t)
@@ -338,46 +370,131 @@ func TestValidateHandBuilt(t *testing.T) {
 	}
 }
 
-func TestCheckApplies(t *testing.T) {
-	f := loadValid(t)
-	run := f.AppliesTo
+// physicsConfig is the physics of model on hardware at tp with the
+// default knobs after edit.
+func physicsConfig(t testing.TB, model, hardware string, tp int, edit func(*physics.VLLMKnobs)) *physics.PhysicsConfig {
+	t.Helper()
+	m, err := physics.LoadModel(model)
+	require.NoError(t, err)
+	h, err := physics.LoadHardware(hardware)
+	require.NoError(t, err)
+	k := physics.DefaultVLLMKnobs()
+	if edit != nil {
+		edit(&k)
+	}
+	pc, err := physics.NewPhysicsConfig(m, h, tp, k)
+	require.NoError(t, err)
+	return pc
+}
+
+// Check warns about whatever lies outside the fitted configurations and
+// refuses only another architecture family.
+func TestCheck(t *testing.T) {
+	f := loadValid(t) // fitted on llama-3.1-8b / h100-sxm at TP 1 (256 seqs) and TP 2 (128 seqs)
+	const span = "fitted: h100-tp1 (llama-3.1-8b, dense, on 1 × h100-sxm; max_num_seqs 256, max_batched_tokens 8192, block_size_tokens 16, chunked prefill on, CPU offloading off; 3000 beta, 700 alpha samples); h100-tp2 (llama-3.1-8b, dense, on 2 × h100-sxm; max_num_seqs 128"
 	for _, tc := range []struct {
-		name   string
-		modify func(*AppliesTo)
-		want   string // "" when the run matches
+		name      string
+		model, hw string
+		tp        int
+		knobs     func(*physics.VLLMKnobs)
+		warnings  []string // substrings, one per warning
+		err       string
 	}{
-		{"same", func(*AppliesTo) {}, ""},
-		{"names ignore case", func(a *AppliesTo) { a.Model, a.Hardware = "Llama-3.1-8B", "H100-SXM" }, ""},
-		{"more GPU KV blocks", func(a *AppliesTo) { a.VLLM.TotalKVBlocksGPU = 50000 }, ""},
-		{"derived GPU KV blocks", func(a *AppliesTo) { a.VLLM.TotalKVBlocksGPU = 0 }, ""},
-		{"CPU KV blocks", func(a *AppliesTo) { a.VLLM.TotalKVBlocksCPU = 1000 }, ""},
-		{"memory utilization", func(a *AppliesTo) { a.VLLM.GPUMemoryUtilization = 0.95 }, ""},
-		{"prefix caching", func(a *AppliesTo) { a.VLLM.PrefixCachingEnabled = false }, ""},
-		{"model", func(a *AppliesTo) { a.Model = "mixtral-8x7b" }, "coefficients are for model llama-3.1-8b, the run uses mixtral-8x7b (applies_to.model)"},
-		{"hardware", func(a *AppliesTo) { a.Hardware = "a100-80gb" }, "coefficients are for hardware h100-sxm, the run uses a100-80gb (applies_to.hardware)"},
-		{"tp", func(a *AppliesTo) { a.TP = 2 }, "coefficients are for tp 1, the run uses 2 (applies_to.tp)"},
-		{"max_num_seqs", func(a *AppliesTo) { a.VLLM.MaxNumSeqs = 128 }, "coefficients are for max_num_seqs 256, the run uses 128 (applies_to.vllm.max_num_seqs)"},
-		{"max_batched_tokens", func(a *AppliesTo) { a.VLLM.MaxBatchedTokens = 2048 }, "coefficients are for max_batched_tokens 8192, the run uses 2048 (applies_to.vllm.max_batched_tokens)"},
-		{"block_size_tokens", func(a *AppliesTo) { a.VLLM.BlockSizeTokens = 32 }, "coefficients are for block_size_tokens 16, the run uses 32 (applies_to.vllm.block_size_tokens)"},
-		{"chunked_prefill_enabled", func(a *AppliesTo) { a.VLLM.ChunkedPrefillEnabled = false }, "coefficients are for chunked_prefill_enabled true, the run uses false (applies_to.vllm.chunked_prefill_enabled)"},
-		{"cpu_offloading", func(a *AppliesTo) { a.VLLM.CPUOffloading = true }, "coefficients are for cpu_offloading false, the run uses true (applies_to.vllm.cpu_offloading)"},
+		{name: "first fitted", model: "llama-3.1-8b", hw: "h100-sxm", tp: 1},
+		{name: "second fitted", model: "llama-3.1-8b", hw: "H100-SXM", tp: 2, knobs: func(k *physics.VLLMKnobs) { k.MaxNumSeqs = 128 }},
+		{name: "KV size, memory and prefix caching are not compared", model: "llama-3.1-8b", hw: "h100-sxm", tp: 1,
+			knobs: func(k *physics.VLLMKnobs) {
+				k.TotalKVBlocksGPU, k.GPUMemoryUtilization, k.PrefixCachingEnabled = 5000, 0.5, false
+			}},
+		{name: "tp", model: "llama-3.1-8b", hw: "h100-sxm", tp: 4,
+			warnings: []string{"the coefficients were not fitted on this configuration (tp 4, fitted: 1, 2); " /* and the span */}},
+		{name: "hardware", model: "llama-3.1-8b", hw: "a100-80gb", tp: 1,
+			warnings: []string{"(hardware A100-80GB, fitted: h100-sxm)"}},
+		{name: "other dense model", model: "qwen2.5-7b", hw: "h100-sxm", tp: 1, warnings: []string{"(model qwen2.5-7b, fitted: llama-3.1-8b)"}},
+		{name: "knobs", model: "llama-3.1-8b", hw: "h100-sxm", tp: 1,
+			knobs: func(k *physics.VLLMKnobs) {
+				k.MaxBatchedTokens, k.BlockSizeTokens, k.ChunkedPrefillEnabled = 2048, 32, false
+			},
+			warnings: []string{"(max_batched_tokens 2048, fitted: 8192; block_size_tokens 32, fitted: 16; chunked_prefill_enabled false, fitted: true)"}},
+		{name: "a new combination", model: "llama-3.1-8b", hw: "h100-sxm", tp: 2,
+			warnings: []string{"(each setting was fitted, but not this combination of them)"}},
+		{name: "CPU offloading never fitted", model: "llama-3.1-8b", hw: "h100-sxm", tp: 1,
+			knobs: func(k *physics.VLLMKnobs) { k.CPUOffloading, k.TotalKVBlocksCPU = true, 1000 },
+			warnings: []string{"(cpu_offloading true, fitted: false)",
+				"CPU offloading is on but no fitted configuration had it: the coefficients of its features were never fitted, so KV transfers cost what the file says (cpu_offload_transfer 1, cpu_offload_kv_read 1, cpu_offload_expansion 0)"}},
+		{name: "MoE on dense coefficients", model: "mixtral-8x7b", hw: "h100-sxm", tp: 2,
+			err: "coefficients fitted only on dense models cannot predict the MoE model mixtral-8x7b: their moe_activation feature (b8) is 0 on every dense step"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := run
-			tc.modify(&r)
-			err := f.CheckApplies(r.Model, r.Hardware, r.TP, r.VLLM)
-			if tc.want == "" {
-				require.NoError(t, err)
+			w, err := f.Check(physicsConfig(t, tc.model, tc.hw, tc.tp, tc.knobs))
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				require.ErrorContains(t, err, span, "the error lists the fitted configurations")
+				require.Nil(t, w)
 				return
 			}
-			require.EqualError(t, err, tc.want)
+			require.NoError(t, err)
+			require.Len(t, w, len(tc.warnings), "%q", w)
+			for i, want := range tc.warnings {
+				require.Contains(t, w[i], want)
+			}
+			if len(w) > 0 {
+				require.Contains(t, w[0], span, "the warning lists the fitted configurations")
+			}
 		})
 	}
-	t.Run("every mismatch", func(t *testing.T) {
-		err := f.CheckApplies("mixtral-8x7b", "a100-80gb", 2, run.VLLM)
-		require.Error(t, err)
-		require.Len(t, err.(interface{ Unwrap() []error }).Unwrap(), 3)
+
+	t.Run("dense on MoE coefficients", func(t *testing.T) {
+		g := loadValid(t)
+		for i := range g.FittedConfigs {
+			g.FittedConfigs[i].Model, g.FittedConfigs[i].Architecture = "mixtral-8x7b", ArchMoE
+		}
+		_, err := g.Check(physicsConfig(t, "llama-3.1-8b", "h100-sxm", 1, nil))
+		require.ErrorContains(t, err, "coefficients fitted only on MoE models cannot predict the dense model llama-3.1-8b: on MoE steps moe_activation (b8) is 1")
+		w, err := g.Check(physicsConfig(t, "qwen3-30b-a3b-instruct-2507", "h100-sxm", 1, nil))
+		require.NoError(t, err, "another MoE model")
+		require.Len(t, w, 1)
 	})
+	t.Run("both families fitted", func(t *testing.T) {
+		g := loadValid(t)
+		g.FittedConfigs[1].Model, g.FittedConfigs[1].Architecture = "mixtral-8x7b", ArchMoE
+		w, err := g.Check(physicsConfig(t, "mixtral-8x7b", "h100-sxm", 2, func(k *physics.VLLMKnobs) { k.MaxNumSeqs = 128 }))
+		require.NoError(t, err)
+		require.Empty(t, w)
+	})
+}
+
+// A file from before fitted_configs loads, and its span is applies_to.
+func TestFileWithoutFittedConfigs(t *testing.T) {
+	f, err := Load("testdata/no_fitted_configs.yaml")
+	require.NoError(t, err)
+	require.Nil(t, f.FittedConfigs)
+	k := f.AppliesTo.VLLM
+	require.Equal(t, []FittedConfig{{Name: "applies_to", Model: "llama-3.1-8b", Hardware: "h100-sxm", TP: 1, Architecture: ArchDense,
+		MaxNumSeqs: k.MaxNumSeqs, MaxBatchedTokens: k.MaxBatchedTokens, ChunkedPrefillEnabled: true, BlockSizeTokens: 16}}, f.FittedSpan())
+	w, err := f.Check(physicsConfig(t, "llama-3.1-8b", "h100-sxm", 1, nil))
+	require.NoError(t, err)
+	require.Empty(t, w)
+	w, err = f.Check(physicsConfig(t, "llama-3.1-8b", "h100-sxm", 2, nil))
+	require.NoError(t, err)
+	require.Len(t, w, 1)
+	require.Contains(t, w[0], "(tp 2, fitted: 1)")
+	require.Contains(t, w[0], "fitted: applies_to (llama-3.1-8b, dense, on 1 × h100-sxm;")
+	_, err = f.Check(physicsConfig(t, "mixtral-8x7b", "h100-sxm", 2, nil))
+	require.ErrorContains(t, err, "coefficients fitted only on dense models cannot predict the MoE model")
+
+	// A model the registry does not know: the family is not checked.
+	f.AppliesTo.Model = "my-private-model"
+	require.Equal(t, "", f.FittedSpan()[0].Architecture)
+	w, err = f.Check(physicsConfig(t, "mixtral-8x7b", "h100-sxm", 2, nil))
+	require.NoError(t, err)
+	require.Len(t, w, 2)
+	require.Contains(t, w[0], `the architecture the coefficients were fitted on is unknown (applies_to.model "my-private-model" is not a shipped model`)
+
+	// Marshal does not add the list.
+	data, err := f.Marshal()
+	require.NoError(t, err)
+	require.NotContains(t, string(data), "fitted_configs")
 }
 
 func FuzzParse(f *testing.F) {
@@ -428,10 +545,10 @@ func TestShippedFilesParseAndApply(t *testing.T) {
 		require.NotEmpty(t, s.File.Provenance.Inputs, "%s: provenance lists the traces", s.Name)
 		require.Contains(t, s.File.Provenance.Notes, "make-shipped-coefficients.sh", s.Name)
 	}
-	k := physics.DefaultVLLMKnobs()
-	got := FindShipped("llama-3.1-8b", "h100-sxm", 1, k)
+	got := FindShipped(physicsConfig(t, "llama-3.1-8b", "h100-sxm", 1, nil))
 	require.NotNil(t, got)
-	require.Nil(t, FindShipped("llama-3.1-8b", "h100-sxm", 2, k), "TP must match")
-	k.MaxNumSeqs = 7
-	require.Nil(t, FindShipped("llama-3.1-8b", "h100-sxm", 1, k), "knobs must match")
+	// Outside the fitted span a shipped file is not chosen by itself (it
+	// may still be given with --coefficients).
+	require.Nil(t, FindShipped(physicsConfig(t, "llama-3.1-8b", "h100-sxm", 2, nil)), "TP must match")
+	require.Nil(t, FindShipped(physicsConfig(t, "llama-3.1-8b", "h100-sxm", 1, func(k *physics.VLLMKnobs) { k.MaxNumSeqs = 7 })), "knobs must match")
 }

@@ -6,7 +6,8 @@ import "github.com/blis-sim/blis/features"
 // that Parse and Marshal cannot drift apart.
 
 // field is one key of a mapping. val points at the value: *float64, *int,
-// *int64, *bool, *string, *[]float64, *[]Input, **Fit, or a nested mapping.
+// *int64, *bool, *string, *[]float64, *[]Input, *[]FittedConfig, **Fit, or a
+// nested mapping.
 type field struct {
 	key      string
 	val      any
@@ -29,7 +30,8 @@ func (f *File) layout() mapping {
 	return mapping{fields: []field{
 		{key: "schema_version", val: &f.SchemaVersion},
 		{key: "feature_spec_version", val: &f.FeatureSpecVersion, quoted: true, comment: "docs/physics-spec.md version the features follow"},
-		{key: "applies_to", val: f.AppliesTo.layout()},
+		{key: "applies_to", val: f.AppliesTo.layout(), comment: "the default configuration"},
+		{key: "fitted_configs", val: &f.FittedConfigs, optional: true, comment: "every configuration the fit used"},
 		{key: "gamma", val: &f.Gamma, comment: "preemption EMA factor of features a9 and b12"},
 		{key: "alpha", val: vector(f.Alpha[:], features.AlphaNames[:]), comment: "features.AlphaNames, in that order"},
 		{key: "beta", val: lazy(f.betaLayout), comment: betaComment(f.Spec())},
@@ -75,6 +77,25 @@ func betaComment(spec string) string {
 		return "features.BetaV2Names, in that order"
 	}
 	return "features.BetaNames, in that order"
+}
+
+func (fc *FittedConfig) layout() mapping {
+	return mapping{fields: []field{
+		{key: "name", val: &fc.Name},
+		{key: "model", val: &fc.Model},
+		{key: "hardware", val: &fc.Hardware},
+		{key: "tp", val: &fc.TP},
+		{key: "architecture", val: &fc.Architecture, comment: "dense or moe"},
+		// The knobs of applies_to.vllm that change feature values, in
+		// physics.VLLMKnobs' field order.
+		{key: "max_num_seqs", val: &fc.MaxNumSeqs},
+		{key: "max_batched_tokens", val: &fc.MaxBatchedTokens},
+		{key: "chunked_prefill_enabled", val: &fc.ChunkedPrefillEnabled},
+		{key: "cpu_offloading", val: &fc.CPUOffloading},
+		{key: "block_size_tokens", val: &fc.BlockSizeTokens},
+		{key: "samples_beta", val: &fc.SamplesBeta},
+		{key: "samples_alpha", val: &fc.SamplesAlpha},
+	}}
 }
 
 // vector lays out a coefficient vector keyed by its feature names, in order.

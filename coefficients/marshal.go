@@ -70,6 +70,12 @@ func valueNode(f field) *yaml.Node {
 			n.Content = append(n.Content, node((*v)[i].layout()))
 		}
 		return n
+	case *[]FittedConfig:
+		n := &yaml.Node{Kind: yaml.SequenceNode}
+		for i := range *v {
+			n.Content = append(n.Content, node((*v)[i].layout()))
+		}
+		return n
 	case *[]float64:
 		n := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
 		for _, x := range *v {

@@ -179,6 +179,15 @@ func (p *parser) value(n *yaml.Node, path string, val any) error {
 			*dst = append(*dst, in)
 			return nil
 		})
+	case *[]FittedConfig:
+		return p.sequence(n, path, func(n *yaml.Node, path string) error {
+			var fc FittedConfig
+			if err := p.mapping(n, path, fc.layout()); err != nil {
+				return err
+			}
+			*dst = append(*dst, fc)
+			return nil
+		})
 	case *[]float64:
 		return p.sequence(n, path, func(n *yaml.Node, path string) error {
 			var v float64

@@ -45,11 +45,12 @@ func Shipped() []ShippedFile {
 	return out
 }
 
-// FindShipped returns the first shipped file that applies to the
-// configuration, or nil.
-func FindShipped(model, hardware string, tp int, k physics.VLLMKnobs) *ShippedFile {
+// FindShipped returns the first shipped file fitted on the configuration
+// (Check gives neither a warning nor an error), or nil: a shipped file is
+// used without being asked for only where it was fitted.
+func FindShipped(pc *physics.PhysicsConfig) *ShippedFile {
 	for _, s := range Shipped() {
-		if s.File.CheckApplies(model, hardware, tp, k) == nil {
+		if w, err := s.File.Check(pc); err == nil && len(w) == 0 {
 			return &s
 		}
 	}

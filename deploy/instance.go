@@ -61,10 +61,12 @@ type InstanceSpec struct {
 // LatencySpec chooses and parameterizes the latency model.
 type LatencySpec struct {
 	// Model is physics, roofline or blackbox; "" chooses physics when
-	// Coefficients is set or a shipped coefficient file applies, else
-	// roofline.
+	// Coefficients is set or a shipped coefficient file was fitted on this
+	// configuration (coefficients.FindShipped), else roofline.
 	Model string
-	// Coefficients is a coefficient YAML written by calibrate fit (physics).
+	// Coefficients is a coefficient YAML written by calibrate fit
+	// (physics). It may have been fitted on other configurations
+	// (Instance.Warnings says so), but not on another architecture family.
 	Coefficients string
 	// Roofline and Blackbox override the models' defaults; each is only
 	// valid with its model.
@@ -122,6 +124,10 @@ type Instance struct {
 	// the coefficient file used ("builtin:shipped/..." for a shipped one).
 	LatencyName        string
 	CoefficientsSource string
+	// Warnings are about the choices, for the caller to show: a coefficient
+	// file used outside the configurations it was fitted on
+	// (coefficients.File.Check), each starting with the file's name.
+	Warnings []string
 }
 
 // FieldError is an invalid setting. Fields are key paths of a deployment
@@ -234,7 +240,7 @@ func (s InstanceSpec) latency(in *Instance) (sim.LatencyModel, error) {
 	cfg := in.Phys
 	l := s.Latency
 	name := l.Model
-	shipped := coefficients.FindShipped(cfg.Model.Name, cfg.Hardware.Name, cfg.TP, cfg.Knobs)
+	shipped := coefficients.FindShipped(cfg)
 	if name == "" {
 		name = "roofline"
 		if l.Coefficients != "" || shipped != nil {
@@ -260,14 +266,18 @@ func (s InstanceSpec) latency(in *Instance) (sim.LatencyModel, error) {
 			if cf, err = coefficients.Load(l.Coefficients); err != nil {
 				return nil, fieldErr("latency.coefficients", err)
 			}
-			if err := cf.CheckApplies(cfg.Model.Name, cfg.Hardware.Name, cfg.TP, cfg.Knobs); err != nil {
+			warnings, err := cf.Check(cfg)
+			if err != nil {
 				return nil, fieldErr("latency.coefficients", fmt.Errorf("%s: %w", l.Coefficients, err))
+			}
+			for _, w := range warnings {
+				in.Warnings = append(in.Warnings, l.Coefficients+": "+w)
 			}
 			in.CoefficientsSource = l.Coefficients
 		case shipped != nil:
 			cf, in.CoefficientsSource = shipped.File, "builtin:"+shipped.Name
 		default:
-			return nil, fieldErrf("latency.coefficients", "the physics latency model needs a coefficient file (written by calibrate fit): no shipped coefficients apply to this model, hardware, TP and vLLM settings")
+			return nil, fieldErrf("latency.coefficients", "the physics latency model needs a coefficient file (written by calibrate fit): no shipped coefficients were fitted on this model, hardware, TP and vLLM settings (give a file; one fitted on other settings is used with a warning)")
 		}
 		p := &sim.Physics{Cfg: cfg, Spec: cf.Spec(), Beta: cf.Beta, Gamma: cf.Gamma, Overheads: cf.Overheads}
 		if err := p.Validate(); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/blis-sim/blis/coefficients"
 	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/sim"
 )
@@ -308,6 +309,20 @@ func TestLeaveOneConfigOut(t *testing.T) {
 	require.Len(t, res.Report.Beta.LeaveOneOut, 2)
 	require.Len(t, res.Report.Beta.Holdout, 2)
 	require.Equal(t, int64(64), res.File.AppliesTo.VLLM.MaxNumSeqs, "applies to the first configuration")
+	// fitted_configs lists both, with their samples.
+	fc := res.File.FittedConfigs
+	require.Len(t, fc, 2)
+	require.Equal(t, []string{"s64", "s32"}, []string{fc[0].Name, fc[1].Name})
+	require.Equal(t, []int64{64, 32}, []int64{fc[0].MaxNumSeqs, fc[1].MaxNumSeqs})
+	require.Equal(t, coefficients.ArchDense, fc[1].Architecture)
+	require.Equal(t, res.File.Fit.SamplesBeta, fc[0].SamplesBeta+fc[1].SamplesBeta)
+	require.Equal(t, res.File.Fit.SamplesAlpha, fc[0].SamplesAlpha+fc[1].SamplesAlpha)
+	require.Positive(t, fc[1].SamplesAlpha)
+	for _, c := range []*physics.PhysicsConfig{c1, c2} {
+		w, err := res.File.Check(c)
+		require.NoError(t, err)
+		require.Empty(t, w, "each fitted configuration is in the span")
+	}
 	for _, l := range res.Report.Beta.LeaveOneOut {
 		require.Less(t, l.MAPE, 0.25, l.Config)
 	}

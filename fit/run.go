@@ -223,6 +223,10 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 	if !rep.Alpha.Fitted {
 		f.Provenance.Notes += "; alpha not fitted: " + rep.Alpha.NotFitted
 	}
+	// Every configuration, for the span Check compares runs with.
+	for c, cfg := range cfgs {
+		f.FittedConfigs = append(f.FittedConfigs, coefficients.NewFittedConfig(cfg.Name, cfg.Phys, int64(betas[c].base().len()), int64(alphas[c].base().len())))
+	}
 	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("the fitted coefficients are not a valid file: %w", err)
 	}

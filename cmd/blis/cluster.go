@@ -254,8 +254,13 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 		}
 		return deploy.FlagError(err)
 	}
-	for _, in := range built.Pools {
+	for i, in := range built.Pools {
 		printModelNotes(stderr, in.Phys.Model)
+		prefix := ""
+		if len(built.Pools) > 1 {
+			prefix = "pool " + d.Pools[i].Name + ": "
+		}
+		printWarnings(cmd.ErrOrStderr(), prefix, in.Warnings)
 	}
 	cfg := built.Config
 	cfg.HorizonUs = int64(math.Round(o.horizonS * 1e6))

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/blis-sim/blis/coefficients"
 	"github.com/blis-sim/blis/deploy"
 	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/sim"
@@ -163,8 +164,17 @@ KV events subscriber's JSON lines when --kv-blocks-cpu is set.`,
 	addClusterFlags(f, &o.cl)
 
 	f.BoolVar(&o.debugInv, "debug-invariants", false, "check every invariant in full after every step (slow)")
-	f.BoolVarP(&o.quiet, "quiet", "q", false, "no diagnostics on stderr")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "no diagnostics on stderr but warnings")
 	return cmd
+}
+
+// printWarnings writes warnings about the instance (a coefficient file used
+// outside the configurations it was fitted on) to stderr, one a line,
+// prefixed "warning: " and prefix. --quiet does not silence them.
+func printWarnings(stderr io.Writer, prefix string, warnings []string) {
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "warning: %s%s\n", prefix, w)
+	}
 }
 
 // resolved is everything a run needs, built and checked before it starts.
@@ -196,6 +206,7 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 		return err
 	}
 	printModelNotes(stderr, r.cfg.Model)
+	printWarnings(cmd.ErrOrStderr(), "", r.in.Warnings)
 	rng := sim.NewRNG(o.seed)
 
 	var tw *simtrace.Writer
@@ -301,8 +312,8 @@ func addInstanceFlags(f *pflag.FlagSet, o *runOpts) {
 	f.Float64Var(&o.prioBase, "priority-base", 0, "base priority score")
 	f.Float64Var(&o.prioAge, "priority-age-weight", 1, "score per second of age (slo-based, inverted-slo)")
 
-	f.StringVar(&o.latency, "latency", "", "latency model: physics, roofline, blackbox (default: physics with --coefficients or shipped coefficients that apply, else roofline)")
-	f.StringVar(&o.coeffs, "coefficients", "", "coefficient YAML written by calibrate fit (physics model)")
+	f.StringVar(&o.latency, "latency", "", "latency model: physics, roofline, blackbox (default: physics with --coefficients or shipped coefficients fitted on this configuration, else roofline)")
+	f.StringVar(&o.coeffs, "coefficients", "", "coefficient YAML written by calibrate fit (physics model); the model, hardware, TP and vLLM settings no flag gives are its applies_to's. Any model, GPU, TP or settings may be given: outside the file's fitted_configs with a warning, another architecture family (dense, MoE) refused")
 	f.StringVar(&o.alphaBB, "alpha-coeffs", "1200,0.08,1.5", "blackbox alpha0,alpha1,alpha2: queueing µs + µs per prompt token; µs per output token at departure")
 	f.StringVar(&o.betaBB, "beta-coeffs", "6000,0.2,30", "blackbox beta0,beta1,beta2: step µs + µs per prefill token + µs per decode token")
 	f.Float64Var(&o.computeEff, "roofline-compute-eff", 0.6, "roofline: share of peak FLOP/s reached")
@@ -396,7 +407,63 @@ func parseWorkload(o *runOpts) error {
 // applyInstanceFlags).
 func instanceSpec(flags *pflag.FlagSet, o *runOpts) (deploy.InstanceSpec, error) {
 	spec := deploy.DefaultInstanceSpec()
-	return spec, applyInstanceFlags(flags, o, &spec, true)
+	if err := applyInstanceFlags(flags, o, &spec, true); err != nil {
+		return spec, err
+	}
+	return spec, coefficientDefaults(flags, &spec)
+}
+
+// coefficientDefaults takes what no flag set of the model, hardware, TP and
+// vLLM settings from the --coefficients file's applies_to, its default
+// configuration, so that a file fitted on another configuration runs on
+// that one unless told otherwise. The GPU KV blocks are applies_to's only
+// when the model, hardware, TP, block size and memory utilization all are
+// (else derived: applies_to's count is another configuration's).
+func coefficientDefaults(flags *pflag.FlagSet, spec *deploy.InstanceSpec) error {
+	if spec.Latency.Coefficients == "" {
+		return nil
+	}
+	cf, err := coefficients.Load(spec.Latency.Coefficients)
+	if err != nil {
+		return fmt.Errorf("--coefficients: %w", err)
+	}
+	a, k := cf.AppliesTo, &spec.VLLM
+	given := flags.Changed
+	if !given("model") {
+		if _, err := physics.LoadModel(a.Model); err != nil {
+			return fmt.Errorf("--coefficients %s: its applies_to.model %q is neither a shipped model nor a file; give --model", spec.Latency.Coefficients, a.Model)
+		}
+		spec.Model = a.Model
+	}
+	if !given("hardware") {
+		if _, err := physics.LoadHardware(a.Hardware); err != nil {
+			return fmt.Errorf("--coefficients %s: its applies_to.hardware %q is neither shipped hardware nor a file; give --hardware", spec.Latency.Coefficients, a.Hardware)
+		}
+		spec.Hardware = a.Hardware
+	}
+	if !given("tp") {
+		spec.TP = a.TP
+	}
+	for _, d := range []struct {
+		flag string
+		set  func()
+	}{
+		{"max-num-seqs", func() { k.MaxNumSeqs = a.VLLM.MaxNumSeqs }},
+		{"max-num-batched-tokens", func() { k.MaxBatchedTokens = a.VLLM.MaxBatchedTokens }},
+		{"enable-chunked-prefill", func() { k.ChunkedPrefillEnabled = a.VLLM.ChunkedPrefillEnabled }},
+		{"enable-prefix-caching", func() { k.PrefixCachingEnabled = a.VLLM.PrefixCachingEnabled }},
+		{"block-size", func() { k.BlockSizeTokens = a.VLLM.BlockSizeTokens }},
+		{"gpu-memory-utilization", func() { k.GPUMemoryUtilization = a.VLLM.GPUMemoryUtilization }},
+		{"kv-blocks-cpu", func() { k.TotalKVBlocksCPU = a.VLLM.TotalKVBlocksCPU }},
+	} {
+		if !given(d.flag) {
+			d.set()
+		}
+	}
+	if !given("kv-blocks-gpu") && !given("model") && !given("hardware") && !given("tp") && !given("block-size") && !given("gpu-memory-utilization") {
+		k.TotalKVBlocksGPU = a.VLLM.TotalKVBlocksGPU
+	}
+	return nil
 }
 
 // applyInstanceFlags sets spec's fields from the instance flags: every one

@@ -113,9 +113,92 @@ func TestPhysicsModeDoesNotAddAlpha(t *testing.T) {
 	require.InDelta(t, base.Metrics.TTFT.Mean+5, slowerAPI.Metrics.TTFT.Mean, 1.0, "+5 ms of API time is +5 ms of TTFT")
 }
 
+// TestRunCoefficientsOutsideTheFittedSpan: a coefficient file predicts
+// another TP, GPU or dense model with a warning, through the physics of
+// that configuration; a MoE model on dense-only coefficients is refused.
+func TestRunCoefficientsOutsideTheFittedSpan(t *testing.T) {
+	path := physicsFile(t, func(f *coefficients.File) {
+		f.FittedConfigs = []coefficients.FittedConfig{coefficients.NewFittedConfig("h100-tp1", mustPhysics(t, "llama-3.1-8b", "h100-sxm", 1), 100, 10)}
+	})
+	runWith := func(args ...string) (runOutput, string) {
+		t.Helper()
+		out, diag, err := runCLI(t, append([]string{"run", "-q", "--requests", "200", "--rate", "20", "--coefficients", path}, args...)...)
+		require.NoError(t, err)
+		return parse(t, out), diag
+	}
+	base, diag := runWith()
+	require.Empty(t, diag, "the fitted configuration: no warning")
+	require.Equal(t, "physics", base.Config.Latency)
+
+	tp2, diag := runWith("--tp", "2")
+	require.Equal(t, "physics", tp2.Config.Latency)
+	require.Equal(t, path, tp2.Config.Coefficients)
+	require.Equal(t, 1, strings.Count(diag, "\n"), diag)
+	require.True(t, strings.HasPrefix(diag, "warning: "+path+": the coefficients were not fitted on this configuration (tp 2, fitted: 1);"), diag)
+	require.Contains(t, diag, "fitted: h100-tp1 (llama-3.1-8b, dense, on 1 × H100-SXM; max_num_seqs 256", "the fitted configurations are listed")
+	// Two GPUs share the linear compute and the weight loading.
+	require.Less(t, tp2.Metrics.ITL.Mean, 0.8*base.Metrics.ITL.Mean)
+
+	a100, diag := runWith("--hardware", "a100-80gb")
+	require.Contains(t, diag, "(hardware A100-80GB, fitted: H100-SXM)")
+	require.Greater(t, a100.Metrics.ITL.Mean, 1.2*base.Metrics.ITL.Mean, "A100's lower bandwidth and FLOP/s")
+
+	_, diag = runWith("--model", "qwen2.5-7b")
+	require.Contains(t, diag, "(model qwen2.5-7b, fitted: llama-3.1-8b)")
+
+	_, diag = runWith("--kv-blocks-cpu", "2000")
+	require.Contains(t, diag, "warning: "+path+": CPU offloading is on but no fitted configuration had it")
+
+	_, _, err := runCLI(t, "run", "--requests", "10", "--coefficients", path, "--model", "mixtral-8x7b", "--tp", "2")
+	require.ErrorContains(t, err, "cannot predict the MoE model mixtral-8x7b")
+
+	// Without flags, the run is the file's applies_to: here TP 2 with 128
+	// sequences, fitted, so no warning.
+	tp2File := physicsFile(t, func(f *coefficients.File) {
+		f.AppliesTo.TP, f.AppliesTo.VLLM.MaxNumSeqs, f.AppliesTo.VLLM.TotalKVBlocksGPU = 2, 128, 60000
+		pc := mustPhysics(t, "llama-3.1-8b", "h100-sxm", 2)
+		f.FittedConfigs = []coefficients.FittedConfig{coefficients.NewFittedConfig("tp2", pc, 100, 10)}
+		f.FittedConfigs[0].MaxNumSeqs = 128
+	})
+	out, diag, err := runCLI(t, "run", "-q", "--requests", "100", "--coefficients", tp2File)
+	require.NoError(t, err)
+	require.Empty(t, diag)
+	res := parse(t, out)
+	require.Equal(t, 2, res.Config.TP)
+	require.Equal(t, int64(128), res.Config.VLLM.MaxNumSeqs)
+	require.Equal(t, int64(60000), res.Config.VLLM.TotalKVBlocksGPU, "applies_to's KV blocks with its configuration")
+	out, diag, err = runCLI(t, "run", "-q", "--requests", "100", "--coefficients", tp2File, "--tp", "1")
+	require.NoError(t, err)
+	require.Contains(t, diag, "(tp 1, fitted: 2)")
+	k := physics.DefaultVLLMKnobs()
+	k.MaxNumSeqs = 128
+	m, _ := physics.LoadModel("llama-3.1-8b")
+	h, _ := physics.LoadHardware("h100-sxm")
+	derived, err := physics.NewPhysicsConfig(m, h, 1, k)
+	require.NoError(t, err)
+	require.Equal(t, derived.Knobs.TotalKVBlocksGPU, parse(t, out).Config.VLLM.TotalKVBlocksGPU, "derived for TP 1, not applies_to's")
+
+	// A cluster of such instances warns once.
+	_, diag, err = runCLI(t, "run", "-q", "--requests", "100", "--num-instances", "3", "--coefficients", path, "--tp", "2")
+	require.NoError(t, err)
+	require.Equal(t, 1, strings.Count(diag, "warning: "), diag)
+}
+
+func mustPhysics(t *testing.T, model, hardware string, tp int) *physics.PhysicsConfig {
+	t.Helper()
+	m, err := physics.LoadModel(model)
+	require.NoError(t, err)
+	h, err := physics.LoadHardware(hardware)
+	require.NoError(t, err)
+	c, err := physics.NewPhysicsConfig(m, h, tp, physics.DefaultVLLMKnobs())
+	require.NoError(t, err)
+	return c
+}
+
 func TestRunBadFlagsNameTheFlag(t *testing.T) {
-	mixtral := physicsFile(t, func(f *coefficients.File) { f.AppliesTo.Model = "mixtral-8x7b" })
-	tp2 := physicsFile(t, func(f *coefficients.File) { f.AppliesTo.TP = 2 })
+	mixtral := physicsFile(t, func(f *coefficients.File) {
+		f.AppliesTo.Model, f.AppliesTo.TP, f.AppliesTo.VLLM.TotalKVBlocksGPU = "mixtral-8x7b", 2, 0
+	})
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -133,8 +216,8 @@ func TestRunBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{"--latency", "magic"}, "--latency"},
 		{[]string{"--latency", "physics", "--max-num-seqs", "100"}, "--coefficients"},
 		{[]string{"--roofline-compute-eff", "0.5"}, "--roofline-compute-eff, --roofline-bandwidth-eff, --roofline-step-overhead-us: only used by the roofline latency model (this instance uses physics)"},
-		{[]string{"--coefficients", mixtral}, "mixtral-8x7b"},
-		{[]string{"--coefficients", tp2}, "tp"},
+		{[]string{"--coefficients", mixtral, "--model", "llama-3.1-8b"}, "--coefficients: " + mixtral + ": coefficients fitted only on MoE models cannot predict the dense model llama-3.1-8b"},
+		{[]string{"--coefficients", filepath.Join(t.TempDir(), "none.yaml")}, "--coefficients"},
 		{[]string{"--coefficients", "/nonexistent/c.yaml"}, "--coefficients"},
 		{[]string{"--tp", "0"}, "--tp"},
 		{[]string{"--model", "no-such-model"}, "--model"},

@@ -92,7 +92,7 @@ it prints the parameters as flags, to predict other runs with them.`,
 	f.BoolVar(&o.calibrate, "calibrate", false, "fit the request pipeline's parameters to this run first (the roofline's per-step engine overhead, and the output delay for records measured at the client) by a deterministic search that runs the simulator inside the fit, print them as flags, then compare with them")
 	addInstanceFlags(f, &o.run)
 	f.Int64Var(&o.run.seed, "seed", 42, "random seed")
-	f.BoolVarP(&o.run.quiet, "quiet", "q", false, "no diagnostics on stderr")
+	f.BoolVarP(&o.run.quiet, "quiet", "q", false, "no diagnostics on stderr but warnings")
 	return cmd
 }
 
@@ -172,6 +172,9 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 	reqs, _, err := records.ToRequests(recs)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
+	}
+	if in, err := spec.Build(sim.NewRNG(o.run.seed), 0); err == nil { // an error comes back from the simulation below
+		printWarnings(cmd.ErrOrStderr(), "", in.Warnings)
 	}
 	var cal *calibration
 	if o.calibrate {

@@ -67,7 +67,9 @@ Relative tables, model and hardware paths are read from the YAML file's folder,
 not the working directory; a model or hardware value that names no file there
 is looked up among the shipped ones by its last path element.
 
-The coefficient file applies to the first configuration. Beta (step time) is
+The coefficient file's applies_to, the default configuration of calibrate
+predict, is the first configuration; fitted_configs lists them all, and
+predict and blis run warn about a configuration outside them. Beta (step time) is
 trained on the difference of step.ts_start_ns between consecutive sampled steps,
 never on step.duration_us; trace with a high --step-tracing-sample-rate, and
 with rich snapshots when chunked prefill is on. The pipeline and every choice

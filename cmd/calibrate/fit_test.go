@@ -65,7 +65,9 @@ func TestFitWritesALoadableFileAndReport(t *testing.T) {
 	f, err := coefficients.Load(out)
 	require.NoError(t, err)
 	require.Equal(t, int64(5000), f.AppliesTo.VLLM.TotalKVBlocksGPU, "taken from the trace")
-	require.NoError(t, f.CheckApplies("llama-3.1-8b", "h100-sxm", 1, f.AppliesTo.VLLM))
+	require.Len(t, f.FittedConfigs, 1)
+	require.Equal(t, int64(64), f.FittedConfigs[0].MaxNumSeqs)
+	require.False(t, f.FittedConfigs[0].ChunkedPrefillEnabled)
 	require.Len(t, f.Provenance.Inputs, 5, "every table read, with its hash")
 	rep := strings.TrimSuffix(out, ".yaml") + ".report"
 	for _, name := range []string{"report.md", "report.json", "beta_predicted_vs_actual.png", "beta_residuals.png", "alpha_residuals.png"} {

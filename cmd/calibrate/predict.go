@@ -22,6 +22,8 @@ import (
 type predictOpts struct {
 	coeffs, batches, tables, perStep string
 	model, hardware                  string
+	tp                               int
+	knobs                            physics.VLLMKnobs // the knob flags given; the others are the file's
 }
 
 func newPredictCmd() *cobra.Command {
@@ -42,18 +44,26 @@ columns are 0, except scheduled_tokens (default: prefill + decode tokens) and
 kv_free_bytes (default: the free share of the GPU KV cache). Prints CSV
 with step_time_ms, and queue_delay_ms when a prompt_tokens column is given.
 
---tables DIR: the output of calibrate ingest for a trace of the file's
-configuration; prints JSON with the errors of the predicted step times and
+--tables DIR: the output of calibrate ingest for a trace of the configuration
+predicted; prints JSON with the errors of the predicted step times and
 QUEUED→SCHEDULED delays against the trace, cleaned as calibrate fit cleans it.
 This is how to check a fit against held-out traces.
 
-The model, GPU, TP and vLLM settings are the file's applies_to.`,
-		Example: `  calibrate predict --coefficients coefficients/llama-3.1-8b_h100-sxm_tp1.yaml --batches batches.csv
-  calibrate predict --coefficients coeffs.yaml --tables heldout/tables`,
+The configuration is the file's applies_to (its default configuration), with
+whatever --model, --hardware, --tp and vLLM flags change. The features are
+physics-normalized, so any model, GPU, TP or settings may be predicted: one
+outside the configurations the file was fitted on (its fitted_configs) gets a
+warning on stderr that names what differs and lists them; a model of another
+architecture family (MoE with coefficients fitted on dense models only, or the
+reverse) is refused. GPU KV blocks: --kv-blocks-gpu, else with --tables the
+trace's kv.blocks_total_gpu, else applies_to's, or derived from device memory
+when the model, hardware, TP, block size or --gpu-memory-utilization differ
+from it.`,
+		Example: `  calibrate predict --coefficients coefficients/shipped/llama-3.1-8b_h100-sxm_tp1.yaml --batches batches.csv
+  calibrate predict --coefficients coeffs.yaml --tables heldout/tables
+  calibrate predict --coefficients coeffs.yaml --tp 2 --hardware a100-80gb --batches batches.csv`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runPredict(cmd.OutOrStdout(), cmd.ErrOrStderr(), &o)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runPredict(cmd, &o) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.coeffs, "coefficients", "", "coefficient file (required)")
@@ -62,10 +72,45 @@ The model, GPU, TP and vLLM settings are the file's applies_to.`,
 	f.StringVar(&o.perStep, "per-step", "", "with --tables: also write step_id-free CSV of actual and predicted step times (ms) here")
 	f.StringVar(&o.model, "model", "", "model name or config.json (default: the file's applies_to.model)")
 	f.StringVar(&o.hardware, "hardware", "", "hardware name or spec JSON (default: the file's applies_to.hardware)")
+	f.IntVar(&o.tp, "tp", 0, "tensor-parallel degree (default: the file's applies_to.tp)")
+	addKnobFlags(f, &o.knobs, "GPU KV blocks (default: see above)")
+	for _, name := range knobFlags {
+		fl := f.Lookup(name) // its default is the zero value, which help does not show
+		if !strings.Contains(fl.Usage, "default") {
+			fl.Usage += " (default: the file's applies_to)"
+		}
+	}
 	return cmd
 }
 
-func runPredict(w, stderr io.Writer, o *predictOpts) error {
+// knobFlags are addKnobFlags' flags.
+var knobFlags = []string{"max-num-seqs", "max-num-batched-tokens", "block-size", "gpu-memory-utilization", "enable-chunked-prefill",
+	"enable-prefix-caching", "cpu-offloading", "kv-blocks-gpu", "kv-blocks-cpu"}
+
+func loadModel(name string) (physics.ModelSpec, error) {
+	m, err := physics.LoadModel(name)
+	if err != nil {
+		var err2 error
+		if m, err2 = physics.LoadModel(strings.ToLower(name)); err2 != nil {
+			return m, err
+		}
+	}
+	return m, nil
+}
+
+func loadHardware(name string) (physics.HardwareSpec, error) {
+	h, err := physics.LoadHardware(name)
+	if err != nil {
+		var err2 error
+		if h, err2 = physics.LoadHardware(strings.ToLower(name)); err2 != nil {
+			return h, err
+		}
+	}
+	return h, nil
+}
+
+func runPredict(cmd *cobra.Command, o *predictOpts) error {
+	w := cmd.OutOrStdout()
 	if o.coeffs == "" {
 		return errors.New("--coefficients is required")
 	}
@@ -76,36 +121,80 @@ func runPredict(w, stderr io.Writer, o *predictOpts) error {
 	if err != nil {
 		return fmt.Errorf("--coefficients: %w", err)
 	}
-	model, hw := cf.AppliesTo.Model, cf.AppliesTo.Hardware
+	a := cf.AppliesTo
+	model, hw, tp := a.Model, a.Hardware, a.TP
 	if o.model != "" {
 		model = o.model
 	}
 	if o.hardware != "" {
 		hw = o.hardware
 	}
-	m, err := physics.LoadModel(model)
+	flags := cmd.Flags()
+	if flags.Changed("tp") {
+		if o.tp < 1 {
+			return fmt.Errorf("--tp must be >= 1, got %d", o.tp)
+		}
+		tp = o.tp
+	}
+	m, err := loadModel(model)
 	if err != nil {
-		if m, err = physics.LoadModel(strings.ToLower(model)); err != nil {
-			return fmt.Errorf("--model: %w", err)
+		return fmt.Errorf("--model: %w", err)
+	}
+	h, err := loadHardware(hw)
+	if err != nil {
+		return fmt.Errorf("--hardware: %w", err)
+	}
+	k, given := a.VLLM, o.knobs
+	for _, c := range []struct {
+		flag string
+		set  func()
+	}{
+		{"max-num-seqs", func() { k.MaxNumSeqs = given.MaxNumSeqs }},
+		{"max-num-batched-tokens", func() { k.MaxBatchedTokens = given.MaxBatchedTokens }},
+		{"block-size", func() { k.BlockSizeTokens = given.BlockSizeTokens }},
+		{"gpu-memory-utilization", func() { k.GPUMemoryUtilization = given.GPUMemoryUtilization }},
+		{"enable-chunked-prefill", func() { k.ChunkedPrefillEnabled = given.ChunkedPrefillEnabled }},
+		{"enable-prefix-caching", func() { k.PrefixCachingEnabled = given.PrefixCachingEnabled }},
+		{"cpu-offloading", func() {
+			if k.CPUOffloading = given.CPUOffloading; !k.CPUOffloading {
+				k.TotalKVBlocksCPU = 0
+			}
+		}},
+		{"kv-blocks-cpu", func() { k.TotalKVBlocksCPU = given.TotalKVBlocksCPU }},
+	} {
+		if flags.Changed(c.flag) {
+			c.set()
 		}
 	}
-	printNotes(stderr, m.Notes)
-	h, err := physics.LoadHardware(hw)
-	if err != nil {
-		if h, err = physics.LoadHardware(strings.ToLower(hw)); err != nil {
-			return fmt.Errorf("--hardware: %w", err)
+	printNotes(cmd.ErrOrStderr(), m.Notes)
+	var tr *fit.Trace
+	if o.tables != "" {
+		if tr, err = fit.LoadTrace(o.tables); err != nil {
+			return err
 		}
 	}
-	pc, err := physics.NewPhysicsConfig(m, h, cf.AppliesTo.TP, cf.AppliesTo.VLLM)
+	switch {
+	case flags.Changed("kv-blocks-gpu"):
+		k.TotalKVBlocksGPU = given.TotalKVBlocksGPU
+	case tr != nil && len(tr.Steps) > 0:
+		k.TotalKVBlocksGPU = tr.Steps[0].KVTotal
+	case !strings.EqualFold(m.Name, a.Model) || !strings.EqualFold(h.Name, a.Hardware) || tp != a.TP ||
+		k.BlockSizeTokens != a.VLLM.BlockSizeTokens || flags.Changed("gpu-memory-utilization"):
+		k.TotalKVBlocksGPU = 0 // applies_to's count is another configuration's: derive it
+	}
+	pc, err := physics.NewPhysicsConfig(m, h, tp, k)
 	if err != nil {
-		return fmt.Errorf("%s: applies_to: %w", o.coeffs, err)
+		return fmt.Errorf("%s on %d × %s: %w", m.Name, tp, h.Name, err)
+	}
+	warnings, err := cf.Check(pc)
+	if err != nil {
+		return fmt.Errorf("--coefficients %s: %w", o.coeffs, err)
+	}
+	for _, msg := range warnings {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: %s\n", o.coeffs, msg)
 	}
 	if o.batches != "" {
 		return predictBatches(w, o.batches, pc, cf)
-	}
-	tr, err := fit.LoadTrace(o.tables)
-	if err != nil {
-		return err
 	}
 	ev, err := fit.Evaluate(fit.Config{Name: o.tables, Phys: pc, Traces: []*fit.Trace{tr}}, cf, fit.DefaultOptions(), o.perStep != "")
 	if err != nil {

@@ -8,6 +8,8 @@ file, and a Python-written file differs from a Go-written one only in its
 numbers and provenance:
 
 * ``schema_version: 1``, ``feature_spec_version: "1.0"``;
+* ``fitted_configs`` (optional: omitted when empty, and a file without it
+  loads) after ``applies_to``, one entry per configuration the fit used;
 * floats in the shortest form that reads back bit for bit (Go's
   ``strconv.FormatFloat(v, 'g', -1, 64)``: exponent form below 1e-4 and from
   1e6 on, two-digit exponents), always with a decimal point ("0.0", "1.0e-07");
@@ -35,6 +37,9 @@ __all__ = [
     "FEATURE_SPEC_VERSION",
     "HEADER",
     "AppliesTo",
+    "FittedConfig",
+    "ARCH_DENSE",
+    "ARCH_MOE",
     "Overheads",
     "FitInfo",
     "Input",
@@ -65,6 +70,11 @@ HEADER = "blis physics-model coefficients. The dot products are seconds."
 KNOB_KEYS = ("max_num_seqs", "max_batched_tokens", "chunked_prefill_enabled", "cpu_offloading",
              "block_size_tokens", "total_kv_blocks_gpu", "total_kv_blocks_cpu", "gpu_memory_utilization",
              "prefix_caching_enabled")
+# The knobs of applies_to.vllm that a fitted_configs entry records (those that
+# change feature values), in KNOB_KEYS order.
+FITTED_KNOB_KEYS = ("max_num_seqs", "max_batched_tokens", "chunked_prefill_enabled", "cpu_offloading",
+                    "block_size_tokens")
+ARCH_DENSE, ARCH_MOE = "dense", "moe"
 _BOOL_KNOBS = {"chunked_prefill_enabled", "cpu_offloading", "prefix_caching_enabled"}
 _FLOAT_KNOBS = {"gpu_memory_utilization"}
 
@@ -93,6 +103,31 @@ class AppliesTo:
         k = phys.knobs
         return cls(model=phys.model.name, hardware=phys.hardware.name, tp=int(phys.tp),
                    vllm={key: getattr(k, key) for key in KNOB_KEYS})
+
+
+@dataclass
+class FittedConfig:
+    """One configuration the coefficients were fitted on (Go's coefficients.FittedConfig)."""
+    name: str
+    model: str
+    hardware: str
+    tp: int
+    architecture: str  # ARCH_DENSE or ARCH_MOE
+    max_num_seqs: int
+    max_batched_tokens: int
+    chunked_prefill_enabled: bool
+    cpu_offloading: bool
+    block_size_tokens: int
+    samples_beta: int = 0  # usable samples of this configuration (hold-out included)
+    samples_alpha: int = 0
+
+    @classmethod
+    def from_phys(cls, name: str, phys, samples_beta: int, samples_alpha: int) -> "FittedConfig":
+        k = phys.knobs
+        return cls(name=name, model=phys.model.name, hardware=phys.hardware.name, tp=int(phys.tp),
+                   architecture=ARCH_MOE if phys.model.is_moe else ARCH_DENSE,
+                   **{key: getattr(k, key) for key in FITTED_KNOB_KEYS},
+                   samples_beta=int(samples_beta), samples_alpha=int(samples_alpha))
 
 
 @dataclass
@@ -145,6 +180,7 @@ class CoefficientFile:
     provenance: Provenance
     schema_version: int = SCHEMA_VERSION
     feature_spec_version: str = cf.SPEC_V1  # fit sets its spec
+    fitted_configs: List[FittedConfig] = field(default_factory=list)
 
     def validate(self, source: str = "coefficients") -> None:
         """Go's File.Validate: raise ValueError naming the first bad key path."""
@@ -198,6 +234,21 @@ class CoefficientFile:
             fail("applies_to.vllm.total_kv_blocks_cpu", "is set but cpu_offloading is off")
         if not (0 < k["gpu_memory_utilization"] <= 1):
             fail("applies_to.vllm.gpu_memory_utilization", f"must be in (0, 1], got {k['gpu_memory_utilization']}")
+        for i, fc in enumerate(self.fitted_configs):
+            path = f"fitted_configs[{i}]."
+            text(path + "name", fc.name, True)
+            text(path + "model", fc.model, True)
+            text(path + "hardware", fc.hardware, True)
+            if fc.tp < 1:
+                fail(path + "tp", f"must be >= 1, got {fc.tp}")
+            if fc.architecture not in (ARCH_DENSE, ARCH_MOE):
+                fail(path + "architecture", f"must be {ARCH_DENSE} or {ARCH_MOE}, got {fc.architecture!r}")
+            for key in ("max_num_seqs", "max_batched_tokens", "block_size_tokens"):
+                if getattr(fc, key) <= 0:
+                    fail(path + key, f"must be > 0, got {getattr(fc, key)}")
+            for key in ("samples_beta", "samples_alpha"):
+                if getattr(fc, key) < 0:
+                    fail(path + key, f"must be >= 0, got {getattr(fc, key)}")
         fraction("gamma", self.gamma)
         if len(self.alpha) != cf.NUM_ALPHA:
             fail("alpha", f"has {len(self.alpha)} values, want {cf.NUM_ALPHA}")
@@ -325,7 +376,7 @@ def marshal(f: CoefficientFile) -> str:
     kv(0, "feature_spec_version", _string(f.feature_spec_version, quoted=True),
        "docs/physics-spec.md version the features follow")
     a = f.applies_to
-    kv(0, "applies_to", "")
+    kv(0, "applies_to", "", "the default configuration")
     kv(2, "model", _string(a.model), "physics.ModelSpec.Name")
     kv(2, "hardware", _string(a.hardware), "physics.HardwareSpec.Name")
     kv(2, "tp", str(int(a.tp)))
@@ -339,6 +390,19 @@ def marshal(f: CoefficientFile) -> str:
         else:
             v = int(v)
         kv(4, key, _value(v))
+    if f.fitted_configs:
+        kv(0, "fitted_configs", "", "every configuration the fit used")
+        for fc in f.fitted_configs:
+            kv(2, "- name", _string(fc.name))
+            kv(4, "model", _string(fc.model))
+            kv(4, "hardware", _string(fc.hardware))
+            kv(4, "tp", str(int(fc.tp)))
+            kv(4, "architecture", _string(fc.architecture), "dense or moe")
+            for key in FITTED_KNOB_KEYS:
+                v = getattr(fc, key)
+                kv(4, key, _value(bool(v) if key in _BOOL_KNOBS else int(v)))
+            kv(4, "samples_beta", str(int(fc.samples_beta)))
+            kv(4, "samples_alpha", str(int(fc.samples_alpha)))
     kv(0, "gamma", format_float(f.gamma), "preemption EMA factor of features a9 and b12")
     kv(0, "alpha", "", "features.AlphaNames, in that order")
     for n, v in zip(cf.ALPHA_NAMES, f.alpha):
@@ -488,6 +552,12 @@ def parse(text: str, source: str = "coefficients") -> CoefficientFile:
                 alpha_cv_mape=float(t["alpha_cv_mape"]), beta_cv_mape=float(t["beta_cv_mape"]),
                 beta_target=str(t["beta_target"] or ""), samples_alpha=int(t["samples_alpha"]),
                 samples_beta=int(t["samples_beta"]), objective=str(t.get("objective") or "")),
+            fitted_configs=[FittedConfig(name=str(c["name"]), model=str(c["model"]), hardware=str(c["hardware"]),
+                                         tp=int(c["tp"]), architecture=str(c["architecture"]),
+                                         **{k: (bool(c[k]) if k in _BOOL_KNOBS else int(c[k]))
+                                            for k in FITTED_KNOB_KEYS},
+                                         samples_beta=int(c["samples_beta"]), samples_alpha=int(c["samples_alpha"]))
+                            for c in (doc.get("fitted_configs") or [])],
             provenance=Provenance(tool=str(p["tool"]), tool_version=str(p["tool_version"]),
                                   command=str(p["command"]),
                                   inputs=[Input(path=str(x["path"]), sha256=str(x["sha256"]), rows=int(x["rows"]))

@@ -1550,5 +1550,8 @@ def run(cfgs: List[Config], opt: Optional[Options] = None, command: str = "pytho
         f.provenance.notes += "; alpha not fitted: " + alpha_rep["not_fitted_reason"]
     if notes:
         f.provenance.notes += "; " + notes
+    # Every configuration, for the span Go's File.Check compares runs with.
+    f.fitted_configs = [export_coeffs.FittedConfig.from_phys(c.name, c.phys, len(betas[i]), len(alphas[i]))
+                        for i, c in enumerate(cfgs)]
     f.validate()
     return FitResult(file=f, report=rep, beta=bf, alpha=af, beta_samples=betas, alpha_samples=alphas)

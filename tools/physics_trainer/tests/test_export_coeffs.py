@@ -8,6 +8,7 @@ coefficients.formatFloat adds.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -41,6 +42,14 @@ def sample_file(**kw) -> ec.CoefficientFile:
                                  command="python -m physics_trainer fit t/ --notes 'a: b # c'",
                                  inputs=[ec.Input("t/steps.parquet", "ab" * 32, 12)],
                                  notes='fitted on x (y on 1 × z); "quoted"\nnext line'),
+        fitted_configs=[
+            ec.FittedConfig(name="a", model="llama-3.1-8b", hardware="H100-SXM", tp=1, architecture="dense",
+                            max_num_seqs=256, max_batched_tokens=8192, chunked_prefill_enabled=True,
+                            cpu_offloading=False, block_size_tokens=16, samples_beta=15, samples_alpha=10),
+            ec.FittedConfig(name="yes", model="mixtral-8x7b", hardware="a100-80gb", tp=4, architecture="moe",
+                            max_num_seqs=128, max_batched_tokens=2048, chunked_prefill_enabled=False,
+                            cpu_offloading=True, block_size_tokens=32, samples_beta=0, samples_alpha=0),
+        ],
     )
     for k_, v in kw.items():
         setattr(f, k_, v)
@@ -55,9 +64,16 @@ def test_layout_matches_gos():
         "",
         "schema_version: 1",
         'feature_spec_version: "1.0" # docs/physics-spec.md version the features follow',
-        "applies_to:",
+        "applies_to: # the default configuration",
         "  model: llama-3.1-8b # physics.ModelSpec.Name",
     ]
+    i = lines.index("fitted_configs: # every configuration the fit used")
+    assert lines[i - 1] == "    prefix_caching_enabled: true" and lines[i + 25].startswith("gamma:")
+    assert lines[i + 1:i + 14] == [
+        "  - name: a", "    model: llama-3.1-8b", "    hardware: H100-SXM", "    tp: 1",
+        "    architecture: dense # dense or moe", "    max_num_seqs: 256", "    max_batched_tokens: 8192",
+        "    chunked_prefill_enabled: true", "    cpu_offloading: false", "    block_size_tokens: 16",
+        "    samples_beta: 15", "    samples_alpha: 10", '  - name: "yes"']
     assert "  vllm: # physics.VLLMKnobs" in lines
     assert "    gpu_memory_utilization: 0.9" in lines and "    chunked_prefill_enabled: true" in lines
     assert "gamma: 0.3 # preemption EMA factor of features a9 and b12" in lines
@@ -80,10 +96,11 @@ def test_round_trip():
 
 
 def test_optional_parts_are_omitted():
-    f = sample_file(fit=None)
+    f = sample_file(fit=None, fitted_configs=[])
     f.provenance.inputs, f.provenance.notes = [], ""
     text = ec.marshal(f)
     assert "\nfit:" not in text and "  inputs:" not in text and "  notes:" not in text
+    assert "fitted_configs" not in text
     assert ec.parse(text) == f
 
 
@@ -95,6 +112,9 @@ def test_optional_parts_are_omitted():
     (lambda f: setattr(f.provenance.inputs[0], "sha256", "XY"), "provenance.inputs[0].sha256"),
     (lambda f: setattr(f.provenance, "command", " "), "provenance.command"),
     (lambda f: f.applies_to.vllm.__setitem__("total_kv_blocks_cpu", 5), "applies_to.vllm.total_kv_blocks_cpu"),
+    (lambda f: setattr(f.fitted_configs[1], "architecture", "ssm"), "fitted_configs[1].architecture"),
+    (lambda f: setattr(f.fitted_configs[0], "tp", 0), "fitted_configs[0].tp"),
+    (lambda f: setattr(f.fitted_configs[0], "samples_alpha", -1), "fitted_configs[0].samples_alpha"),
 ])
 def test_invalid_files_are_refused(change, path, tmp_path):
     f = sample_file()
@@ -102,3 +122,21 @@ def test_invalid_files_are_refused(change, path, tmp_path):
     with pytest.raises(ValueError, match=path.replace("[", r"\[").replace("]", r"\]")):
         ec.write(f, str(tmp_path / "c.yaml"))
     assert not (tmp_path / "c.yaml").exists()
+
+
+GO_TESTDATA = Path(__file__).resolve().parents[3] / "coefficients" / "testdata"
+
+
+def test_go_golden_reads_and_writes_back_byte_for_byte():
+    """Go's Marshal output (coefficients/testdata/valid.golden.yaml, two fitted_configs) is what we write."""
+    text = (GO_TESTDATA / "valid.golden.yaml").read_text(encoding="utf-8")
+    f = ec.parse(text)
+    assert [c.name for c in f.fitted_configs] == ["h100-tp1", "h100-tp2"]
+    assert f.fitted_configs[1].tp == 2 and f.fitted_configs[1].samples_alpha == 534
+    assert ec.marshal(f) == text
+
+
+def test_file_without_fitted_configs_loads():
+    f = ec.load(str(GO_TESTDATA / "no_fitted_configs.yaml"))
+    assert f.fitted_configs == []
+    assert "fitted_configs" not in ec.marshal(f)

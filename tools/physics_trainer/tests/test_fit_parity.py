@@ -545,5 +545,8 @@ def test_multi_config_parity(bins, traces, tmp_path):
         assert checks_g == checks_p
     gf, pf = export_coeffs.load(str(tmp_path / "go.yaml")), export_coeffs.load(str(tmp_path / "py.yaml"))
     assert gf.applies_to == pf.applies_to and gf.provenance.inputs == pf.provenance.inputs
+    assert gf.fitted_configs == pf.fitted_configs  # both configurations, samples counted alike
+    assert [c.name for c in pf.fitted_configs] == ["a", "c"]
+    assert sum(c.samples_beta for c in pf.fitted_configs) == pf.fit.samples_beta > 0
     assert gf.provenance.notes == pf.provenance.notes
     assert "applies_to is the first configuration" in pf.provenance.notes
