@@ -71,7 +71,7 @@ func physicsFile(t *testing.T, edit func(*coefficients.File)) string {
 	require.NoError(t, err)
 	f := &coefficients.File{
 		SchemaVersion:      coefficients.SchemaVersion,
-		FeatureSpecVersion: coefficients.FeatureSpecVersion,
+		FeatureSpecVersion: features.SpecV1, // the vector below is spec 1.0's
 		AppliesTo:          coefficients.AppliesTo{Model: "llama-3.1-8b", Hardware: "h100-sxm", TP: 1, VLLM: c.Knobs},
 		Gamma:              0.3,
 		Overheads:          coefficients.Overheads{ArrivalBaseUs: 1000, DepartureBaseUs: 300},
