@@ -87,26 +87,17 @@ from it.`,
 var knobFlags = []string{"max-num-seqs", "max-num-batched-tokens", "block-size", "gpu-memory-utilization", "enable-chunked-prefill",
 	"enable-prefix-caching", "cpu-offloading", "kv-blocks-gpu", "kv-blocks-cpu"}
 
-func loadModel(name string) (physics.ModelSpec, error) {
-	m, err := physics.LoadModel(name)
+// loadEither loads a shipped name or path with load, retrying the name in
+// lower case (applies_to records names as the specs spell them, e.g.
+// "H100-SXM"); the first error is the one reported.
+func loadEither[T any](load func(string) (T, error), name string) (T, error) {
+	v, err := load(name)
 	if err != nil {
-		var err2 error
-		if m, err2 = physics.LoadModel(strings.ToLower(name)); err2 != nil {
-			return m, err
+		if v2, err2 := load(strings.ToLower(name)); err2 == nil {
+			return v2, nil
 		}
 	}
-	return m, nil
-}
-
-func loadHardware(name string) (physics.HardwareSpec, error) {
-	h, err := physics.LoadHardware(name)
-	if err != nil {
-		var err2 error
-		if h, err2 = physics.LoadHardware(strings.ToLower(name)); err2 != nil {
-			return h, err
-		}
-	}
-	return h, nil
+	return v, err
 }
 
 func runPredict(cmd *cobra.Command, o *predictOpts) error {
@@ -136,11 +127,11 @@ func runPredict(cmd *cobra.Command, o *predictOpts) error {
 		}
 		tp = o.tp
 	}
-	m, err := loadModel(model)
+	m, err := loadEither(physics.LoadModel, model)
 	if err != nil {
 		return fmt.Errorf("--model: %w", err)
 	}
-	h, err := loadHardware(hw)
+	h, err := loadEither(physics.LoadHardware, hw)
 	if err != nil {
 		return fmt.Errorf("--hardware: %w", err)
 	}
