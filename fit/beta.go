@@ -96,8 +96,9 @@ type betaSamples struct {
 
 // betaTrace is what the samples of one trace share.
 type betaTrace struct {
-	x   *stepIndex
-	cv2 float64 // prompt-length cv² for the non-rich prefill fallback
+	x    *stepIndex
+	name string  // the engine, in messages
+	cv2  float64 // prompt-length cv² for the non-rich prefill fallback
 }
 
 // stepExtra holds the inputs of a step that are not in its BATCH_SUMMARY.
@@ -339,7 +340,7 @@ func (bb *betaBuilder) add(t int, tr *Trace, x *stepIndex) {
 			}
 		}
 	}
-	bt := &betaTrace{x: x}
+	bt := &betaTrace{x: x, name: tr.engineName()}
 	if !k.ChunkedPrefillEnabled {
 		bt.cv2 = promptCV2(tr)
 	}
@@ -422,47 +423,99 @@ func (bb *betaBuilder) add(t int, tr *Trace, x *stepIndex) {
 	}
 }
 
-// dropOutliers removes samples whose target exceeds factor × the median
-// of comparable steps: steps of the same configuration whose scheduled
-// token count falls in the same power-of-two bucket (the configuration's
-// median when the bucket has fewer than minBucket samples). The seed
-// compares against the configuration's median alone, which removes every
-// large prefill step of a decode-dominated trace (docs/fit.md).
-func (bb *betaBuilder) dropOutliers(factor float64) (median float64) {
-	const minBucket = 20
+// Outlier reasons (docs/fit.md, "Outliers").
+const (
+	// OutlierTooFast: the cycle is shorter than the step's physical lower
+	// bound (features.LowerBoundSeconds): the step did not do the work its
+	// counts name, so its counts or its time are wrong.
+	OutlierTooFast = "outlier: cycle time below the hardware's lower bound for the step's work"
+	// OutlierTooSlow: the cycle is above the outlier factor × the median of
+	// the configuration's steps in the same token bucket.
+	OutlierTooSlow = "outlier: cycle time above outlier factor × the median of steps with as many tokens"
+)
+
+// MinOutlierBucket is the least number of steps a token bucket needs for
+// its median to judge them; the steps of a smaller bucket are not judged
+// slow (they are never compared with other buckets' steps).
+const MinOutlierBucket = 20
+
+// RemovedStep is one step the outlier rule left out, with the value it was
+// judged against.
+type RemovedStep struct {
+	Trace  string  `json:"trace"`
+	StepID int64   `json:"step_id"`
+	Tokens int64   `json:"scheduled_tokens"`
+	Ms     float64 `json:"cycle_ms"`
+	// LimitMs is the lower bound (too fast) or factor × the bucket's
+	// median (too slow) that the cycle crossed.
+	LimitMs float64 `json:"limit_ms"`
+	Reason  string  `json:"reason"`
+}
+
+// OutlierSummary is what the outlier rule did to one configuration.
+type OutlierSummary struct {
+	// Unjudged counts the steps of token buckets with fewer than
+	// MinOutlierBucket steps: they are kept whatever their time.
+	Unjudged int64         `json:"steps_in_small_buckets_not_judged"`
+	Removed  []RemovedStep `json:"removed"`
+}
+
+// tokenBucket is a step's outlier bucket: the bit length of its scheduled
+// token count (1, 2-3, 4-7, ...).
+func tokenBucket(scheduled int64) int { return bits.Len64(uint64(max(0, scheduled))) }
+
+// dropOutliers applies the outlier rule when factor > 0 and returns the
+// configuration's median cycle time (NaN without samples). The rule never
+// removes a regime: a step is compared only with the steps of its own
+// configuration and token bucket, a bucket with fewer than
+// MinOutlierBucket steps is not judged slow, and a median rule removes
+// less than half of a bucket. The one exception is physical: a step faster
+// than features.LowerBoundSeconds is removed in any bucket. Every removed
+// step is listed, and counted by reason in skipped.
+func (bb *betaBuilder) dropOutliers(factor float64) (median float64, sum OutlierSummary) {
 	out := bb.out
+	sum.Removed = []RemovedStep{}
 	if out.len() == 0 {
-		return math.NaN()
+		return math.NaN(), sum
 	}
 	median = medianOf(out.y)
 	if factor <= 0 {
-		return median
+		return median, sum
 	}
-	bucket := func(i int) int {
-		return bits.Len64(uint64(out.traces[out.trace[i]].x.steps[out.ref[i]].Scheduled))
-	}
-	byBucket := map[int][]float64{}
+	step := func(i int) *StepRow { return &out.traces[out.trace[i]].x.steps[out.ref[i]] }
+	var byBucket [65][]float64
 	for i, y := range out.y {
-		byBucket[bucket(i)] = append(byBucket[bucket(i)], y)
+		b := tokenBucket(step(i).Scheduled)
+		byBucket[b] = append(byBucket[b], y)
 	}
-	limit := map[int]float64{}
+	var limit [65]float64
 	for b, ys := range byBucket {
-		limit[b] = factor * median
-		if len(ys) >= minBucket {
+		limit[b] = math.Inf(1)
+		if len(ys) >= MinOutlierBucket {
 			limit[b] = factor * medianOf(ys)
+		} else {
+			sum.Unjudged += int64(len(ys))
 		}
 	}
 	out.keep(func(i int) bool {
-		if out.y[i] > limit[bucket(i)] {
-			addCount(&bb.skipped, "outlier: cycle time above outlier factor × the median of steps with as many tokens", 1)
-			return false
+		s, y := step(i), out.y[i]
+		in := out.input(i)
+		r := RemovedStep{Trace: out.traces[out.trace[i]].name, StepID: s.ID, Tokens: s.Scheduled, Ms: y * 1e3}
+		if lb := features.LowerBoundSeconds(out.cfg, &in); y < lb {
+			r.LimitMs, r.Reason = lb*1e3, OutlierTooFast
+		} else if l := limit[tokenBucket(s.Scheduled)]; y > l {
+			r.LimitMs, r.Reason = l*1e3, OutlierTooSlow
+		} else {
+			return true
 		}
-		return true
+		addCount(&bb.skipped, r.Reason, 1)
+		sum.Removed = append(sum.Removed, r)
+		return false
 	}, func(dst, src int) {
 		out.ref[dst], out.extra[dst] = out.ref[src], out.extra[src]
 	})
 	out.ref, out.extra = out.ref[:out.len()], out.extra[:out.len()]
-	return median
+	return median, sum
 }
 
 // medianOf returns the median of xs (NaN when empty) without modifying it.

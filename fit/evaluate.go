@@ -15,16 +15,20 @@ type Evaluation struct {
 	BetaRegimes []Errors         `json:"beta_regimes"` // prefill-dominated, decode-dominated
 	BetaSkipped []Count          `json:"beta_skipped"`
 	Sources     map[string]int64 `json:"beta_target_sources"`
-	Alpha       Errors           `json:"alpha"`
-	AlphaSkip   []Count          `json:"alpha_skipped"`
+	// Outliers are the steps the outlier rule left out (none unless
+	// opt.OutlierFactor > 0).
+	Outliers  OutlierSummary `json:"beta_outliers"`
+	Alpha     Errors         `json:"alpha"`
+	AlphaSkip []Count        `json:"alpha_skipped"`
 	// Points are the beta predictions, in step order (engine by engine in a
 	// trace of several), when asked for.
 	Points []Point `json:"-"`
 }
 
 // Evaluate predicts the step times (beta) and QUEUED→SCHEDULED delays
-// (alpha) of cfg's traces with f, cleaned as Run cleans them (warm-up,
-// idle gaps, outliers when opt.OutlierFactor > 0), with f's γ.
+// (alpha) of cfg's traces with f, with f's γ, cleaned as opt says:
+// PredictOptions scores every step with a measured cycle, DefaultOptions
+// cleans as Run does (warm-up, outliers).
 func Evaluate(cfg Config, f *coefficients.File, opt Options, keepPoints bool) (*Evaluation, error) {
 	opt.Gammas = []float64{f.Gamma}
 	opt.Spec = f.Spec()
@@ -53,14 +57,14 @@ func Evaluate(cfg Config, f *coefficients.File, opt Options, keepPoints bool) (*
 	if bb.chunkedPrefillSteps > 0 && bb.chunkedRich == 0 {
 		return nil, fmt.Errorf("chunked prefill is on and none of the %d prefill steps has complete REQUEST_SNAPSHOTs: prefill attention cannot be computed", bb.chunkedPrefillSteps)
 	}
-	bb.dropOutliers(opt.OutlierFactor)
+	_, outliers := bb.dropOutliers(opt.OutlierFactor)
 	bb.out.part = make([]uint8, bb.out.len())
 	ab.out.part = make([]uint8, ab.out.len())
 	model := func(coef []float64) *ridge.Fit {
 		return &ridge.Fit{Coef: coef}
 	}
 	beta, alpha := model(f.Beta[:]), model(f.Alpha[:])
-	ev := &Evaluation{Sources: map[string]int64{}, BetaSkipped: sortedCounts(bb.skipped), AlphaSkip: sortedCounts(ab.skipped)}
+	ev := &Evaluation{Sources: map[string]int64{}, BetaSkipped: sortedCounts(bb.skipped), AlphaSkip: sortedCounts(ab.skipped), Outliers: outliers}
 	e := evaluate(bb.out, 0, 0, features.NumBeta, func(uint8) *ridge.Fit { return beta }, 0, keepPoints)
 	ev.Beta, ev.BetaRegimes, ev.Points = e.all.result(), []Errors{e.regimes[0].result(), e.regimes[1].result()}, e.points
 	for _, s := range bb.out.source {

@@ -24,8 +24,10 @@ type Options struct {
 	// WarmupSteps: steps with id ≤ this are left out (ids count from
 	// engine start).
 	WarmupSteps int64
-	// OutlierFactor: beta samples above this × the configuration's median
-	// cycle time are left out; 0 keeps them all.
+	// OutlierFactor > 0 turns the outlier rule on: beta samples slower
+	// than this × the median of their configuration's steps in the same
+	// token bucket, or faster than the hardware allows, are left out and
+	// listed (betaBuilder.dropOutliers); 0 keeps them all.
 	OutlierFactor float64
 	// Steps whose preempted share of running requests exceeds
 	// PreemptHeavy get weight PreemptWeight.
@@ -47,6 +49,9 @@ type Options struct {
 	// (ridge weights 1/t², so a 30 ms decode step counts as much as a 3 s
 	// prefill) or ObjectiveAbsolute (squared seconds, dominated by long steps).
 	Objective string
+	// CompareObjectives also fits beta under the other objective and
+	// reports its errors beside the chosen one's (VectorReport.OtherObjective).
+	CompareObjectives bool
 	// Progress, when set, receives one line per stage (for stderr).
 	Progress func(format string, args ...any)
 }
@@ -58,8 +63,18 @@ func DefaultOptions() Options {
 		Folds: 5, Holdout: 0.2, WarmupSteps: 10, OutlierFactor: 5,
 		PreemptHeavy: 0.5, PreemptWeight: 0.5, BetaTarget: "auto", MinPairs: 1000,
 		AlphaCorrection: true, MinCorrectionSamples: 10,
-		Spec: features.DefaultSpec, Objective: coefficients.ObjectiveRelative,
+		Spec: features.DefaultSpec, Objective: coefficients.ObjectiveRelative, CompareObjectives: true,
 	}
+}
+
+// PredictOptions are DefaultOptions for scoring a coefficient file
+// against traces (Evaluate): every step with a measured cycle is scored,
+// warm-up and outliers included, so the score cannot be flattered by what
+// was left out.
+func PredictOptions() Options {
+	o := DefaultOptions()
+	o.WarmupSteps, o.OutlierFactor = 0, 0
+	return o
 }
 
 // Validate checks the options, naming the offending one.

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/blis-sim/blis/coefficients"
+	"github.com/blis-sim/blis/features"
 	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/sim"
 )
@@ -326,6 +327,30 @@ func TestLeaveOneConfigOut(t *testing.T) {
 	for _, l := range res.Report.Beta.LeaveOneOut {
 		require.Less(t, l.MAPE, 0.25, l.Config)
 	}
+
+	// Both objectives are reported (issue 17, defect 1): the other one on
+	// the same splits, and fitting it changes nothing of the chosen fit.
+	oo := res.Report.Beta.OtherObjective
+	require.NotNil(t, oo)
+	require.Equal(t, coefficients.ObjectiveAbsolute, oo.Objective)
+	require.Len(t, oo.Holdout, 2)
+	require.Len(t, oo.LeaveOneOut, 2)
+	for i, h := range oo.Holdout {
+		require.Equal(t, res.Report.Beta.Holdout[i].N, h.N)
+		require.Equal(t, res.Report.Beta.LeaveOneOut[i].N, oo.LeaveOneOut[i].N)
+		require.Positive(t, h.MAPE)
+		require.NotEqual(t, res.Report.Beta.Holdout[i].MAPE, h.MAPE, "another fit")
+	}
+	o := DefaultOptions()
+	o.CompareObjectives = false
+	alone, err := Run([]Config{{Name: "s64", Phys: c1, Traces: []*Trace{tr1}}, {Name: "s32", Phys: c2, Traces: []*Trace{tr2}}}, o, "test")
+	require.NoError(t, err)
+	require.Nil(t, alone.Report.Beta.OtherObjective)
+	require.Equal(t, alone.File.Beta, res.File.Beta)
+	require.Equal(t, alone.Report.Beta.Holdout, res.Report.Beta.Holdout)
+	var md bytes.Buffer
+	require.NoError(t, res.Report.WriteMarkdown(&md, nil))
+	require.Contains(t, md.String(), "fitted under the absolute objective instead")
 }
 
 func TestMedianMatchesSorting(t *testing.T) {
@@ -401,5 +426,121 @@ func TestLastStepSkipReason(t *testing.T) {
 		}
 		require.Equal(t, tc.kept, kept, tc.target)
 		require.Equal(t, sortedCounts(tc.want), sortedCounts(bb.skipped), tc.target)
+	}
+}
+
+// outlierTrace is a trace of Llama-3.1-8B on H100 (chunked prefill off)
+// whose steps have the given scheduled tokens (prefill when ≥ 1000) and
+// cycle times in ms, plus a last step that ends the previous one.
+func outlierTrace(t *testing.T, tokens []int64, ms []float64) (*betaBuilder, *stepIndex) {
+	t.Helper()
+	m, err := physics.LoadModel("llama-3.1-8b")
+	require.NoError(t, err)
+	h, err := physics.LoadHardware("h100-sxm")
+	require.NoError(t, err)
+	k := physics.DefaultVLLMKnobs()
+	k.TotalKVBlocksGPU, k.ChunkedPrefillEnabled = 1000, false
+	c, err := physics.NewPhysicsConfig(m, h, 1, k)
+	require.NoError(t, err)
+	var steps []StepRow
+	ts := int64(0)
+	for i := range len(tokens) + 1 {
+		s := StepRow{ID: int64(11 + i), TsStartNs: ts, Running: 4, Waiting: 1, NumDecode: 4, Scheduled: 4, DecodeTok: 4,
+			KVTotal: 1000, KVFree: 500, KVUsage: 0.5}
+		if i < len(tokens) {
+			if n := tokens[i]; n >= 1000 {
+				s.NumDecode, s.DecodeTok, s.NumPrefill, s.PrefillTok, s.Scheduled, s.Running = 0, 0, 1, n, n, 1
+			} else {
+				s.NumDecode, s.DecodeTok, s.Scheduled, s.Running = n, n, n, n
+			}
+			ts += int64(ms[i] * 1e6)
+		}
+		steps = append(steps, s)
+	}
+	o := DefaultOptions()
+	tr := &Trace{Dir: "trace", Steps: steps}
+	bb := newBetaBuilder(c, &o)
+	x := newStepIndex(tr, o.Gammas, new([]Count))
+	bb.add(0, tr, x)
+	return bb, x
+}
+
+// TestOutlierRuleKeepsEveryRegime (issue 17, defect 2): rare large
+// prefills form token buckets too small to judge and are kept, however
+// much slower than the decode steps they are; a step slower than 5 × its
+// own bucket's median is removed, and one faster than the hardware allows
+// (features.LowerBoundSeconds) is removed in any bucket. Every removal is
+// listed with the limit it crossed (tools/physics_trainer's
+// test_outlier_rule_keeps_every_regime).
+func TestOutlierRuleKeepsEveryRegime(t *testing.T) {
+	var tokens []int64
+	var ms []float64
+	for range 40 {
+		tokens, ms = append(tokens, 4), append(ms, 10) // bucket 3, median 10 ms
+	}
+	tokens, ms = append(tokens, 4, 4), append(ms, 60, 45) // > 50 ms: out; 45: in
+	tokens, ms = append(tokens, 4000, 4000, 6000), append(ms, 300, 310, 450)
+	tokens, ms = append(tokens, 8000), append(ms, 1) // 8000 tokens of an 8B model in 1 ms: impossible
+	bb, x := outlierTrace(t, tokens, ms)
+	med, sum := bb.dropOutliers(5)
+	require.InDelta(t, 0.010, med, 1e-12)
+	var kept []float64
+	for i := range bb.out.len() {
+		kept = append(kept, bb.out.y[i]*1e3)
+	}
+	require.Len(t, kept, 40+1+3)
+	require.InDelta(t, 45, kept[40], 1e-9)
+	require.InDeltaSlice(t, []float64{300, 310, 450}, kept[41:], 1e-9, "the large prefills are kept")
+	require.Equal(t, int64(4), sum.Unjudged, "the 4000-8000-token steps are in buckets of fewer than 20 steps")
+	require.Len(t, sum.Removed, 2)
+	slow, fast := sum.Removed[0], sum.Removed[1]
+	require.Equal(t, OutlierTooSlow, slow.Reason)
+	require.Equal(t, x.steps[40].ID, slow.StepID)
+	require.InDelta(t, 60, slow.Ms, 1e-9)
+	require.InDelta(t, 50, slow.LimitMs, 1e-9)
+	require.Equal(t, "trace", slow.Trace)
+	require.Equal(t, OutlierTooFast, fast.Reason)
+	require.Equal(t, int64(8000), fast.Tokens)
+	in := features.BetaInput{PrefillTokens: 8000, ScheduledTokens: 8000, NumPrefillReqs: 1, SumPrefillAttnWork: 8000 * 8000}
+	require.InDelta(t, features.LowerBoundSeconds(bb.cfg, &in)*1e3, fast.LimitMs, 1e-9)
+	require.Greater(t, fast.LimitMs, 100.0)
+	require.Equal(t, sortedCounts([]Count{{OutlierTooSlow, 1}, {OutlierTooFast, 1}, {SkipLastStep, 1}}), sortedCounts(bb.skipped))
+
+	// Factor 0: nothing is judged or removed.
+	bb, _ = outlierTrace(t, tokens, ms)
+	_, sum = bb.dropOutliers(0)
+	require.Equal(t, len(tokens), bb.out.len())
+	require.Empty(t, sum.Removed)
+}
+
+// TestOutlierRuleRemovesLessThanHalfOfABucket: whatever the times, the
+// slow rule keeps more than half of every bucket, so no regime can go.
+func TestOutlierRuleRemovesLessThanHalfOfABucket(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 3))
+	for trial := range 30 {
+		n := 20 + rng.IntN(200)
+		tokens, ms := make([]int64, n), make([]float64, n)
+		for i := range n {
+			tokens[i] = int64(1 + rng.IntN(900))
+			ms[i] = 20 * math.Exp(3*rng.NormFloat64()) // wildly spread, always above the lower bound of ≤ 900 tokens
+			ms[i] = max(ms[i], 20)
+		}
+		factor := 1.01 + 10*rng.Float64()
+		bb, x := outlierTrace(t, tokens, ms)
+		before := map[int]int{}
+		for i := range bb.out.len() {
+			before[tokenBucket(x.steps[bb.out.ref[i]].Scheduled)]++
+		}
+		_, sum := bb.dropOutliers(factor)
+		removed := map[int]int{}
+		for _, r := range sum.Removed {
+			require.Equal(t, OutlierTooSlow, r.Reason, "trial %d", trial)
+			removed[tokenBucket(r.Tokens)]++
+		}
+		for b, k := range removed {
+			require.GreaterOrEqual(t, before[b], MinOutlierBucket, "trial %d: bucket %d of %d steps judged", trial, b, before[b])
+			require.Less(t, 2*k, before[b], "trial %d: bucket %d lost %d of %d", trial, b, k, before[b])
+		}
+		require.Equal(t, n-len(sum.Removed), bb.out.len())
 	}
 }

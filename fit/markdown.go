@@ -20,8 +20,12 @@ func (r *Report) WriteMarkdown(w io.Writer, plots []string) error {
 	p("# Calibration report\n\n")
 	p("`%s` (%s %s). Acceptance (docs/physics-spec.md §9, provisional): %s.\n\n", r.Command, r.Tool, r.Version, pass(r.Pass))
 	o := r.Options
-	p("Grid λ %v × γ %v, %d temporal folds, last %g of each trace held out, warm-up steps ≤ %d left out, beta outliers above %g× the median of comparable steps left out, steps with more than %g of running requests preempted weighted %g, beta target %s.\n\n",
-		o.Lambdas, o.Gammas, o.Folds, o.Holdout, o.WarmupSteps, o.OutlierFactor, o.PreemptHeavy, o.PreemptWeight, o.BetaTarget)
+	outliers := "no beta outlier rule"
+	if o.OutlierFactor > 0 {
+		outliers = fmt.Sprintf("beta steps above %g× the median of their configuration's steps with as many tokens (buckets of ≥ %d steps) or below the hardware's lower bound left out", o.OutlierFactor, MinOutlierBucket)
+	}
+	p("Grid λ %v × γ %v, %d temporal folds, last %g of each trace held out, warm-up steps ≤ %d left out, %s, steps with more than %g of running requests preempted weighted %g, beta target %s.\n\n",
+		o.Lambdas, o.Gammas, o.Folds, o.Holdout, o.WarmupSteps, outliers, o.PreemptHeavy, o.PreemptWeight, o.BetaTarget)
 
 	p("## Configurations\n\n| name | model | hardware | TP | traces | beta median cycle | beta samples with snapshots |\n|---|---|---|---|---|---|---|\n")
 	for _, c := range r.Configs {
@@ -34,8 +38,12 @@ func (r *Report) WriteMarkdown(w io.Writer, plots []string) error {
 		for _, d := range c.Dropped {
 			p("\n- %s: %d rows dropped on read: %s", c.Name, d.Count, d.Reason)
 		}
+		if n := c.Outliers.Unjudged; n > 0 {
+			p("\n- %s: %d steps in token buckets of fewer than %d steps were kept without being judged slow", c.Name, n, MinOutlierBucket)
+		}
 	}
 	p("\n\n")
+	writeOutliers(&b, r.Configs)
 
 	vector := func(title string, v *VectorReport, regimes [2]string) {
 		p("## %s\n\n", title)
@@ -72,6 +80,17 @@ func (r *Report) WriteMarkdown(w io.Writer, plots []string) error {
 		}
 		if len(v.LeaveOneOut) == 0 {
 			p("\nLeave-one-config-out: not applicable with one configuration.\n")
+		}
+		if oo := v.OtherObjective; oo != nil {
+			p("\nThe same samples fitted under the %s objective instead (λ = %g, for comparison; not the file's coefficients):\n\n", oo.Objective, oo.Lambda)
+			p("| set | samples | MAPE | median APE | RMSE ms | median abs err ms | max abs err ms | max / median |\n|---|---|---|---|---|---|---|---|\n")
+			row("cross-validation (training part)", oo.CV)
+			for _, h := range oo.Holdout {
+				row(h.Config+": hold-out", h.Errors)
+			}
+			for _, l := range oo.LeaveOneOut {
+				row(l.Config+": left out", l.Errors)
+			}
 		}
 		p("\n| check | config | value | threshold | result |\n|---|---|---|---|---|\n")
 		for _, c := range v.Checks {
@@ -139,6 +158,32 @@ func writeCounts(b *strings.Builder, cs []Count) {
 	b.WriteString("Left out:\n\n")
 	for _, c := range cs {
 		fmt.Fprintf(b, "- %d: %s\n", c.Count, c.Reason)
+	}
+	b.WriteString("\n")
+}
+
+// maxOutliersListed bounds the removed steps report.md lists per
+// configuration; report.json lists all of them.
+const maxOutliersListed = 20
+
+func writeOutliers(b *strings.Builder, cfgs []ConfigInfo) {
+	n := 0
+	for _, c := range cfgs {
+		n += len(c.Outliers.Removed)
+	}
+	if n == 0 {
+		return
+	}
+	fmt.Fprintf(b, "## Beta steps removed as outliers\n\n%d steps (every one is in report.json, beta_outliers of its configuration).\n\n", n)
+	b.WriteString("| config | trace | step | scheduled tokens | cycle ms | limit ms | reason |\n|---|---|---|---|---|---|---|\n")
+	for _, c := range cfgs {
+		for i, r := range c.Outliers.Removed {
+			if i == maxOutliersListed {
+				fmt.Fprintf(b, "| %s | … %d more | | | | | |\n", c.Name, len(c.Outliers.Removed)-i)
+				break
+			}
+			fmt.Fprintf(b, "| %s | %s | %d | %d | %.4g | %.4g | %s |\n", c.Name, r.Trace, r.StepID, r.Tokens, r.Ms, r.LimitMs, r.Reason)
+		}
 	}
 	b.WriteString("\n")
 }

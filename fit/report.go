@@ -83,6 +83,20 @@ type VectorReport struct {
 	Solve        SolveInfo        `json:"solve"`
 	Coefficients []NamedValue     `json:"coefficients"`
 	Checks       []Check          `json:"checks"`
+	// OtherObjective is beta fitted under the objective not chosen, when
+	// Options.CompareObjectives.
+	OtherObjective *ObjectiveComparison `json:"other_objective,omitempty"`
+}
+
+// ObjectiveComparison is the beta fit under the objective not chosen, with
+// its own λ from the same CV grid (at the chosen γ), scored on the same
+// splits: what the choice of objective changed.
+type ObjectiveComparison struct {
+	Objective   string         `json:"objective"`
+	Lambda      float64        `json:"lambda"`
+	CV          Errors         `json:"cv"`
+	Holdout     []ConfigErrors `json:"holdout"`
+	LeaveOneOut []ConfigErrors `json:"leave_one_config_out,omitempty"`
 }
 
 // ConfigInfo describes one configuration of the fit.
@@ -94,10 +108,13 @@ type ConfigInfo struct {
 	Traces   []string    `json:"traces"`
 	Inputs   []InputFile `json:"inputs"`
 	Dropped  []Count     `json:"rows_dropped_on_read,omitempty"`
-	// BetaMedianMs is the median cycle time the outlier rule used.
-	BetaMedianMs float64  `json:"beta_median_cycle_ms"`
-	RichSamples  int64    `json:"beta_samples_with_snapshots"`
-	Warnings     []string `json:"warnings,omitempty"`
+	// BetaMedianMs is the median cycle time of the beta samples, before
+	// the outlier rule.
+	BetaMedianMs float64 `json:"beta_median_cycle_ms"`
+	// Outliers lists every step the outlier rule left out.
+	Outliers    OutlierSummary `json:"beta_outliers"`
+	RichSamples int64          `json:"beta_samples_with_snapshots"`
+	Warnings    []string       `json:"warnings,omitempty"`
 }
 
 // AlphaCorrection records the scheduler-overhead correction.

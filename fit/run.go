@@ -3,6 +3,7 @@ package fit
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/blis-sim/blis/coefficients"
@@ -30,6 +31,8 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 		BetaTarget: opt.BetaTarget, MinPairs: opt.MinPairs, AlphaCorrection: opt.AlphaCorrection,
 	}}
 	var betas, alphas []design
+	var betaOut []*betaSamples // betas, typed
+	var baseW [][]float64      // beta weights before the objective's, with CompareObjectives
 	var cfgNames []string
 	var betaSkipped, alphaSkipped []Count
 	var arrX, arrY, depX, depY []float64
@@ -76,7 +79,11 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 			return nil, fmt.Errorf("configuration %s: chunked prefill is on and none of its %d prefill steps has complete REQUEST_SNAPSHOTs, so prefill attention (b2) cannot be computed; trace with --step-tracing-rich-subsample-rate > 0 (and a raised OTEL_SPAN_EVENT_COUNT_LIMIT), or pass --enable-chunked-prefill=false if the server ran without it",
 				cfg.Name, bb.chunkedPrefillSteps)
 		}
-		info.BetaMedianMs = finiteOr0(bb.dropOutliers(opt.OutlierFactor) * 1e3)
+		med, outliers := bb.dropOutliers(opt.OutlierFactor)
+		info.BetaMedianMs, info.Outliers = finiteOr0(med*1e3), outliers
+		if opt.CompareObjectives {
+			baseW = append(baseW, slices.Clone(bb.out.w))
+		}
 		weighByObjective(&bb.out.samples, opt.Objective)
 		bb.out.assignParts(opt.Folds, opt.Holdout)
 		ab.out.assignParts(opt.Folds, opt.Holdout)
@@ -95,7 +102,7 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 			return nil, fmt.Errorf("configuration %s: %d usable beta samples (%s); %d-fold CV needs at least %d training samples per configuration",
 				cfg.Name, bb.out.len(), describeCounts(bb.skipped), opt.Folds, need)
 		}
-		betas = append(betas, bb.out)
+		betas, betaOut = append(betas, bb.out), append(betaOut, bb.out)
 		alphas = append(alphas, ab.out)
 		cfgNames = append(cfgNames, cfg.Name)
 		rep.Configs = append(rep.Configs, info)
@@ -116,6 +123,25 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 	}
 	mergeVector(&rep.Beta, bf)
 	rep.Beta.Fitted = true
+	if opt.CompareObjectives {
+		other := coefficients.ObjectiveAbsolute
+		if opt.Objective == coefficients.ObjectiveAbsolute {
+			other = coefficients.ObjectiveRelative
+		}
+		opt.progress("fitting beta with the %s objective too, for comparison", other)
+		o := opt
+		o.Objective, o.Gammas = other, []float64{opt.Gammas[bf.gamma]}
+		for c, b := range betaOut {
+			b.w = baseW[c]
+			weighByObjective(&b.samples, other)
+		}
+		of, err := fitVector(betas, betaNames, cfgNames, betaUnpen, 0, &o)
+		if err != nil {
+			return nil, fmt.Errorf("beta, %s objective (for comparison): %w", other, err)
+		}
+		rep.Beta.OtherObjective = &ObjectiveComparison{Objective: other, Lambda: of.lambda, CV: of.report.CV,
+			Holdout: of.report.Holdout, LeaveOneOut: of.report.LeaveOneOut}
+	}
 	rep.Beta.Coefficients = coefList(betaNames, bf.coef)
 	rep.Beta.addChecks(true, bf.coef)
 

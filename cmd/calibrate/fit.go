@@ -100,6 +100,7 @@ it makes are in docs/fit.md.`,
 	f.StringVar(&o.opt.BetaTarget, "beta-target", o.opt.BetaTarget, "step-time source: auto, step_pairs or journey")
 	f.StringVar(&o.opt.Spec, "feature-spec", o.opt.Spec, "beta feature spec: 2.0 (roofline terms; needs boost_clock_mhz in the hardware spec) or 1.0 (seed 003's frozen 16); docs/physics-spec.md")
 	f.StringVar(&o.opt.Objective, "objective", o.opt.Objective, "beta fit objective: relative (squared relative error, weights 1/t²) or absolute (squared seconds, dominated by long steps)")
+	f.BoolVar(&o.opt.CompareObjectives, "compare-objectives", o.opt.CompareObjectives, "also fit beta under the other objective and report its hold-out errors beside the chosen one's (one more beta fit)")
 	f.IntVar(&o.opt.MinPairs, "min-pairs", o.opt.MinPairs, "with --beta-target auto, add journey-reconstructed targets to a trace with fewer adjacent sampled steps")
 	f.BoolVar(&o.opt.AlphaCorrection, "alpha-correction", o.opt.AlphaCorrection, "subtract the scheduler overhead from alpha targets before the fit (added back to base_bias)")
 	f.StringVar(&o.notes, "notes", "", "free text added to the file's provenance notes (e.g. how the traces were made)")
@@ -291,8 +292,12 @@ func runFit(cmd *cobra.Command, args []string, o *fitOpts) error {
 	}
 	r := res.Report
 	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s and %s/report.md\n", o.output, dir)
-	for _, h := range r.Beta.Holdout {
-		fmt.Fprintf(cmd.OutOrStdout(), "beta  %s: hold-out MAPE %.2f%% over %d steps\n", h.Config, h.MAPE*100, h.N)
+	for i, h := range r.Beta.Holdout {
+		other := ""
+		if oo := r.Beta.OtherObjective; oo != nil && i < len(oo.Holdout) {
+			other = fmt.Sprintf(" (%s objective: %.2f%%)", oo.Objective, oo.Holdout[i].MAPE*100)
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "beta  %s: hold-out MAPE %.2f%% over %d steps%s\n", h.Config, h.MAPE*100, h.N, other)
 	}
 	for _, h := range r.Alpha.Holdout {
 		fmt.Fprintf(cmd.OutOrStdout(), "alpha %s: hold-out MAPE %.2f%% over %d requests\n", h.Config, h.MAPE*100, h.N)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/blis-sim/blis/coefficients"
+	"github.com/blis-sim/blis/fit"
 	"github.com/blis-sim/blis/otlpingest"
 	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/sim"
@@ -82,6 +84,28 @@ func TestFitWritesALoadableFileAndReport(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, js, `"beta"`)
 	require.Contains(t, js, `"mape"`)
+	// predict scores every step with a measured cycle by default (issue 17,
+	// defect 2); the fit's cleaning is asked for by flag.
+	type eval struct {
+		Beta struct {
+			N int64 `json:"samples"`
+		} `json:"beta"`
+		Skipped  []fit.Count        `json:"beta_skipped"`
+		Outliers fit.OutlierSummary `json:"beta_outliers"`
+	}
+	var all, cleaned eval
+	require.NoError(t, json.Unmarshal([]byte(js), &all))
+	js2, err := run(t, "predict", "--coefficients", out, "--tables", other, "--warmup-steps", "10", "--outlier-factor", "5")
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal([]byte(js2), &cleaned))
+	for _, c := range all.Skipped {
+		require.NotContains(t, c.Reason, "warm-up")
+		require.NotContains(t, c.Reason, "outlier")
+	}
+	require.Empty(t, all.Outliers.Removed)
+	require.Equal(t, all.Beta.N, cleaned.Beta.N+10+int64(len(cleaned.Outliers.Removed)), "every step but the 10 warm-up steps and the listed outliers")
+	_, err = run(t, "predict", "--coefficients", out, "--batches", "x.csv", "--outlier-factor", "5")
+	require.ErrorContains(t, err, "--outlier-factor applies only with --tables")
 	csvPath := filepath.Join(t.TempDir(), "b.csv")
 	require.NoError(t, os.WriteFile(csvPath, []byte("prefill_tokens,num_prefill_reqs,sum_prefill_attn_work,prompt_tokens\n512,1,262144,512\n1024,1,1048576,1024\n"), 0o644))
 	res, err := run(t, "predict", "--coefficients", out, "--batches", csvPath)

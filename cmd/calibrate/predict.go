@@ -24,10 +24,11 @@ type predictOpts struct {
 	model, hardware                  string
 	tp                               int
 	knobs                            physics.VLLMKnobs // the knob flags given; the others are the file's
+	clean                            fit.Options       // --warmup-steps, --outlier-factor (fit.PredictOptions)
 }
 
 func newPredictCmd() *cobra.Command {
-	var o predictOpts
+	o := predictOpts{clean: fit.PredictOptions()}
 	cmd := &cobra.Command{
 		Use:   "predict --coefficients FILE (--batches CSV | --tables DIR)",
 		Short: "Predict step times and queue delays from a coefficient file",
@@ -46,8 +47,12 @@ with step_time_ms, and queue_delay_ms when a prompt_tokens column is given.
 
 --tables DIR: the output of calibrate ingest for a trace of the configuration
 predicted; prints JSON with the errors of the predicted step times and
-QUEUED→SCHEDULED delays against the trace, cleaned as calibrate fit cleans it.
-This is how to check a fit against held-out traces.
+QUEUED→SCHEDULED delays against the trace. Every step with a measured cycle
+is scored (those without one, such as the last step or a step after which
+the engine went idle, are counted by reason under beta_skipped); give
+--warmup-steps and --outlier-factor as calibrate fit's defaults (10 and 5)
+to clean the trace as the fit does, and beta_outliers lists what the rule
+removed. This is how to check a fit against held-out traces.
 
 The configuration is the file's applies_to (its default configuration), with
 whatever --model, --hardware, --tp and vLLM flags change. The features are
@@ -73,6 +78,8 @@ from it.`,
 	f.StringVar(&o.model, "model", "", "model name or config.json (default: the file's applies_to.model)")
 	f.StringVar(&o.hardware, "hardware", "", "hardware name or spec JSON (default: the file's applies_to.hardware)")
 	f.IntVar(&o.tp, "tp", 0, "tensor-parallel degree (default: the file's applies_to.tp)")
+	f.Int64Var(&o.clean.WarmupSteps, "warmup-steps", o.clean.WarmupSteps, "with --tables: leave out steps with id up to this (calibrate fit's default: 10)")
+	f.Float64Var(&o.clean.OutlierFactor, "outlier-factor", o.clean.OutlierFactor, "with --tables: apply calibrate fit's outlier rule with this factor (0: score every step; calibrate fit's default: 5)")
 	addKnobFlags(f, &o.knobs, "GPU KV blocks (default: see above)")
 	for _, name := range knobFlags {
 		fl := f.Lookup(name) // its default is the zero value, which help does not show
@@ -107,6 +114,11 @@ func runPredict(cmd *cobra.Command, o *predictOpts) error {
 	}
 	if (o.batches == "") == (o.tables == "") {
 		return errors.New("give exactly one of --batches and --tables")
+	}
+	for _, name := range []string{"warmup-steps", "outlier-factor", "per-step"} {
+		if o.tables == "" && cmd.Flags().Changed(name) {
+			return fmt.Errorf("--%s applies only with --tables", name)
+		}
 	}
 	cf, err := coefficients.Load(o.coeffs)
 	if err != nil {
@@ -187,7 +199,7 @@ func runPredict(cmd *cobra.Command, o *predictOpts) error {
 	if o.batches != "" {
 		return predictBatches(w, o.batches, pc, cf)
 	}
-	ev, err := fit.Evaluate(fit.Config{Name: o.tables, Phys: pc, Traces: []*fit.Trace{tr}}, cf, fit.DefaultOptions(), o.perStep != "")
+	ev, err := fit.Evaluate(fit.Config{Name: o.tables, Phys: pc, Traces: []*fit.Trace{tr}}, cf, o.clean, o.perStep != "")
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.tables, err)
 	}

@@ -25,7 +25,8 @@ from .validate import summary
 
 __all__ = ["main", "build_parser"]
 
-_BOOL_FLAGS = ("enable-chunked-prefill", "enable-prefix-caching", "cpu-offloading", "alpha-correction")
+_BOOL_FLAGS = ("enable-chunked-prefill", "enable-prefix-caching", "cpu-offloading", "alpha-correction",
+               "compare-objectives")
 _TRUE = {"1", "t", "true", "TRUE", "True", "T"}
 _FALSE = {"0", "f", "false", "FALSE", "False", "F"}
 
@@ -138,6 +139,9 @@ do not record it. --kv-blocks-gpu defaults to the trace's kv.blocks_total_gpu.
     f.add_argument("--feature-spec", default=d.spec, help="beta feature spec: 1.0 or 2.0 (default %(default)s)")
     f.add_argument("--objective", default=d.objective,
                    help="beta fit objective: relative (weights 1/t^2) or absolute (default %(default)s)")
+    f.add_argument("--compare-objectives", action=argparse.BooleanOptionalAction, default=d.compare_objectives,
+                   help="also fit beta under the other objective and report its hold-out errors beside the chosen "
+                        "one's (default on)")
     f.add_argument("--min-pairs", type=int, default=d.min_pairs,
                    help="with --beta-target auto, add journey-reconstructed targets to a trace with fewer "
                         "adjacent sampled steps (default %(default)s)")
@@ -215,7 +219,8 @@ def _fit(args, argv: Sequence[str]) -> int:
                   warmup_steps=args.warmup_steps, outlier_factor=args.outlier_factor,
                   preempt_heavy=args.preempt_heavy, preempt_weight=args.preempt_weight,
                   beta_target=args.beta_target, min_pairs=args.min_pairs, alpha_correction=args.alpha_correction,
-                  spec=args.feature_spec, objective=args.objective, progress=log)
+                  spec=args.feature_spec, objective=args.objective,
+                  compare_objectives=args.compare_objectives, progress=log)
     try:
         opt.validate()
     except FitError as e:

@@ -1226,6 +1226,29 @@ def beta_features_v2_batch(cfg: PhysicsConfig, cols: Any) -> np.ndarray:
     return f
 
 
+def lower_bound_seconds_batch(cfg: PhysicsConfig, cols: Any) -> np.ndarray:
+    """Go's features.LowerBoundSeconds for every row: the step's FLOPs at peak FLOP/s or its bytes (weights once,
+    the KV it reads) at peak bandwidth, whichever is longer; 0 for a step without scheduled tokens."""
+    c, n = _columns(cols, BETA_INPUT_KEYS)
+    sched = c["scheduled_tokens"]
+    with np.errstate(all="ignore"):
+        ctx = c["decode_context_tokens"]
+        flops = sched * cfg.flops_linear_per_token + (c["sum_prefill_attn_work"] + 2 * ctx) * cfg.attn_flops_per_work_unit
+        if cfg.model.num_local_experts > 0:
+            b = np.maximum(sched, 1.0)
+            unique = float(cfg.model.num_local_experts) * (1 - np.power(1 - cfg.moe_topk_fraction, b))
+            weights = cfg.weight_bytes_non_expert + cfg.expert_bytes * unique
+        else:
+            weights = np.full(n, cfg.weight_bytes_total)
+        p = c["prefill_tokens"]
+        nreq = c["num_prefill_reqs"]
+        pctx = np.maximum(0.0, c["sum_prefill_attn_work"] / p - p / np.maximum(1.0, nreq)) * nreq
+        pctx = np.where(p > 0, pctx, 0.0)
+        nbytes = weights + (ctx + pctx) * cfg.kv_bytes_per_token
+        lb = np.maximum(flops / cfg.hw_peak_flops, nbytes / cfg.hw_peak_bandwidth)
+    return np.where(sched > 0, lb, 0.0)
+
+
 def beta_features_of(spec: str, cfg: PhysicsConfig, inp: Mapping[str, float]) -> list[float]:
     """The beta features of spec for one step."""
     return beta_features_v2(cfg, inp) if spec == SPEC_V2 else beta_features(cfg, inp)

@@ -104,7 +104,10 @@ SOURCES = (SOURCE_PAIRS, SOURCE_JOURNEY)
 REGIME0 = 0  # beta: prefill-dominated; alpha: queued
 REGIME1 = 1  # beta: decode-dominated; alpha: unqueued
 MIN_SAMPLES_PER_FOLD = 2
-MIN_BUCKET = 20
+MIN_BUCKET = 20  # Go's fit.MinOutlierBucket
+# Go's fit.OutlierTooFast and fit.OutlierTooSlow.
+OUTLIER_TOO_FAST = "outlier: cycle time below the hardware's lower bound for the step's work"
+OUTLIER_TOO_SLOW = "outlier: cycle time above outlier factor × the median of steps with as many tokens"
 MAX_CHOLESKY_COND = 1e12
 SVD_RCOND = 1e-12
 CV_TIE_REL = 1e-12
@@ -142,6 +145,7 @@ class Options:
     min_correction_samples: int = 10
     spec: str = cf.DEFAULT_SPEC  # beta feature spec fitted
     objective: str = "relative"  # beta objective: relative (weights 1/t^2) or absolute
+    compare_objectives: bool = True  # also fit beta under the other objective and report it (Go's CompareObjectives)
     progress: Optional[Callable[[str], None]] = None
 
     def validate(self) -> None:
@@ -187,6 +191,12 @@ class Config:
     name: str
     phys: object
     traces: List[Trace]
+
+
+def predict_options() -> Options:
+    """Go's fit.PredictOptions: the defaults for scoring a file against traces, with no warm-up and no outlier
+    rule, so every step with a measured cycle is scored."""
+    return Options(warmup_steps=0, outlier_factor=0.0)
 
 
 # ---------------------------------------------------------------------------
@@ -786,9 +796,12 @@ class BetaBuilder:
         self.chunked_prefill_steps = 0
         self.chunked_rich = 0
         self.no_kv = False
+        self.trace_names: List[str] = []  # by sample trace index, for the outlier list
 
     def add(self, t: int, tr: Trace, x: StepIndex) -> None:
         opt, k = self.opt, self.cfg.knobs
+        self.trace_names.extend([""] * (t + 1 - len(self.trace_names)))
+        self.trace_names[t] = engine_name(tr)
         s = x.steps
         n = len(x)
         ids = s["id"]
@@ -922,25 +935,39 @@ class BetaBuilder:
             extra={"step_id": ids[idx], "rich": rk},
         )
 
-    def drop_outliers(self, factor: float) -> float:
-        """Go's dropOutliers; returns the configuration's median cycle time (NaN when empty)."""
+    def drop_outliers(self, factor: float):
+        """Go's dropOutliers: (the configuration's median cycle time, NaN when empty; the outlier summary).
+
+        With factor > 0, a step faster than compute_features.lower_bound_seconds_batch or slower than factor x the
+        median of its token bucket (bucket of at least MIN_BUCKET steps; smaller buckets are not judged) is left
+        out, counted by reason and listed."""
         out = self.out
+        summary = {"steps_in_small_buckets_not_judged": 0, "removed": []}
         if len(out) == 0:
-            return float("nan")
+            return float("nan"), summary
         median = median_of(out.y)
         if factor <= 0:
-            return median
-        bucket = bit_len(out.inputs["scheduled_tokens"])
-        limit = np.full(len(out), factor * median)
+            return median, summary
+        sched = out.inputs["scheduled_tokens"]
+        bucket = bit_len(sched)
+        limit = np.full(len(out), math.inf)
         for b in np.unique(bucket):
             m = bucket == b
             if m.sum() >= MIN_BUCKET:
                 limit[m] = factor * median_of(out.y[m])
-        drop = out.y > limit
-        add_count(self.skipped, "outlier: cycle time above outlier factor × the median of steps with as many tokens",
-                  int(drop.sum()))
-        out.keep(~drop)
-        return median
+            else:
+                summary["steps_in_small_buckets_not_judged"] += int(m.sum())
+        lb = cf.lower_bound_seconds_batch(self.cfg, out.columns(0))
+        fast = out.y < lb
+        slow = ~fast & (out.y > limit)
+        for i in np.flatnonzero(fast | slow):
+            reason, lim = (OUTLIER_TOO_FAST, lb[i]) if fast[i] else (OUTLIER_TOO_SLOW, limit[i])
+            add_count(self.skipped, reason, 1)
+            summary["removed"].append({"trace": self.trace_names[int(out.trace[i])], "step_id": int(out.extra["step_id"][i]),
+                                       "scheduled_tokens": int(sched[i]), "cycle_ms": float(out.y[i]) * 1e3,
+                                       "limit_ms": float(lim) * 1e3, "reason": reason})
+        out.keep(~(fast | slow))
+        return median, summary
 
 
 class AlphaBuilder:
@@ -1366,6 +1393,7 @@ def run(cfgs: List[Config], opt: Optional[Options] = None, command: str = "pytho
         "beta_target": opt.beta_target, "min_pairs": opt.min_pairs, "alpha_correction": opt.alpha_correction,
     }, "configs": []}
     betas: List[BetaSamples] = []
+    base_w: List[np.ndarray] = []  # beta weights before the objective's, for compare_objectives
     alphas: List[AlphaSamples] = []
     cfg_names: List[str] = []
     beta_skipped: List[List] = []
@@ -1414,7 +1442,9 @@ def run(cfgs: List[Config], opt: Optional[Options] = None, command: str = "pytho
                 "steps has complete REQUEST_SNAPSHOTs, so prefill attention (b2) cannot be computed; trace with "
                 "--step-tracing-rich-subsample-rate > 0 (and a raised OTEL_SPAN_EVENT_COUNT_LIMIT), or pass "
                 "--enable-chunked-prefill=false if the server ran without it")
-        info["beta_median_cycle_ms"] = _finite_or0(bb.drop_outliers(opt.outlier_factor) * 1e3)
+        med, info["beta_outliers"] = bb.drop_outliers(opt.outlier_factor)
+        info["beta_median_cycle_ms"] = _finite_or0(med * 1e3)
+        base_w.append(bb.out.w)
         if opt.objective == "relative":
             bb.out.w = bb.out.w / (bb.out.y * bb.out.y)
         bb.out.assign_parts(opt.folds, opt.holdout)
@@ -1452,6 +1482,20 @@ def run(cfgs: List[Config], opt: Optional[Options] = None, command: str = "pytho
                     skipped=_sorted_counts(beta_skipped),
                     coefficients=[{"name": n, "value": float(v)} for n, v in zip(beta_names, bf.coef)])
     _checks(beta_rep, True, bf.coef)
+    if opt.compare_objectives:
+        other = "absolute" if opt.objective == "relative" else "relative"
+        opt.log(f"fitting beta with the {other} objective too, for comparison")
+        for d, w in zip(betas, base_w):
+            d.w = w / (d.y * d.y) if other == "relative" else w
+        o = Options(**{**opt.__dict__, "objective": other, "gammas": [opt.gammas[bf.gamma]]})
+        try:
+            of = fit_vector(betas, beta_names, cfg_names, beta_unpen, 0.0, o)
+        except FitError as e:
+            raise FitError(f"beta, {other} objective (for comparison): {e}") from e
+        beta_rep["other_objective"] = {"objective": other, "lambda": of.lam, "cv": of.report["cv"],
+                                       "holdout": of.report["holdout"]}
+        if "leave_one_config_out" in of.report:
+            beta_rep["other_objective"]["leave_one_config_out"] = of.report["leave_one_config_out"]
 
     alpha_coef = np.zeros(cf.NUM_ALPHA)
     af: Optional[VectorFit] = None

@@ -14,7 +14,8 @@ Mirrored from Go (``fit/fit.go`` scorer, ``fit/evaluate.go``, ``fit/report.go``)
   report.json (``cv``, ``holdout``, ``leave_one_config_out``);
 * the v1 acceptance and sign checks (``checks``, ``acceptance_pass``);
 * ``evaluate_file``: a coefficient file scored on every sample of a
-  configuration's traces, cleaned as the fit cleans them (Go's ``fit.Evaluate``,
+  configuration's traces, by default every step with a measured cycle
+  (``fit_coefficients.predict_options``; Go's ``fit.Evaluate``,
   what ``calibrate predict --tables`` prints), with the per-step points that
   ``--per-step`` writes.
 
@@ -125,13 +126,14 @@ def evaluate_file(cfg, traces, coef_file, opt=None, keep_points: bool = False) -
     """Score a coefficient file on every sample of ``traces`` (Go's fit.Evaluate).
 
     ``cfg`` is the compute_features.PhysicsConfig of the file's applies_to,
-    ``coef_file`` an export_coeffs.CoefficientFile. Samples are cleaned as the
-    fit cleans them (warm-up, idle, outliers) with the file's gamma; no split.
+    ``coef_file`` an export_coeffs.CoefficientFile. ``opt`` defaults to
+    ``predict_options()`` (every step with a measured cycle); pass the fit's
+    options to clean as the fit does. The file's gamma; no split.
     """
     from . import export_coeffs
     from . import fit_coefficients as fc
 
-    opt = opt or fc.Options()
+    opt = opt or fc.predict_options()
     opt = fc.Options(**{**opt.__dict__, "gammas": [coef_file.gamma], "folds": 2, "holdout": 0.0,
                         "spec": export_coeffs.spec_of(coef_file.feature_spec_version)})
     opt.validate()
@@ -146,7 +148,7 @@ def evaluate_file(cfg, traces, coef_file, opt=None, keep_points: bool = False) -
     if bb.chunked_prefill_steps > 0 and bb.chunked_rich == 0:
         raise fc.FitError(f"chunked prefill is on and none of the {bb.chunked_prefill_steps} prefill steps has "
                           "complete REQUEST_SNAPSHOTs: prefill attention cannot be computed")
-    bb.drop_outliers(opt.outlier_factor)
+    _, outliers = bb.drop_outliers(opt.outlier_factor)
     bb.out.part = np.zeros(len(bb.out), dtype=np.int64)
     ab.out.part = np.zeros(len(ab.out), dtype=np.int64)
     ev = Evaluation()
@@ -154,6 +156,7 @@ def evaluate_file(cfg, traces, coef_file, opt=None, keep_points: bool = False) -
     ev["beta"] = a.result()
     ev["beta_regimes"] = [regs[0].result(), regs[1].result()]
     ev["beta_skipped"] = fc._sorted_counts(bb.skipped)
+    ev["beta_outliers"] = outliers
     ev["beta_target_sources"] = {name: int(np.count_nonzero(bb.out.source == i))
                                  for i, name in enumerate(fc.SOURCES) if np.any(bb.out.source == i)}
     aa, _, _ = fc.evaluate(ab.out, 0, 0, {0: np.asarray(coef_file.alpha, dtype=np.float64)}, 0.0)
@@ -166,8 +169,13 @@ def evaluate_file(cfg, traces, coef_file, opt=None, keep_points: bool = False) -
 def summary(report: dict) -> str:
     """The lines ``calibrate fit`` prints after a fit: hold-out MAPE per vector and configuration."""
     lines = []
-    for h in report.get("beta", {}).get("holdout", []):
-        lines.append(f"beta  {h['config']}: hold-out MAPE {h['mape'] * 100:.2f}% over {h['samples']} steps")
+    beta = report.get("beta", {})
+    other = beta.get("other_objective")
+    for i, h in enumerate(beta.get("holdout", [])):
+        o = ""
+        if other and i < len(other["holdout"]):
+            o = f" ({other['objective']} objective: {other['holdout'][i]['mape'] * 100:.2f}%)"
+        lines.append(f"beta  {h['config']}: hold-out MAPE {h['mape'] * 100:.2f}% over {h['samples']} steps{o}")
     for h in report.get("alpha", {}).get("holdout", []):
         lines.append(f"alpha {h['config']}: hold-out MAPE {h['mape'] * 100:.2f}% over {h['samples']} requests")
     lines.append("acceptance: " + ("pass" if report.get("acceptance_pass") else "FAIL (see the report's checks)"))

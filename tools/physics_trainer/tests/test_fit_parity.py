@@ -305,6 +305,13 @@ def test_fit_samples_and_counts_identical(pair):
     gc, pc = go["configs"][0], py["configs"][0]
     assert gc["beta_samples_with_snapshots"] == pc["beta_samples_with_snapshots"]
     assert gc["beta_median_cycle_ms"] == pc["beta_median_cycle_ms"]
+    # Every step the outlier rule removed, with its reason and limit.
+    assert gc["beta_outliers"]["steps_in_small_buckets_not_judged"] == pc["beta_outliers"]["steps_in_small_buckets_not_judged"]
+    assert [(r["trace"], r["step_id"], r["reason"]) for r in gc["beta_outliers"]["removed"]] == \
+        [(r["trace"], r["step_id"], r["reason"]) for r in pc["beta_outliers"]["removed"]]
+    for a, b in zip(gc["beta_outliers"]["removed"], pc["beta_outliers"]["removed"]):
+        assert (a["cycle_ms"], a["scheduled_tokens"]) == (b["cycle_ms"], b["scheduled_tokens"])
+        assert math.isclose(a["limit_ms"], b["limit_ms"], rel_tol=1e-12)
     assert sorted(map(tuple, (d.values() for d in gc.get("rows_dropped_on_read", [])))) == \
         sorted(map(tuple, (d.values() for d in pc["rows_dropped_on_read"])))
     for k in ("applied", "scheduler_overhead_ms", "unqueued_samples", "median_reference_lag_ms", "note"):
@@ -540,6 +547,14 @@ def test_multi_config_parity(bins, traces, tmp_path):
         for a, b in zip(g["leave_one_config_out"], p["leave_one_config_out"]):
             assert (a["config"], a["samples"]) == (b["config"], b["samples"])
             assert math.isclose(a["mape"], b["mape"], rel_tol=1e-8), (vec, a["config"], a["mape"], b["mape"])
+        if vec == "beta":
+            # The other objective's fit (absolute), on the same splits.
+            go_o, py_o = g["other_objective"], p["other_objective"]
+            assert (go_o["objective"], go_o["lambda"]) == (py_o["objective"], py_o["lambda"]) == ("absolute", go_o["lambda"])
+            for key in ("holdout", "leave_one_config_out"):
+                for a, b in zip(go_o[key], py_o[key], strict=True):
+                    assert (a["config"], a["samples"]) == (b["config"], b["samples"])
+                    assert math.isclose(a["mape"], b["mape"], rel_tol=1e-8), (key, a["config"], a["mape"], b["mape"])
         checks_g = [(c["config"], c["check"], c["pass"]) for c in g["checks"] if "sign" not in c["check"]]
         checks_p = [(c["config"], c["check"], c["pass"]) for c in p["checks"] if "sign" not in c["check"]]
         assert checks_g == checks_p

@@ -232,23 +232,54 @@ def test_duplicate_and_invalid_steps_are_left_out_before_the_ema():
     assert x.ema[:, 0].tolist() == [0, 0.5, 0.25]
 
 
-def test_outlier_rule_uses_the_token_bucket_median():
-    # 25 decode steps of 4 tokens (bucket 3) at 10 ms, one at 60 ms (> 5 × 10: out), one at 45 ms (kept);
-    # 3 prefill steps of 4000 tokens (bucket 12, fewer than 20) at 80 ms: compared with the
-    # configuration's median (10 ms): 80 > 50, so they go too.
-    ys = [10] * 25 + [60, 45] + [80, 80, 80]
+def _outlier_trace(tokens, ms):
+    """Go's outlierTrace: steps of the given scheduled tokens (a prefill when >= 1000) and cycle times (ms)."""
     steps, t = [], 0
-    for i, y in enumerate(ys):
-        big = i >= 27
-        steps.append({"id": 11 + i, "ts": t, "scheduled": 4000 if big else 4, "prefill_tok": 4000 if big else 0,
-                      "num_prefill": 1 if big else 0})
-        t += y * MS
-    steps.append({"id": 11 + len(ys), "ts": t})
-    b = beta(trace(steps), cfg=phys(chunked_prefill_enabled=False))
-    median = b.drop_outliers(5.0)
+    for i, (n, y) in enumerate(zip(tokens, ms)):
+        if n >= 1000:
+            steps.append({"id": 11 + i, "ts": t, "num_decode": 0, "decode_tok": 0, "num_prefill": 1, "prefill_tok": n,
+                          "scheduled": n, "running": 1})
+        else:
+            steps.append({"id": 11 + i, "ts": t, "num_decode": n, "decode_tok": n, "scheduled": n, "running": n})
+        t += int(y * MS)
+    steps.append({"id": 11 + len(tokens), "ts": t})
+    return beta(trace(steps), cfg=phys(chunked_prefill_enabled=False))
+
+
+def test_outlier_rule_keeps_every_regime():
+    # Go's TestOutlierRuleKeepsEveryRegime (issue 17, defect 2): 40 decode steps of 4 tokens at 10 ms; one at 60 ms
+    # (> 5 x 10: out), one at 45 ms (kept); three large prefills (buckets of fewer than 20 steps: not judged, kept
+    # however much slower than the decode steps); 8000 tokens of an 8B model in 1 ms (below the lower bound: out).
+    tokens = [4] * 40 + [4, 4, 4000, 4000, 6000, 8000]
+    ms = [10] * 40 + [60, 45, 300, 310, 450, 1]
+    b = _outlier_trace(tokens, ms)
+    median, summary = b.drop_outliers(5.0)
     assert median == 0.010
-    assert sorted(b.out.y.tolist()) == [0.010] * 25 + [0.045]
-    assert skipped(b)["outlier: cycle time above outlier factor × the median of steps with as many tokens"] == 4
+    assert np.allclose(b.out.y * 1e3, [10] * 40 + [45, 300, 310, 450])
+    assert summary["steps_in_small_buckets_not_judged"] == 4
+    slow, fast = summary["removed"]
+    assert (slow["reason"], slow["step_id"], slow["trace"]) == (fc.OUTLIER_TOO_SLOW, 51, "t")
+    assert slow["cycle_ms"] == pytest.approx(60) and slow["limit_ms"] == pytest.approx(50)
+    assert (fast["reason"], fast["scheduled_tokens"]) == (fc.OUTLIER_TOO_FAST, 8000)
+    assert fast["limit_ms"] > 100
+    assert skipped(b) == {fc.OUTLIER_TOO_SLOW: 1, fc.OUTLIER_TOO_FAST: 1, LAST: 1}
+    b = _outlier_trace(tokens, ms)
+    _, summary = b.drop_outliers(0.0)
+    assert len(b.out) == len(tokens) and summary["removed"] == []
+
+
+def test_lower_bound_matches_go_formula():
+    # features.LowerBoundSeconds: max(FLOPs / peak FLOP/s, bytes / peak bandwidth), 0 without scheduled tokens.
+    c = phys()
+    cols = {k: np.zeros(3) for k in cf.BETA_INPUT_KEYS}
+    cols["scheduled_tokens"][:] = [0, 4, 8000]
+    cols["prefill_tokens"][2], cols["num_prefill_reqs"][2], cols["sum_prefill_attn_work"][2] = 8000, 1, 8000 * 8000
+    cols["decode_context_tokens"][1] = 2000
+    lb = cf.lower_bound_seconds_batch(c, cols)
+    assert lb[0] == 0
+    assert lb[1] == max((4 * c.flops_linear_per_token + 4000 * c.attn_flops_per_work_unit) / c.hw_peak_flops,
+                        (c.weight_bytes_total + 2000 * c.kv_bytes_per_token) / c.hw_peak_bandwidth)
+    assert lb[2] == (8000 * c.flops_linear_per_token + 64e6 * c.attn_flops_per_work_unit) / c.hw_peak_flops
 
 
 # ---------------------------------------------------------------------------
@@ -413,7 +444,7 @@ def test_cross_validate_matches_direct_computation():
 
 
 def test_run_errors_on_too_few_samples():
-    tr = trace([{"id": 11 + i, "ts": i * MS} for i in range(6)])
+    tr = trace([{"id": 11 + i, "ts": i * 10 * MS} for i in range(6)])  # 10 ms: above the 4-token step's lower bound
     with pytest.raises(fc.FitError, match=r"configuration c: 5 usable beta samples .* needs at least 10"):
         fc.run([fc.Config("c", phys(), [tr])])
 
