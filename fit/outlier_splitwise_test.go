@@ -1,6 +1,7 @@
 package fit
 
 import (
+	"bytes"
 	"encoding/csv"
 	"os"
 	"strconv"
@@ -22,20 +23,7 @@ import (
 // prefills (the evaluation of TestSplitwiseEvaluation leaves out the same
 // ten rows).
 func TestOutlierRuleOnMeasuredSteps(t *testing.T) {
-	f, err := os.Open("../testdata/splitwise/perf_model_llama2-70b.csv")
-	require.NoError(t, err)
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	require.NoError(t, err)
-	col := map[string]int{}
-	for i, h := range recs[0] {
-		col[h] = i
-	}
-	num := func(r []string, k string) float64 {
-		v, err := strconv.ParseFloat(r[col[k]], 64)
-		require.NoError(t, err, k)
-		return v
-	}
+	rows := ReadSplitwise(t, "../testdata/splitwise/")
 	m, err := physics.LoadModel("llama-2-70b")
 	require.NoError(t, err)
 	hwName := map[string]string{"a100-80gb": "a100-80gb", "h100-80gb": "h100-sxm"}
@@ -46,12 +34,12 @@ func TestOutlierRuleOnMeasuredSteps(t *testing.T) {
 	const kvTotal = 1 << 20
 	steps := map[key][]StepRow{}
 	var order []key
-	for _, r := range recs[1:] {
-		k := key{r[col["hardware"]], int(num(r, "tensor_parallel"))}
+	for _, r := range rows {
+		k := key{r.HW, r.TP}
 		if _, ok := steps[k]; !ok {
 			order = append(order, k)
 		}
-		batch, prompt := int64(num(r, "batch_size")), int64(num(r, "prompt_size"))
+		batch, prompt := r.Batch, r.Prompt
 		// The next row's prefill starts where the last decode ends: ss's
 		// last row is a placeholder that carries that start.
 		ss := steps[k]
@@ -62,11 +50,11 @@ func TestOutlierRuleOnMeasuredSteps(t *testing.T) {
 		id := int64(len(ss) + 1)
 		pre := StepRow{ID: id, TsStartNs: ts, Running: batch, Waiting: 1, NumPrefill: batch, PrefillTok: batch * prompt,
 			Scheduled: batch * prompt, KVTotal: kvTotal, KVFree: kvTotal, KVUsage: 0}
-		ts += int64(num(r, "prompt_time") * 1e6)
+		ts += int64(r.PrefillS * 1e9)
 		ctx := float64(batch*prompt) / (kvTotal * 16)
 		dec := StepRow{ID: id + 1, TsStartNs: ts, Running: batch, Waiting: 1, NumDecode: batch, DecodeTok: batch,
 			Scheduled: batch, KVTotal: kvTotal, KVFree: kvTotal / 2, KVUsage: ctx}
-		ts += int64(num(r, "token_time") * 1e6)
+		ts += int64(r.TokS * 1e9)
 		steps[k] = append(ss, pre, dec, StepRow{ID: id + 2, TsStartNs: ts, KVTotal: kvTotal})
 	}
 	var slowPrefills, fast, kept, bigPrefills int
@@ -102,6 +90,42 @@ func TestOutlierRuleOnMeasuredSteps(t *testing.T) {
 	}
 	require.Zero(t, slowPrefills, "no prefill is removed as slow")
 	require.Equal(t, 10, fast, "the TP2 batch-64 prefills, which did not do the work they name")
-	require.Equal(t, 2*(len(recs)-1)-10, kept)
+	require.Equal(t, 2*len(rows)-10, kept)
 	require.Positive(t, bigPrefills)
+}
+
+// SplitwiseRow is one row of testdata/splitwise's measured Llama2-70B
+// profile: a batch of prompts, its prefill time and its per-token decode
+// time, in seconds.
+type SplitwiseRow struct {
+	HW             string
+	TP             int
+	Prompt, Batch  int64
+	PrefillS, TokS float64
+}
+
+// ReadSplitwise reads dir's perf_model_llama2-70b.csv (exported for the
+// fit_test package's evaluation).
+func ReadSplitwise(t *testing.T, dir string) []SplitwiseRow {
+	t.Helper()
+	data, err := os.ReadFile(dir + "perf_model_llama2-70b.csv")
+	require.NoError(t, err)
+	recs, err := csv.NewReader(bytes.NewReader(data)).ReadAll()
+	require.NoError(t, err)
+	col := map[string]int{}
+	for i, h := range recs[0] {
+		col[h] = i
+	}
+	num := func(r []string, k string) float64 {
+		v, err := strconv.ParseFloat(r[col[k]], 64)
+		require.NoError(t, err, k)
+		return v
+	}
+	var rows []SplitwiseRow
+	for _, r := range recs[1:] {
+		rows = append(rows, SplitwiseRow{HW: r[col["hardware"]], TP: int(num(r, "tensor_parallel")),
+			Prompt: int64(num(r, "prompt_size")), Batch: int64(num(r, "batch_size")),
+			PrefillS: num(r, "prompt_time") / 1e3, TokS: num(r, "token_time") / 1e3})
+	}
+	return rows
 }

@@ -2,13 +2,11 @@ package fit_test
 
 import (
 	"bytes"
-	"encoding/csv"
 	"flag"
 	"fmt"
 	"math"
 	"os"
 	"slices"
-	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -33,37 +31,9 @@ var updateEval = flag.Bool("update", false, "rewrite testdata/splitwise/evaluati
 
 const splitwiseDir = "../testdata/splitwise/"
 
-type swRow struct {
-	hw             string
-	tp             int
-	prompt, batch  int64
-	prefillS, tokS float64
-}
+type swRow = fit.SplitwiseRow
 
 var swHardware = map[string]string{"a100-80gb": "a100-80gb", "h100-80gb": "h100-sxm"}
-
-func readSplitwise(t *testing.T) []swRow {
-	data, err := os.ReadFile(splitwiseDir + "perf_model_llama2-70b.csv")
-	require.NoError(t, err)
-	recs, err := csv.NewReader(bytes.NewReader(data)).ReadAll()
-	require.NoError(t, err)
-	col := map[string]int{}
-	for i, h := range recs[0] {
-		col[h] = i
-	}
-	num := func(r []string, k string) float64 {
-		v, err := strconv.ParseFloat(r[col[k]], 64)
-		require.NoError(t, err, k)
-		return v
-	}
-	var rows []swRow
-	for _, r := range recs[1:] {
-		rows = append(rows, swRow{hw: r[col["hardware"]], tp: int(num(r, "tensor_parallel")),
-			prompt: int64(num(r, "prompt_size")), batch: int64(num(r, "batch_size")),
-			prefillS: num(r, "prompt_time") / 1e3, tokS: num(r, "token_time") / 1e3})
-	}
-	return rows
-}
 
 type swConfig struct {
 	name string
@@ -81,15 +51,15 @@ func (c *swConfig) steps(keep func(i int) bool) (out []fit.StepSample, impossibl
 			continue
 		}
 		var pre, dec features.BetaInput
-		for range r.batch {
-			pre.AddPrefill(0, r.prompt)
-			dec.AddDecode(r.prompt, (r.prompt+15)/16)
+		for range r.Batch {
+			pre.AddPrefill(0, r.Prompt)
+			dec.AddDecode(r.Prompt, (r.Prompt+15)/16)
 		}
-		if r.prefillS < features.LowerBoundSeconds(c.phys, &pre) || r.tokS < features.LowerBoundSeconds(c.phys, &dec) {
+		if r.PrefillS < features.LowerBoundSeconds(c.phys, &pre) || r.TokS < features.LowerBoundSeconds(c.phys, &dec) {
 			impossible++
 			continue
 		}
-		out = append(out, fit.StepSample{In: pre, Seconds: r.prefillS}, fit.StepSample{In: dec, Seconds: r.tokS})
+		out = append(out, fit.StepSample{In: pre, Seconds: r.PrefillS}, fit.StepSample{In: dec, Seconds: r.TokS})
 	}
 	return out, impossible
 }
@@ -98,17 +68,17 @@ func splitwiseConfigs(t *testing.T) []*swConfig {
 	m, err := physics.LoadModel("llama-2-70b")
 	require.NoError(t, err)
 	var cfgs []*swConfig
-	for _, r := range readSplitwise(t) {
-		name := fmt.Sprintf("%s/tp%d", r.hw, r.tp)
+	for _, r := range fit.ReadSplitwise(t, splitwiseDir) {
+		name := fmt.Sprintf("%s/tp%d", r.HW, r.TP)
 		i := slices.IndexFunc(cfgs, func(c *swConfig) bool { return c.name == name })
 		if i < 0 {
-			h, err := physics.LoadHardware(swHardware[r.hw])
+			h, err := physics.LoadHardware(swHardware[r.HW])
 			require.NoError(t, err)
 			k := physics.DefaultVLLMKnobs()
 			k.MaxNumSeqs, k.ChunkedPrefillEnabled = 64, false
-			pc, err := physics.NewPhysicsConfig(m, h, r.tp, k)
+			pc, err := physics.NewPhysicsConfig(m, h, r.TP, k)
 			require.NoError(t, err)
-			cfgs = append(cfgs, &swConfig{name: name, hw: r.hw, phys: pc})
+			cfgs = append(cfgs, &swConfig{name: name, hw: r.HW, phys: pc})
 			i = len(cfgs) - 1
 		}
 		cfgs[i].rows = append(cfgs[i].rows, r)
