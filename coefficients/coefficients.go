@@ -236,8 +236,8 @@ func (o Overheads) Validate() error {
 		{"arrival_base_us", o.ArrivalBaseUs}, {"arrival_per_prompt_token_us", o.ArrivalPerPromptTokenUs},
 		{"departure_base_us", o.DepartureBaseUs}, {"departure_per_output_token_us", o.DeparturePerOutputTokenUs},
 	} {
-		if !(f.v >= 0) || math.IsInf(f.v, 0) {
-			return fmt.Errorf("overhead %s must be finite and >= 0, got %v", f.name, f.v)
+		if !(f.v >= 0) || f.v > MaxMagnitude {
+			return fmt.Errorf("overhead %s must be within [0, %g], got %v", f.name, MaxMagnitude, f.v)
 		}
 	}
 	return nil
@@ -340,6 +340,20 @@ func (c *checker) nonNegative(path string, v float64) {
 	c.check(v >= 0, path, "must be >= 0, got %v", v)
 }
 
+// MaxMagnitude bounds every coefficient and overhead a file may hold. Beta
+// and alpha coefficients multiply features in seconds at a hardware
+// ceiling, so fitted values are of order 0.1–10, and overheads are µs; a
+// magnitude of 1e9 is beyond anything physical, and bounding it here keeps
+// every product the simulator forms far from overflow (the simulator also
+// checks the step times a file gives on the configuration it runs).
+const MaxMagnitude = 1e9
+
+// coefficient checks a finite value within ±MaxMagnitude.
+func (c *checker) coefficient(path string, v float64) {
+	c.finite(path, v)
+	c.check(math.Abs(v) <= MaxMagnitude, path, "magnitude %v is beyond %g, which no fit of physical data gives", v, MaxMagnitude)
+}
+
 func (c *checker) fraction(path string, v float64) {
 	c.finite(path, v)
 	c.check(v > 0 && v <= 1, path, "must be in (0, 1], got %v", v)
@@ -390,7 +404,7 @@ func (f *File) validate(source string, lines map[string]int) error {
 
 	c.fraction("gamma", f.Gamma)
 	for i, v := range f.Alpha {
-		c.finite("alpha."+features.AlphaNames[i], v)
+		c.coefficient("alpha."+features.AlphaNames[i], v)
 	}
 	names := features.BetaNames[:]
 	if specErr == nil {
@@ -398,16 +412,22 @@ func (f *File) validate(source string, lines map[string]int) error {
 	}
 	for i, v := range f.Beta {
 		if i < len(names) {
-			c.finite("beta."+names[i], v)
+			c.coefficient("beta."+names[i], v)
 		} else {
 			c.check(v == 0, "beta", "feature spec %s has %d beta features; coefficient %d must be 0, got %v", f.Spec(), len(names), i+1, v)
 		}
 	}
 
-	c.nonNegative("overheads.arrival_base_us", f.Overheads.ArrivalBaseUs)
-	c.nonNegative("overheads.arrival_per_prompt_token_us", f.Overheads.ArrivalPerPromptTokenUs)
-	c.nonNegative("overheads.departure_base_us", f.Overheads.DepartureBaseUs)
-	c.nonNegative("overheads.departure_per_output_token_us", f.Overheads.DeparturePerOutputTokenUs)
+	for _, o := range []struct {
+		key string
+		v   float64
+	}{
+		{"arrival_base_us", f.Overheads.ArrivalBaseUs}, {"arrival_per_prompt_token_us", f.Overheads.ArrivalPerPromptTokenUs},
+		{"departure_base_us", f.Overheads.DepartureBaseUs}, {"departure_per_output_token_us", f.Overheads.DeparturePerOutputTokenUs},
+	} {
+		c.nonNegative("overheads."+o.key, o.v)
+		c.coefficient("overheads."+o.key, o.v)
+	}
 
 	if fit := f.Fit; fit != nil {
 		c.nonNegative("fit.lambda_alpha", fit.LambdaAlpha)

@@ -114,9 +114,11 @@ func TestMarshalGolden(t *testing.T) {
 func TestRoundTrip(t *testing.T) {
 	f := loadValid(t)
 	negZero := math.Copysign(0, -1)
-	f.Alpha = [features.NumAlpha]float64{1e-300, 0.1, 1.0 / 3, negZero, 1 << 62, 1e21, 123456789, math.MaxFloat64, math.SmallestNonzeroFloat64, -2.5e-7, 5}
+	// Within MaxMagnitude: the bound is 1e9 exactly, and 1 << 29 is a
+	// power of two that prints as an integer.
+	f.Alpha = [features.NumAlpha]float64{1e-300, 0.1, 1.0 / 3, negZero, 1 << 29, 1e9, 123456789, -999999999.9999999, math.SmallestNonzeroFloat64, -2.5e-7, 5}
 	for i := range f.Beta {
-		f.Beta[i] = -math.Pi * math.Pow(10, float64(3*i-20))
+		f.Beta[i] = -math.Pi * math.Pow(10, float64(3*i-37))
 	}
 	f.Gamma = math.Nextafter(1, 0)
 	f.AppliesTo.VLLM.MaxNumSeqs = math.MaxInt64
@@ -265,6 +267,8 @@ func TestParseErrors(t *testing.T) {
 			[]string{"line 23: alpha.kv_pressure: out of order: expected batch_saturation here"}},
 		{"nan", edit("kv_read: 1.4", "kv_read: .nan"), []string{"beta.kv_read: must be a finite number, got NaN"}},
 		{"inf", edit("queue_drain: 0.8", "queue_drain: -.inf"), []string{"line 27: alpha.queue_drain: must be a finite number, got -Inf"}},
+		{"huge", edit("queue_drain: 0.8", "queue_drain: 1e30"), []string{"line 27: alpha.queue_drain: magnitude 1e+30 is beyond 1e+09"}},
+		{"huge overhead", edit("arrival_base_us: ", "arrival_base_us: 1e12 #"), []string{"overheads.arrival_base_us: magnitude 1e+12 is beyond 1e+09"}},
 		{"inf gamma", edit("gamma: 0.3", "gamma: .Inf"), []string{"gamma: must be a finite number"}},
 		{"nan in grid", edit("[0.1, 0.3, 0.5]", "[0.1, .nan, 0.5]"), []string{"fit.gamma_grid[1]: must be a finite number"}},
 		{"schema_version 2", edit("schema_version: 1", "schema_version: 2"), []string{"line 5: schema_version: written by a newer tool (schema_version 2, this tool reads 1)"}},

@@ -170,6 +170,9 @@ func (c *Config) Validate() error {
 	if c.Latency == nil {
 		return fmt.Errorf("no latency model")
 	}
+	if err := CheckLatency(c.Latency, &c.Engine); err != nil {
+		return err
+	}
 	return c.Policies.Priority.Validate()
 }
 
@@ -313,12 +316,26 @@ func NewEngine(cfg Config) (*Engine, error) {
 // catch turns an invariant panic into an error; any other panic goes on.
 func catch(err *error) {
 	if r := recover(); r != nil {
-		ie, ok := r.(*InvariantError)
-		if !ok {
+		switch x := r.(type) {
+		case *InvariantError:
+			*err = x
+		case *LimitError:
+			*err = x
+		default:
 			panic(r)
 		}
-		*err = ie
 	}
+}
+
+// LimitError stops a run whose inputs take the clock past MaxTimeUs. It is
+// an input's fault (absurd step times or arrivals), not a simulator bug.
+type LimitError struct {
+	AtUs   int64
+	Detail string
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("simulation stopped at t=%d µs: %s", e.AtUs, e.Detail)
 }
 
 // Inject offers a request that reaches the instance at atUs (≥ the
@@ -336,6 +353,9 @@ func (e *Engine) Inject(spec RequestSpec, atUs int64) error {
 	}
 	if atUs < spec.ArrivalUs {
 		return fmt.Errorf("request %d: injected at %d µs, before its arrival_us %d", spec.ID, atUs, spec.ArrivalUs)
+	}
+	if atUs > MaxTimeUs {
+		return fmt.Errorf("request %d: injected at %d µs, beyond the simulator's %d µs (2^61, about 73,000 years)", spec.ID, atUs, MaxTimeUs)
 	}
 	i := e.slot()
 	r := &e.reqs[i]

@@ -27,7 +27,10 @@ type Batch struct {
 type LatencyModel interface {
 	Name() string
 	// StepTimeUs is the step's cycle time: schedule, forward pass, sampling
-	// and output processing, ≥ 1 µs.
+	// and output processing, rounded to µs with saturation (ToUs). The
+	// engine clamps it into [1, MaxDurationUs] and counts every step it
+	// clamps (Result.StepTimesClamped): a model may well extrapolate below
+	// 1 µs on a tiny step, and that must be visible, not silent.
 	StepTimeUs(b *Batch) int64
 	// ArrivalOverheadUs is the delay from api.ARRIVED to journey.QUEUED (API
 	// handling and tokenization). It delays the enqueue but does not block the
@@ -40,24 +43,41 @@ type LatencyModel interface {
 	PreemptionGamma() float64
 }
 
-// arrivalUs and departureUs round an overhead formula to whole µs.
-func arrivalUs(o *coefficients.Overheads, prompt int64) int64 { return roundUs(o.ArrivalUs(prompt)) }
-func departureUs(o *coefficients.Overheads, output int64) int64 {
-	return roundUs(o.DepartureUs(output))
-}
+// Time bounds. Every duration the engine adds to its clock (a step, an
+// overhead, the output delay) is at most MaxDurationUs, and every arrival
+// at most MaxTimeUs, so that no sum of them can overflow int64; a run whose
+// clock passes MaxTimeUs stops with a *LimitError (docs/simulator.md,
+// "Time bounds").
+const (
+	// MaxDurationUs is 2^40 µs, about 12.7 days: no step or overhead of a
+	// real deployment comes near it.
+	MaxDurationUs int64 = 1 << 40
+	// MaxTimeUs is 2^61 µs, about 73,000 years.
+	MaxTimeUs int64 = 1 << 61
+)
 
-func roundUs(v float64) int64 {
-	if !(v > 0) {
-		return 0
+// ToUs rounds v µs to an integer with saturation: NaN and values beyond
+// ±2^62 become math.MaxInt64 or math.MinInt64, which the engine's clamp
+// and the setup checks (CheckLatency) see as out of range, instead of the
+// wrapped value a plain conversion gives.
+func ToUs(v float64) int64 {
+	switch {
+	case v != v || v >= 1<<62:
+		return math.MaxInt64
+	case v <= -(1 << 62):
+		return math.MinInt64
 	}
 	return int64(math.Round(v))
 }
 
-func stepUs(v float64) int64 {
-	if r := roundUs(v); r >= 1 {
-		return r
-	}
-	return 1
+// overheadUs is an overhead in [0, MaxDurationUs] µs (CheckLatency refuses
+// models whose overheads pass the bound on the configuration).
+func overheadUs(v float64) int64 { return min(max(ToUs(v), 0), MaxDurationUs) }
+
+// arrivalUs and departureUs round an overhead formula to whole µs.
+func arrivalUs(o *coefficients.Overheads, prompt int64) int64 { return overheadUs(o.ArrivalUs(prompt)) }
+func departureUs(o *coefficients.Overheads, output int64) int64 {
+	return overheadUs(o.DepartureUs(output))
 }
 
 // Blackbox is the seed's regression model: step = β0 + β1·cache-miss
@@ -75,15 +95,15 @@ type Blackbox struct {
 func (m *Blackbox) Name() string { return "blackbox" }
 
 func (m *Blackbox) StepTimeUs(b *Batch) int64 {
-	return stepUs(m.Beta[0] + m.Beta[1]*float64(b.Beta.PrefillTokens) + m.Beta[2]*float64(b.Beta.DecodeTokens) +
+	return ToUs(m.Beta[0] + m.Beta[1]*float64(b.Beta.PrefillTokens) + m.Beta[2]*float64(b.Beta.DecodeTokens) +
 		m.TransferUsPerBlock*float64(b.Beta.TransferBlocks))
 }
 
 func (m *Blackbox) ArrivalOverheadUs(p int64) int64 {
-	return roundUs(m.Alpha[0] + m.Alpha[1]*float64(p))
+	return overheadUs(m.Alpha[0] + m.Alpha[1]*float64(p))
 }
 
-func (m *Blackbox) DepartureOverheadUs(o int64) int64 { return roundUs(m.Alpha[2] * float64(o)) }
+func (m *Blackbox) DepartureOverheadUs(o int64) int64 { return overheadUs(m.Alpha[2] * float64(o)) }
 func (m *Blackbox) PreemptionGamma() float64          { return DefaultPreemptionGamma }
 
 // DefaultPreemptionGamma is the EMA factor when no coefficients give one.
@@ -205,7 +225,7 @@ func prefillContextBytes(in *features.BetaInput, c *physics.PhysicsConfig) float
 	return features.PrefillContextTokens(in) * c.KVBytesPerToken
 }
 
-func (m *Roofline) StepTimeUs(b *Batch) int64         { return stepUs(m.StepSeconds(b) * 1e6) }
+func (m *Roofline) StepTimeUs(b *Batch) int64         { return ToUs(m.StepSeconds(b) * 1e6) }
 func (m *Roofline) ArrivalOverheadUs(p int64) int64   { return arrivalUs(&m.Overheads, p) }
 func (m *Roofline) DepartureOverheadUs(o int64) int64 { return departureUs(&m.Overheads, o) }
 func (m *Roofline) PreemptionGamma() float64          { return DefaultPreemptionGamma }
@@ -272,7 +292,7 @@ func (m *Physics) spec() string {
 
 func (m *Physics) StepTimeUs(b *Batch) int64 {
 	f := features.Beta(m.spec(), m.Cfg, b.Beta)
-	return stepUs(m.stepSeconds(&f) * 1e6)
+	return ToUs(m.stepSeconds(&f) * 1e6)
 }
 
 // Noisy multiplies another model's step time by mean-one log-normal noise
@@ -298,5 +318,54 @@ func (m *Noisy) PreemptionGamma() float64          { return m.Inner.PreemptionGa
 func (m *Noisy) StepTimeUs(b *Batch) int64 {
 	base := m.Inner.StepTimeUs(b)
 	f := math.Exp(m.Sigma*m.rng.NormFloat64() - m.Sigma*m.Sigma/2)
-	return stepUs(float64(base) * f)
+	if base == math.MaxInt64 || base == math.MinInt64 {
+		return base // out of range stays out of range
+	}
+	return ToUs(float64(max(base, 1)) * f)
+}
+
+// CheckLatency refuses a latency model whose step times or overheads are
+// out of range on the engine's configuration: it probes a one-token
+// decode step, a full prefill step of MaxBatchedTokens, a step of
+// MaxNumSeqs decodes that fill the KV cache, and the overheads of the
+// longest request the cache holds. A step time that is not finite or
+// above MaxDurationUs (an absurd coefficient such as a bias of 1e30 s) is
+// an error naming the step; one below 1 µs is not (the engine clamps and
+// counts it). Noise wrappers are probed through to their inner model, so
+// the check draws no random number.
+func CheckLatency(m LatencyModel, c *EngineConfig) error {
+	for {
+		n, ok := m.(*Noisy)
+		if !ok {
+			break
+		}
+		m = n.Inner
+	}
+	kvTokens := max(1, c.TotalKVBlocksGPU) * max(1, c.BlockSizeTokens)
+	var one, prefill, full Batch
+	one.Beta.AddDecode(1, 1)
+	prefill.Beta.AddPrefill(0, max(1, c.MaxBatchedTokens))
+	seqs := max(1, min(c.MaxNumSeqs, c.MaxBatchedTokens))
+	for range seqs {
+		full.Beta.AddDecode(kvTokens/seqs, max(1, c.TotalKVBlocksGPU/seqs))
+	}
+	for _, p := range []struct {
+		what string
+		b    *Batch
+	}{
+		{"a one-token decode step", &one},
+		{fmt.Sprintf("a prefill step of %d tokens", prefill.Beta.ScheduledTokens), &prefill},
+		{fmt.Sprintf("a step of %d decodes that fill the KV cache", seqs), &full},
+	} {
+		if us := m.StepTimeUs(p.b); us > MaxDurationUs {
+			return fmt.Errorf("latency model %s: %s takes more than %d µs (2^40, about 12.7 days), or a non-finite time: its coefficients are out of range for this configuration", m.Name(), p.what, MaxDurationUs)
+		}
+	}
+	if us := m.ArrivalOverheadUs(kvTokens); us >= MaxDurationUs {
+		return fmt.Errorf("latency model %s: the arrival overhead of a %d-token prompt is %d µs or more (2^40): its coefficients are out of range", m.Name(), kvTokens, MaxDurationUs)
+	}
+	if us := m.DepartureOverheadUs(kvTokens); us >= MaxDurationUs {
+		return fmt.Errorf("latency model %s: the departure overhead of a %d-token output is %d µs or more (2^40): its coefficients are out of range", m.Name(), kvTokens, MaxDurationUs)
+	}
+	return nil
 }

@@ -93,6 +93,9 @@ type Result struct {
 	PrefixCacheHitRate float64      `json:"prefix_cache_hit_rate"`
 	KVEvictions        int64        `json:"kv_prefix_evictions"`
 	KVOffload          *KVOffload   `json:"kv_offload,omitempty"`
+	// StepTimesClamped counts the steps whose latency-model time fell
+	// outside [1, MaxDurationUs] µs and was clamped into it; nil when none.
+	StepTimesClamped *Clamped `json:"step_times_clamped,omitempty"`
 	// PerRequest holds finished requests in completion order, when asked.
 	PerRequest []RequestRecord `json:"per_request,omitempty"`
 
@@ -112,6 +115,21 @@ type Result struct {
 	BusyUs                           int64 `json:"-"`
 }
 
+// Clamped counts the step times the engine clamped: below 1 µs (a model
+// extrapolating below zero on a small step) and above MaxDurationUs.
+type Clamped struct {
+	ToOneUs       int64 `json:"to_1us"`
+	ToMaxDuration int64 `json:"to_max_duration"`
+}
+
+// Add adds o's counts to c.
+func (c *Clamped) Add(o *Clamped) {
+	if o != nil {
+		c.ToOneUs += o.ToOneUs
+		c.ToMaxDuration += o.ToMaxDuration
+	}
+}
+
 // Histograms are a run's latency histograms in µs.
 type Histograms struct {
 	TTFT, ITL, E2E, Sched *Histogram
@@ -129,6 +147,7 @@ type metrics struct {
 	records                         []RequestRecord
 	keepRecords                     bool
 	outDelay                        int64 // Pipeline.OutputDelayUs: engine output to client
+	clamped                         Clamped
 }
 
 func (m *metrics) init(o Options, p Pipeline) {
@@ -194,6 +213,10 @@ func (e *Engine) result() *Result {
 			res.RequestsPerS = float64(m.completed) / dur
 			res.BusyFraction = float64(m.busyUs) * 1e-6 / dur
 		}
+	}
+	if m.clamped != (Clamped{}) {
+		c := m.clamped
+		res.StepTimesClamped = &c
 	}
 	if c := e.kv.cpu; c != nil {
 		res.KVOffload = &KVOffload{StoredBlocks: c.stored, ReloadedBlocks: c.reloaded, CPUEvictions: c.evicted, Thrashing: c.thrashing}

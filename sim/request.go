@@ -105,6 +105,8 @@ func (r RequestSpec) Validate() error {
 	switch {
 	case r.ArrivalUs < 0:
 		return fmt.Errorf("request %d: arrival_us %d is negative", r.ID, r.ArrivalUs)
+	case r.ArrivalUs > MaxTimeUs:
+		return fmt.Errorf("request %d: arrival_us %d is beyond the simulator's %d µs (2^61, about 73,000 years)", r.ID, r.ArrivalUs, MaxTimeUs)
 	case r.PromptTokens <= 0:
 		return fmt.Errorf("request %d: prompt_tokens %d must be > 0", r.ID, r.PromptTokens)
 	case r.OutputTokens <= 0:
@@ -119,8 +121,8 @@ func (r RequestSpec) Validate() error {
 		return fmt.Errorf("request %d: tenant %d is negative", r.ID, r.Tenant)
 	case r.SLOClass >= numSLOClasses:
 		return fmt.Errorf("request %d: slo_class %d is not a class", r.ID, r.SLOClass)
-	case r.TimeoutUs < 0:
-		return fmt.Errorf("request %d: timeout_us %d is negative", r.ID, r.TimeoutUs)
+	case r.TimeoutUs < 0 || r.TimeoutUs > MaxTimeUs:
+		return fmt.Errorf("request %d: timeout_us %d must be within [0, %d] µs", r.ID, r.TimeoutUs, MaxTimeUs)
 	case r.Session < 0:
 		return fmt.Errorf("request %d: session %d is negative", r.ID, r.Session)
 	case len(r.Content) > 0 && r.ContentTokens <= 0:

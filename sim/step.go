@@ -1,6 +1,10 @@
 package sim
 
-import "github.com/blis-sim/blis/features"
+import (
+	"fmt"
+
+	"github.com/blis-sim/blis/features"
+)
 
 // step runs one engine iteration (seed 004): schedule a batch, execute it
 // through the latency model, process completions, schedule the next step.
@@ -213,8 +217,16 @@ func (e *Engine) executeBatch(preempted int64) int64 {
 		e.emitOffload()
 	}
 	dt := e.cfg.Latency.StepTimeUs(b)
-	if dt < 1 {
-		e.fail("INV-3", "latency model %s returned step time %d µs", e.cfg.Latency.Name(), dt)
+	switch {
+	case dt < 1:
+		e.m.clamped.ToOneUs++
+		dt = 1
+	case dt > MaxDurationUs:
+		e.m.clamped.ToMaxDuration++
+		dt = MaxDurationUs
+	}
+	if e.now > MaxTimeUs-dt {
+		panic(&LimitError{AtUs: e.now, Detail: fmt.Sprintf("step %d of %d µs would take the clock past %d µs (2^61): the latency model's step times are far beyond any real deployment's", e.stepID, dt, MaxTimeUs)})
 	}
 	e.summarize(preempted, dt)
 	end := e.now + dt

@@ -427,6 +427,9 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	if err := enc.Encode(out); err != nil {
 		return err
 	}
+	for _, in := range res.Instances {
+		printWarnings(cmd.ErrOrStderr(), "", clampWarnings("instance "+in.ID+": ", in.Metrics.StepTimesClamped))
+	}
 	rq := res.Requests
 	fmt.Fprintf(stderr, "blis: %d instances, %d of %d requests arrived (%d completed, %d rejected, %d dropped), %.1f s simulated in %.2f s wall (%.1f µs per request)\n",
 		len(cfg.Instances), rq.Arrived, offered, rq.Completed, rq.Rejected, rq.DroppedUnservable, res.DurationS, wall.Seconds(),

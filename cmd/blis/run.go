@@ -177,6 +177,22 @@ func printWarnings(stderr io.Writer, prefix string, warnings []string) {
 	}
 }
 
+// clampWarnings describes the step times the engine clamped (prefix names
+// the instance in a cluster).
+func clampWarnings(prefix string, c *sim.Clamped) []string {
+	var out []string
+	if c == nil {
+		return nil
+	}
+	if c.ToOneUs > 0 {
+		out = append(out, fmt.Sprintf("%s%d steps had a latency-model time below 1 µs and were clamped to 1 µs (step_times_clamped): the model extrapolates below zero on small steps", prefix, c.ToOneUs))
+	}
+	if c.ToMaxDuration > 0 {
+		out = append(out, fmt.Sprintf("%s%d steps had a latency-model time above %d µs (2^40) and were clamped to it (step_times_clamped)", prefix, c.ToMaxDuration, sim.MaxDurationUs))
+	}
+	return out
+}
+
 // resolved is everything a run needs, built and checked before it starts.
 type resolved struct {
 	spec   deploy.InstanceSpec
@@ -277,6 +293,7 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 	fmt.Fprintf(stderr, "blis: %d requests (%d completed, %d dropped), %d steps, %.1f s simulated in %.2f s wall (%.1f µs per request)\n",
 		len(r.reqs), res.Requests.Completed, res.Requests.Dropped, res.Steps, res.DurationS, wall.Seconds(),
 		float64(wall.Microseconds())/float64(max(1, len(r.reqs))))
+	printWarnings(cmd.ErrOrStderr(), "", clampWarnings("", res.StepTimesClamped))
 	if tw != nil {
 		st := tw.Stats()
 		fmt.Fprintf(stderr, "blis: trace %s: %d spans, %d events (%d dropped by the 128-event limit), %d sampled steps (%d rich)\n",

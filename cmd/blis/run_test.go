@@ -199,6 +199,9 @@ func TestRunBadFlagsNameTheFlag(t *testing.T) {
 	mixtral := physicsFile(t, func(f *coefficients.File) {
 		f.AppliesTo.Model, f.AppliesTo.TP, f.AppliesTo.VLLM.TotalKVBlocksGPU = "mixtral-8x7b", 2, 0
 	})
+	// Within the loader's bound (1e9) but a step time of ~1e9 × the
+	// per-step constant: beyond 2^40 µs on a full prefill.
+	absurd := physicsFile(t, func(f *coefficients.File) { f.Beta[6] = 9e8 })
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -228,6 +231,12 @@ func TestRunBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{"--output-tokens", "banana"}, "--output-tokens"},
 		{[]string{"--alpha-coeffs", "1,2", "--latency", "blackbox"}, "--alpha-coeffs"},
 		{[]string{"--beta-coeffs", "1,x,3", "--latency", "blackbox"}, "--beta-coeffs"},
+		// Issue 18, defects 2 and 3: out-of-range coefficients are refused
+		// up front, not turned into 1 µs steps or an invariant failure.
+		{[]string{"--beta-coeffs", "1e19,0,0", "--latency", "blackbox"}, "a one-token decode step takes more than 1099511627776 µs"},
+		{[]string{"--alpha-coeffs", "1e19,0,0", "--latency", "blackbox"}, "arrival overhead"},
+		{[]string{"--alpha-coeffs", "0,0,1e30", "--latency", "blackbox"}, "departure overhead"},
+		{[]string{"--coefficients", absurd}, "coefficients are out of range"},
 		{[]string{"--kv-events", "/tmp/x.jsonl"}, "--kv-events"},
 		{[]string{"--horizon", "-1"}, "--horizon"},
 		{[]string{"--latency-noise", "-0.1"}, "--latency-noise"},
