@@ -25,6 +25,9 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 	if len(cfgs) == 0 {
 		return nil, errors.New("no configuration to fit")
 	}
+	if err := checkDuplicates(cfgs); err != nil {
+		return nil, err
+	}
 	rep := &Report{Tool: "calibrate fit", Version: ToolVersion, Command: command, Options: ReportOptions{
 		Lambdas: opt.Lambdas, Gammas: opt.Gammas, Folds: opt.Folds, Holdout: opt.Holdout, WarmupSteps: opt.WarmupSteps,
 		OutlierFactor: opt.OutlierFactor, PreemptHeavy: opt.PreemptHeavy, PreemptWeight: opt.PreemptWeight,
@@ -47,6 +50,11 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 		bb, ab := newBetaBuilder(cfg.Phys, &opt), newAlphaBuilder(cfg.Phys, &opt)
 		t := 0 // samples are grouped by engine: each engine of each trace is a time series
 		for _, tr := range cfg.Traces {
+			warn, err := crossCheck(&cfg, tr)
+			if err != nil {
+				return nil, err
+			}
+			info.Warnings = append(info.Warnings, warn...)
 			info.Traces = append(info.Traces, tr.Dir)
 			info.Inputs = append(info.Inputs, tr.Inputs...)
 			for _, d := range tr.Dropped {

@@ -85,6 +85,9 @@ type Trace struct {
 	Scheduled []ScheduledRow
 	KV        []KVRow
 	HasKV     bool // a kv_events table with at least one row was found
+	// Models are the distinct model names the requests table gives
+	// (gen_ai.response.model), sorted.
+	Models []string
 	// Inputs are the files read, with their hashes and row counts.
 	Inputs  []InputFile
 	Dropped []Count
@@ -478,6 +481,20 @@ func (tr *Trace) loadRequests(ins *instances) error {
 			rr.EngineID = id.V[i]
 		}
 		tr.Requests[i] = rr
+	}
+	if f.Has("model") {
+		m := r.str("model")
+		if r.err != nil {
+			return r.err
+		}
+		seen := map[string]bool{}
+		for i, v := range m.V {
+			if m.OK(i) && v != "" && !seen[v] {
+				seen[v] = true
+				tr.Models = append(tr.Models, v)
+			}
+		}
+		slices.Sort(tr.Models)
 	}
 	return nil
 }

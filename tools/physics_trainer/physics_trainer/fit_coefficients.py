@@ -59,6 +59,7 @@ that decides between Cholesky and SVD is gonum's: LAPACK's 1-norm estimate
 from __future__ import annotations
 
 import json
+import os
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
@@ -191,6 +192,44 @@ class Config:
     name: str
     phys: object
     traces: List[Trace]
+
+
+def _check_duplicates(cfgs) -> None:
+    """Go's checkDuplicates: one steps table (by sha256) listed twice would count its samples twice."""
+    seen: Dict[str, str] = {}
+    for cfg in cfgs:
+        for tr in cfg.traces:
+            for inp in tr.inputs:
+                if os.path.basename(inp.path) != "steps.parquet" or not inp.sha256:
+                    continue
+                where = f"configuration {cfg.name}, trace {tr.dir}"
+                if inp.sha256 in seen:
+                    raise FitError(f"{where} has the same steps table as {seen[inp.sha256]} (sha256 {inp.sha256[:12]}): "
+                                   "listing one trace twice counts its samples twice")
+                seen[inp.sha256] = where
+
+
+def _cross_check(cfg, tr) -> None:
+    """Go's crossCheck, without the model-name warning (the twin does not read the requests' model column)."""
+    k = cfg.phys.knobs
+    s = tr.steps
+    for i in range(len(s["id"])):
+        if s["running"][i] > k.max_num_seqs:
+            raise FitError(f"configuration {cfg.name}: {tr.dir}: step {int(s['id'][i])} runs {int(s['running'][i])} requests "
+                           f"at once, more than the configuration's max_num_seqs {k.max_num_seqs}: give the server's value")
+        if s["scheduled"][i] > k.max_batched_tokens:
+            raise FitError(f"configuration {cfg.name}: {tr.dir}: step {int(s['id'][i])} schedules {int(s['scheduled'][i])} "
+                           f"tokens, more than the configuration's max_batched_tokens {k.max_batched_tokens}: give the "
+                           "server's value")
+    if not k.chunked_prefill_enabled:
+        sn = tr.snapshots
+        bad = np.flatnonzero(sn["prefill"] & (sn["scheduled"] > 0) & (sn["computed"] + sn["scheduled"] < sn["prompt"]))
+        if len(bad):
+            i = int(bad[0])
+            raise FitError(f"configuration {cfg.name}: {tr.dir}: step {int(sn['step_id'][i])} schedules "
+                           f"{int(sn['scheduled'][i])} of request {json.dumps(str(sn['request'][i]))}'s {int(sn['prompt'][i])} "
+                           f"prompt tokens ({int(sn['computed'][i])} computed): a prefill chunk, but the configuration has "
+                           "chunked prefill off: give the server's setting")
 
 
 def predict_options() -> Options:
@@ -1402,6 +1441,7 @@ def run(cfgs: List[Config], opt: Optional[Options] = None, command: str = "pytho
     acc = {"arr_x": [], "arr_y": [], "dep_x": [], "dep_y": []}
     sources = {SOURCE_PAIRS: 0, SOURCE_JOURNEY: 0}
     lags = []
+    _check_duplicates(cfgs)
     for cfg in cfgs:
         phys = cfg.phys
         try:
@@ -1414,6 +1454,7 @@ def run(cfgs: List[Config], opt: Optional[Options] = None, command: str = "pytho
         bb, ab = BetaBuilder(phys, opt), AlphaBuilder(phys, opt)
         t = 0  # samples are grouped by engine: each engine of each trace is a time series
         for tr in cfg.traces:
+            _cross_check(cfg, tr)
             info["traces"].append(tr.dir)
             info["inputs"].extend({"path": i.path, "sha256": i.sha256, "rows": i.rows} for i in tr.inputs)
             for r, c in tr.dropped:

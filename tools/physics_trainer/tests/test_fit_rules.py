@@ -508,3 +508,22 @@ def test_engines_of_a_trace_fit_as_traces_of_their_own():
         want.add(t, tr, fc.step_index(tr, opt.gammas, []))
     assert got.out.y.tolist() == want.out.y.tolist() and got.out.trace.tolist() == want.out.trace.tolist()
     assert len(got.out) == 2 * (79 - 1 - 10)  # pairs within each engine, after the warm-up
+
+
+def test_cross_check_and_duplicates():
+    # Go's TestCrossCheckRefusesWhatTheTraceContradicts (issue 18, defect 7).
+    from physics_trainer.extract_traces import InputFile
+    steps = [{"id": 11 + i, "ts": i * 10 * MS, "running": 6, "scheduled": 6, "num_decode": 6, "decode_tok": 6}
+             for i in range(80)]
+    tr = trace(steps)
+    tr.inputs = [InputFile(path="t/steps.parquet", sha256="ab" * 32, rows=80)]
+    with pytest.raises(fc.FitError, match="configuration b, trace t has the same steps table as configuration a, trace t"):
+        fc.run([fc.Config("a", phys(), [tr]), fc.Config("b", phys(), [tr])])
+    with pytest.raises(fc.FitError, match="step 11 runs 6 requests at once, more than the configuration's max_num_seqs 5"):
+        fc.run([fc.Config("a", phys(max_num_seqs=5), [tr])])
+    with pytest.raises(fc.FitError, match="schedules 6 tokens, more than the configuration's max_batched_tokens 4"):
+        fc.run([fc.Config("a", phys(max_batched_tokens=4), [tr])])
+    chunked = trace(steps, snapshots=[{"step_id": 12, "request": "r", "prefill": True, "prompt": 100, "computed": 0,
+                                       "scheduled": 40}])
+    with pytest.raises(fc.FitError, match='step 12 schedules 40 of request "r"\'s 100 prompt tokens'):
+        fc.run([fc.Config("a", phys(chunked_prefill_enabled=False), [chunked])])
