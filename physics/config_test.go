@@ -210,6 +210,13 @@ func TestNewPhysicsConfigErrors(t *testing.T) {
 			k.TotalKVBlocksGPU = 0
 		}, `"memory_gib"`},
 		{"unknown bytes", func(m *ModelSpec, _ *HardwareSpec, _ *int, _ *VLLMKnobs) { m.BytesPerParam = 0 }, `"bytes_per_param"`},
+		// Issue 18, item 10: a huge block size is named as such, not as
+		// a model that does not fit.
+		{"huge block size", func(_ *ModelSpec, _ *HardwareSpec, _ *int, k *VLLMKnobs) { k.BlockSizeTokens = 1e9 }, `"block_size_tokens": must be in [1, 1024]`},
+		{"block larger than the KV space", func(_ *ModelSpec, h *HardwareSpec, _ *int, k *VLLMKnobs) {
+			k.BlockSizeTokens, k.TotalKVBlocksGPU = 1024, 0
+			h.MemoryGiB = 18.7 // 0.9 × 18.7 GiB minus weights, activations and overhead: 0.06 GiB, less than one 0.125 GiB block
+		}, `"block_size_tokens": one block of 1024 tokens takes 0.12 GiB per device`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

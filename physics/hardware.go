@@ -5,8 +5,26 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
+	"slices"
 	"strings"
 )
+
+// MaxMemoryGiB bounds a hardware spec's memory_gib (1 PiB): far above
+// any device, low enough that KV block counts derived from it fit in int64.
+const MaxMemoryGiB = 1 << 20
+
+// jsonKeys lists a struct's JSON keys, in field order.
+func jsonKeys(t reflect.Type) []string {
+	var out []string
+	for i := range t.NumField() {
+		if k, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); k != "" && k != "-" {
+			out = append(out, k)
+		}
+	}
+	return out
+}
 
 // DefaultPCIeEfficiency is the share of the PCIe link that KV offload
 // transfers achieve when a hardware spec does not say (seed 003, Iteration 4).
@@ -53,6 +71,18 @@ func ParseHardwareSpec(data []byte, source string) (HardwareSpec, error) {
 		HardwareSpec
 		PCIeEfficiency *float64 `json:"pcie_efficiency"`
 	}
+	// Strict like the coefficient loader: encoding/json matches keys
+	// case-insensitively and ignores unknown ones, so a misspelt key
+	// ("tflops_peak", "memory_GiB") would silently read as 0 or be lost.
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(data, &keys); err == nil {
+		known := jsonKeys(reflect.TypeOf(HardwareSpec{}))
+		for _, k := range slices.Sorted(maps.Keys(keys)) {
+			if !slices.Contains(known, k) {
+				return HardwareSpec{}, fieldErr(source, k, "unknown key (the keys are %s; they are case-sensitive)", strings.Join(known, ", "))
+			}
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&raw); err != nil {
 		var te *json.UnmarshalTypeError
@@ -82,21 +112,23 @@ func ParseHardwareSpec(data []byte, source string) (HardwareSpec, error) {
 func (h HardwareSpec) Validate() error { return h.validate(h.Name) }
 
 func (h HardwareSpec) validate(src string) error {
+	// Upper bounds far above any device, so that derived sizes (KV blocks
+	// from memory, step times from peaks) cannot overflow.
 	for _, f := range []struct {
-		name string
-		v    float64
+		name     string
+		v, limit float64
 	}{
-		{"TFlopsPeak", h.TFlopsPeak}, {"BwPeakTBs", h.BwPeakTBs}, {"pcie_bandwidth_gb_s", h.PCIeBandwidthGBs},
+		{"TFlopsPeak", h.TFlopsPeak, 1e6}, {"BwPeakTBs", h.BwPeakTBs, 1e4}, {"pcie_bandwidth_gb_s", h.PCIeBandwidthGBs, 1e6},
 	} {
-		if !(f.v > 0) {
-			return fieldErr(src, f.name, "must be > 0, got %v", f.v)
+		if !(f.v > 0 && f.v <= f.limit) {
+			return fieldErr(src, f.name, "must be in (0, %g], got %v", f.limit, f.v)
 		}
 	}
-	if h.InterconnectBandwidthGBs < 0 {
-		return fieldErr(src, "interconnect_bandwidth_gb_s", "must be >= 0, got %v", h.InterconnectBandwidthGBs)
+	if !(h.InterconnectBandwidthGBs >= 0 && h.InterconnectBandwidthGBs <= 1e6) {
+		return fieldErr(src, "interconnect_bandwidth_gb_s", "must be in [0, 1e+06], got %v", h.InterconnectBandwidthGBs)
 	}
-	if h.MemoryGiB < 0 {
-		return fieldErr(src, "memory_gib", "must be >= 0, got %v", h.MemoryGiB)
+	if !(h.MemoryGiB >= 0 && h.MemoryGiB <= MaxMemoryGiB) {
+		return fieldErr(src, "memory_gib", "must be in [0, %g] GiB, got %v", float64(MaxMemoryGiB), h.MemoryGiB)
 	}
 	if !(h.BoostClockMHz >= 0 && h.BoostClockMHz < 1e5) {
 		return fieldErr(src, "boost_clock_mhz", "must be in [0, 100000) MHz, got %v", h.BoostClockMHz)

@@ -43,8 +43,8 @@ func (k VLLMKnobs) Validate() error {
 	if k.MaxBatchedTokens <= 0 {
 		return fieldErr(src, "max_batched_tokens", "must be > 0, got %d (set --max-num-batched-tokens to the deployment's effective value)", k.MaxBatchedTokens)
 	}
-	if k.BlockSizeTokens <= 0 {
-		return fieldErr(src, "block_size_tokens", "must be > 0, got %d", k.BlockSizeTokens)
+	if k.BlockSizeTokens <= 0 || k.BlockSizeTokens > MaxBlockSizeTokens {
+		return fieldErr(src, "block_size_tokens", "must be in [1, %d], got %d (vLLM's GPU block sizes are 1 to 128 tokens)", MaxBlockSizeTokens, k.BlockSizeTokens)
 	}
 	if k.TotalKVBlocksGPU < 0 {
 		return fieldErr(src, "total_kv_blocks_gpu", "must be >= 0, got %d", k.TotalKVBlocksGPU)
@@ -81,6 +81,11 @@ type KVMemoryBudget struct {
 	Blocks      int64   // floor(KV / BlockBytes)
 }
 
+// MaxBlockSizeTokens bounds block_size_tokens: vLLM's GPU attention
+// backends take 1 to 128, some others 256 or more; beyond 1024 no backend
+// pages KV.
+const MaxBlockSizeTokens = 1024
+
 // kvBudget derives the number of GPU KV blocks the way vLLM sizes its cache:
 // the requested share of device memory minus weights, the activation peak of
 // a profiling forward pass with a full token budget, and runtime overhead.
@@ -103,9 +108,12 @@ func kvBudget(m ModelSpec, h HardwareSpec, tp int, k VLLMKnobs, paramBytesReside
 	b.Overhead = RuntimeOverheadBytes
 	b.KV = b.Requested - b.Weights - b.Activations - b.Overhead
 	b.BlockBytes = float64(k.BlockSizeTokens) * kvBytesPerToken / tpf
-	if b.KV < b.BlockBytes {
+	if b.KV <= 0 {
 		return b, fmt.Errorf("model %q does not fit on %q at tp=%d: %.2f GiB requested per device, %.2f GiB weights, %.2f GiB activations, %.2f GiB overhead leave no KV cache",
 			m.Name, h.Name, tp, b.Requested/(1<<30), b.Weights/(1<<30), b.Activations/(1<<30), b.Overhead/(1<<30))
+	}
+	if b.KV < b.BlockBytes {
+		return b, fieldErr(h.Name, "block_size_tokens", "one block of %d tokens takes %.2f GiB per device, more than the %.2f GiB left for the KV cache", k.BlockSizeTokens, b.BlockBytes/(1<<30), b.KV/(1<<30))
 	}
 	b.Blocks = int64(math.Floor(b.KV / b.BlockBytes))
 	return b, nil

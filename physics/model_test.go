@@ -212,12 +212,20 @@ func TestParseHardwareSpec(t *testing.T) {
 		{`{"TFlopsPeak":1,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32,"pcie_efficiency":1.5}`, "pcie_efficiency"},
 		{`{"TFlopsPeak":1,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32,"pcie_efficiency":0}`, "pcie_efficiency"},
 		{`{"TFlopsPeak":"fast","BwPeakTBs":1,"pcie_bandwidth_gb_s":32}`, "TFlopsPeak"},
+		// Issue 18, item 10: strict keys, bounded magnitudes.
+		{`{"TFlopsPeak":1,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32,"memory_gib":1e300}`, "memory_gib"},
+		{`{"TFlopsPeak":1,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32,"memory_GiB":80}`, "memory_GiB"},
+		{`{"tflopspeak":1,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32}`, "tflopspeak"},
+		{`{"TFlopsPeak":1,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32,"nvlink":900}`, "nvlink"},
+		{`{"TFlopsPeak":1e9,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32}`, "TFlopsPeak"},
 	} {
 		_, err := ParseHardwareSpec([]byte(tc.json), "hw.json")
 		var fe *FieldError
 		require.True(t, errors.As(err, &fe), "%s: want a FieldError, got %v", tc.json, err)
 		assert.Equal(t, tc.field, fe.Field)
 	}
+	_, err = ParseHardwareSpec([]byte(`{"TFlopsPeak":1,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32,"nvlink":900}`), "hw.json")
+	require.ErrorContains(t, err, "unknown key (the keys are name, TFlopsPeak, BwPeakTBs")
 	for _, name := range BuiltinHardware() {
 		h, err := LoadHardware(name)
 		require.NoError(t, err)

@@ -525,6 +525,9 @@ _KNOBS_SCHEMA = {
 }
 
 
+MAX_BLOCK_SIZE_TOKENS = 1024  # Go's physics.MaxBlockSizeTokens
+
+
 @dataclass(frozen=True)
 class VLLMKnobs:
     """Go's physics.VLLMKnobs; attribute names are its JSON keys.
@@ -559,8 +562,9 @@ class VLLMKnobs:
             raise FieldError(src, "max_batched_tokens",
                              f"must be > 0, got {self.max_batched_tokens} "
                              "(set --max-num-batched-tokens to the deployment's effective value)")
-        if self.block_size_tokens <= 0:
-            raise FieldError(src, "block_size_tokens", f"must be > 0, got {self.block_size_tokens}")
+        if self.block_size_tokens <= 0 or self.block_size_tokens > MAX_BLOCK_SIZE_TOKENS:
+            raise FieldError(src, "block_size_tokens", f"must be in [1, {MAX_BLOCK_SIZE_TOKENS}], got "
+                             f"{self.block_size_tokens} (vLLM's GPU block sizes are 1 to 128 tokens)")
         if self.total_kv_blocks_gpu < 0:
             raise FieldError(src, "total_kv_blocks_gpu", f"must be >= 0, got {self.total_kv_blocks_gpu}")
         if self.total_kv_blocks_cpu < 0:
