@@ -231,6 +231,10 @@ func (s InstanceSpec) Build(rng sim.RNG, index int) (*Instance, error) {
 		return nil, asField(err)
 	}
 	if err := in.Config.Policies.Priority.Validate(); err != nil {
+		var fe *physics.FieldError
+		if errors.As(err, &fe) {
+			return nil, fieldErr(fe.Field, errors.New(fe.Msg))
+		}
 		return nil, fieldErr("priority_age_weight", err)
 	}
 	return in, nil

@@ -108,6 +108,10 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("preempt-weight: %v is not in [0, 1]", o.PreemptWeight)
 	case !(o.PreemptHeavy >= 0):
 		return fmt.Errorf("preempt-heavy: %v is negative", o.PreemptHeavy)
+	case o.MinPairs < 0:
+		return fmt.Errorf("min-pairs: %d is negative", o.MinPairs)
+	case o.MinCorrectionSamples < 0:
+		return fmt.Errorf("min-correction-samples: %d is negative", o.MinCorrectionSamples)
 	}
 	if _, err := features.BetaNamesOf(o.Spec); err != nil {
 		return fmt.Errorf("feature-spec: %w", err)

@@ -50,6 +50,7 @@ func TestOptionsValidate(t *testing.T) {
 		{func(o *Options) { o.Holdout = 1 }, "holdout"},
 		{func(o *Options) { o.WarmupSteps = -1 }, "warmup-steps"},
 		{func(o *Options) { o.OutlierFactor = 0.5 }, "outlier-factor"},
+		{func(o *Options) { o.MinPairs = -1 }, "min-pairs: -1 is negative"},
 		{func(o *Options) { o.PreemptWeight = 2 }, "preempt-weight"},
 		{func(o *Options) { o.BetaTarget = "duration_us" }, "beta-target"},
 	} {

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 # has no deadline. 10000 runs take 1-10 s per target on 2 cores.
 FUZZTIME="${FUZZTIME:-10000x}"
 
-command -v go >/dev/null || { echo "test.sh: Go is not installed (need Go >= 1.24)" >&2; exit 1; }
+command -v go >/dev/null || { echo "test.sh: Go is not installed (need Go >= 1.26, the go line of go.mod; an older go >= 1.21 fetches it)" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "test.sh: python3 is not installed (need Python >= 3.11 with venv)" >&2; exit 1; }
 
 echo "== go mod download"

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -59,8 +60,11 @@ type PriorityPolicy struct {
 
 // Validate checks the weights.
 func (p PriorityPolicy) Validate() error {
-	if p.AgeWeight < 0 || p.AgeWeight != p.AgeWeight {
-		return fmt.Errorf("priority age weight must be >= 0, got %v", p.AgeWeight)
+	if !(p.AgeWeight >= 0) || math.IsInf(p.AgeWeight, 0) {
+		return fieldErr("priority_age_weight", "must be finite and >= 0, got %v", p.AgeWeight)
+	}
+	if math.IsNaN(p.Base) || math.IsInf(p.Base, 0) {
+		return fieldErr("priority_base", "must be finite, got %v", p.Base)
 	}
 	return nil
 }

@@ -356,6 +356,11 @@ func resolve(flags *pflag.FlagSet, o *runOpts) (*resolved, error) {
 		return nil, fmt.Errorf("--horizon must be a number of seconds >= 0, got %v", o.horizonS)
 	}
 	if o.traceFile != "" {
+		// The library reads a zero interval as "the default"; given on the
+		// command line, 0 is outside vLLM's range like any other.
+		if o.traceOpt.ClosureInterval == 0 {
+			return nil, errors.New("--trace-closure-interval must be in [10, 10000], got 0")
+		}
 		if err := o.traceOpt.Validate(); err != nil {
 			return nil, err
 		}

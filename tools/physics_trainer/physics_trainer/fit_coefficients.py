@@ -173,6 +173,10 @@ class Options:
             raise FitError(f"preempt-weight: {self.preempt_weight} is not in [0, 1]")
         if not (self.preempt_heavy >= 0):
             raise FitError(f"preempt-heavy: {self.preempt_heavy} is negative")
+        if self.min_pairs < 0:
+            raise FitError(f"min-pairs: {self.min_pairs} is negative")
+        if self.min_correction_samples < 0:
+            raise FitError(f"min-correction-samples: {self.min_correction_samples} is negative")
         if self.spec not in (cf.SPEC_V1, cf.SPEC_V2):
             raise FitError(f'feature-spec: feature spec "{self.spec}" is not {cf.SPEC_V1} or {cf.SPEC_V2}')
         if self.objective not in ("relative", "absolute"):
