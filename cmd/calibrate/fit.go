@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -141,6 +142,29 @@ func fromDir(base, ref string) string {
 	return filepath.Join(base, ref)
 }
 
+// manifestError rewords yaml's errors about the --configs file: an
+// unknown key names the keys there are instead of dumping a Go struct.
+func manifestError(err error) string {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err.Error()
+	}
+	var msgs []string
+	for _, e := range te.Errors {
+		if m := unknownField.FindStringSubmatch(e); m != nil {
+			keys := "configs"
+			if strings.Contains(m[3], "Tables") {
+				keys = "name, tables, model, hardware, tp, vllm"
+			}
+			e = fmt.Sprintf("line %s: unknown key %q (the keys here are %s)", m[1], m[2], keys)
+		}
+		msgs = append(msgs, e)
+	}
+	return strings.Join(msgs, "; ")
+}
+
+var unknownField = regexp.MustCompile(`^line (\d+): field (\S+) not found in type (.*)$`)
+
 func readManifest(path string) ([]configSpec, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -150,7 +174,10 @@ func readManifest(path string) ([]configSpec, error) {
 	dec.KnownFields(true)
 	var m manifest
 	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("--configs %s: %w", path, err)
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("--configs %s: the file is empty; it needs a configs: list (see calibrate fit --help)", path)
+		}
+		return nil, fmt.Errorf("--configs %s: %s", path, manifestError(err))
 	}
 	if len(m.Configs) == 0 {
 		return nil, fmt.Errorf("--configs %s: no configs listed", path)
