@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/blis-sim/blis/coefficients"
+	"github.com/blis-sim/blis/features"
 	"github.com/blis-sim/blis/fit"
 	"github.com/blis-sim/blis/otlpingest"
 	"github.com/blis-sim/blis/physics"
@@ -129,6 +130,12 @@ func TestFitAndPredictBadInput(t *testing.T) {
 	nanCSV := filepath.Join(dir, "nan.csv")
 	require.NoError(t, os.WriteFile(nanCSV, []byte("prefill_tokens\nNaN\n"), 0o644))
 	good := filepath.Join("..", "..", "coefficients", "testdata", "valid.yaml")
+	csvFile := func(body string) string {
+		n++
+		p := filepath.Join(dir, fmt.Sprintf("b%d.csv", n))
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+		return p
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -155,6 +162,11 @@ func TestFitAndPredictBadInput(t *testing.T) {
 		{[]string{"predict", "--coefficients", filepath.Join(dir, "none.yaml"), "--batches", badCSV}, "--coefficients"},
 		{[]string{"predict", "--coefficients", good, "--batches", badCSV}, `column 2: unknown column "bogus"`},
 		{[]string{"predict", "--coefficients", good, "--batches", nanCSV}, "line 2, column 1 (prefill_tokens)"},
+		// Issue 18 item 10: rows no step can have are refused by line.
+		{[]string{"predict", "--coefficients", good, "--batches", csvFile("prefill_tokens,num_prefill_reqs,scheduled_tokens\n100,1,100\n100,1,50\n")},
+			"line 3: scheduled_tokens 50 is not prefill_tokens 100 + decode_tokens 0"},
+		{[]string{"predict", "--coefficients", good, "--batches", csvFile("decode_tokens,kv_usage_ratio,prompt_tokens\n4,5,10\n")}, "line 2: kv_usage_ratio 5 is more than 1"},
+		{[]string{"predict", "--coefficients", good, "--batches", csvFile("prefill_tokens\n100\n")}, "line 2: prefill_tokens 100 with num_prefill_reqs 0"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, err := run(t, tc.args...)
@@ -221,4 +233,58 @@ func TestManifestPathsFromItsFolder(t *testing.T) {
 		require.Equal(t, want[i].hardware, h.Name, s.name)
 		require.Equal(t, []string{want[i].dir}, s.dirs, s.name)
 	}
+}
+
+// TestPredictBatchesUsesTheFilesSpec: a spec 2.0 file predicts with the 9
+// spec 2.0 features (it used spec 1.0's 16, a silent wrong result), and a
+// negative prediction is warned about (issue 18 item 10).
+func TestPredictBatchesUsesTheFilesSpec(t *testing.T) {
+	shipped := filepath.Join("..", "..", "coefficients", "shipped", "llama-3.1-8b_h100-sxm_tp1.yaml")
+	f, err := coefficients.Load(shipped)
+	require.NoError(t, err)
+	require.Equal(t, features.SpecV2, f.Spec())
+	pc := physicsOf(t, f)
+	b := features.BetaInput{}
+	b.AddPrefill(0, 512)
+	x := features.Beta(features.SpecV2, pc, b)
+	var want float64
+	for j, c := range f.Beta {
+		want += c * x[j]
+	}
+	path := filepath.Join(t.TempDir(), "b.csv")
+	require.NoError(t, os.WriteFile(path, []byte("prefill_tokens,num_prefill_reqs,sum_prefill_attn_work\n512,1,262144\n"), 0o644))
+	out, err := run(t, "predict", "--coefficients", shipped, "--batches", path)
+	require.NoError(t, err)
+	require.Equal(t, fmt.Sprintf("row,step_time_ms\n1,%.4f\n", want*1e3), out)
+
+	neg := physicsFileWith(t, func(f *coefficients.File) { f.Beta[6] = -1e6 })
+	stdout, stderr, err := runSplit(t, "predict", "--coefficients", neg, "--batches", path)
+	require.NoError(t, err)
+	require.Contains(t, stdout, "1,-")
+	require.Contains(t, stderr, "1 rows predict a negative step time (first: row 1)")
+}
+
+// physicsOf is the configuration of f's applies_to.
+func physicsOf(t *testing.T, f *coefficients.File) *physics.PhysicsConfig {
+	t.Helper()
+	m, err := loadEither(physics.LoadModel, f.AppliesTo.Model)
+	require.NoError(t, err)
+	h, err := loadEither(physics.LoadHardware, f.AppliesTo.Hardware)
+	require.NoError(t, err)
+	pc, err := physics.NewPhysicsConfig(m, h, f.AppliesTo.TP, f.AppliesTo.VLLM)
+	require.NoError(t, err)
+	return pc
+}
+
+// physicsFileWith writes the shipped file with edit applied.
+func physicsFileWith(t *testing.T, edit func(*coefficients.File)) string {
+	t.Helper()
+	f, err := coefficients.Load(filepath.Join("..", "..", "coefficients", "shipped", "llama-3.1-8b_h100-sxm_tp1.yaml"))
+	require.NoError(t, err)
+	edit(f)
+	data, err := f.Marshal()
+	require.NoError(t, err)
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(p, data, 0o644))
+	return p
 }

@@ -41,8 +41,12 @@ running_depth, sum_prefill_attn_work, decode_context_tokens,
 sum_decode_kv_blocks, preemption_ema, transfer_blocks,
 cpu_resident_read_blocks, and for the queue delay waiting_depth,
 kv_usage_ratio, prompt_tokens, prefix_hit_ratio, kv_free_bytes. Missing
-columns are 0, except scheduled_tokens (default: prefill + decode tokens) and
-kv_free_bytes (default: the free share of the GPU KV cache). Prints CSV
+columns are 0, except scheduled_tokens (default: prefill + decode tokens),
+num_decode_reqs (default: decode_tokens) and kv_free_bytes (default: the free
+share of the GPU KV cache). A row no engine step can have (scheduled tokens
+other than prefill + decode, prefill tokens without a prefill request, a
+ratio above 1) is an error naming the line; rows whose predicted step time is
+negative are counted in a warning on stderr. Prints CSV
 with step_time_ms, and queue_delay_ms when a prompt_tokens column is given.
 
 --tables DIR: the output of calibrate ingest for a trace of the configuration
@@ -197,7 +201,7 @@ func runPredict(cmd *cobra.Command, o *predictOpts) error {
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: %s\n", o.coeffs, msg)
 	}
 	if o.batches != "" {
-		return predictBatches(w, o.batches, pc, cf)
+		return predictBatches(w, cmd.ErrOrStderr(), o.batches, pc, cf)
 	}
 	ev, err := fit.Evaluate(fit.Config{Name: o.tables, Phys: pc, Traces: []*fit.Trace{tr}}, cf, o.clean, o.perStep != "")
 	if err != nil {
@@ -227,7 +231,8 @@ func jsonFields(t reflect.Type) map[string]int {
 	return out
 }
 
-func predictBatches(w io.Writer, path string, pc *physics.PhysicsConfig, cf *coefficients.File) error {
+func predictBatches(w, stderr io.Writer, path string, pc *physics.PhysicsConfig, cf *coefficients.File) error {
+	negative, firstNegative := 0, 0
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("--batches: %w", err)
@@ -240,7 +245,7 @@ func predictBatches(w io.Writer, path string, pc *physics.PhysicsConfig, cf *coe
 		return fmt.Errorf("--batches %s: header: %w", path, err)
 	}
 	betaF, alphaF := jsonFields(reflect.TypeOf(features.BetaInput{})), jsonFields(reflect.TypeOf(features.AlphaInput{}))
-	hasPrompt, hasSched, hasFree := false, false, false
+	hasPrompt, hasSched, hasFree, hasNumDecode := false, false, false, false
 	for j, name := range header {
 		_, inB := betaF[name]
 		_, inA := alphaF[name]
@@ -249,6 +254,7 @@ func predictBatches(w io.Writer, path string, pc *physics.PhysicsConfig, cf *coe
 		}
 		hasPrompt = hasPrompt || name == "prompt_tokens"
 		hasSched = hasSched || name == "scheduled_tokens"
+		hasNumDecode = hasNumDecode || name == "num_decode_reqs"
 		hasFree = hasFree || name == "kv_free_bytes"
 	}
 	out := csv.NewWriter(w)
@@ -295,10 +301,22 @@ func predictBatches(w io.Writer, path string, pc *physics.PhysicsConfig, cf *coe
 		if !hasSched {
 			b.ScheduledTokens = b.PrefillTokens + b.DecodeTokens
 		}
-		bx := features.BetaFeatures(pc, b)
+		if !hasNumDecode {
+			b.NumDecodeReqs = b.DecodeTokens
+		}
+		if err := checkBatchRow(&b, &a); err != nil {
+			return fmt.Errorf("--batches %s: line %d: %w", path, row+1, err)
+		}
+		bx := features.Beta(cf.Spec(), pc, b) // the file's spec: v2 files have 9 features
 		var step float64
 		for j, c := range cf.Beta {
 			step += c * bx[j]
+		}
+		if step < 0 {
+			if negative == 0 {
+				firstNegative = row
+			}
+			negative++
 		}
 		line := []string{strconv.Itoa(row), strconv.FormatFloat(step*1e3, 'f', 4, 64)}
 		if hasPrompt {
@@ -317,5 +335,27 @@ func predictBatches(w io.Writer, path string, pc *physics.PhysicsConfig, cf *coe
 		}
 	}
 	out.Flush()
+	if negative > 0 {
+		fmt.Fprintf(stderr, "warning: --batches %s: %d rows predict a negative step time (first: row %d): the coefficients extrapolate below zero there\n", path, negative, firstNegative)
+	}
 	return out.Error()
+}
+
+// checkBatchRow refuses a batch composition that no engine step can have.
+func checkBatchRow(b *features.BetaInput, a *features.AlphaInput) error {
+	switch {
+	case b.ScheduledTokens != b.PrefillTokens+b.DecodeTokens:
+		return fmt.Errorf("scheduled_tokens %d is not prefill_tokens %d + decode_tokens %d", b.ScheduledTokens, b.PrefillTokens, b.DecodeTokens)
+	case b.PrefillTokens > 0 && b.NumPrefillReqs == 0:
+		return fmt.Errorf("prefill_tokens %d with num_prefill_reqs 0", b.PrefillTokens)
+	case b.NumPrefillReqs > b.PrefillTokens:
+		return fmt.Errorf("num_prefill_reqs %d is more than prefill_tokens %d (a prefill request schedules at least one token)", b.NumPrefillReqs, b.PrefillTokens)
+	case b.NumDecodeReqs != b.DecodeTokens:
+		return fmt.Errorf("num_decode_reqs %d is not decode_tokens %d (a decode request schedules one token)", b.NumDecodeReqs, b.DecodeTokens)
+	case a.KVUsageRatio > 1:
+		return fmt.Errorf("kv_usage_ratio %v is more than 1", a.KVUsageRatio)
+	case a.PrefixHitRatio > 1:
+		return fmt.Errorf("prefix_hit_ratio %v is more than 1", a.PrefixHitRatio)
+	}
+	return nil
 }
