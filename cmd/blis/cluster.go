@@ -22,6 +22,7 @@ import (
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/cluster/windowplot"
 	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/internal/atomicfile"
 	"github.com/blis-sim/blis/sim"
 	"github.com/blis-sim/blis/sim/simtrace"
 	"github.com/blis-sim/blis/sim/workload"
@@ -275,20 +276,15 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 		cfg.Instances[i].Config.Options.Exhaustive = o.debugInv
 	}
 
-	var outs []*atomicFile
-	defer func() {
-		for _, f := range outs {
-			f.abort()
-		}
-	}()
+	var outs atomicfile.Group
+	defer outs.Abort()
 	var writers []*simtrace.Writer
 	var traceBuf *bufio.Writer
 	if o.traceFile != "" {
-		tf, err := createAtomic(o.traceFile, "--otlp-trace")
+		tf, err := outs.Create(o.traceFile, "--otlp-trace")
 		if err != nil {
 			return err
 		}
-		outs = append(outs, tf)
 		traceBuf = bufio.NewWriterSize(tf, 1<<20)
 		for i := range cfg.Instances {
 			opt := o.traceOpt
@@ -305,28 +301,25 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	}
 	var decisionBuf *bufio.Writer
 	if c.traceLevel == "decisions" {
-		df, err := createAtomic(c.decisionTrace, "--decision-trace")
+		df, err := outs.Create(c.decisionTrace, "--decision-trace")
 		if err != nil {
 			return err
 		}
-		outs = append(outs, df)
 		decisionBuf = bufio.NewWriterSize(df, 1<<20)
 		cfg.Decisions = decisionBuf
 	}
 	// The window files are opened before the run, so that an unwritable
 	// path fails at once, and written after it.
-	var windowOut, windowPlot *atomicFile
+	var windowOut, windowPlot *atomicfile.File
 	if c.windowOut != "" {
-		if windowOut, err = createAtomic(c.windowOut, "--window-out"); err != nil {
+		if windowOut, err = outs.Create(c.windowOut, "--window-out"); err != nil {
 			return err
 		}
-		outs = append(outs, windowOut)
 	}
 	if c.windowPlot != "" {
-		if windowPlot, err = createAtomic(c.windowPlot, "--window-plot"); err != nil {
+		if windowPlot, err = outs.Create(c.windowPlot, "--window-plot"); err != nil {
 			return err
 		}
-		outs = append(outs, windowPlot)
 	}
 
 	var src cluster.Source
@@ -405,12 +398,9 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	if err := writeWindows(win, windowOut, windowPlot, res.Windows); err != nil {
 		return err
 	}
-	for _, f := range outs {
-		if err := f.commit(); err != nil {
-			return err
-		}
+	if err := outs.Commit(); err != nil {
+		return err
 	}
-	outs = nil
 	out := clusterReport{Tool: "blis run", Version: 1, Config: describeCluster(o, d, built), Workload: replay, Metrics: res}
 	if specSrc != nil {
 		out.Config.Workload = spec.String()
@@ -494,7 +484,7 @@ func extFormat(path, flag string, formats ...string) (string, error) {
 }
 
 // writeWindows writes the rows to the open window files (nil: not asked).
-func writeWindows(w windowFlags, out, plot *atomicFile, rows []cluster.Window) error {
+func writeWindows(w windowFlags, out, plot *atomicfile.File, rows []cluster.Window) error {
 	if out != nil {
 		write := cluster.WriteWindowsCSV
 		if w.outFormat == "jsonl" {

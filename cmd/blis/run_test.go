@@ -299,34 +299,43 @@ func TestRNGStreamsAreIndependent(t *testing.T) {
 	require.Equal(t, shapes(a), shapes(b), "but not the workload")
 }
 
-// TestAtomicOutputs: an output is written to a temporary file beside its
-// path and renamed over it only on commit; an aborted one (a failed run)
-// leaves the earlier file whole and no temporary file behind.
-func TestAtomicOutputs(t *testing.T) {
+// TestOutputNeverOverwritesInput: an output path that is an input or
+// another output is refused before the run, naming both flags, and the
+// files are left as they were (internal/atomicfile.Check; issue 18).
+func TestOutputNeverOverwritesInput(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, "run.jsonl")
-	require.NoError(t, os.WriteFile(path, []byte("earlier trace\n"), 0o644))
-	f, err := createAtomic(path, "--otlp-trace")
-	require.NoError(t, err)
-	_, err = f.WriteString("half a new trace")
-	require.NoError(t, err)
-	f.abort()
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
-	require.Equal(t, "earlier trace\n", string(data))
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	require.Len(t, entries, 1, "no temporary file is left behind")
-
-	f, err = createAtomic(path, "--otlp-trace")
-	require.NoError(t, err)
-	_, err = f.WriteString("new trace\n")
-	require.NoError(t, err)
-	require.NoError(t, f.commit())
-	f.abort() // after a commit, a no-op
-	data, err = os.ReadFile(path)
-	require.NoError(t, err)
-	require.Equal(t, "new trace\n", string(data))
-	_, err = createAtomic(filepath.Join(dir, "no", "such", "dir.jsonl"), "--otlp-trace")
-	require.ErrorContains(t, err, "--otlp-trace")
+	csv := filepath.Join(dir, "x.csv")
+	const trace = "arrival_us,prompt_tokens,output_tokens\n0,100,5\n1000,100,5\n"
+	require.NoError(t, os.WriteFile(csv, []byte(trace), 0o644))
+	earlier := filepath.Join(dir, "t.jsonl")
+	require.NoError(t, os.WriteFile(earlier, []byte("earlier trace\n"), 0o644))
+	rec := filepath.Join(dir, "requests.jsonl")
+	require.NoError(t, os.WriteFile(rec, must(os.ReadFile("../../testdata/vllm-runs/RTX4090/Llama-3.1-8B/requests.jsonl")), 0o644))
+	require.NoError(t, os.Link(rec, filepath.Join(dir, "requests.png")))
+	same := filepath.Join(dir, "sub", "..", "x.csv")
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "sub"), 0o755))
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"--otlp-trace is the --replay file", []string{"run", "--replay", csv, "--otlp-trace", csv}, "--otlp-trace " + csv + " is also the input --replay " + csv},
+		{"spelled another way", []string{"run", "--replay", csv, "--otlp-trace", same}, "is also the input --replay"},
+		{"--kv-events is --otlp-trace", []string{"run", "--kv-blocks-cpu", "1000", "--otlp-trace", earlier, "--kv-events", earlier},
+			"--kv-events " + earlier + " is also the output --otlp-trace " + earlier},
+		{"cluster: --window-out is --replay", []string{"run", "--replay", csv, "--window", "1s", "--window-out", csv}, "--window-out " + csv + " is also the input --replay"},
+		{"cluster: --decision-trace is --otlp-trace", []string{"run", "--num-instances", "2", "--otlp-trace", earlier, "--trace-level", "decisions", "--decision-trace", earlier},
+			"--decision-trace " + earlier + " is also the output --otlp-trace"},
+		{"validate: --plot is RECORDS (a hard link)", []string{"validate", rec, "--plot", filepath.Join(dir, "requests.png")}, "is also the input RECORDS " + rec},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := runCLI(t, c.args...)
+			require.ErrorContains(t, err, c.want)
+			require.Equal(t, trace, string(must(os.ReadFile(csv))), "the input is untouched")
+			require.Equal(t, "earlier trace\n", string(must(os.ReadFile(earlier))), "the earlier output is untouched")
+			for _, e := range must(os.ReadDir(dir)) {
+				require.NotContains(t, e.Name(), ".tmp-", "no temporary file is left behind")
+			}
+		})
+	}
 }
