@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -310,12 +311,12 @@ func runFit(cmd *cobra.Command, args []string, o *fitOpts) error {
 	for i, h := range r.Beta.Holdout {
 		other := ""
 		if oo := r.Beta.OtherObjective; oo != nil && i < len(oo.Holdout) {
-			other = fmt.Sprintf(" (%s objective: %.2f%%)", oo.Objective, oo.Holdout[i].MAPE*100)
+			other = fmt.Sprintf(" (%s objective: %s)", oo.Objective, mapeText(oo.Holdout[i].MAPE))
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "beta  %s: hold-out MAPE %.2f%% over %d steps%s\n", h.Config, h.MAPE*100, h.N, other)
+		fmt.Fprintf(cmd.OutOrStdout(), "beta  %s: hold-out MAPE %s over %d steps%s\n", h.Config, mapeText(h.MAPE), h.N, other)
 	}
 	for _, h := range r.Alpha.Holdout {
-		fmt.Fprintf(cmd.OutOrStdout(), "alpha %s: hold-out MAPE %.2f%% over %d requests\n", h.Config, h.MAPE*100, h.N)
+		fmt.Fprintf(cmd.OutOrStdout(), "alpha %s: hold-out MAPE %s over %d requests\n", h.Config, mapeText(h.MAPE), h.N)
 	}
 	verdict := "pass"
 	if !r.Pass {
@@ -324,6 +325,15 @@ func runFit(cmd *cobra.Command, args []string, o *fitOpts) error {
 	fmt.Fprintf(cmd.OutOrStdout(), "acceptance: %s\n", verdict)
 	logf("done")
 	return nil
+}
+
+// mapeText is a MAPE as a percentage, or "none (no samples)" for a MAPE
+// over no sample (NaN): never 0 %, a perfect score.
+func mapeText(x float64) string {
+	if math.IsNaN(x) {
+		return "none (no samples)"
+	}
+	return fmt.Sprintf("%.2f%%", x*100)
 }
 
 // reportFiles are the files of the report directory (the plots only when

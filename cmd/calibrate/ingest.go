@@ -216,6 +216,13 @@ func printIngestSummary(w io.Writer, dir string, m *otlpingest.Manifest) error {
 		}
 		fmt.Fprintf(w, "  %-40s %-13s %-5s %8d records  %s\n", in.Path, in.Format, in.Compression, in.Records, what)
 	}
+	var found int64
+	for _, in := range m.Inputs {
+		found += in.Spans + in.KVEvents
+	}
+	if found == 0 {
+		fmt.Fprintln(w, "no spans found (nor KV events): the tables are empty (--allow-empty)")
+	}
 	fmt.Fprintf(w, "wrote %s (schema v%d):\n", dir, m.SchemaVersion)
 	for _, t := range m.Tables {
 		fmt.Fprintf(w, "  %-26s %10d rows\n", t.File, t.Rows)

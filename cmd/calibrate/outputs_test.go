@@ -1,12 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/blis-sim/blis/fit"
 	"github.com/blis-sim/blis/otlpingest"
 )
 
@@ -109,6 +111,7 @@ func TestIngestEmptyInputs(t *testing.T) {
 			stdout, err = run(t, "ingest", "-q", "--allow-empty", in, "-o", out)
 			require.NoError(t, err)
 			require.Contains(t, stdout, "requests.parquet                    0 rows")
+			require.Contains(t, stdout, "no spans found (nor KV events): the tables are empty (--allow-empty)")
 			for _, f := range otlpingest.OutputFiles(out) {
 				require.FileExists(t, f)
 			}
@@ -121,4 +124,31 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestPredictNoSamples: predict --tables on tables without a row reports
+// no samples (null scores, a note, a warning), never a MAPE of 0, a
+// perfect score (issue 18).
+func TestPredictNoSamples(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.jsonl")
+	require.NoError(t, os.WriteFile(empty, nil, 0o644))
+	tables := filepath.Join(dir, "tables")
+	_, err := run(t, "ingest", "-q", "--allow-empty", empty, "-o", tables)
+	require.NoError(t, err)
+	out, diag, err := runSplit(t, "predict", "--coefficients", "../../coefficients/shipped/llama-3.1-8b_h100-sxm_tp1.yaml", "--tables", tables)
+	require.NoError(t, err)
+	var ev map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &ev))
+	for _, vec := range []string{"beta", "alpha"} {
+		e := ev[vec].(map[string]any)
+		require.Equal(t, 0.0, e["samples"], vec)
+		require.Contains(t, e, "mape")
+		require.Nil(t, e["mape"], "%s: no MAPE, not 0", vec)
+		require.Nil(t, e["rmse_ms"], vec)
+		require.Equal(t, fit.NoteNoSamples, e["note"], vec)
+	}
+	require.Contains(t, diag, "warning: "+tables+": no step (beta) scored")
+	require.Contains(t, diag, "warning: "+tables+": no request (alpha) scored")
+	require.NotContains(t, out, `"mape": 0`)
 }

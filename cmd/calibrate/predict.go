@@ -211,6 +211,14 @@ func runPredict(cmd *cobra.Command, o *predictOpts) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.tables, err)
 	}
+	for _, v := range []struct {
+		what string
+		n    int64
+	}{{"step (beta)", ev.Beta.N}, {"request (alpha)", ev.Alpha.N}} {
+		if v.n == 0 {
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: no %s scored: its errors are null (no samples), not 0\n", o.tables, v.what)
+		}
+	}
 	if o.perStep != "" {
 		var b strings.Builder
 		b.WriteString("actual_ms,predicted_ms\n")
