@@ -278,25 +278,10 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 
 	var outs atomicfile.Group
 	defer outs.Abort()
-	var writers []*simtrace.Writer
-	var traceBuf *bufio.Writer
+	var traceFile *atomicfile.File
 	if o.traceFile != "" {
-		tf, err := outs.Create(o.traceFile, "--otlp-trace")
-		if err != nil {
+		if traceFile, err = outs.Create(o.traceFile, "--otlp-trace"); err != nil {
 			return err
-		}
-		traceBuf = bufio.NewWriterSize(tf, 1<<20)
-		for i := range cfg.Instances {
-			opt := o.traceOpt
-			opt.Model = built.Pools[poolIndex(d, i)].Phys.Model.Name
-			opt.InstanceID = cfg.Instances[i].ID
-			w, err := simtrace.NewWriter(traceBuf, nil, opt,
-				rng.Stream(sim.InstanceStream(sim.StreamTraceJourney, i)), rng.Stream(sim.InstanceStream(sim.StreamTraceStep, i)))
-			if err != nil {
-				return err
-			}
-			cfg.Instances[i].Config.Observer = w
-			writers = append(writers, w)
 		}
 	}
 	var decisionBuf *bufio.Writer
@@ -364,6 +349,35 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 		src, offered = gen, o.workload.Requests
 	}
 
+	// The configuration the output echoes, which names the trace's ids.
+	config := describeCluster(o, d, built)
+	if spec != nil {
+		config.Workload = spec.String()
+	}
+	config.WindowUs = win.us
+	var writers []*simtrace.Writer
+	var traceBuf *bufio.Writer
+	if traceFile != nil {
+		traceBuf = bufio.NewWriterSize(traceFile, 1<<20)
+		runID, err := traceRunID(config, o)
+		if err != nil {
+			return err
+		}
+		for i := range cfg.Instances {
+			opt := o.traceOpt
+			opt.Model = built.Pools[poolIndex(d, i)].Phys.Model.Name
+			opt.InstanceID = cfg.Instances[i].ID
+			opt.RunID = runID
+			w, err := simtrace.NewWriter(traceBuf, nil, opt,
+				rng.Stream(sim.InstanceStream(sim.StreamTraceJourney, i)), rng.Stream(sim.InstanceStream(sim.StreamTraceStep, i)))
+			if err != nil {
+				return err
+			}
+			cfg.Instances[i].Config.Observer = w
+			writers = append(writers, w)
+		}
+	}
+
 	start := time.Now()
 	cs, err := cluster.New(cfg, src)
 	if err != nil {
@@ -401,13 +415,11 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	if err := outs.Commit(); err != nil {
 		return err
 	}
-	out := clusterReport{Tool: "blis run", Version: 1, Config: describeCluster(o, d, built), Workload: replay, Metrics: res}
+	out := clusterReport{Tool: "blis run", Version: 1, Config: config, Workload: replay, Metrics: res}
 	if specSrc != nil {
-		out.Config.Workload = spec.String()
 		out.Spec = &specReport{Source: spec.Source, Tenants: specSrc.Stats()}
 		offered = int(specSrc.Sent())
 	}
-	out.Config.WindowUs = win.us
 	if weights != nil {
 		fr := cluster.Fitness(res, weights)
 		out.Fitness = &fr

@@ -237,6 +237,9 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 		}
 		tb := bufio.NewWriterSize(tf, 1<<20)
 		o.traceOpt.Model = r.cfg.Model.Name
+		if o.traceOpt.RunID, err = traceRunID(describe(o, r), o); err != nil {
+			return err
+		}
 		tw, err = simtrace.NewWriter(tb, kvw, o.traceOpt, rng.Stream(sim.StreamTraceJourney), rng.Stream(sim.StreamTraceStep))
 		if err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -336,6 +337,65 @@ func TestOutputNeverOverwritesInput(t *testing.T) {
 			for _, e := range must(os.ReadDir(dir)) {
 				require.NotContains(t, e.Name(), ".tmp-", "no temporary file is left behind")
 			}
+		})
+	}
+}
+
+// TestTraceIDsDifferAcrossRuns: the trace, span and request ids of a
+// simulated trace derive from the run's whole configuration, so two runs
+// that differ only in --rate (or any other setting) share none, and
+// ingesting both traces together keeps every span of both; the same run
+// gives the same trace, byte for byte (issue 18).
+func TestTraceIDsDifferAcrossRuns(t *testing.T) {
+	idRE := regexp.MustCompile(`"(traceId|spanId)":"([0-9a-f]+)"|"gen_ai.request.id","value":\{"stringValue":"([^"]+)"`)
+	ids := func(path string) map[string]bool {
+		out := map[string]bool{}
+		for _, m := range idRE.FindAllStringSubmatch(string(must(os.ReadFile(path))), -1) {
+			out[m[2]+m[3]] = true
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name string
+		a, b []string
+	}{
+		{"single instance, --rate", []string{"--rate", "30"}, []string{"--rate", "31"}},
+		{"cluster, --rate", []string{"--num-instances", "2", "--rate", "30"}, []string{"--num-instances", "2", "--rate", "31"}},
+		{"single instance, --max-num-seqs", []string{"--rate", "30"}, []string{"--rate", "30", "--max-num-seqs", "64"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			base := []string{"run", "-q", "--requests", "120", "--trace-step-sample-rate", "1", "--trace-rich-subsample-rate", "0"}
+			run := func(name string, args []string) string {
+				path := filepath.Join(dir, name)
+				_, _, err := runCLI(t, append(append(append([]string{}, base...), args...), "--otlp-trace", path)...)
+				require.NoError(t, err)
+				return path
+			}
+			pa, pb := run("a.jsonl", c.a), run("b.jsonl", c.b)
+			require.Equal(t, must(os.ReadFile(pa)), must(os.ReadFile(run("a-again.jsonl", c.a))), "the same run, the same trace")
+			ia, ib := ids(pa), ids(pb)
+			require.Greater(t, len(ia), 240)
+			for id := range ia {
+				require.False(t, ib[id], "id %s in both runs' traces", id)
+			}
+
+			ingest := func(name string, paths ...string) map[string]int64 {
+				man, err := otlpingest.Ingest(otlpingest.FileSources(paths), otlpingest.Options{OutDir: filepath.Join(dir, name)})
+				require.NoError(t, err)
+				require.Zero(t, man.Issues.Total, "no span dropped as a duplicate: %+v", man.Issues.ByKind)
+				rows := map[string]int64{}
+				for _, tb := range man.Tables {
+					rows[tb.Name] = tb.Rows
+				}
+				return rows
+			}
+			alone, other, both := ingest("a", pa), ingest("b", pb), ingest("both", pa, pb)
+			for _, tb := range otlpingest.TableNames {
+				require.Equal(t, alone[tb]+other[tb], both[tb], "%s: both runs' rows, none merged away", tb)
+			}
+			require.Equal(t, int64(240), both[otlpingest.TableRequests], "every request of both runs")
+			require.Positive(t, both[otlpingest.TableSteps])
 		})
 	}
 }
