@@ -292,11 +292,14 @@ func (s *scorer) add(pred, y float64) {
 	}
 }
 
+// result summarizes the errors. A score over no sample is NaN, never 0 (a
+// perfect score): every score when there is no sample, MAPE and median APE
+// when no target is positive. Errors' JSON writes NaN as null with a note.
 func (s *scorer) result() Errors {
 	if s.n == 0 {
-		return Errors{}
+		return NoSamples()
 	}
-	var r Errors
+	r := Errors{MAPE: math.NaN(), MedianAPE: math.NaN()}
 	r.N = s.n
 	r.TargetsNotPositive = s.nonPos
 	r.RMSEms = math.Sqrt(s.se/float64(s.n)) * 1e3

@@ -3,6 +3,7 @@ package fit
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 )
 
@@ -64,7 +65,11 @@ func (r *Report) WriteMarkdown(w io.Writer, plots []string) error {
 		writeCounts(&b, v.Skipped)
 		p("| set | samples | MAPE | median APE | RMSE ms | median abs err ms | max abs err ms | max / median |\n|---|---|---|---|---|---|---|---|\n")
 		row := func(name string, e Errors) {
-			p("| %s | %d | %.2f %% | %.2f %% | %.4g | %.4g | %.4g | %.3g |\n", name, e.N, e.MAPE*100, e.MedianAPE*100, e.RMSEms, e.MedianAEms, e.MaxAEms, e.MaxOverMedian)
+			if e.N == 0 {
+				p("| %s | 0 | no samples | | | | | |\n", name)
+				return
+			}
+			p("| %s | %d | %s | %s | %.4g | %.4g | %.4g | %.3g |\n", name, e.N, percent(e.MAPE), percent(e.MedianAPE), e.RMSEms, e.MedianAEms, e.MaxAEms, e.MaxOverMedian)
 		}
 		row("cross-validation (training part)", v.CV)
 		for _, h := range v.Holdout {
@@ -98,7 +103,11 @@ func (r *Report) WriteMarkdown(w io.Writer, plots []string) error {
 			if c.Note != "" {
 				note = " (" + c.Note + ")"
 			}
-			p("| %s%s | %s | %.4g | %s | %s |\n", c.Check, note, c.Config, c.Value, c.Threshold, pass(c.Pass))
+			value := fmt.Sprintf("%.4g", c.Value)
+			if math.IsNaN(c.Value) {
+				value = "none"
+			}
+			p("| %s%s | %s | %s | %s | %s |\n", c.Check, note, c.Config, value, c.Threshold, pass(c.Pass))
 		}
 		p("\n| coefficient | value |\n|---|---|\n")
 		for _, c := range v.Coefficients {
@@ -186,4 +195,13 @@ func writeOutliers(b *strings.Builder, cfgs []ConfigInfo) {
 		}
 	}
 	b.WriteString("\n")
+}
+
+// percent is a fraction as a percentage, or "no positive target" for a
+// MAPE over no sample (NaN).
+func percent(x float64) string {
+	if math.IsNaN(x) {
+		return "no positive target"
+	}
+	return fmt.Sprintf("%.2f %%", x*100)
 }

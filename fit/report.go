@@ -1,6 +1,7 @@
 package fit
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -14,7 +15,10 @@ const ToolVersion = "0.1.0"
 
 // Errors are prediction errors over a set of samples. Times are
 // milliseconds; MAPE and MedianAPE are fractions over the samples with a
-// positive target.
+// positive target. A score over no sample is NaN (NoSamples; MAPE and
+// MedianAPE when no target is positive), which the JSON writes as null
+// beside a "note" (encoding/json cannot encode NaN, and 0 would read as a
+// perfect score); Markdown and the CLIs print "no samples".
 type Errors struct {
 	N                  int64   `json:"samples"`
 	MAPE               float64 `json:"mape"`
@@ -27,6 +31,75 @@ type Errors struct {
 	TargetsNotPositive int64   `json:"targets_not_positive,omitempty"` // left out of MAPE
 }
 
+// NoSamples are the errors over no sample: N 0 and every score NaN.
+func NoSamples() Errors {
+	nan := math.NaN()
+	return Errors{MAPE: nan, MedianAPE: nan, RMSEms: nan, MAEms: nan, MedianAEms: nan, MaxAEms: nan, MaxOverMedian: nan}
+}
+
+// Note is what the JSON says beside scores it writes as null ("" when
+// none is).
+func (e Errors) Note() string {
+	switch {
+	case e.N == 0:
+		return NoteNoSamples
+	case math.IsNaN(e.MAPE):
+		return NoteNoPositiveTargets
+	}
+	return ""
+}
+
+// emptyNote is the note of a check on a score that is over every sample
+// (not only those with a positive target).
+func emptyNote(e Errors) string {
+	if e.N == 0 {
+		return NoteNoSamples
+	}
+	return ""
+}
+
+// The notes of Errors' JSON.
+const (
+	NoteNoSamples         = "no samples: every score is null"
+	NoteNoPositiveTargets = "no positive target: mape and median_ape are null"
+)
+
+// score is a float64 that JSON writes as null when NaN (a score over no
+// sample), else as encoding/json writes a float64.
+type score float64
+
+func (s score) MarshalJSON() ([]byte, error) {
+	if math.IsNaN(float64(s)) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(float64(s))
+}
+
+// errorsJSON is Errors as JSON writes it.
+type errorsJSON struct {
+	N                  int64  `json:"samples"`
+	MAPE               score  `json:"mape"`
+	MedianAPE          score  `json:"median_ape"`
+	RMSEms             score  `json:"rmse_ms"`
+	MAEms              score  `json:"mae_ms"`
+	MedianAEms         score  `json:"median_abs_error_ms"`
+	MaxAEms            score  `json:"max_abs_error_ms"`
+	MaxOverMedian      score  `json:"max_over_median_abs_error"`
+	TargetsNotPositive int64  `json:"targets_not_positive,omitempty"`
+	Note               string `json:"note,omitempty"`
+}
+
+func (e Errors) jsonForm() errorsJSON {
+	return errorsJSON{N: e.N, MAPE: score(e.MAPE), MedianAPE: score(e.MedianAPE), RMSEms: score(e.RMSEms), MAEms: score(e.MAEms),
+		MedianAEms: score(e.MedianAEms), MaxAEms: score(e.MaxAEms), MaxOverMedian: score(e.MaxOverMedian),
+		TargetsNotPositive: e.TargetsNotPositive, Note: e.Note()}
+}
+
+// MarshalJSON writes a score over no sample as null, with a note.
+func (e Errors) MarshalJSON() ([]byte, error) {
+	return json.Marshal(e.jsonForm())
+}
+
 // ConfigErrors are the errors on one configuration's data.
 type ConfigErrors struct {
 	Config string `json:"config"`
@@ -34,6 +107,16 @@ type ConfigErrors struct {
 	// Regimes: beta [prefill-dominated, decode-dominated]; alpha [queued,
 	// unqueued].
 	Regimes []Errors `json:"regimes,omitempty"`
+}
+
+// MarshalJSON is needed because the embedded Errors' would be promoted and
+// write the errors alone.
+func (c ConfigErrors) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Config string `json:"config"`
+		errorsJSON
+		Regimes []Errors `json:"regimes,omitempty"`
+	}{c.Config, c.Errors.jsonForm(), c.Regimes})
 }
 
 // GridPoint is the CV score of one (γ, λ).
@@ -57,7 +140,8 @@ type NamedValue struct {
 	Value float64 `json:"value"`
 }
 
-// Check is one acceptance or plausibility check.
+// Check is one acceptance or plausibility check. A Value over no sample
+// is NaN, written as null (the check fails, with a note).
 type Check struct {
 	Config    string  `json:"config"`
 	Check     string  `json:"check"`
@@ -65,6 +149,18 @@ type Check struct {
 	Threshold string  `json:"threshold"`
 	Pass      bool    `json:"pass"`
 	Note      string  `json:"note,omitempty"`
+}
+
+// MarshalJSON writes a NaN Value as null.
+func (c Check) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Config    string `json:"config"`
+		Check     string `json:"check"`
+		Value     score  `json:"value"`
+		Threshold string `json:"threshold"`
+		Pass      bool   `json:"pass"`
+		Note      string `json:"note,omitempty"`
+	}{c.Config, c.Check, score(c.Value), c.Threshold, c.Pass, c.Note})
 }
 
 // VectorReport is the fit of one vector (alpha or beta).
@@ -170,11 +266,11 @@ func (v *VectorReport) addChecks(isBeta bool, coef []float64) {
 	}
 	for _, h := range v.Holdout {
 		v.Checks = append(v.Checks,
-			Check{Config: h.Config, Check: "within-config hold-out MAPE", Value: h.MAPE, Threshold: fmt.Sprintf("< %g", within), Pass: h.N > 0 && h.MAPE < within},
-			Check{Config: h.Config, Check: "max abs error / median abs error (hold-out)", Value: h.MaxOverMedian, Threshold: fmt.Sprintf("< %g", maxMed), Pass: h.N > 0 && h.MaxOverMedian < maxMed})
+			Check{Config: h.Config, Check: "within-config hold-out MAPE", Value: h.MAPE, Threshold: fmt.Sprintf("< %g", within), Pass: h.N > 0 && h.MAPE < within, Note: h.Note()},
+			Check{Config: h.Config, Check: "max abs error / median abs error (hold-out)", Value: h.MaxOverMedian, Threshold: fmt.Sprintf("< %g", maxMed), Pass: h.N > 0 && h.MaxOverMedian < maxMed, Note: emptyNote(h.Errors)})
 	}
 	for _, l := range v.LeaveOneOut {
-		v.Checks = append(v.Checks, Check{Config: l.Config, Check: "leave-one-config-out MAPE", Value: l.MAPE, Threshold: fmt.Sprintf("< %g", loco), Pass: l.N > 0 && l.MAPE < loco})
+		v.Checks = append(v.Checks, Check{Config: l.Config, Check: "leave-one-config-out MAPE", Value: l.MAPE, Threshold: fmt.Sprintf("< %g", loco), Pass: l.N > 0 && l.MAPE < loco, Note: l.Note()})
 	}
 	sign := func(name string, idx int, strict bool) {
 		c := Check{Config: "all", Check: "sign of " + name, Value: coef[idx]}

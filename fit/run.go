@@ -3,6 +3,7 @@ package fit
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -256,6 +257,17 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 	}
 	if !rep.Alpha.Fitted {
 		f.Provenance.Notes += "; alpha not fitted: " + rep.Alpha.NotFitted
+	}
+	// A CV MAPE over no positive target is NaN (null in the report); the
+	// file's field is a number, so it holds 0 and the notes say why.
+	for _, m := range []struct {
+		name string
+		v    *float64
+	}{{"beta_cv_mape", &f.Fit.BetaCVMAPE}, {"alpha_cv_mape", &f.Fit.AlphaCVMAPE}} {
+		if math.IsNaN(*m.v) {
+			*m.v = 0
+			f.Provenance.Notes += "; " + m.name + " is 0 for want of a positive CV target: not a score"
+		}
 	}
 	// Every configuration, for the span Check compares runs with.
 	for c, cfg := range cfgs {

@@ -3,9 +3,14 @@ package otlpingest
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
+
+	"github.com/blis-sim/blis/internal/atomicfile"
 )
 
 // Options configure Ingest; zero values take defaults.
@@ -15,6 +20,10 @@ type Options struct {
 	ChunkBytes int // default 4 MiB
 	// Strict makes the first counted issue an error; nothing is written.
 	Strict bool
+	// AllowEmpty writes the (empty) tables of inputs that hold neither a
+	// span nor a KV event; else Ingest returns an *EmptyError and writes
+	// nothing.
+	AllowEmpty bool
 	// MaxIssueDetails caps the issues kept with their location, per kind;
 	// counts are always complete. Default 100.
 	MaxIssueDetails int
@@ -98,11 +107,22 @@ type StrictError struct{ Issue Issue }
 
 func (e *StrictError) Error() string { return "strict: " + e.Issue.String() }
 
-// outputs holds the five table writers and their temporary files.
+// OutputFiles are the files Ingest writes into dir: the five tables and
+// manifest.json.
+func OutputFiles(dir string) []string {
+	var out []string
+	for _, name := range TableNames {
+		out = append(out, filepath.Join(dir, name+".parquet"))
+	}
+	return append(out, filepath.Join(dir, "manifest.json"))
+}
+
+// outputs holds the five table writers and the group of temporary files
+// they and the manifest are written to (internal/atomicfile): nothing
+// replaces an earlier table until every output is complete.
 type outputs struct {
 	dir       string
-	tmp       []string
-	closers   []func() error
+	files     atomicfile.Group
 	requests  *tableWriter[RequestRow]
 	journey   *tableWriter[JourneyEventRow]
 	steps     *tableWriter[StepRow]
@@ -111,19 +131,13 @@ type outputs struct {
 }
 
 func create[R any](o *outputs, name string, defs []colDef[R], tool string) (*tableWriter[R], error) {
-	path := filepath.Join(o.dir, name+".parquet.tmp")
-	f, err := os.Create(path)
+	f, err := o.files.Create(filepath.Join(o.dir, name+".parquet"), "table "+name)
 	if err != nil {
 		return nil, err
 	}
-	o.tmp = append(o.tmp, path)
-	t, err := newTableWriter(name, defs, f, tool)
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	o.closers = append(o.closers, t.close)
-	return t, nil
+	// The Parquet writer closes a sink that is an io.Closer; the file is
+	// closed by its commit instead.
+	return newTableWriter(name, defs, struct{ io.Writer }{f}, tool)
 }
 
 func openOutputs(dir, tool string) (*outputs, error) {
@@ -148,18 +162,14 @@ func openOutputs(dir, tool string) (*outputs, error) {
 	return o, err
 }
 
-// abort closes what is open and removes the temporary files.
+// abort removes the temporary files.
 func (o *outputs) abort() {
-	for _, c := range o.closers {
-		_ = c()
-	}
-	for _, p := range o.tmp {
-		os.Remove(p)
-	}
+	o.files.Abort()
 }
 
-// commit closes every table and renames it into place.
-func (o *outputs) commit() ([]TableInfo, error) {
+// close finishes every table (still under its temporary name) and
+// describes them.
+func (o *outputs) close() ([]TableInfo, error) {
 	type tbl struct {
 		name string
 		rows int64
@@ -180,19 +190,42 @@ func (o *outputs) commit() ([]TableInfo, error) {
 		}
 		infos = append(infos, TableInfo{Name: t.name, File: t.name + ".parquet", Rows: t.rows, Columns: TableColumns(t.name)})
 	}
-	if err := errors.Join(errs...); err != nil {
-		for _, p := range o.tmp {
-			os.Remove(p)
+	return infos, errors.Join(errs...)
+}
+
+// EmptyError is returned when the inputs hold neither a span nor a KV
+// event, so that every table would be empty (Options.AllowEmpty accepts
+// them): an empty file, "{}" or random bytes would otherwise look like a
+// successful ingest. Nothing is written. (A KV events log alone is not
+// empty: its events fill the kv_events table.)
+type EmptyError struct {
+	Inputs []FileInfo
+	Issues IssueSummary
+}
+
+func (e *EmptyError) Error() string {
+	var b strings.Builder
+	b.WriteString("no spans found (nor KV events) in ")
+	for i, in := range e.Inputs {
+		if i > 0 {
+			b.WriteString(", ")
 		}
-		return nil, err
+		if i == 10 {
+			fmt.Fprintf(&b, "and %d more", len(e.Inputs)-i)
+			break
+		}
+		fmt.Fprintf(&b, "%s (%s, %d records, %d KV events)", in.Path, in.Format, in.Records, in.KVEvents)
 	}
-	for _, t := range tbls {
-		final := filepath.Join(o.dir, t.name+".parquet")
-		if err := os.Rename(final+".tmp", final); err != nil {
-			return nil, err
+	if len(e.Inputs) == 0 {
+		b.WriteString("the inputs (none read)")
+	}
+	if e.Issues.Total > 0 {
+		fmt.Fprintf(&b, "; %d records skipped or counted", e.Issues.Total)
+		if len(e.Issues.Details) > 0 {
+			fmt.Fprintf(&b, ", the first %s", e.Issues.Details[0])
 		}
 	}
-	return infos, nil
+	return b.String()
 }
 
 // Ingest reads trace and KV-event files and writes the five tables and
@@ -284,19 +317,29 @@ func Ingest(inputs []Source, opt Options) (*Manifest, error) {
 		join.Finish()
 		err = drain()
 	}
+	defer out.abort()
 	if err != nil {
-		out.abort()
 		return nil, err
 	}
-	if m.Tables, err = out.commit(); err != nil {
+	if m.Tables, err = out.close(); err != nil {
 		return nil, err
 	}
 	m.Issues = sink.summary()
+	var found int64
+	for _, in := range m.Inputs {
+		found += in.Spans + in.KVEvents
+	}
+	if found == 0 && !opt.AllowEmpty {
+		return nil, &EmptyError{Inputs: m.Inputs, Issues: m.Issues}
+	}
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(opt.OutDir, "manifest.json"), append(data, '\n'), 0o644); err != nil {
+	if err := out.files.WriteFile(filepath.Join(opt.OutDir, "manifest.json"), "manifest", append(data, '\n')); err != nil {
+		return nil, err
+	}
+	if err := out.files.Commit(); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -641,3 +641,55 @@ func TestFixturesCoverSchema(t *testing.T) {
 		assert.True(t, kinds[k], "no fixture produces issue %s", k)
 	}
 }
+
+// TestIngestEmpty: inputs with neither a span nor a KV event (an empty
+// file, "{}", bytes that are no trace) are an *EmptyError naming every
+// input, and nothing is written (earlier tables stay); AllowEmpty writes
+// the empty tables (issue 18).
+func TestIngestEmpty(t *testing.T) {
+	dir := t.TempDir()
+	random := make([]byte, 4096)
+	for i := range random {
+		random[i] = byte(i*7919 + i/13) // deterministic noise
+	}
+	for _, c := range []struct {
+		name    string
+		content []byte
+	}{
+		{"empty file", nil},
+		{"empty object", []byte("{}\n")},
+		{"empty resource spans", []byte(`{"resourceSpans":[]}` + "\n")},
+		{"random bytes", random},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "_")+".bin")
+			require.NoError(t, os.WriteFile(in, c.content, 0o644))
+			out := filepath.Join(t.TempDir(), "tables")
+			require.NoError(t, os.MkdirAll(out, 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(out, "manifest.json"), []byte("earlier"), 0o644))
+			_, err := Ingest(FileSources([]string{in}), Options{OutDir: out})
+			var ee *EmptyError
+			require.ErrorAs(t, err, &ee)
+			require.ErrorContains(t, err, "no spans found")
+			require.ErrorContains(t, err, in)
+			entries, err := os.ReadDir(out)
+			require.NoError(t, err)
+			require.Len(t, entries, 1, "nothing written, no temporary file left")
+			require.Equal(t, "earlier", string(must(os.ReadFile(filepath.Join(out, "manifest.json")))))
+
+			m, err := Ingest(FileSources([]string{in}), Options{OutDir: out, AllowEmpty: true})
+			require.NoError(t, err)
+			for _, tb := range m.Tables {
+				require.Zero(t, tb.Rows, tb.Name)
+			}
+			require.Len(t, must(os.ReadDir(out)), len(TableNames)+1)
+		})
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

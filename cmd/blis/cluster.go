@@ -22,6 +22,7 @@ import (
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/cluster/windowplot"
 	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/internal/atomicfile"
 	"github.com/blis-sim/blis/sim"
 	"github.com/blis-sim/blis/sim/simtrace"
 	"github.com/blis-sim/blis/sim/workload"
@@ -275,58 +276,35 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 		cfg.Instances[i].Config.Options.Exhaustive = o.debugInv
 	}
 
-	var outs []*atomicFile
-	defer func() {
-		for _, f := range outs {
-			f.abort()
-		}
-	}()
-	var writers []*simtrace.Writer
-	var traceBuf *bufio.Writer
+	var outs atomicfile.Group
+	defer outs.Abort()
+	var traceFile *atomicfile.File
 	if o.traceFile != "" {
-		tf, err := createAtomic(o.traceFile, "--otlp-trace")
-		if err != nil {
+		if traceFile, err = outs.Create(o.traceFile, "--otlp-trace"); err != nil {
 			return err
-		}
-		outs = append(outs, tf)
-		traceBuf = bufio.NewWriterSize(tf, 1<<20)
-		for i := range cfg.Instances {
-			opt := o.traceOpt
-			opt.Model = built.Pools[poolIndex(d, i)].Phys.Model.Name
-			opt.InstanceID = cfg.Instances[i].ID
-			w, err := simtrace.NewWriter(traceBuf, nil, opt,
-				rng.Stream(sim.InstanceStream(sim.StreamTraceJourney, i)), rng.Stream(sim.InstanceStream(sim.StreamTraceStep, i)))
-			if err != nil {
-				return err
-			}
-			cfg.Instances[i].Config.Observer = w
-			writers = append(writers, w)
 		}
 	}
 	var decisionBuf *bufio.Writer
 	if c.traceLevel == "decisions" {
-		df, err := createAtomic(c.decisionTrace, "--decision-trace")
+		df, err := outs.Create(c.decisionTrace, "--decision-trace")
 		if err != nil {
 			return err
 		}
-		outs = append(outs, df)
 		decisionBuf = bufio.NewWriterSize(df, 1<<20)
 		cfg.Decisions = decisionBuf
 	}
 	// The window files are opened before the run, so that an unwritable
 	// path fails at once, and written after it.
-	var windowOut, windowPlot *atomicFile
+	var windowOut, windowPlot *atomicfile.File
 	if c.windowOut != "" {
-		if windowOut, err = createAtomic(c.windowOut, "--window-out"); err != nil {
+		if windowOut, err = outs.Create(c.windowOut, "--window-out"); err != nil {
 			return err
 		}
-		outs = append(outs, windowOut)
 	}
 	if c.windowPlot != "" {
-		if windowPlot, err = createAtomic(c.windowPlot, "--window-plot"); err != nil {
+		if windowPlot, err = outs.Create(c.windowPlot, "--window-plot"); err != nil {
 			return err
 		}
-		outs = append(outs, windowPlot)
 	}
 
 	var src cluster.Source
@@ -371,6 +349,35 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 		src, offered = gen, o.workload.Requests
 	}
 
+	// The configuration the output echoes, which names the trace's ids.
+	config := describeCluster(o, d, built)
+	if spec != nil {
+		config.Workload = spec.String()
+	}
+	config.WindowUs = win.us
+	var writers []*simtrace.Writer
+	var traceBuf *bufio.Writer
+	if traceFile != nil {
+		traceBuf = bufio.NewWriterSize(traceFile, 1<<20)
+		runID, err := traceRunID(config, o)
+		if err != nil {
+			return err
+		}
+		for i := range cfg.Instances {
+			opt := o.traceOpt
+			opt.Model = built.Pools[poolIndex(d, i)].Phys.Model.Name
+			opt.InstanceID = cfg.Instances[i].ID
+			opt.RunID = runID
+			w, err := simtrace.NewWriter(traceBuf, nil, opt,
+				rng.Stream(sim.InstanceStream(sim.StreamTraceJourney, i)), rng.Stream(sim.InstanceStream(sim.StreamTraceStep, i)))
+			if err != nil {
+				return err
+			}
+			cfg.Instances[i].Config.Observer = w
+			writers = append(writers, w)
+		}
+	}
+
 	start := time.Now()
 	cs, err := cluster.New(cfg, src)
 	if err != nil {
@@ -405,19 +412,14 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	if err := writeWindows(win, windowOut, windowPlot, res.Windows); err != nil {
 		return err
 	}
-	for _, f := range outs {
-		if err := f.commit(); err != nil {
-			return err
-		}
+	if err := outs.Commit(); err != nil {
+		return err
 	}
-	outs = nil
-	out := clusterReport{Tool: "blis run", Version: 1, Config: describeCluster(o, d, built), Workload: replay, Metrics: res}
+	out := clusterReport{Tool: "blis run", Version: 1, Config: config, Workload: replay, Metrics: res}
 	if specSrc != nil {
-		out.Config.Workload = spec.String()
 		out.Spec = &specReport{Source: spec.Source, Tenants: specSrc.Stats()}
 		offered = int(specSrc.Sent())
 	}
-	out.Config.WindowUs = win.us
 	if weights != nil {
 		fr := cluster.Fitness(res, weights)
 		out.Fitness = &fr
@@ -497,7 +499,7 @@ func extFormat(path, flag string, formats ...string) (string, error) {
 }
 
 // writeWindows writes the rows to the open window files (nil: not asked).
-func writeWindows(w windowFlags, out, plot *atomicFile, rows []cluster.Window) error {
+func writeWindows(w windowFlags, out, plot *atomicfile.File, rows []cluster.Window) error {
 	if out != nil {
 		write := cluster.WriteWindowsCSV
 		if w.outFormat == "jsonl" {

@@ -155,7 +155,7 @@ func TestClusterBadInput(t *testing.T) {
 		{[]string{"--window", "1s", "--window-out", "windows"}, "--window-out windows: the extension must be .csv or .jsonl"},
 		{[]string{"--window", "1s", "--window-plot", "w.pdf"}, "--window-plot w.pdf: the extension must be .png or .svg"},
 		{[]string{"--window", "1s", "--window-out", "w.csv", "--window-plot", "w.jpg"}, "--window-plot w.jpg: the extension must be .png or .svg"},
-		{[]string{"--window", "1s", "--window-out", filepath.Join(dir, "no", "such", "w.csv")}, "--window-out: open"},
+		{[]string{"--window", "1s", "--window-out", filepath.Join(dir, "no", "such", "w.csv")}, "--window-out " + filepath.Join(dir, "no", "such", "w.csv") + ": open"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, _, err := runCLI(t, append([]string{"run", "--requests", "10"}, tc.args...)...)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/blis-sim/blis/coefficients"
 	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/internal/atomicfile"
 	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/sim"
 	"github.com/blis-sim/blis/sim/simtrace"
@@ -211,6 +213,9 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 	if o.printSpec {
 		return printSpec(cmd, o)
 	}
+	if err := checkOutputs(o); err != nil {
+		return err
+	}
 	if clusterMode(cmd.Flags()) {
 		return runCluster(cmd, o, stderr)
 	}
@@ -229,37 +234,34 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 	var closers []func() error
 	// Outputs are written to temporary files renamed over their paths only
 	// when the run succeeds.
-	var outs []*atomicFile
-	defer func() {
-		for _, f := range outs {
-			f.abort()
-		}
-	}()
+	var outs atomicfile.Group
+	defer outs.Abort()
 	if o.traceFile != "" {
-		tf, err := createAtomic(o.traceFile, "--otlp-trace")
+		tf, err := outs.Create(o.traceFile, "--otlp-trace")
 		if err != nil {
 			return err
 		}
-		outs = append(outs, tf)
 		var kvw io.Writer
 		if o.kvEventsFile != "" {
-			kf, err := createAtomic(o.kvEventsFile, "--kv-events")
+			kf, err := outs.Create(o.kvEventsFile, "--kv-events")
 			if err != nil {
 				return err
 			}
-			outs = append(outs, kf)
 			kvb := bufio.NewWriterSize(kf, 1<<20)
 			kvw = kvb
-			closers = append(closers, kvb.Flush, kf.commit)
+			closers = append(closers, kvb.Flush)
 		}
 		tb := bufio.NewWriterSize(tf, 1<<20)
 		o.traceOpt.Model = r.cfg.Model.Name
+		if o.traceOpt.RunID, err = traceRunID(describe(o, r), o); err != nil {
+			return err
+		}
 		tw, err = simtrace.NewWriter(tb, kvw, o.traceOpt, rng.Stream(sim.StreamTraceJourney), rng.Stream(sim.StreamTraceStep))
 		if err != nil {
 			return err
 		}
 		r.simCfg.Observer = tw
-		closers = append([]func() error{tw.Close, tb.Flush, tf.commit}, closers...)
+		closers = append([]func() error{tw.Close, tb.Flush}, closers...)
 	}
 
 	start := time.Now()
@@ -277,7 +279,9 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 			return fmt.Errorf("writing trace: %w", err)
 		}
 	}
-	outs = nil
+	if err := outs.Commit(); err != nil {
+		return err
+	}
 	out := report{
 		Tool:     "blis run",
 		Version:  1,
@@ -300,6 +304,31 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 			o.traceFile, st.Spans, st.Events, st.DroppedEvents, st.SampledSteps, st.RichSteps)
 	}
 	return nil
+}
+
+// instanceInputs are the files the instance flags read (those that name
+// files: --model and --hardware may be shipped names instead).
+func instanceInputs(o *runOpts) []atomicfile.Named {
+	return []atomicfile.Named{{Label: "--model", Path: o.model}, {Label: "--hardware", Path: o.hardware}, {Label: "--coefficients", Path: o.coeffs}}
+}
+
+// checkOutputs refuses, before the run, an output of blis run that is one
+// of its inputs or another of its outputs (internal/atomicfile.Check).
+func checkOutputs(o *runOpts) error {
+	in := append(instanceInputs(o),
+		atomicfile.Named{Label: "--workload-spec", Path: o.specFile},
+		atomicfile.Named{Label: "--deployment", Path: o.cl.deployment})
+	if o.replay != "" {
+		in = append(in, atomicfile.Named{Label: "--replay", Path: o.replay})
+		if fi, err := os.Stat(o.replay); err == nil && fi.IsDir() {
+			in = append(in, atomicfile.DirInputs("--replay", o.replay)...)
+		}
+	}
+	return atomicfile.Check(in, []atomicfile.Named{
+		{Label: "--otlp-trace", Path: o.traceFile}, {Label: "--kv-events", Path: o.kvEventsFile},
+		{Label: "--decision-trace", Path: o.cl.decisionTrace},
+		{Label: "--window-out", Path: o.cl.windowOut}, {Label: "--window-plot", Path: o.cl.windowPlot},
+	})
 }
 
 // addInstanceFlags defines the flags that describe one instance (model,

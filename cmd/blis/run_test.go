@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -311,34 +312,102 @@ func TestRNGStreamsAreIndependent(t *testing.T) {
 	require.Equal(t, shapes(a), shapes(b), "but not the workload")
 }
 
-// TestAtomicOutputs: an output is written to a temporary file beside its
-// path and renamed over it only on commit; an aborted one (a failed run)
-// leaves the earlier file whole and no temporary file behind.
-func TestAtomicOutputs(t *testing.T) {
+// TestOutputNeverOverwritesInput: an output path that is an input or
+// another output is refused before the run, naming both flags, and the
+// files are left as they were (internal/atomicfile.Check; issue 18).
+func TestOutputNeverOverwritesInput(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, "run.jsonl")
-	require.NoError(t, os.WriteFile(path, []byte("earlier trace\n"), 0o644))
-	f, err := createAtomic(path, "--otlp-trace")
-	require.NoError(t, err)
-	_, err = f.WriteString("half a new trace")
-	require.NoError(t, err)
-	f.abort()
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
-	require.Equal(t, "earlier trace\n", string(data))
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	require.Len(t, entries, 1, "no temporary file is left behind")
+	csv := filepath.Join(dir, "x.csv")
+	const trace = "arrival_us,prompt_tokens,output_tokens\n0,100,5\n1000,100,5\n"
+	require.NoError(t, os.WriteFile(csv, []byte(trace), 0o644))
+	earlier := filepath.Join(dir, "t.jsonl")
+	require.NoError(t, os.WriteFile(earlier, []byte("earlier trace\n"), 0o644))
+	rec := filepath.Join(dir, "requests.jsonl")
+	require.NoError(t, os.WriteFile(rec, must(os.ReadFile("../../testdata/vllm-runs/RTX4090/Llama-3.1-8B/requests.jsonl")), 0o644))
+	require.NoError(t, os.Link(rec, filepath.Join(dir, "requests.png")))
+	same := filepath.Join(dir, "sub", "..", "x.csv")
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "sub"), 0o755))
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"--otlp-trace is the --replay file", []string{"run", "--replay", csv, "--otlp-trace", csv}, "--otlp-trace " + csv + " is also the input --replay " + csv},
+		{"spelled another way", []string{"run", "--replay", csv, "--otlp-trace", same}, "is also the input --replay"},
+		{"--kv-events is --otlp-trace", []string{"run", "--kv-blocks-cpu", "1000", "--otlp-trace", earlier, "--kv-events", earlier},
+			"--kv-events " + earlier + " is also the output --otlp-trace " + earlier},
+		{"cluster: --window-out is --replay", []string{"run", "--replay", csv, "--window", "1s", "--window-out", csv}, "--window-out " + csv + " is also the input --replay"},
+		{"cluster: --decision-trace is --otlp-trace", []string{"run", "--num-instances", "2", "--otlp-trace", earlier, "--trace-level", "decisions", "--decision-trace", earlier},
+			"--decision-trace " + earlier + " is also the output --otlp-trace"},
+		{"validate: --plot is RECORDS (a hard link)", []string{"validate", rec, "--plot", filepath.Join(dir, "requests.png")}, "is also the input RECORDS " + rec},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := runCLI(t, c.args...)
+			require.ErrorContains(t, err, c.want)
+			require.Equal(t, trace, string(must(os.ReadFile(csv))), "the input is untouched")
+			require.Equal(t, "earlier trace\n", string(must(os.ReadFile(earlier))), "the earlier output is untouched")
+			for _, e := range must(os.ReadDir(dir)) {
+				require.NotContains(t, e.Name(), ".tmp-", "no temporary file is left behind")
+			}
+		})
+	}
+}
 
-	f, err = createAtomic(path, "--otlp-trace")
-	require.NoError(t, err)
-	_, err = f.WriteString("new trace\n")
-	require.NoError(t, err)
-	require.NoError(t, f.commit())
-	f.abort() // after a commit, a no-op
-	data, err = os.ReadFile(path)
-	require.NoError(t, err)
-	require.Equal(t, "new trace\n", string(data))
-	_, err = createAtomic(filepath.Join(dir, "no", "such", "dir.jsonl"), "--otlp-trace")
-	require.ErrorContains(t, err, "--otlp-trace")
+// TestTraceIDsDifferAcrossRuns: the trace, span and request ids of a
+// simulated trace derive from the run's whole configuration, so two runs
+// that differ only in --rate (or any other setting) share none, and
+// ingesting both traces together keeps every span of both; the same run
+// gives the same trace, byte for byte (issue 18).
+func TestTraceIDsDifferAcrossRuns(t *testing.T) {
+	idRE := regexp.MustCompile(`"(traceId|spanId)":"([0-9a-f]+)"|"gen_ai.request.id","value":\{"stringValue":"([^"]+)"`)
+	ids := func(path string) map[string]bool {
+		out := map[string]bool{}
+		for _, m := range idRE.FindAllStringSubmatch(string(must(os.ReadFile(path))), -1) {
+			out[m[2]+m[3]] = true
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name string
+		a, b []string
+	}{
+		{"single instance, --rate", []string{"--rate", "30"}, []string{"--rate", "31"}},
+		{"cluster, --rate", []string{"--num-instances", "2", "--rate", "30"}, []string{"--num-instances", "2", "--rate", "31"}},
+		{"single instance, --max-num-seqs", []string{"--rate", "30"}, []string{"--rate", "30", "--max-num-seqs", "64"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			base := []string{"run", "-q", "--requests", "120", "--trace-step-sample-rate", "1", "--trace-rich-subsample-rate", "0"}
+			run := func(name string, args []string) string {
+				path := filepath.Join(dir, name)
+				_, _, err := runCLI(t, append(append(append([]string{}, base...), args...), "--otlp-trace", path)...)
+				require.NoError(t, err)
+				return path
+			}
+			pa, pb := run("a.jsonl", c.a), run("b.jsonl", c.b)
+			require.Equal(t, must(os.ReadFile(pa)), must(os.ReadFile(run("a-again.jsonl", c.a))), "the same run, the same trace")
+			ia, ib := ids(pa), ids(pb)
+			require.Greater(t, len(ia), 240)
+			for id := range ia {
+				require.False(t, ib[id], "id %s in both runs' traces", id)
+			}
+
+			ingest := func(name string, paths ...string) map[string]int64 {
+				man, err := otlpingest.Ingest(otlpingest.FileSources(paths), otlpingest.Options{OutDir: filepath.Join(dir, name)})
+				require.NoError(t, err)
+				require.Zero(t, man.Issues.Total, "no span dropped as a duplicate: %+v", man.Issues.ByKind)
+				rows := map[string]int64{}
+				for _, tb := range man.Tables {
+					rows[tb.Name] = tb.Rows
+				}
+				return rows
+			}
+			alone, other, both := ingest("a", pa), ingest("b", pb), ingest("both", pa, pb)
+			for _, tb := range otlpingest.TableNames {
+				require.Equal(t, alone[tb]+other[tb], both[tb], "%s: both runs' rows, none merged away", tb)
+			}
+			require.Equal(t, int64(240), both[otlpingest.TableRequests], "every request of both runs")
+			require.Positive(t, both[otlpingest.TableSteps])
+		})
+	}
 }

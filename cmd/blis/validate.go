@@ -17,6 +17,7 @@ import (
 
 	"github.com/blis-sim/blis/cluster"
 	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/internal/atomicfile"
 	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/sim"
 	"github.com/blis-sim/blis/sim/workload/records"
@@ -131,9 +132,11 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 		if plotFormat, err = extFormat(o.plot, "--plot", validate.Formats...); err != nil {
 			return err
 		}
-		if sameFile(o.plot, path) {
-			return fmt.Errorf("--plot %s is the records file", o.plot)
-		}
+	}
+	ins := append(instanceInputs(&o.run), atomicfile.Named{Label: "RECORDS", Path: path}, atomicfile.Named{Label: "--meta", Path: o.meta},
+		atomicfile.Named{Label: "meta.json of RECORDS", Path: records.MetaPath(path)})
+	if err := atomicfile.Check(ins, []atomicfile.Named{{Label: "--plot", Path: o.plot}}); err != nil {
+		return err
 	}
 	recs, rep, err := records.Read(path, o.format, records.Options{Strict: o.strict})
 	if err != nil {
@@ -408,11 +411,11 @@ func sortedKeys(m map[string]float64) []string {
 // writePlot draws the comparison to path through a temporary file renamed
 // over it only when the figure is complete.
 func writePlot(path, format string, pairs []validate.Pair, title string) error {
-	f, err := createAtomic(path, "--plot")
+	f, err := atomicfile.Create(path, "--plot")
 	if err != nil {
 		return err
 	}
-	defer f.abort()
+	defer f.Abort()
 	b := bufio.NewWriterSize(f, 1<<16)
 	if err := validate.WritePlot(b, pairs, title, format); err != nil {
 		return fmt.Errorf("--plot %s: %w", path, err)
@@ -420,12 +423,5 @@ func writePlot(path, format string, pairs []validate.Pair, title string) error {
 	if err := b.Flush(); err != nil {
 		return fmt.Errorf("--plot %s: %w", path, err)
 	}
-	return f.commit()
-}
-
-// sameFile reports whether a and b name the same existing file.
-func sameFile(a, b string) bool {
-	sa, err1 := os.Stat(a)
-	sb, err2 := os.Stat(b)
-	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
+	return f.Commit()
 }

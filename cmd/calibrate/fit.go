@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/blis-sim/blis/fit"
+	"github.com/blis-sim/blis/internal/atomicfile"
 	"github.com/blis-sim/blis/physics"
 )
 
@@ -233,6 +235,13 @@ func runFit(cmd *cobra.Command, args []string, o *fitOpts) error {
 	if err := o.opt.Validate(); err != nil {
 		return errors.New("--" + err.Error())
 	}
+	dir := o.report
+	if dir == "" {
+		dir = strings.TrimSuffix(o.output, filepath.Ext(o.output)) + ".report"
+	}
+	if err := checkFitOutputs(o, nil, dir); err != nil { // before --configs is read
+		return err
+	}
 	var specs []configSpec
 	switch {
 	case o.configs != "" && len(args) > 0:
@@ -251,6 +260,10 @@ func runFit(cmd *cobra.Command, args []string, o *fitOpts) error {
 		return errors.New("no TABLES_DIR given (the output directory of calibrate ingest), and no --configs")
 	default:
 		specs = []configSpec{{name: o.model, model: o.model, hardware: o.hardware, tp: o.tp, knobs: o.knobs, dirs: args}}
+	}
+
+	if err := checkFitOutputs(o, specs, dir); err != nil { // with the tables and files --configs names
+		return err
 	}
 
 	var cfgs []fit.Config
@@ -307,27 +320,30 @@ func runFit(cmd *cobra.Command, args []string, o *fitOpts) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(o.output, data, 0o644); err != nil {
-		return fmt.Errorf("-o: %w", err)
+	// The coefficient file and the report replace earlier ones together,
+	// and only when every one of them is complete.
+	var outs atomicfile.Group
+	defer outs.Abort()
+	if err := outs.WriteFile(o.output, "-o", data); err != nil {
+		return err
 	}
-	dir := o.report
-	if dir == "" {
-		dir = strings.TrimSuffix(o.output, filepath.Ext(o.output)) + ".report"
-	}
-	if err := writeReport(dir, res); err != nil {
+	if err := writeReport(&outs, dir, res); err != nil {
 		return fmt.Errorf("--report: %w", err)
+	}
+	if err := outs.Commit(); err != nil {
+		return err
 	}
 	r := res.Report
 	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s and %s/report.md\n", o.output, dir)
 	for i, h := range r.Beta.Holdout {
 		other := ""
 		if oo := r.Beta.OtherObjective; oo != nil && i < len(oo.Holdout) {
-			other = fmt.Sprintf(" (%s objective: %.2f%%)", oo.Objective, oo.Holdout[i].MAPE*100)
+			other = fmt.Sprintf(" (%s objective: %s)", oo.Objective, mapeText(oo.Holdout[i].MAPE))
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "beta  %s: hold-out MAPE %.2f%% over %d steps%s\n", h.Config, h.MAPE*100, h.N, other)
+		fmt.Fprintf(cmd.OutOrStdout(), "beta  %s: hold-out MAPE %s over %d steps%s\n", h.Config, mapeText(h.MAPE), h.N, other)
 	}
 	for _, h := range r.Alpha.Holdout {
-		fmt.Fprintf(cmd.OutOrStdout(), "alpha %s: hold-out MAPE %.2f%% over %d requests\n", h.Config, h.MAPE*100, h.N)
+		fmt.Fprintf(cmd.OutOrStdout(), "alpha %s: hold-out MAPE %s over %d requests\n", h.Config, mapeText(h.MAPE), h.N)
 	}
 	verdict := "pass"
 	if !r.Pass {
@@ -338,11 +354,44 @@ func runFit(cmd *cobra.Command, args []string, o *fitOpts) error {
 	return nil
 }
 
-func writeReport(dir string, res *fit.Result) error {
+// mapeText is a MAPE as a percentage, or "none (no samples)" for a MAPE
+// over no sample (NaN): never 0 %, a perfect score.
+func mapeText(x float64) string {
+	if math.IsNaN(x) {
+		return "none (no samples)"
+	}
+	return fmt.Sprintf("%.2f%%", x*100)
+}
+
+// reportFiles are the files of the report directory (the plots only when
+// their vector has hold-out points).
+var reportFiles = []string{"report.md", "report.json", "beta_predicted_vs_actual.png", "beta_residuals.png",
+	"alpha_predicted_vs_actual.png", "alpha_residuals.png"}
+
+// checkFitOutputs refuses, before the fit, an output (-o, the report's
+// files) that is an input (a table or the manifest of a TABLES_DIR,
+// --configs, a model or hardware file) or another output.
+func checkFitOutputs(o *fitOpts, specs []configSpec, reportDir string) error {
+	ins := []atomicfile.Named{{Label: "--configs", Path: o.configs}}
+	for _, s := range specs {
+		ins = append(ins, atomicfile.Named{Label: "model of " + s.name, Path: s.model}, atomicfile.Named{Label: "hardware of " + s.name, Path: s.hardware})
+		for _, d := range s.dirs {
+			ins = append(ins, atomicfile.DirInputs("TABLES_DIR "+d, d)...)
+		}
+	}
+	outs := []atomicfile.Named{{Label: "-o", Path: o.output}}
+	for _, f := range reportFiles {
+		outs = append(outs, atomicfile.Named{Label: "--report", Path: filepath.Join(reportDir, f)})
+	}
+	return atomicfile.Check(ins, outs)
+}
+
+// writeReport adds the report's files to outs.
+func writeReport(outs *atomicfile.Group, dir string, res *fit.Result) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	plots, err := writePlots(dir, res)
+	plots, err := writePlots(outs, dir, res)
 	if err != nil {
 		return err
 	}
@@ -350,12 +399,12 @@ func writeReport(dir string, res *fit.Result) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(js, '\n'), 0o644); err != nil {
+	if err := outs.WriteFile(filepath.Join(dir, "report.json"), "--report", append(js, '\n')); err != nil {
 		return err
 	}
 	var md bytes.Buffer
 	if err := res.Report.WriteMarkdown(&md, plots); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "report.md"), md.Bytes(), 0o644)
+	return outs.WriteFile(filepath.Join(dir, "report.md"), "--report", md.Bytes())
 }

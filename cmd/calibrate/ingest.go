@@ -12,12 +12,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/blis-sim/blis/internal/atomicfile"
 	"github.com/blis-sim/blis/otlpingest"
 )
 
 type ingestOpts struct {
 	out        string
 	strict     bool
+	allowEmpty bool
 	workers    int
 	maxDetails int
 	quiet      bool
@@ -43,6 +45,12 @@ Damaged or unexpected input (malformed lines, truncated compression, wrong
 attribute types, missing attributes, unknown events, duplicate spans, events
 the SDK dropped, requests missing one of their two spans) is counted and
 listed with file and line; --strict makes the first one an error instead.
+Inputs that hold neither a span nor a KV event (an empty file, "{}", bytes
+that are no trace) are an error, "no spans found", naming them; nothing is
+written unless --allow-empty is given.
+
+The tables and the manifest replace earlier ones in DIR only when the
+ingest succeeds; an input file that is one of them is refused.
 
 Progress goes to stderr, the summary to stdout. The tables and the manifest
 depend only on the inputs and their order.`,
@@ -59,6 +67,7 @@ depend only on the inputs and their order.`,
 	f := cmd.Flags()
 	f.StringVarP(&o.out, "out", "o", "", "output directory for the Parquet tables and manifest.json (created if needed)")
 	f.BoolVar(&o.strict, "strict", false, "fail at the first skipped or counted record instead of counting it")
+	f.BoolVar(&o.allowEmpty, "allow-empty", false, "write empty tables when the inputs hold neither a span nor a KV event (default: fail with \"no spans found\")")
 	f.IntVar(&o.workers, "workers", 0, "decoding goroutines (0: one per core)")
 	f.IntVar(&o.maxDetails, "max-issue-details", 100, "issues listed with their location in the manifest, per kind (counts are always complete)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress or timing on stderr")
@@ -112,6 +121,16 @@ func runIngest(stdout, stderr io.Writer, args []string, o ingestOpts) error {
 	if err != nil {
 		return err
 	}
+	var ins, outs []atomicfile.Named
+	for _, f := range files {
+		ins = append(ins, atomicfile.Named{Label: "input", Path: f})
+	}
+	for _, f := range otlpingest.OutputFiles(o.out) {
+		outs = append(outs, atomicfile.Named{Label: "-o", Path: f})
+	}
+	if err := atomicfile.Check(ins, outs); err != nil {
+		return err
+	}
 	var read atomic.Int64
 	start := time.Now()
 	stop := make(chan struct{})
@@ -140,7 +159,7 @@ func runIngest(stdout, stderr io.Writer, args []string, o ingestOpts) error {
 		}
 	}()
 	m, err := otlpingest.Ingest(otlpingest.FileSources(files), otlpingest.Options{
-		OutDir: o.out, Workers: o.workers, Strict: o.strict, MaxIssueDetails: o.maxDetails,
+		OutDir: o.out, Workers: o.workers, Strict: o.strict, AllowEmpty: o.allowEmpty, MaxIssueDetails: o.maxDetails,
 		Tool:     "blis calibrate ingest (schema v" + fmt.Sprint(otlpingest.SchemaVersion) + ")",
 		Progress: func(n int64) { read.Store(n) },
 	})
@@ -150,6 +169,10 @@ func runIngest(stdout, stderr io.Writer, args []string, o ingestOpts) error {
 		var se *otlpingest.StrictError
 		if errors.As(err, &se) {
 			return fmt.Errorf("%s:%d: %s: %s (--strict; nothing written)", se.Issue.File, se.Issue.Record, se.Issue.Kind, se.Issue.Detail)
+		}
+		var ee *otlpingest.EmptyError
+		if errors.As(err, &ee) {
+			return fmt.Errorf("%w (nothing written; --allow-empty writes empty tables)", err)
 		}
 		return err
 	}
@@ -192,6 +215,13 @@ func printIngestSummary(w io.Writer, dir string, m *otlpingest.Manifest) error {
 			what = fmt.Sprintf("%d KV events", in.KVEvents)
 		}
 		fmt.Fprintf(w, "  %-40s %-13s %-5s %8d records  %s\n", in.Path, in.Format, in.Compression, in.Records, what)
+	}
+	var found int64
+	for _, in := range m.Inputs {
+		found += in.Spans + in.KVEvents
+	}
+	if found == 0 {
+		fmt.Fprintln(w, "no spans found (nor KV events): the tables are empty (--allow-empty)")
 	}
 	fmt.Fprintf(w, "wrote %s (schema v%d):\n", dir, m.SchemaVersion)
 	for _, t := range m.Tables {

@@ -2,16 +2,16 @@ package main
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
 
 	"github.com/blis-sim/blis/fit"
+	"github.com/blis-sim/blis/internal/atomicfile"
 	"github.com/blis-sim/blis/internal/residplot"
 )
 
-// writePlots writes the hold-out residual plots of both vectors into dir
-// and returns their file names.
-func writePlots(dir string, res *fit.Result) ([]string, error) {
+// writePlots adds the hold-out residual plots of both vectors in dir to
+// outs and returns their file names.
+func writePlots(outs *atomicfile.Group, dir string, res *fit.Result) ([]string, error) {
 	var names []string
 	for _, v := range []struct {
 		name, what string
@@ -51,7 +51,7 @@ func writePlots(dir string, res *fit.Result) ([]string, error) {
 			if _, err := residplot.Encode(&b, pl.plot); err != nil {
 				return nil, err
 			}
-			if err := os.WriteFile(filepath.Join(dir, pl.file), b.Bytes(), 0o644); err != nil {
+			if err := outs.WriteFile(filepath.Join(dir, pl.file), "--report", b.Bytes()); err != nil {
 				return nil, err
 			}
 			names = append(names, pl.file)

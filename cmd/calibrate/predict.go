@@ -16,6 +16,7 @@ import (
 	"github.com/blis-sim/blis/coefficients"
 	"github.com/blis-sim/blis/features"
 	"github.com/blis-sim/blis/fit"
+	"github.com/blis-sim/blis/internal/atomicfile"
 	"github.com/blis-sim/blis/physics"
 )
 
@@ -124,6 +125,13 @@ func runPredict(cmd *cobra.Command, o *predictOpts) error {
 			return fmt.Errorf("--%s applies only with --tables", name)
 		}
 	}
+	ins := []atomicfile.Named{{Label: "--coefficients", Path: o.coeffs}, {Label: "--model", Path: o.model}, {Label: "--hardware", Path: o.hardware}}
+	if o.tables != "" {
+		ins = append(ins, atomicfile.DirInputs("--tables", o.tables)...)
+	}
+	if err := atomicfile.Check(ins, []atomicfile.Named{{Label: "--per-step", Path: o.perStep}}); err != nil {
+		return err
+	}
 	cf, err := coefficients.Load(o.coeffs)
 	if err != nil {
 		return fmt.Errorf("--coefficients: %w", err)
@@ -207,14 +215,22 @@ func runPredict(cmd *cobra.Command, o *predictOpts) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.tables, err)
 	}
+	for _, v := range []struct {
+		what string
+		n    int64
+	}{{"step (beta)", ev.Beta.N}, {"request (alpha)", ev.Alpha.N}} {
+		if v.n == 0 {
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: no %s scored: its errors are null (no samples), not 0\n", o.tables, v.what)
+		}
+	}
 	if o.perStep != "" {
 		var b strings.Builder
 		b.WriteString("actual_ms,predicted_ms\n")
 		for _, p := range ev.Points {
 			fmt.Fprintf(&b, "%s,%s\n", strconv.FormatFloat(p.Actual*1e3, 'g', -1, 64), strconv.FormatFloat(p.Predicted*1e3, 'g', -1, 64))
 		}
-		if err := os.WriteFile(o.perStep, []byte(b.String()), 0o644); err != nil {
-			return fmt.Errorf("--per-step: %w", err)
+		if err := atomicfile.WriteFile(o.perStep, "--per-step", []byte(b.String())); err != nil {
+			return err
 		}
 	}
 	enc := json.NewEncoder(w)

@@ -89,7 +89,7 @@ func TestAbortedRequestsTrace(t *testing.T) {
 	}
 	require.Len(t, byID, 7, "four API spans, three engine spans")
 	events := func(id int64, core bool) (names []string, atUs []int64, last *otlpingest.Event) {
-		api, eng := requestIDs("chatcmpl-", id)
+		api, eng := requestIDs("chatcmpl-", id, 0)
 		key := api
 		if core {
 			key = eng
@@ -122,7 +122,7 @@ func TestAbortedRequestsTrace(t *testing.T) {
 	}
 
 	checkAborted(0, 120)
-	_, eng := requestIDs("chatcmpl-", 0)
+	_, eng := requestIDs("chatcmpl-", 0, 0)
 	require.NotContains(t, byID, eng, "request 0 never reached the engine")
 	names, _, _ := events(0, false)
 	require.Equal(t, []string{"api.ARRIVED", "api.ABORTED"}, names)

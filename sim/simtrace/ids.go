@@ -22,6 +22,16 @@ import (
 // step span trace ids of two instances with different salts never collide;
 // span ids of two instances collide with probability about 2^-63 per pair
 // of spans.
+//
+// Every id of a Writer with an Options.RunID (request ids, trace and span
+// ids of request and step spans) is salted with a hash of it (runSalt,
+// made like instanceSalt and XORed into the instance salt), so that the
+// traces of two runs (two configurations) can be ingested together: within
+// a run the ids stay unique (the same bijections, one salt); across runs,
+// request and step trace ids collide only when the two run salts agree on
+// their low 56 bits (about 2^-56 per pair of runs), and span ids only when
+// the salts differ by the XOR of two request ids or sequence numbers
+// (about N²·2^-63 for runs of N requests).
 
 var mix = imix.Splitmix64
 
@@ -34,6 +44,7 @@ const (
 	saltCoreSpan  = 0xc2b2ae3d27d4eb4f
 	saltStepSpan  = 0x9e3779b97f4a7c15
 	saltInstance  = 0xb492b66fbe98f273
+	saltRun       = 0xf1357aea2e62a9c5
 )
 
 // Trace id domains, stored in byte 8 of the trace id: request traces and
@@ -68,6 +79,15 @@ func instanceSalt(id string) uint64 {
 	return mix(h.Sum64()^saltInstance)&^(1<<63) | 1
 }
 
+// runSalt is 0 for no run id, else a hash of it with the top bit clear and
+// never 0.
+func runSalt(id uint64) uint64 {
+	if id == 0 {
+		return 0
+	}
+	return mix(id^saltRun)&^(1<<63) | 1
+}
+
 func spanID(salt uint64, n int64) otlpingest.SpanID {
 	var s otlpingest.SpanID
 	binary.BigEndian.PutUint64(s[:], mix(uint64(n)^salt)) // never 0: n != salt
@@ -75,15 +95,15 @@ func spanID(salt uint64, n int64) otlpingest.SpanID {
 }
 
 // requestIDs returns the API request id (prefix + 16 hex digits, unique per
-// request) and the engine's id, which is the API id plus "-0-" and 4 hex
-// digits, as vLLM's engine suffixes it. One allocation holds both.
-func requestIDs(prefix string, n int64) (api, engine string) {
+// request and run salt) and the engine's id, which is the API id plus "-0-"
+// and 4 hex digits, as vLLM's engine suffixes it. One allocation holds both.
+func requestIDs(prefix string, n int64, run uint64) (api, engine string) {
 	var b [64]byte
 	out := append(b[:0], prefix...)
-	out = hex.AppendEncode(out, binary.BigEndian.AppendUint64(nil, mix(uint64(n)^saltRequestID)))
+	out = hex.AppendEncode(out, binary.BigEndian.AppendUint64(nil, mix(uint64(n)^saltRequestID^run)))
 	apiLen := len(out)
 	out = append(out, "-0-"...)
-	suffix := uint16(mix(uint64(n) ^ saltSuffix))
+	suffix := uint16(mix(uint64(n) ^ saltSuffix ^ run))
 	out = hex.AppendEncode(out, []byte{byte(suffix >> 8), byte(suffix)})
 	engine = string(out)
 	return engine[:apiLen], engine

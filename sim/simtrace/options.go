@@ -44,6 +44,14 @@ type Options struct {
 	// (one engine): no such attribute, and the trace is what it was before
 	// the option existed. KV events lines cannot carry it (see NewWriter).
 	InstanceID string
+	// RunID identifies the run among others whose traces may be ingested
+	// together: every request id, trace id and span id is salted with a
+	// hash of it, so that two runs with different RunIDs share no id (ids
+	// that depend only on request numbers would make the second run's
+	// spans duplicates of the first's). blis run derives it from the run's
+	// whole configuration, so the same run gives the same trace. 0: no
+	// salt, the ids are what they were before the option existed.
+	RunID uint64
 }
 
 // DefaultOptions are vLLM's defaults (journey rate 1, step rate 0.01, rich

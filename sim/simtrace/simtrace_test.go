@@ -235,7 +235,7 @@ func simIDs(r *run) map[string]int64 {
 	}
 	out := map[string]int64{}
 	for i := range r.reqs {
-		api, _ := requestIDs(prefix, int64(i))
+		api, _ := requestIDs(prefix, int64(i), 0)
 		out[api] = int64(i)
 	}
 	return out
@@ -550,7 +550,7 @@ func TestEventLimit(t *testing.T) {
 		for id := from; id <= to; id++ {
 			want = append(want, key{"step.BATCH_SUMMARY", id, ""})
 			for _, req := range rec.running[id-1] {
-				_, eng := requestIDs("cmpl-", req)
+				_, eng := requestIDs("cmpl-", req, 0)
 				want = append(want, key{"step.REQUEST_SNAPSHOT", id, eng})
 			}
 		}
@@ -703,7 +703,7 @@ func TestIDs(t *testing.T) {
 	seen := map[string]bool{}
 	traces := map[otlpingest.TraceID]bool{}
 	for i := int64(0); i < 10000; i++ {
-		api, eng := requestIDs("cmpl-", i)
+		api, eng := requestIDs("cmpl-", i, 0)
 		require.Len(t, api, 5+16)
 		require.Equal(t, api, eng[:len(api)])
 		require.Len(t, eng, len(api)+3+4)

@@ -45,7 +45,9 @@
 // route) and 16 hex digits, the engine id that plus "-0-" and 4 hex digits;
 // trace and span ids are hashes of the request id (or the step span's
 // sequence number), unique and never zero. KV events name requests by
-// their engine id, sampled or not.
+// their engine id, sampled or not. Options.RunID salts them all, so that
+// two runs (blis run derives the id from its whole configuration) give
+// different ids and their traces can be ingested together.
 //
 // Clusters: each engine has its own Writer with its own
 // Options.InstanceID, and all may write into one trace (each Write is whole
@@ -110,6 +112,7 @@ type Writer struct {
 	idPrefix   string
 	chat       bool
 	salt       uint64 // of the step span ids: instanceSalt(opt.InstanceID)
+	run        uint64 // of every id: runSalt(opt.RunID)
 
 	reqs map[int64]*reqState // journey-sampled requests in flight
 	ids  map[int64]string    // engine ids of unsampled requests, for snapshots and KV loads
@@ -170,6 +173,7 @@ func NewWriter(trace io.Writer, kvEvents io.Writer, opt Options, journeyRNG, ste
 		idPrefix: "cmpl-",
 		chat:     opt.Route == RouteChatCompletions,
 		salt:     instanceSalt(opt.InstanceID),
+		run:      runSalt(opt.RunID),
 		reqs:     map[int64]*reqState{},
 		ids:      map[int64]string{},
 	}
@@ -223,7 +227,7 @@ func (w *Writer) engineID(req int64) string {
 	if id, ok := w.ids[req]; ok {
 		return id
 	}
-	_, id := requestIDs(w.idPrefix, req)
+	_, id := requestIDs(w.idPrefix, req, w.run)
 	w.ids[req] = id
 	return id
 }
@@ -286,13 +290,13 @@ func (w *Writer) Arrived(spec *sim.RequestSpec) {
 	} else {
 		st = &reqState{}
 	}
-	st.apiID, st.engineID = requestIDs(w.idPrefix, spec.ID)
-	tid := traceID(domainRequest, spec.ID, 0)
+	st.apiID, st.engineID = requestIDs(w.idPrefix, spec.ID, w.run)
+	tid := traceID(domainRequest, spec.ID, w.run)
 
 	api := w.newBuf(kindAPI)
 	sp := &api.sp
 	sp.Service, sp.Instance, sp.Scope, sp.Name, sp.Kind = ServiceAPI, w.opt.InstanceID, otlpingest.ScopeAPI, otlpingest.SpanRequest, 2
-	sp.TraceID, sp.SpanID = tid, spanID(saltAPISpan, spec.ID)
+	sp.TraceID, sp.SpanID = tid, spanID(saltAPISpan^w.run, spec.ID)
 	sp.StartUnixNano = w.wallNs(spec.ArrivalUs)
 	sp.Attrs = append(sp.Attrs, sv("gen_ai.request.id", st.apiID), sv("http.route", w.opt.Route))
 	if w.opt.Model != "" {
@@ -306,7 +310,7 @@ func (w *Writer) Arrived(spec *sim.RequestSpec) {
 	core := w.newBuf(kindCore)
 	sp = &core.sp
 	sp.Service, sp.Instance, sp.Scope, sp.Name, sp.Kind = ServiceEngine, w.opt.InstanceID, otlpingest.ScopeScheduler, otlpingest.SpanCore, 1
-	sp.TraceID, sp.SpanID, sp.ParentSpanID = tid, spanID(saltCoreSpan, spec.ID), api.sp.SpanID
+	sp.TraceID, sp.SpanID, sp.ParentSpanID = tid, spanID(saltCoreSpan^w.run, spec.ID), api.sp.SpanID
 	sp.Attrs = append(sp.Attrs, sv("gen_ai.request.id", st.engineID))
 
 	st.api, st.core = api, core
@@ -500,7 +504,7 @@ func (w *Writer) closeStep(rangeEnd, endUs int64) {
 	sp := &b.sp
 	sp.Service, sp.Instance, sp.Scope, sp.Kind = ServiceEngine, w.opt.InstanceID, otlpingest.ScopeStep, 1
 	sp.Name = otlpingest.StepSpanPrefix + strconv.FormatInt(w.stepSeq, 10)
-	sp.TraceID, sp.SpanID = traceID(domainStep, w.stepSeq, w.salt), spanID(saltStepSpan^w.salt, w.stepSeq)
+	sp.TraceID, sp.SpanID = traceID(domainStep, w.stepSeq, w.salt^w.run), spanID(saltStepSpan^w.salt^w.run, w.stepSeq)
 	sp.StartUnixNano, sp.EndUnixNano = w.wallNs(w.stepStartUs), w.wallNs(endUs)
 	// Attribute order as the SDK keeps it: set at start, then at closure.
 	sp.Attrs = append(sp.Attrs[:0],

@@ -68,7 +68,7 @@ import numpy as np
 
 from . import compute_features as cf
 from .extract_traces import Trace, add_count
-from .validate import Scorer
+from .validate import NOTE_NO_SAMPLES, Scorer
 
 __all__ = [
     "Options",
@@ -1390,18 +1390,32 @@ def _finite_or0(x: float) -> float:
     return x if math.isfinite(x) else 0.0
 
 
+def _cv_mape(cv: dict) -> float:
+    """The CV MAPE the coefficient file records: 0 for a MAPE over no positive target (see run)."""
+    return 0.0 if cv["mape"] is None else float(cv["mape"])
+
+
 def _checks(v: dict, is_beta: bool, coef: np.ndarray) -> None:
     within, loco, max_med = (0.15, 0.25, 3.0) if is_beta else (0.25, 0.40, 5.0)
     checks = []
+    def below(e, key, limit):  # Go: N > 0 && x < limit, false for a NaN (None) score
+        return e["samples"] > 0 and e[key] is not None and e[key] < limit
+
+    def noted(c, note):  # Go's Check.Note: omitted when empty
+        if note:
+            c["note"] = note
+        return c
+
     for h in v.get("holdout", []):
-        checks.append({"config": h["config"], "check": "within-config hold-out MAPE", "value": h["mape"],
-                       "threshold": f"< {within:g}", "pass": h["samples"] > 0 and h["mape"] < within})
-        checks.append({"config": h["config"], "check": "max abs error / median abs error (hold-out)",
-                       "value": h["max_over_median_abs_error"], "threshold": f"< {max_med:g}",
-                       "pass": h["samples"] > 0 and h["max_over_median_abs_error"] < max_med})
+        checks.append(noted({"config": h["config"], "check": "within-config hold-out MAPE", "value": h["mape"],
+                             "threshold": f"< {within:g}", "pass": below(h, "mape", within)}, h.get("note", "")))
+        checks.append(noted({"config": h["config"], "check": "max abs error / median abs error (hold-out)",
+                             "value": h["max_over_median_abs_error"], "threshold": f"< {max_med:g}",
+                             "pass": below(h, "max_over_median_abs_error", max_med)},
+                            NOTE_NO_SAMPLES if h["samples"] == 0 else ""))
     for lo in v.get("leave_one_config_out", []):
-        checks.append({"config": lo["config"], "check": "leave-one-config-out MAPE", "value": lo["mape"],
-                       "threshold": f"< {loco:g}", "pass": lo["samples"] > 0 and lo["mape"] < loco})
+        checks.append(noted({"config": lo["config"], "check": "leave-one-config-out MAPE", "value": lo["mape"],
+                             "threshold": f"< {loco:g}", "pass": below(lo, "mape", loco)}, lo.get("note", "")))
 
     def sign(names, idx, strict):
         val = float(coef[idx])
@@ -1615,8 +1629,8 @@ def run(cfgs: List[Config], opt: Optional[Options] = None, command: str = "pytho
         fit=export_coeffs.FitInfo(
             lambda_alpha=float(af.lam) if af else 0.0, lambda_beta=float(bf.lam), folds=opt.folds,
             lambda_grid=[float(v) for v in opt.lambdas], gamma_grid=[float(v) for v in opt.gammas],
-            alpha_cv_mape=float(af.report["cv"]["mape"]) if af else 0.0,
-            beta_cv_mape=float(bf.report["cv"]["mape"]), beta_target=describe_sources(sources),
+            alpha_cv_mape=_cv_mape(af.report["cv"]) if af else 0.0,
+            beta_cv_mape=_cv_mape(bf.report["cv"]), beta_target=describe_sources(sources),
             samples_alpha=int(af.report["samples"]) if af else 0, samples_beta=int(bf.report["samples"]),
             objective=opt.objective),
         provenance=export_coeffs.Provenance(tool="physics_trainer", tool_version=export_coeffs.tool_version(),
@@ -1637,6 +1651,11 @@ def run(cfgs: List[Config], opt: Optional[Options] = None, command: str = "pytho
         f.provenance.notes += "; applies_to is the first configuration"
     if not alpha_rep["fitted"]:
         f.provenance.notes += "; alpha not fitted: " + alpha_rep["not_fitted_reason"]
+    # Go's fit.Run: a CV MAPE over no positive target is None (null in the
+    # report); the file's field is a number, so it holds 0 and the notes say why.
+    for name, r in (("beta_cv_mape", bf.report), ("alpha_cv_mape", af.report if af else None)):
+        if r is not None and r["cv"]["mape"] is None:
+            f.provenance.notes += "; " + name + " is 0 for want of a positive CV target: not a score"
     if notes:
         f.provenance.notes += "; " + notes
     # Every configuration, for the span Go's File.Check compares runs with.

@@ -29,16 +29,24 @@ the weighted RMS s_j of every feature in the final fit).
 from __future__ import annotations
 
 import math
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 
-__all__ = ["Scorer", "Errors", "errors_dict", "evaluate_file", "Evaluation", "summary"]
+__all__ = ["Scorer", "Errors", "errors_dict", "evaluate_file", "Evaluation", "summary", "mape_text",
+           "NOTE_NO_SAMPLES", "NOTE_NO_POSITIVE_TARGETS"]
 
-Errors = Dict[str, float]
+Errors = Dict[str, Optional[float]]
 
-_ZERO = {"samples": 0, "mape": 0.0, "median_ape": 0.0, "rmse_ms": 0.0, "mae_ms": 0.0, "median_abs_error_ms": 0.0,
-         "max_abs_error_ms": 0.0, "max_over_median_abs_error": 0.0, "targets_not_positive": 0}
+# A score over no sample is None (Go: NaN, written as JSON null), never 0, a
+# perfect score: every score when there is no sample, mape and median_ape when
+# no target is positive; "note" then says so (Go's Errors.Note).
+NOTE_NO_SAMPLES = "no samples: every score is null"
+NOTE_NO_POSITIVE_TARGETS = "no positive target: mape and median_ape are null"
+
+_EMPTY = {"samples": 0, "mape": None, "median_ape": None, "rmse_ms": None, "mae_ms": None, "median_abs_error_ms": None,
+          "max_abs_error_ms": None, "max_over_median_abs_error": None, "targets_not_positive": 0,
+          "note": NOTE_NO_SAMPLES}
 
 
 def _seqsum(a: np.ndarray) -> float:
@@ -90,10 +98,12 @@ class Scorer:
     def result(self) -> Errors:
         """Go's scorer.result: the summary of Errors (report.json's keys)."""
         if self.n == 0:
-            return dict(_ZERO)
+            return dict(_EMPTY)
         ae = np.concatenate(self.ae) if self.ae else np.zeros(0)
         ape = np.concatenate(self.ape) if self.ape else np.zeros(0)
-        r = dict(_ZERO)
+        r = dict(_EMPTY)
+        r["max_over_median_abs_error"] = 0.0
+        del r["note"]
         r["samples"] = self.n
         r["targets_not_positive"] = self.non_pos
         r["rmse_ms"] = math.sqrt(self.se / float(self.n)) * 1e3
@@ -106,7 +116,14 @@ class Scorer:
         if ape.size:
             r["mape"] = _seqsum(ape) / float(ape.size)
             r["median_ape"] = _median(ape)
+        else:
+            r["note"] = NOTE_NO_POSITIVE_TARGETS
         return r
+
+
+def mape_text(x: Optional[float]) -> str:
+    """A MAPE as calibrate fit prints it: a percentage, or "none (no samples)" (Go's mapeText)."""
+    return "none (no samples)" if x is None else f"{x * 100:.2f}%"
 
 
 def errors_dict(pred, y) -> Errors:
@@ -174,9 +191,9 @@ def summary(report: dict) -> str:
     for i, h in enumerate(beta.get("holdout", [])):
         o = ""
         if other and i < len(other["holdout"]):
-            o = f" ({other['objective']} objective: {other['holdout'][i]['mape'] * 100:.2f}%)"
-        lines.append(f"beta  {h['config']}: hold-out MAPE {h['mape'] * 100:.2f}% over {h['samples']} steps{o}")
+            o = f" ({other['objective']} objective: {mape_text(other['holdout'][i]['mape'])})"
+        lines.append(f"beta  {h['config']}: hold-out MAPE {mape_text(h['mape'])} over {h['samples']} steps{o}")
     for h in report.get("alpha", {}).get("holdout", []):
-        lines.append(f"alpha {h['config']}: hold-out MAPE {h['mape'] * 100:.2f}% over {h['samples']} requests")
+        lines.append(f"alpha {h['config']}: hold-out MAPE {mape_text(h['mape'])} over {h['samples']} requests")
     lines.append("acceptance: " + ("pass" if report.get("acceptance_pass") else "FAIL (see the report's checks)"))
     return "\n".join(lines)

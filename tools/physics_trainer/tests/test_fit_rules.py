@@ -6,6 +6,7 @@ Every expected value is worked out from the rule as docs/fit.md states it
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -370,6 +371,50 @@ def test_go_round_and_median():
     assert fc.go_round([0.5, 1.5, 2.5, -0.5, 0.49999999999999994, 2.4999999]).tolist() == [1, 2, 3, -1, 0, 2]
     assert fc.median_of([3, 1, 2]) == 2 and fc.median_of([4, 1, 3, 2]) == 2.5 and math.isnan(fc.median_of([]))
     assert fc.bit_len(np.array([0, 1, 2, 3, 4, 8191, 8192])).tolist() == [0, 1, 2, 2, 3, 13, 14]
+
+
+def test_empty_scores_are_none_never_zero():
+    """Go's scorer.result and Errors' JSON (fit/errors_test.go): a score over no
+    sample is None (JSON null) with a note, never 0, a perfect score; the checks
+    on it fail and calibrate fit's summary says so."""
+    from physics_trainer import validate as vd
+
+    go_empty = json.loads('{"samples":0,"mape":null,"median_ape":null,"rmse_ms":null,"mae_ms":null,'
+                          '"median_abs_error_ms":null,"max_abs_error_ms":null,"max_over_median_abs_error":null,'
+                          '"note":"no samples: every score is null"}')
+    cases = [
+        ("no samples", [], [], {**go_empty, "targets_not_positive": 0}),
+        ("no positive target", [0.001, 0.002], [0.0, 0.0],
+         {"samples": 2, "mape": None, "median_ape": None, "rmse_ms": math.sqrt((1e-6 + 4e-6) / 2) * 1e3,
+          "mae_ms": 1.5, "median_abs_error_ms": 1.5, "max_abs_error_ms": 2.0,
+          "max_over_median_abs_error": 2.0 / 1.5, "targets_not_positive": 2,
+          "note": "no positive target: mape and median_ape are null"}),
+    ]
+    for name, pred, y, want in cases:
+        got = vd.Scorer.of(np.asarray(pred), np.asarray(y)).result()
+        assert got.keys() == want.keys(), name
+        for k, v in want.items():
+            if isinstance(v, float):
+                assert math.isclose(got[k], v, rel_tol=1e-12), (name, k, got[k], v)
+            else:
+                assert got[k] == v, (name, k, got[k], v)
+        assert json.loads(json.dumps(got)) == got, "None is JSON null"
+    assert vd.Scorer().result()["mape"] is None
+    ok = vd.errors_dict([0.011, 0.018], [0.01, 0.02])
+    assert "note" not in ok and math.isclose(ok["mape"], 0.1)
+
+    empty = {"config": "a", **vd.Scorer().result()}
+    v = {"holdout": [empty], "leave_one_config_out": [empty]}
+    fc._checks(v, True, np.zeros(cf.NUM_BETA))
+    mape, ratio, loco = v["checks"][:3]
+    assert (mape["value"], mape["pass"], mape["note"]) == (None, False, vd.NOTE_NO_SAMPLES)
+    assert (ratio["value"], ratio["pass"], ratio["note"]) == (None, False, vd.NOTE_NO_SAMPLES)
+    assert (loco["value"], loco["pass"]) == (None, False)
+    assert fc._cv_mape({"mape": None}) == 0.0
+    report = {"beta": {"holdout": [empty]}, "alpha": {"holdout": [empty]}, "acceptance_pass": False}
+    assert vd.summary(report).splitlines()[:2] == [
+        "beta  a: hold-out MAPE none (no samples) over 0 steps",
+        "alpha a: hold-out MAPE none (no samples) over 0 requests"]
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,246 @@
+// Package atomicfile writes the outputs of blis and calibrate so that a
+// failed run never truncates or destroys a file: every output is written to
+// a hidden temporary file in its destination's folder (".NAME.tmp-RANDOM")
+// and renamed over the destination only when the run succeeds. A run that
+// fails removes its temporary files and leaves every earlier output as it
+// was.
+//
+// Check refuses, before a run starts, an output path that is one of the
+// run's inputs or another of its outputs: paths are compared cleaned and
+// absolute, with symbolic links of existing folders resolved, and with
+// os.SameFile when both exist (hard links).
+//
+// The files are created with mode 0644 (before the umask), the mode the
+// tools used with os.WriteFile. They are not fsynced: the guarantee is
+// against a failed run, not against a power loss.
+package atomicfile
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// Mode is the permission of a new output, before the umask.
+const Mode = 0o644
+
+// File is one output being written. Write to it (it is an *os.File), then
+// Commit, or Abort to discard it; Abort after Commit does nothing, so
+// `defer f.Abort()` is the usual pattern.
+type File struct {
+	*os.File
+	path, label string
+	done        bool
+}
+
+// Create opens a temporary file for path in path's folder. label names the
+// output in errors (a flag, such as "--otlp-trace").
+func Create(path, label string) (*File, error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	var err error
+	for range 100 {
+		tmp := filepath.Join(dir, "."+base+".tmp-"+strconv.FormatUint(rand.Uint64()%1e12, 10))
+		var f *os.File
+		f, err = os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, Mode)
+		if err == nil {
+			return &File{File: f, path: path, label: label}, nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			break
+		}
+	}
+	return nil, fmt.Errorf("%s %s: %w", label, path, err)
+}
+
+// Path is the destination.
+func (f *File) Path() string { return f.path }
+
+// Commit closes the file and renames it over its destination.
+func (f *File) Commit() error {
+	if f.done {
+		return nil
+	}
+	f.done = true
+	if err := f.File.Close(); err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("%s %s: %w", f.label, f.path, err)
+	}
+	if err := os.Rename(f.Name(), f.path); err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("%s %s: %w", f.label, f.path, err)
+	}
+	return nil
+}
+
+// Abort discards the file unless it was committed.
+func (f *File) Abort() {
+	if f.done {
+		return
+	}
+	f.done = true
+	f.File.Close()
+	os.Remove(f.Name())
+}
+
+// WriteFile writes data to path through a temporary file.
+func WriteFile(path, label string, data []byte) error {
+	f, err := Create(path, label)
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("%s %s: %w", label, path, err)
+	}
+	return f.Commit()
+}
+
+// Group is the outputs of one run, committed together at its end. Its zero
+// value is ready to use.
+type Group struct {
+	files []*File
+}
+
+// Create opens an output of the group.
+func (g *Group) Create(path, label string) (*File, error) {
+	f, err := Create(path, label)
+	if err != nil {
+		return nil, err
+	}
+	g.files = append(g.files, f)
+	return f, nil
+}
+
+// WriteFile adds an output with the given content.
+func (g *Group) WriteFile(path, label string, data []byte) error {
+	f, err := g.Create(path, label)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("%s %s: %w", label, path, err)
+	}
+	return nil
+}
+
+// Commit renames every output into place, in the order created. After the
+// first failure the remaining ones are discarded.
+func (g *Group) Commit() error {
+	for i, f := range g.files {
+		if err := f.Commit(); err != nil {
+			for _, r := range g.files[i+1:] {
+				r.Abort()
+			}
+			g.files = nil
+			return err
+		}
+	}
+	g.files = nil
+	return nil
+}
+
+// Abort discards every output not committed yet.
+func (g *Group) Abort() {
+	for _, f := range g.files {
+		f.Abort()
+	}
+	g.files = nil
+}
+
+// Named is a path and what names it in errors (a flag or an argument).
+type Named struct {
+	Label, Path string
+}
+
+// DirInputs are the regular files directly inside dir, each an input named
+// label: what a run that reads a folder reads. A missing or unreadable
+// folder gives none (the run reports it).
+func DirInputs(label, dir string) []Named {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []Named
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			out = append(out, Named{label, filepath.Join(dir, e.Name())})
+		}
+	}
+	return out
+}
+
+// Check refuses an output (empty paths are ignored) that is an existing
+// folder, one of the inputs, or another output. Inputs that do not exist
+// are ignored (nothing to destroy; the run reports them), so that a shipped
+// name given where a path may be ("llama-3.1-8b") is not taken for a file.
+// It is called before a run starts, so that nothing is computed for a run
+// that cannot write.
+func Check(inputs, outputs []Named) error {
+	type key struct {
+		Named
+		canon string
+		info  os.FileInfo
+	}
+	mk := func(n Named) key {
+		k := key{Named: n, canon: canonical(n.Path)}
+		k.info, _ = os.Stat(n.Path)
+		return k
+	}
+	same := func(a, b key) bool {
+		return a.canon == b.canon || (a.info != nil && b.info != nil && os.SameFile(a.info, b.info))
+	}
+	var ins []key
+	for _, in := range inputs {
+		if in.Path == "" {
+			continue
+		}
+		if k := mk(in); k.info != nil {
+			ins = append(ins, k)
+		}
+	}
+	var outs []key
+	for _, o := range outputs {
+		if o.Path == "" {
+			continue
+		}
+		k := mk(o)
+		if k.info != nil && k.info.IsDir() {
+			return fmt.Errorf("%s %s is a directory; give a file name", o.Label, o.Path)
+		}
+		for _, in := range ins {
+			if same(k, in) {
+				return fmt.Errorf("%s %s is also the input %s %s: an output is never written over an input; give another path", o.Label, o.Path, in.Label, in.Path)
+			}
+		}
+		for _, prev := range outs {
+			if same(k, prev) {
+				return fmt.Errorf("%s %s is also the output %s %s: give each output its own path", o.Label, o.Path, prev.Label, prev.Path)
+			}
+		}
+		outs = append(outs, k)
+	}
+	return nil
+}
+
+// canonical is path absolute and clean, with the symbolic links of its
+// existing part resolved.
+func canonical(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = filepath.Clean(path)
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r
+	}
+	dir, base := filepath.Split(abs)
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		return filepath.Join(r, base)
+	}
+	return abs
+}
