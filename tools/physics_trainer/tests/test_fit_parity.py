@@ -496,7 +496,7 @@ def test_go_loader_accepts_python_strings(bins, tmp_path, text):
     path = tmp_path / "c.yaml"
     export_coeffs.write(f, str(path))
     assert export_coeffs.load(str(path)) == f
-    (tmp_path / "b.csv").write_text("prefill_tokens,decode_tokens\n512,0\n0,64\n")
+    (tmp_path / "b.csv").write_text("prefill_tokens,num_prefill_reqs,decode_tokens\n512,1,0\n0,0,64\n")
     p = _run([bins / "calibrate", "predict", "--coefficients", path, "--batches", tmp_path / "b.csv"])
     # Go computes the same step times from the file as from the shipped original
     q = _run([bins / "calibrate", "predict", "--coefficients",
