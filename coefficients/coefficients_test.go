@@ -330,7 +330,7 @@ func TestKnobErrorUnwraps(t *testing.T) {
 	var fe *physics.FieldError
 	require.ErrorAs(t, err, &fe)
 	require.Equal(t, "block_size_tokens", fe.Field)
-	require.Contains(t, err.Error(), "coeffs.yaml: line 16: applies_to.vllm.block_size_tokens: must be > 0, got -16")
+	require.Contains(t, err.Error(), "coeffs.yaml: line 16: applies_to.vllm.block_size_tokens: must be in [1, 1024], got -16")
 }
 
 // Validate and Marshal check hand-built Files the way Parse checks files.
