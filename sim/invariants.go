@@ -116,7 +116,8 @@ func (e *Engine) checkKV(full bool) {
 			refs[b]++
 		}
 	}
-	var onList int64
+	// The free list is the blocks never used (implicit) and the linked list.
+	onList := kv.fresh()
 	for b := kv.head; b >= 0; b = kv.blocks[b].next {
 		onList++
 		if onList > kv.total() {
@@ -124,7 +125,7 @@ func (e *Engine) checkKV(full bool) {
 		}
 	}
 	if onList != kv.numFree {
-		e.fail("INV-4", "free list holds %d blocks, counter says %d", onList, kv.numFree)
+		e.fail("INV-4", "free list holds %d blocks (%d never used), counter says %d", onList, kv.fresh(), kv.numFree)
 	}
 	var allocated int64
 	for b := range kv.blocks {

@@ -1,6 +1,10 @@
 package sim
 
-import "github.com/blis-sim/blis/internal/hashindex"
+import (
+	"slices"
+
+	"github.com/blis-sim/blis/internal/hashindex"
+)
 
 // kvBlock is one GPU KV block. Free blocks sit on a doubly linked LRU list:
 // allocation takes from the head, release appends at the tail, so the block
@@ -24,11 +28,19 @@ type kvBlock struct {
 // kvCache is the GPU block pool with hierarchical prefix caching (vLLM's
 // automatic prefix caching): block i of a token stream is identified by a
 // hash chained over blocks 0..i, so equal hashes mean equal prefixes.
+//
+// Memory follows the blocks used, not the blocks configured: blocks[i]
+// exists only once block i has been allocated. The free list starts with
+// the blocks never used, in id order (they were its first entries, and
+// every released block is appended after them), so they are implicit:
+// ids len(blocks)..n-1, handed out before the linked list's head. A cache
+// of 2^31 blocks thus costs nothing until a workload fills it.
 type kvCache struct {
 	blockSize  int64
-	blocks     []kvBlock
-	head, tail int32
-	numFree    int64
+	n          int64            // blocks in the cache
+	blocks     []kvBlock        // the blocks used so far, ids 0..len-1
+	head, tail int32            // the linked part of the free list (released blocks)
+	numFree    int64            // free blocks: never used ones and the linked list
 	prefix     bool             // prefix caching on
 	index      *hashindex.Index // hash → block holding that prefix
 	cpu        *cpuTier         // nil without CPU offload
@@ -40,12 +52,18 @@ type kvCache struct {
 	now        int64 // µs, for the CPU tier's thrashing detector
 }
 
+// eagerBlocks is the number of blocks the cache has room for from the
+// start (1.5 MiB); beyond it, blocks is grown as blocks are first used.
+const eagerBlocks = 1 << 16
+
 func newKVCache(total, blockSize int64, prefix bool, cpu *cpuTier) *kvCache {
 	c := &kvCache{
 		blockSize: blockSize,
-		blocks:    make([]kvBlock, total),
+		n:         total,
+		blocks:    make([]kvBlock, 0, min(total, eagerBlocks)),
 		head:      -1,
 		tail:      -1,
+		numFree:   total,
 		prefix:    prefix,
 		cpu:       cpu,
 	}
@@ -54,13 +72,13 @@ func newKVCache(total, blockSize int64, prefix bool, cpu *cpuTier) *kvCache {
 		// block's own hash, which the lookup reads next anyway.
 		c.index = hashindex.New(total, func(b int32) uint64 { return c.blocks[b].hash })
 	}
-	for i := range c.blocks {
-		c.pushTail(int32(i))
-	}
 	return c
 }
 
-func (c *kvCache) total() int64 { return int64(len(c.blocks)) }
+func (c *kvCache) total() int64 { return c.n }
+
+// fresh is the number of blocks never used yet, the head of the free list.
+func (c *kvCache) fresh() int64 { return c.n - int64(len(c.blocks)) }
 func (c *kvCache) used() int64  { return c.total() - c.numFree }
 
 func (c *kvCache) pushTail(b int32) {
@@ -126,8 +144,19 @@ func (c *kvCache) allocate(n int64, dst []int32) ([]int32, bool) {
 		return dst, false
 	}
 	for ; n > 0; n-- {
-		b := c.head
-		c.unlink(b)
+		var b int32
+		if c.fresh() > 0 {
+			// The next block never used: it was the free list's head.
+			b = int32(len(c.blocks))
+			if len(c.blocks) == cap(c.blocks) {
+				c.blocks = slices.Grow(c.blocks, int(min(c.fresh(), int64(len(c.blocks)))))
+			}
+			c.blocks = append(c.blocks, kvBlock{prev: -1, next: -1})
+			c.numFree--
+		} else {
+			b = c.head
+			c.unlink(b)
+		}
 		blk := &c.blocks[b]
 		if blk.hashed {
 			c.evict(b)
@@ -191,7 +220,10 @@ type cpuTier struct {
 	entries   map[uint64]*cpuEntry
 	head      *cpuEntry // least recently used
 	tail      *cpuEntry
-	pool      []cpuEntry
+	// pool is the chunk new entries are taken from. Entries never move: a
+	// full chunk is left to the entries in it and a new one started, so
+	// memory follows the blocks stored, not the capacity.
+	pool []cpuEntry
 
 	stored, reloaded, evicted, thrashing int64
 	stepEvicted                          int64
@@ -207,12 +239,17 @@ type cpuEntry struct {
 // thrashing (seed 004: 1000 ticks).
 const thrashWindowUs = 1000
 
+// cpuChunk is the number of CPU tier entries allocated at a time (the
+// first chunk holds min(capacity, cpuChunk)).
+const cpuChunk = 1 << 16
+
 func newCPUTier(capacity int64, threshold float64) *cpuTier {
+	n := min(capacity, cpuChunk)
 	return &cpuTier{
 		capacity:  capacity,
 		threshold: threshold,
-		entries:   make(map[uint64]*cpuEntry, capacity),
-		pool:      make([]cpuEntry, 0, capacity),
+		entries:   make(map[uint64]*cpuEntry, n),
+		pool:      make([]cpuEntry, 0, n),
 	}
 }
 
@@ -260,8 +297,11 @@ func (t *cpuTier) store(h uint64, now int64) bool {
 		t.evicted++
 		t.stepEvicted++
 	} else {
-		// The pool has capacity for every entry, so append never moves
-		// the entries the list points to.
+		if len(t.pool) == cap(t.pool) {
+			// A new chunk; append never moves the entries the list and
+			// the map point to.
+			t.pool = make([]cpuEntry, 0, min(t.capacity-int64(len(t.entries)), cpuChunk))
+		}
 		t.pool = append(t.pool, cpuEntry{})
 		e = &t.pool[len(t.pool)-1]
 	}

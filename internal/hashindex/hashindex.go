@@ -13,21 +13,50 @@ package hashindex
 // table size), so that probing and deletion never read the caller's keys.
 //
 // Collisions are resolved by linear probing with backward-shift deletion
-// (no tombstones). The table has two slots per key of capacity, so that
+// (no tombstones). The table keeps at least two slots per key, so that
 // probe runs stay short even when full; the caller keeps the number of
 // keys within the capacity.
+//
+// Memory follows the keys actually held: the table starts with two slots
+// per key of capacity up to EagerKeys keys, and doubles (up to two slots
+// per key of capacity) when half full. A capacity given by a user (a KV
+// cache of 2^31 blocks) therefore costs nothing until it is used.
 type Index struct {
-	slots []uint64 // tag<<32 | (value+1); 0 is empty
-	size  uint64
-	n     int
-	keyOf func(v int32) uint64
+	slots   []uint64 // tag<<32 | (value+1); 0 is empty
+	size    uint64
+	maxSize uint64 // two slots per key of capacity
+	n       int
+	keyOf   func(v int32) uint64
 }
+
+// EagerKeys is the number of keys an index has room for from the start
+// (1 MiB of slots); a larger capacity is reached by growing.
+const EagerKeys = 1 << 16
 
 // New returns an empty index for at most capacity keys; keyOf(v) is the
 // key value v is stored under.
 func New(capacity int64, keyOf func(v int32) uint64) *Index {
-	size := 2 * uint64(max(capacity, 8))
-	return &Index{slots: make([]uint64, size), size: size, keyOf: keyOf}
+	maxSize := 2 * uint64(max(capacity, 8))
+	size := min(maxSize, 2*EagerKeys)
+	return &Index{slots: make([]uint64, size), size: size, maxSize: maxSize, keyOf: keyOf}
+}
+
+// grow doubles the table (up to maxSize) and reinserts every slot; homes
+// come from tags alone, so keyOf is not read.
+func (p *Index) grow() {
+	old := p.slots
+	p.size = min(2*p.size, p.maxSize)
+	p.slots = make([]uint64, p.size)
+	for _, s := range old {
+		if s == 0 {
+			continue
+		}
+		i := p.home(uint32(s >> 32))
+		for p.slots[i] != 0 {
+			i = p.next(i)
+		}
+		p.slots[i] = s
+	}
 }
 
 func tag(k uint64) uint32 { return uint32(k >> 32) }
@@ -67,6 +96,11 @@ func (p *Index) Put(k uint64, v int32) bool {
 	for i := p.home(t); ; i = p.next(i) {
 		s := p.slots[i]
 		if s == 0 {
+			if uint64(p.n) >= p.size/2 && p.size < p.maxSize {
+				// Half full: grow, then insert into the new table.
+				p.grow()
+				return p.Put(k, v)
+			}
 			p.slots[i] = uint64(t)<<32 | uint64(uint32(v+1))
 			p.n++
 			return true

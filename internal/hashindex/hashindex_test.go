@@ -52,3 +52,43 @@ func TestIndexMatchesAMap(t *testing.T) {
 		}
 	}
 }
+
+// Issue 18 defect 5: the table was sized for its whole capacity up front,
+// so a KV cache of 2^31 blocks took 32 GiB before holding a key. It now
+// starts at EagerKeys keys and doubles when half full.
+func TestIndexGrowsWithItsKeys(t *testing.T) {
+	const eager = 1 << 16 // EagerKeys, spelled out so the test reads the same without it
+	for _, capacity := range []int64{5, eager, 3*eager + 7, 1 << 31} {
+		keys := map[int32]uint64{}
+		p := New(capacity, func(v int32) uint64 { return keys[v] })
+		require.LessOrEqual(t, len(p.slots), 2*eager, "capacity %d", capacity)
+		r := rand.New(rand.NewPCG(7, uint64(capacity)))
+		n := int32(min(capacity, 3*eager+7))
+		for v := range n {
+			k := r.Uint64()
+			keys[v] = k
+			require.True(t, p.Put(k, v))
+			require.False(t, p.Put(k, v))
+			// Never more than half full, and never beyond two slots a key
+			// of capacity.
+			require.LessOrEqual(t, 2*p.Len(), len(p.slots))
+			require.LessOrEqual(t, int64(len(p.slots)), 2*max(capacity, 8))
+		}
+		for v := range n {
+			got, ok := p.Get(keys[v])
+			require.True(t, ok)
+			require.Equal(t, v, got)
+		}
+		for v := int32(0); v < n; v += 2 {
+			p.Del(keys[v], v)
+		}
+		for v := range n {
+			got, ok := p.Get(keys[v])
+			require.Equal(t, v%2 == 1, ok, "value %d", v)
+			if ok {
+				require.Equal(t, v, got)
+			}
+		}
+		require.Equal(t, int(n/2), p.Len())
+	}
+}
