@@ -117,6 +117,7 @@ const (
 	Rejected  = sim.Rejected
 	Dropped   = sim.Dropped // unservable at its instance
 	TimedOut  = sim.TimedOut
+	TooLong   = sim.TooLong // refused by its instance: longer than the model's context
 )
 
 // CompletionObserver is implemented by a Source that needs to know when
@@ -617,6 +618,8 @@ func (c *Sim) complete(i int, d *sim.Completion, at int64) {
 	switch {
 	case d.Dropped:
 		out = Dropped
+	case d.TooLong:
+		out = TooLong
 	case d.TimedOut:
 		out = TimedOut
 	}

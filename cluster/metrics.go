@@ -8,8 +8,9 @@ import (
 )
 
 // Counts is the cluster's request accounting (CL-1): arrived = rejected +
-// completed + dropped_unservable + timed_out + awaiting_routing + in_transit +
-// still_in_api + still_queued + still_running, at the end of every run.
+// completed + dropped_unservable + rejected_too_long + timed_out +
+// awaiting_routing + in_transit + still_in_api + still_queued +
+// still_running, at the end of every run.
 type Counts struct {
 	Arrived  int64 `json:"arrived"`
 	Admitted int64 `json:"admitted"`
@@ -19,6 +20,9 @@ type Counts struct {
 	Routed            int64         `json:"routed"`
 	Completed         int64         `json:"completed"`
 	DroppedUnservable int64         `json:"dropped_unservable"`
+	// RejectedTooLong were refused by their instance as longer than its
+	// model's context (sim.EngineConfig.MaxModelLen); omitted when 0.
+	RejectedTooLong int64 `json:"rejected_too_long,omitempty"`
 	// TimedOut were aborted because their client gave up (their
 	// RequestSpec.TimeoutUs passed before they finished).
 	TimedOut int64 `json:"timed_out,omitempty"`
@@ -78,6 +82,7 @@ type ClassResult struct {
 	Rejected  int64            `json:"rejected"`
 	Completed int64            `json:"completed"`
 	Dropped   int64            `json:"dropped_unservable"`
+	TooLong   int64            `json:"rejected_too_long,omitempty"`
 	TimedOut  int64            `json:"timed_out,omitempty"`
 	TTFT      sim.Distribution `json:"ttft_ms"`
 	TPOT      sim.Distribution `json:"tpot_ms"`
@@ -102,8 +107,8 @@ func (t SLOTarget) meets(ttft, tpot, e2e int64) bool {
 
 // Attainment is the share of requests that met all their class's
 // targets. Its denominator, Finished, is every request that reached an
-// end: completed, rejected, dropped or timed out; the last three are
-// misses. Requests still in the system at the horizon are not counted
+// end: completed, rejected, dropped, rejected as too long or timed out;
+// all but the first are misses. Requests still in the system at the horizon are not counted
 // (Counts says how many there are). Goodput is Met per second of the
 // run's span.
 type Attainment struct {
@@ -142,6 +147,7 @@ type TenantDetail struct {
 	SLOClass string           `json:"slo_class,omitempty"`
 	Rejected int64            `json:"rejected"`
 	Dropped  int64            `json:"dropped_unservable"`
+	TooLong  int64            `json:"rejected_too_long,omitempty"`
 	TimedOut int64            `json:"timed_out"`
 	TTFT     sim.Distribution `json:"ttft_ms"`
 	TPOT     sim.Distribution `json:"tpot_ms"`
@@ -185,11 +191,13 @@ const maxTenants = 1 << 20
 
 type classAgg struct {
 	arrived, rejected, completed, dropped, timedOut int64
-	met                                             int64
+	tooLong, met                                    int64
 	ttft, tpot, e2e                                 sim.Histogram
 }
 
-func (g *classAgg) finished() int64 { return g.completed + g.rejected + g.dropped + g.timedOut }
+func (g *classAgg) finished() int64 {
+	return g.completed + g.rejected + g.dropped + g.tooLong + g.timedOut
+}
 
 type tenantAgg struct {
 	arrived, completed, outputTokens int64
@@ -290,6 +298,11 @@ func (a *aggregator) left(i int, id string, d *sim.Completion) {
 		if td != nil {
 			td.dropped++
 		}
+	case d.TooLong:
+		cl.tooLong++
+		if td != nil {
+			td.tooLong++
+		}
 	case d.TimedOut:
 		cl.timedOut++
 		if td != nil {
@@ -329,6 +342,8 @@ func (a *aggregator) left(i int, id string, d *sim.Completion) {
 		switch {
 		case d.Dropped:
 			r.Outcome, r.Reason = Dropped.String(), d.Reason
+		case d.TooLong:
+			r.Outcome, r.Reason = TooLong.String(), d.Reason
 		case d.TimedOut:
 			r.Outcome = TimedOut.String()
 		default:
@@ -383,6 +398,7 @@ func (c *Sim) Finish() (*Result, error) {
 		rc := r.Requests
 		cnt.Completed += rc.Completed
 		cnt.DroppedUnservable += rc.Dropped
+		cnt.RejectedTooLong += rc.RejectedTooLong
 		cnt.TimedOut += rc.TimedOut
 		cnt.InTransit += rc.Offered - rc.Injected
 		cnt.StillInAPI += rc.StillArrival
@@ -429,8 +445,8 @@ func (c *Sim) Finish() (*Result, error) {
 		}
 		g := &a.classes[cl]
 		res.PerSLOClass = append(res.PerSLOClass, ClassResult{Class: sim.SLOClass(cl).String(), Arrived: g.arrived, Rejected: g.rejected,
-			Completed: g.completed, Dropped: g.dropped, TimedOut: g.timedOut, TTFT: g.ttft.Summarize(), TPOT: g.tpot.Summarize(), E2E: g.e2e.Summarize(),
-			SLO: attainment(a.slo[cl], g, dur)})
+			Completed: g.completed, Dropped: g.dropped, TooLong: g.tooLong, TimedOut: g.timedOut, TTFT: g.ttft.Summarize(), TPOT: g.tpot.Summarize(),
+			E2E: g.e2e.Summarize(), SLO: attainment(a.slo[cl], g, dur)})
 	}
 	var all classAgg
 	var anyTarget bool
@@ -440,6 +456,7 @@ func (c *Sim) Finish() (*Result, error) {
 			all.completed += g.completed
 			all.rejected += g.rejected
 			all.dropped += g.dropped
+			all.tooLong += g.tooLong
 			all.timedOut += g.timedOut
 			all.met += g.met
 		}
@@ -460,8 +477,9 @@ func (c *Sim) Finish() (*Result, error) {
 // every in-flight count to zero.
 func (c *Sim) checkConservation(cnt *Counts) {
 	in := cnt.AwaitingRouting + cnt.InTransit + cnt.StillInAPI + cnt.StillQueued + cnt.StillRunning
-	if got := cnt.Rejected + cnt.Completed + cnt.DroppedUnservable + cnt.TimedOut + in; got != cnt.Arrived {
-		c.fail("CL-1", "arrived %d ≠ rejected %d + completed %d + dropped %d + timed out %d + in the system %d", cnt.Arrived, cnt.Rejected, cnt.Completed, cnt.DroppedUnservable, cnt.TimedOut, in)
+	if got := cnt.Rejected + cnt.Completed + cnt.DroppedUnservable + cnt.RejectedTooLong + cnt.TimedOut + in; got != cnt.Arrived {
+		c.fail("CL-1", "arrived %d ≠ rejected %d + completed %d + dropped %d + rejected too long %d + timed out %d + in the system %d",
+			cnt.Arrived, cnt.Rejected, cnt.Completed, cnt.DroppedUnservable, cnt.RejectedTooLong, cnt.TimedOut, in)
 	}
 	if cnt.Admitted+cnt.Rejected != cnt.Arrived || cnt.Routed+cnt.AwaitingRouting != cnt.Admitted {
 		c.fail("CL-1", "arrived %d, admitted %d, rejected %d, routed %d, awaiting routing %d do not add up", cnt.Arrived, cnt.Admitted, cnt.Rejected, cnt.Routed, cnt.AwaitingRouting)
@@ -509,7 +527,7 @@ func fairness(tenants []tenantAgg, dur float64, names []string, slo *[4]SLOTarge
 			tr.Name = names[t]
 		}
 		if d := g.detail; d != nil {
-			tr.Detail = &TenantDetail{SLOClass: g.class.String(), Rejected: d.rejected, Dropped: d.dropped, TimedOut: d.timedOut,
+			tr.Detail = &TenantDetail{SLOClass: g.class.String(), Rejected: d.rejected, Dropped: d.dropped, TooLong: d.tooLong, TimedOut: d.timedOut,
 				TTFT: d.ttft.Summarize(), TPOT: d.tpot.Summarize(), E2E: d.e2e.Summarize(), SLO: attainment(slo[g.class], d, dur)}
 		}
 		f.Tenants = append(f.Tenants, tr)

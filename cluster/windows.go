@@ -41,8 +41,9 @@ type Window struct {
 	// Arrived counts the requests that arrived in the window; each was
 	// admitted or rejected at once, in the same window.
 	Arrived, Admitted, Rejected int64
-	// Completed, Dropped (unservable at its instance) and TimedOut count
-	// the requests that left in the window, at their departure.
+	// Completed, Dropped (refused by its instance: unservable, or longer
+	// than the model's context) and TimedOut count the requests that left
+	// in the window, at their departure.
 	Completed, Dropped, TimedOut int64
 	// OutputTokens are the output tokens of the requests completed in the
 	// window.
@@ -98,7 +99,7 @@ func (w *windower) left(ev *cevent) {
 		w.cur.Completed++
 		w.cur.OutputTokens += ev.tokens
 		w.ttft.Add(ev.ttftUs)
-	case Dropped:
+	case Dropped, TooLong:
 		w.cur.Dropped++
 	case TimedOut:
 		w.cur.TimedOut++

@@ -30,7 +30,7 @@ import (
 //	    model: llama-3.1-8b         # shipped name or config.json path
 //	    hardware: h100-sxm          # shipped name or hardware JSON path
 //	    tp: 1
-//	    vllm:                       # physics.VLLMKnobs' keys, plus four
+//	    vllm:                       # physics.VLLMKnobs' keys, plus five
 //	      max_num_seqs: 256
 //	      max_batched_tokens: 8192
 //	      chunked_prefill_enabled: true
@@ -41,6 +41,7 @@ import (
 //	      total_kv_blocks_cpu: 0
 //	      offload_threshold: 0.9
 //	      long_prefill_token_threshold: 0
+//	      max_model_len: 0          # vLLM --max-model-len; 0: the model's context
 //	      async_scheduling: true    # vLLM --async-scheduling
 //	      output_delay_us: 1500     # step end to the client, per token
 //	    scheduler: fcfs
@@ -151,6 +152,7 @@ type vllmYAML struct {
 	KVBlocksCPU          *int64   `yaml:"total_kv_blocks_cpu"`
 	OffloadThreshold     *float64 `yaml:"offload_threshold"`
 	LongPrefill          *int64   `yaml:"long_prefill_token_threshold"`
+	MaxModelLen          *int64   `yaml:"max_model_len"`
 	AsyncScheduling      *bool    `yaml:"async_scheduling"`
 	OutputDelayUs        *int64   `yaml:"output_delay_us"`
 }
@@ -325,6 +327,7 @@ func (d *Deployment) pool(py poolYAML, key string, i int, dir string) (Pool, err
 		set(&k.TotalKVBlocksCPU, v.KVBlocksCPU)
 		set(&s.OffloadThreshold, v.OffloadThreshold)
 		set(&s.LongPrefillThreshold, v.LongPrefill)
+		set(&s.MaxModelLen, v.MaxModelLen)
 		set(&s.AsyncScheduling, v.AsyncScheduling)
 		set(&s.OutputDelayUs, v.OutputDelayUs)
 		if v.KVBlocksGPU != nil && *v.KVBlocksGPU != "auto" {

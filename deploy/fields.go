@@ -27,6 +27,7 @@ var keyFlag = []struct{ key, flag string }{
 	{"vllm.total_kv_blocks_cpu", "--kv-blocks-cpu"},
 	{"vllm.cpu_offloading", "--kv-blocks-cpu"},
 	{"vllm.long_prefill_token_threshold", "--long-prefill-token-threshold"},
+	{"vllm.max_model_len", "--max-model-len"},
 	{"vllm.offload_threshold", "--kv-offload-threshold"},
 	{"vllm.async_scheduling", "--async-scheduling"},
 	{"vllm.output_delay_us", "--output-delay-us"},

@@ -40,8 +40,13 @@ type InstanceSpec struct {
 	// device memory as vLLM does; CPUOffloading is set from
 	// TotalKVBlocksCPU > 0.
 	VLLM                 physics.VLLMKnobs
-	LongPrefillThreshold int64   // vLLM --long-prefill-token-threshold (0: no cap)
-	OffloadThreshold     float64 // GPU KV usage above which evicted blocks go to the CPU tier
+	LongPrefillThreshold int64 // vLLM --long-prefill-token-threshold (0: no cap)
+	// MaxModelLen is vLLM's --max-model-len: the context a request's
+	// prompt and output must fit. 0 takes the model's (ModelSpec's
+	// max_position_embeddings, or n_positions), as vLLM derives it; a
+	// value above the model's is refused, as vLLM refuses it.
+	MaxModelLen      int64
+	OffloadThreshold float64 // GPU KV usage above which evicted blocks go to the CPU tier
 	// AsyncScheduling is vLLM's --async-scheduling (on by default): the
 	// engine core schedules one step ahead, so a new request joins one
 	// step later.
@@ -217,13 +222,17 @@ func (s InstanceSpec) Build(rng sim.RNG, index int) (*Instance, error) {
 	} else if n > 0 {
 		lat = sim.NewNoisy(lat, n, rng.Stream(sim.InstanceStream(sim.StreamLatencyNoise, index)))
 	}
+	maxLen, err := s.maxModelLen(m)
+	if err != nil {
+		return nil, err
+	}
 	pipe := sim.Pipeline{OutputDelayUs: s.OutputDelayUs}
 	if s.AsyncScheduling {
 		pipe.AsyncDepth = 1
 	}
 	in.Config = sim.Config{
 		Engine: sim.EngineConfig{VLLMKnobs: cfg.Knobs, LongPrefillThreshold: s.LongPrefillThreshold, OffloadThreshold: s.OffloadThreshold,
-			Pipeline: pipe},
+			Pipeline: pipe, MaxModelLen: maxLen},
 		Policies: sim.Policies{Scheduler: sched, Priority: sim.PriorityPolicy{Kind: prio, Base: s.PriorityBase, AgeWeight: s.PriorityAgeWeight}},
 		Latency:  lat,
 	}
@@ -238,6 +247,24 @@ func (s InstanceSpec) Build(rng sim.RNG, index int) (*Instance, error) {
 		return nil, fieldErr("priority_age_weight", err)
 	}
 	return in, nil
+}
+
+// maxModelLen is the instance's context: MaxModelLen, else the model's
+// (0 when the model's config gives none: no limit). vLLM takes the
+// smallest of the config's context keys (max_position_embeddings,
+// n_positions, ...) and refuses a --max-model-len above it unless told
+// otherwise (VLLM_ALLOW_LONG_MAX_MODEL_LEN); so does this.
+func (s InstanceSpec) maxModelLen(m physics.ModelSpec) (int64, error) {
+	model := int64(m.MaxPositionEmbeddings)
+	switch {
+	case s.MaxModelLen < 0:
+		return 0, fieldErrf(knobField("max_model_len"), "must be > 0, or 0 for the model's context, got %d", s.MaxModelLen)
+	case s.MaxModelLen == 0:
+		return model, nil
+	case model > 0 && s.MaxModelLen > model:
+		return 0, fieldErrf(knobField("max_model_len"), "%d is more than the model's context of %d tokens (max_position_embeddings of %s); vLLM refuses it too", s.MaxModelLen, model, m.Name)
+	}
+	return s.MaxModelLen, nil
 }
 
 func (s InstanceSpec) latency(in *Instance) (sim.LatencyModel, error) {

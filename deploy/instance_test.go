@@ -51,6 +51,8 @@ func TestBuildErrorsNameTheKey(t *testing.T) {
 		{func(s *InstanceSpec) { s.VLLM.TotalKVBlocksGPU = -3 }, "vllm.total_kv_blocks_gpu"},
 		{func(s *InstanceSpec) { s.VLLM.TotalKVBlocksCPU = 10; s.OffloadThreshold = 2 }, "vllm.offload_threshold"},
 		{func(s *InstanceSpec) { s.LongPrefillThreshold = -1 }, "vllm.long_prefill_token_threshold"},
+		{func(s *InstanceSpec) { s.MaxModelLen = -1 }, "vllm.max_model_len"},
+		{func(s *InstanceSpec) { s.MaxModelLen = 131073 }, "vllm.max_model_len"},
 		{func(s *InstanceSpec) { s.Scheduler = "lifo" }, "scheduler"},
 		{func(s *InstanceSpec) { s.Priority = "vip" }, "priority"},
 		{func(s *InstanceSpec) { s.PriorityAgeWeight = -1 }, "priority_age_weight"},
@@ -75,6 +77,33 @@ func TestBuildErrorsNameTheKey(t *testing.T) {
 		require.Contains(t, flagged, Flag(tc.key)+": ", "the CLI form names the flag: %s", flagged)
 		require.Equal(t, "--", flagged[:2], "and starts with it: %s", flagged)
 	}
+}
+
+// Issue 18 defect 6b: the context is the model config's (vLLM derives
+// max_model_len from it), or a smaller --max-model-len.
+func TestMaxModelLen(t *testing.T) {
+	for _, tc := range []struct {
+		model string
+		given int64
+		want  int64
+	}{
+		{"llama-3.1-8b", 0, 131072},
+		{"gpt2", 0, 1024},
+		{"llama-2-7b", 0, 4096},
+		{"gpt2", 512, 512},
+		{"gpt2", 1024, 1024},
+	} {
+		spec := DefaultInstanceSpec()
+		spec.Model, spec.MaxModelLen = tc.model, tc.given
+		spec.Latency.Model = "roofline"
+		in, err := spec.Build(sim.NewRNG(1), 0)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, in.Config.Engine.MaxModelLen, "%s, given %d", tc.model, tc.given)
+	}
+	d, err := ParseDeployment([]byte("pools:\n  - model: gpt2\n    vllm:\n      max_model_len: 1025\n"), "d.yaml")
+	require.NoError(t, err)
+	_, err = d.Build(sim.NewRNG(1))
+	require.ErrorContains(t, err, "vllm.max_model_len: 1025 is more than the model's context of 1024 tokens")
 }
 
 func TestEveryKeyHasOneFlag(t *testing.T) {

@@ -50,6 +50,11 @@ type EngineConfig struct {
 	// step (vLLM --long-prefill-token-threshold); 0 = no cap beyond the
 	// budget.
 	LongPrefillThreshold int64
+	// MaxModelLen is the model's context (vLLM's max_model_len): a request
+	// whose prompt and output tokens together exceed it is refused while
+	// its input is processed, as vLLM's API server answers it with HTTP
+	// 400, and counted in Counts.RejectedTooLong. 0 = no limit.
+	MaxModelLen int64
 	// OffloadThreshold is the GPU usage share above which evicted prefix
 	// blocks are stored to the CPU tier, in [0, 1].
 	OffloadThreshold float64
@@ -141,6 +146,8 @@ func (c *EngineConfig) Validate() error {
 		return fieldErr("max_batched_tokens", "must be > 0, got %d", c.MaxBatchedTokens)
 	case c.LongPrefillThreshold < 0:
 		return fieldErr("long_prefill_token_threshold", "must be >= 0, got %d", c.LongPrefillThreshold)
+	case c.MaxModelLen < 0:
+		return fieldErr("max_model_len", "must be >= 0 (0: no limit), got %d", c.MaxModelLen)
 	case c.BlockSizeTokens <= 0:
 		return fieldErr("block_size_tokens", "must be > 0, got %d", c.BlockSizeTokens)
 	case c.TotalKVBlocksGPU <= 0:
@@ -475,6 +482,14 @@ func (e *Engine) onArrival(i int32) {
 // blocksFor is the number of blocks that hold n tokens.
 func (e *Engine) blocksFor(n int64) int64 { return e.fullBlocks(n + e.blockSize - 1) }
 
+// blockCap is the capacity a request's block table and hash chain start
+// with: the blocks its whole stream needs, up to eagerBlocks. Beyond that
+// they grow as the request fills blocks, so that a request of a billion
+// tokens allocates for what it computes, not for its length up front.
+func (e *Engine) blockCap(r *request) int64 {
+	return min(e.blocksFor(r.spec.PromptTokens+r.spec.OutputTokens), eagerBlocks)
+}
+
 // fullBlocks is the number of blocks n tokens fill.
 func (e *Engine) fullBlocks(n int64) int64 {
 	if e.blockShift >= 0 {
@@ -484,6 +499,15 @@ func (e *Engine) fullBlocks(n int64) int64 {
 }
 
 func (e *Engine) onQueued(i int32) {
+	// vLLM's API server refuses a request longer than the model's context
+	// as it processes the input (HTTP 400): it never reaches the engine
+	// core, so it does not wait for a step boundary.
+	if m := e.cfg.Engine.MaxModelLen; m > 0 {
+		if r := &e.reqs[i]; r.spec.PromptTokens+r.spec.OutputTokens > m {
+			e.refuse(i, &e.m.tooLong, true, fmt.Sprintf("prompt %d + output %d tokens exceed max_model_len %d", r.spec.PromptTokens, r.spec.OutputTokens, m))
+			return
+		}
+	}
 	// The engine core drains its input queue between steps: a request
 	// handed over while a step runs waits for the step's end.
 	if end := e.m.lastStepEnd; e.now < end {
@@ -491,6 +515,14 @@ func (e *Engine) onQueued(i int32) {
 		return
 	}
 	r := &e.reqs[i]
+	if reason := e.unservable(r); reason != "" {
+		// The most KV a request ever holds is its prompt and all but its
+		// last output token; one that cannot fit an empty cache would be
+		// preempted forever, so it is refused (seed 004,
+		// DroppedUnservable).
+		e.refuse(i, &e.m.dropped, false, reason)
+		return
+	}
 	r.enqueued = e.now
 	if e.chained && e.stepPending {
 		// Steps run back to back: the one starting now was composed when
@@ -500,26 +532,32 @@ func (e *Engine) onQueued(i int32) {
 		r.joinStep = 0
 	}
 	e.arriving--
-	// The most KV a request ever holds is its prompt and all but its last
-	// output token; one that cannot fit an empty cache would be preempted
-	// forever, so it is refused (seed 004, DroppedUnservable).
-	if reason := e.unservable(r); reason != "" {
-		e.transition(r, stArriving, stDropped)
-		e.m.dropped++
-		if o := e.cfg.Observer; o != nil {
-			o.Dropped(r.spec.ID, e.now, reason)
-		}
-		e.done = append(e.done, Completion{ID: r.spec.ID, Dropped: true, Reason: reason, ArrivalUs: r.arrival,
-			InjectedUs: r.injected, EnqueuedUs: e.now, DepartedUs: e.now, PromptTokens: r.spec.PromptTokens,
-			Tenant: r.spec.Tenant, SLOClass: r.spec.SLOClass})
-		e.release(i)
-		return
-	}
 	e.transition(r, stArriving, stQueued)
 	r.sortKey = e.sortKey(r)
 	e.waiting.push(e.reqs, i)
 	e.journey(r, JourneyQueued, e.now)
 	e.ensureStep(e.now)
+}
+
+// refuse ends a request that arrived but will not be served, counting it
+// in *count: unservable (dropped) or longer than the model's context
+// (tooLong). The observer sees it as refused, with the reason.
+func (e *Engine) refuse(i int32, count *int64, tooLong bool, reason string) {
+	r := &e.reqs[i]
+	e.arriving--
+	e.transition(r, stArriving, stDropped)
+	*count++
+	if tooLong && e.m.firstTooLong == nil {
+		e.m.firstTooLong = &TooLongRequest{ID: r.spec.ID, PromptTokens: r.spec.PromptTokens, OutputTokens: r.spec.OutputTokens,
+			MaxModelLen: e.cfg.Engine.MaxModelLen}
+	}
+	if o := e.cfg.Observer; o != nil {
+		o.Dropped(r.spec.ID, e.now, reason)
+	}
+	e.done = append(e.done, Completion{ID: r.spec.ID, Dropped: !tooLong, TooLong: tooLong, Reason: reason, ArrivalUs: r.arrival,
+		InjectedUs: r.injected, EnqueuedUs: e.now, DepartedUs: e.now, PromptTokens: r.spec.PromptTokens,
+		Tenant: r.spec.Tenant, SLOClass: r.spec.SLOClass})
+	e.release(i)
 }
 
 // unservable says why a request can never complete, or "". Its longest

@@ -5,10 +5,12 @@ import "fmt"
 // The invariants of seed 004 (docs/simulator.md states each):
 //
 //	INV-1 request conservation: injected = not yet arrived + in API overhead
-//	      + queued + running + completed + dropped + timed out, at the end
+//	      + queued + running + completed + dropped + rejected as too long
+//	      + timed out, at the end
 //	      of every run, and nothing is left in flight once no event remains.
 //	INV-2 lifecycle: a request moves only along pending → arriving →
-//	      queued ⇄ running → finished (or arriving → dropped, or any state
+//	      queued ⇄ running → finished (or arriving → dropped or rejected as
+//	      too long, which share a state, or any state
 //	      before finished → timed out), then its slot is freed.
 //	INV-3 clock monotonicity: events are processed in non-decreasing time
 //	      and every step takes at least 1 µs.
@@ -50,9 +52,9 @@ func (e *Engine) fail(inv, format string, args ...any) {
 func (e *Engine) checkEnd() {
 	c := e.counts()
 	pending := c.Offered - c.Injected
-	if got := pending + c.StillArrival + c.StillQueued + c.StillRunning + c.Completed + c.Dropped + c.TimedOut; got != c.Offered {
-		e.fail("INV-1", "injected %d ≠ not arrived %d + in API %d + queued %d + running %d + completed %d + dropped %d + timed out %d",
-			c.Offered, pending, c.StillArrival, c.StillQueued, c.StillRunning, c.Completed, c.Dropped, c.TimedOut)
+	if got := pending + c.StillArrival + c.StillQueued + c.StillRunning + c.Completed + c.Dropped + c.RejectedTooLong + c.TimedOut; got != c.Offered {
+		e.fail("INV-1", "injected %d ≠ not arrived %d + in API %d + queued %d + running %d + completed %d + dropped %d + rejected too long %d + timed out %d",
+			c.Offered, pending, c.StillArrival, c.StillQueued, c.StillRunning, c.Completed, c.Dropped, c.RejectedTooLong, c.TimedOut)
 	}
 	var byState [stTimedOut + 1]int64
 	for i := range e.reqs {
@@ -68,8 +70,8 @@ func (e *Engine) checkEnd() {
 	if int64(len(e.free)) != byState[stFree] {
 		e.fail("INV-1", "%d free slots listed, %d slots free", len(e.free), byState[stFree])
 	}
-	if gone := c.Completed + c.Dropped + c.TimedOut; e.events.len() == 0 && gone != c.Offered {
-		e.fail("INV-1", "no event is left but %d of %d requests are neither completed, dropped nor timed out", c.Offered-gone, c.Offered)
+	if gone := c.Completed + c.Dropped + c.RejectedTooLong + c.TimedOut; e.events.len() == 0 && gone != c.Offered {
+		e.fail("INV-1", "no event is left but %d of %d requests are neither completed, dropped, rejected nor timed out", c.Offered-gone, c.Offered)
 	}
 	e.checkKV(true)
 }

@@ -46,14 +46,18 @@ func meanITL(span, outputs int64) int64 {
 // whose client gave up (Engine.Abort); it is omitted when 0, so that runs
 // without aborts print what they always did.
 type Counts struct {
-	Offered      int64 `json:"offered"`
-	Injected     int64 `json:"injected"`
-	Completed    int64 `json:"completed"`
-	Dropped      int64 `json:"dropped_unservable"`
-	TimedOut     int64 `json:"timed_out,omitempty"`
-	StillArrival int64 `json:"still_in_api"`
-	StillQueued  int64 `json:"still_queued"`
-	StillRunning int64 `json:"still_running"`
+	Offered   int64 `json:"offered"`
+	Injected  int64 `json:"injected"`
+	Completed int64 `json:"completed"`
+	Dropped   int64 `json:"dropped_unservable"`
+	// RejectedTooLong were refused as longer than the model's context
+	// (EngineConfig.MaxModelLen), as vLLM's API server refuses them;
+	// omitted when 0.
+	RejectedTooLong int64 `json:"rejected_too_long,omitempty"`
+	TimedOut        int64 `json:"timed_out,omitempty"`
+	StillArrival    int64 `json:"still_in_api"`
+	StillQueued     int64 `json:"still_queued"`
+	StillRunning    int64 `json:"still_running"`
 }
 
 // KVOffload reports the CPU tier.
@@ -113,6 +117,9 @@ type Result struct {
 	// denominator and numerator.
 	PromptTokens, CachedPromptTokens int64 `json:"-"`
 	BusyUs                           int64 `json:"-"`
+	// FirstTooLong is the first request refused as longer than the model's
+	// context, for a diagnostic; nil when none was.
+	FirstTooLong *TooLongRequest `json:"-"`
 }
 
 // Clamped counts the step times the engine clamped: below 1 µs (a model
@@ -135,8 +142,16 @@ type Histograms struct {
 	TTFT, ITL, E2E, Sched *Histogram
 }
 
+// TooLongRequest is a request refused as longer than the model's context
+// (MaxModelLen, the engine's).
+type TooLongRequest struct {
+	ID, PromptTokens, OutputTokens, MaxModelLen int64
+}
+
 type metrics struct {
 	completed, dropped, timedOut    int64
+	tooLong                         int64
+	firstTooLong                    *TooLongRequest
 	preemptions, kvAllocFailures    int64
 	promptTokens, cachedTokens      int64
 	outputTokens, steps             int64
@@ -192,6 +207,7 @@ func (e *Engine) result() *Result {
 		PromptTokens:       m.promptTokens,
 		CachedPromptTokens: m.cachedTokens,
 		BusyUs:             m.busyUs,
+		FirstTooLong:       m.firstTooLong,
 	}
 	if m.exact {
 		res.TTFT, res.E2E, res.SchedulingDelay = summarize(m.ttft), summarize(m.e2e), summarize(m.sched)
@@ -227,7 +243,7 @@ func (e *Engine) result() *Result {
 // counts is the request accounting from the engine's counters.
 func (e *Engine) counts() Counts {
 	return Counts{
-		Offered: e.injected, Injected: e.arrived, Completed: e.m.completed, Dropped: e.m.dropped, TimedOut: e.m.timedOut,
+		Offered: e.injected, Injected: e.arrived, Completed: e.m.completed, Dropped: e.m.dropped, RejectedTooLong: e.m.tooLong, TimedOut: e.m.timedOut,
 		StillArrival: e.arriving, StillQueued: int64(e.waiting.len()), StillRunning: int64(len(e.running)),
 	}
 }

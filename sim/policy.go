@@ -173,7 +173,7 @@ func (e *Engine) ensureHashes(r *request, n int64) {
 		return
 	}
 	if cap(r.hashes) == 0 {
-		r.hashes = make([]uint64, 0, e.blocksFor(r.spec.PromptTokens+r.spec.OutputTokens))
+		r.hashes = make([]uint64, 0, e.blockCap(r))
 	}
 	r.hashes = AppendBlockHashes(r.hashes, &r.spec, e.blockSize, n)
 }

@@ -2,6 +2,17 @@ package sim
 
 import "fmt"
 
+// MaxTokens is the most prompt or output tokens one request may have. It
+// is far above any model's context (the longest, 10M tokens, is 2^23.3),
+// so that no real request is refused, and low enough that no length
+// arithmetic overflows: prompt + output, block counts and their products
+// with per-token costs stay far inside int64, and token counts convert to
+// float64 exactly (< 2^53). The workload generators draw within it
+// (workload's maxTokens is this) and the trace readers refuse a row above
+// it naming its file and line. A model's own context is the engine's
+// EngineConfig.MaxModelLen.
+const MaxTokens = 1 << 50
+
 // RequestSpec is one request offered to the simulator: what a workload
 // generator or a replayed trace provides. Times are integer microseconds.
 type RequestSpec struct {
@@ -11,7 +22,7 @@ type RequestSpec struct {
 	ID        int64
 	ArrivalUs int64
 	// PromptTokens and OutputTokens are the input length and the number of
-	// tokens the request generates before it stops (> 0 each).
+	// tokens the request generates before it stops (each in [1, MaxTokens]).
 	PromptTokens int64
 	OutputTokens int64
 	// PrefixGroup > 0 marks requests whose first PrefixTokens prompt tokens
@@ -47,8 +58,9 @@ type RequestSpec struct {
 }
 
 // Outcome is how a request left: completed (its last token delivered),
-// rejected by admission, dropped as unservable at its instance, or timed
-// out (its client gave up and the request was aborted).
+// rejected by admission, dropped as unservable at its instance, timed out
+// (its client gave up and the request was aborted), or rejected by its
+// instance as longer than the model's context (max_model_len).
 type Outcome uint8
 
 const (
@@ -56,10 +68,11 @@ const (
 	Rejected
 	Dropped
 	TimedOut
+	TooLong
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"completed", "rejected", "dropped", "timed_out"}
+var outcomeNames = [numOutcomes]string{"completed", "rejected", "dropped", "timed_out", "rejected_too_long"}
 
 func (o Outcome) String() string {
 	if o < numOutcomes {
@@ -109,8 +122,12 @@ func (r RequestSpec) Validate() error {
 		return fmt.Errorf("request %d: arrival_us %d is beyond the simulator's %d µs (2^61, about 73,000 years)", r.ID, r.ArrivalUs, MaxTimeUs)
 	case r.PromptTokens <= 0:
 		return fmt.Errorf("request %d: prompt_tokens %d must be > 0", r.ID, r.PromptTokens)
+	case r.PromptTokens > MaxTokens:
+		return fmt.Errorf("request %d: prompt_tokens %d is more than the simulator takes (%d)", r.ID, r.PromptTokens, int64(MaxTokens))
 	case r.OutputTokens <= 0:
 		return fmt.Errorf("request %d: output_tokens %d must be > 0", r.ID, r.OutputTokens)
+	case r.OutputTokens > MaxTokens:
+		return fmt.Errorf("request %d: output_tokens %d is more than the simulator takes (%d)", r.ID, r.OutputTokens, int64(MaxTokens))
 	case r.PrefixGroup < 0:
 		return fmt.Errorf("request %d: prefix_group %d is negative", r.ID, r.PrefixGroup)
 	case r.PrefixTokens < 0 || r.PrefixTokens > r.PromptTokens:

@@ -1,11 +1,51 @@
 package sim
 
-// Sim runs a closed workload, known up front, on one Engine: the thin
-// shell around the state machine (as etcd-io/raft's Node is around
-// RawNode). Create it with New, then call Run once.
-type Sim struct {
-	e    *Engine
+import "fmt"
+
+// Source yields a closed workload's requests in arrival order, one at a
+// time, so that a run holds one request of its workload, not all of them
+// (a synthetic workload of 10^13 requests costs what one of 10 does).
+type Source interface {
+	// Peek is the next request's arrival time, false when none is left.
+	Peek() (int64, bool)
+	// Next returns that request and moves on; it is called only after
+	// Peek returned true.
+	Next() RequestSpec
+	// Remaining is the number of requests Next has not returned yet.
+	Remaining() int64
+}
+
+// SliceSource is a Source over reqs, which must be in arrival order with
+// increasing ids (New checks them all first with ValidateWorkload; a run
+// of NewStream checks each as it comes).
+func SliceSource(reqs []RequestSpec) Source { return &sliceSource{reqs: reqs} }
+
+// sliceSource is a Source over a slice.
+type sliceSource struct {
 	reqs []RequestSpec
+	next int
+}
+
+func (s *sliceSource) Peek() (int64, bool) {
+	if s.next < len(s.reqs) {
+		return s.reqs[s.next].ArrivalUs, true
+	}
+	return 0, false
+}
+
+func (s *sliceSource) Next() RequestSpec {
+	s.next++
+	return s.reqs[s.next-1]
+}
+
+func (s *sliceSource) Remaining() int64 { return int64(len(s.reqs) - s.next) }
+
+// Sim runs a closed workload on one Engine: the thin shell around the
+// state machine (as etcd-io/raft's Node is around RawNode). Create it with
+// New or NewStream, then call Run once.
+type Sim struct {
+	e   *Engine
+	src Source
 }
 
 // New prepares a run of reqs (validated with ValidateWorkload) under cfg.
@@ -13,11 +53,18 @@ func New(cfg Config, reqs []RequestSpec) (*Sim, error) {
 	if err := ValidateWorkload(reqs); err != nil {
 		return nil, err
 	}
+	return NewStream(cfg, &sliceSource{reqs: reqs})
+}
+
+// NewStream prepares a run of the requests src yields under cfg. Each is
+// validated as it is injected, as ValidateWorkload would: Run fails on the
+// first invalid one.
+func NewStream(cfg Config, src Source) (*Sim, error) {
 	e, err := NewEngine(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Sim{e: e, reqs: reqs}, nil
+	return &Sim{e: e, src: src}, nil
 }
 
 // Engine is the state machine the run drives.
@@ -31,15 +78,27 @@ func (s *Sim) Engine() *Engine { return s.e }
 func (s *Sim) Run() (*Result, error) {
 	e := s.e
 	horizon := e.cfg.Options.HorizonUs
-	next := 0
+	var prevID, prevAt int64
+	injected := false
 	for {
 		t, ok := e.NextEventUs()
 		// Every request arriving no later than the next event joins first.
-		for next < len(s.reqs) && (!ok || s.reqs[next].ArrivalUs <= t) {
-			if err := e.Inject(s.reqs[next], s.reqs[next].ArrivalUs); err != nil {
+		for {
+			at, more := s.src.Peek()
+			if !more || (ok && at > t) {
+				break
+			}
+			r := s.src.Next()
+			if injected && r.ID <= prevID {
+				return nil, fmt.Errorf("request %d follows request %d; ids must increase in arrival order", r.ID, prevID)
+			}
+			if injected && r.ArrivalUs < prevAt {
+				return nil, fmt.Errorf("request %d: arrival_us %d is before request %d's %d; sort by arrival", r.ID, r.ArrivalUs, prevID, prevAt)
+			}
+			if err := e.Inject(r, r.ArrivalUs); err != nil {
 				return nil, err
 			}
-			next++
+			prevID, prevAt, injected = r.ID, r.ArrivalUs, true
 			t, ok = e.NextEventUs()
 		}
 		if !ok || (horizon > 0 && t > horizon) {
@@ -54,6 +113,6 @@ func (s *Sim) Run() (*Result, error) {
 		return nil, err
 	}
 	// Requests never injected were offered but had not arrived.
-	res.Requests.Offered += int64(len(s.reqs) - next)
+	res.Requests.Offered += s.src.Remaining()
 	return res, nil
 }

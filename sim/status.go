@@ -57,7 +57,10 @@ type Completion struct {
 	ID       int64
 	Dropped  bool
 	TimedOut bool
-	Reason   string // why it was dropped
+	// TooLong marks a request refused as longer than the model's context
+	// (EngineConfig.MaxModelLen); it is not Dropped.
+	TooLong bool
+	Reason  string // why it was dropped or refused
 	// ArrivalUs is the client's send time (RequestSpec.ArrivalUs) and
 	// InjectedUs when it reached the instance (for a request that timed
 	// out before, when it would have).

@@ -144,7 +144,7 @@ func (e *Engine) admitWaiting(budget int64) {
 		}
 		e.waiting.popFront()
 		if cap(r.blocks) == 0 {
-			r.blocks = make([]int32, 0, e.blocksFor(r.spec.PromptTokens+r.spec.OutputTokens))
+			r.blocks = make([]int32, 0, e.blockCap(r))
 		}
 		if reload > 0 {
 			// Read the CPU copies before allocating: allocation may evict

@@ -167,37 +167,6 @@ func clusterDeployment(flags *pflag.FlagSet, o *runOpts) (*deploy.Deployment, er
 	return d, nil
 }
 
-// generatorSource streams a synthetic workload into the cluster, one
-// request ahead.
-type generatorSource struct {
-	g    *workload.Generator
-	next sim.RequestSpec
-	ok   bool
-	err  error
-}
-
-func newGeneratorSource(g *workload.Generator) *generatorSource {
-	s := &generatorSource{g: g}
-	s.advance()
-	return s
-}
-
-func (s *generatorSource) advance() {
-	s.ok = false
-	if s.err != nil || s.g.Remaining() == 0 {
-		return
-	}
-	s.next, s.err = s.g.Next()
-	s.ok = s.err == nil
-}
-
-func (s *generatorSource) Peek() (int64, bool) { return s.next.ArrivalUs, s.ok }
-func (s *generatorSource) Next() sim.RequestSpec {
-	r := s.next
-	s.advance()
-	return r
-}
-
 func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	flags := cmd.Flags()
 	c := &o.cl
@@ -308,7 +277,7 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	}
 
 	var src cluster.Source
-	var gen *generatorSource
+	var gen *workload.Stream
 	var replay *workload.ReplayReport
 	var offered int
 	spec, err := loadSpec(flags, o)
@@ -332,7 +301,17 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	switch {
 	case spec != nil:
 	case o.replay != "":
-		reqs, rep, err := loadReplay(o)
+		// A row is surely refused when it exceeds every pool's context.
+		var maxLen int64
+		for i, in := range built.Pools {
+			m := in.Config.Engine.MaxModelLen
+			if m == 0 || (i > 0 && maxLen == 0) {
+				maxLen = 0 // a pool without a limit serves every row
+				break
+			}
+			maxLen = max(maxLen, m)
+		}
+		reqs, rep, err := loadReplay(o, maxLen)
 		if err != nil {
 			return err
 		}
@@ -345,7 +324,7 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 		if err != nil {
 			return flagError(err)
 		}
-		gen = newGeneratorSource(g)
+		gen = workload.NewStream(g)
 		src, offered = gen, o.workload.Requests
 	}
 
@@ -390,8 +369,8 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if gen != nil && gen.err != nil {
-		return flagError(gen.err)
+	if gen != nil && gen.Err() != nil {
+		return flagError(gen.Err())
 	}
 	wall := time.Since(start)
 	for _, w := range writers {
@@ -433,6 +412,13 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 		printWarnings(cmd.ErrOrStderr(), "", clampWarnings("instance "+in.ID+": ", in.Metrics.StepTimesClamped))
 	}
 	rq := res.Requests
+	var first *sim.TooLongRequest
+	for _, in := range res.Instances {
+		if f := in.Metrics.FirstTooLong; f != nil && (first == nil || f.ID < first.ID) {
+			first = f
+		}
+	}
+	printTooLong(cmd.ErrOrStderr(), rq.RejectedTooLong, first, replay)
 	fmt.Fprintf(stderr, "blis: %d instances, %d of %d requests arrived (%d completed, %d rejected, %d dropped), %.1f s simulated in %.2f s wall (%.1f µs per request)\n",
 		len(cfg.Instances), rq.Arrived, offered, rq.Completed, rq.Rejected, rq.DroppedUnservable, res.DurationS, wall.Seconds(),
 		float64(wall.Microseconds())/float64(max(1, rq.Arrived)))

@@ -30,6 +30,7 @@ type runOpts struct {
 	tp              int
 	knobs           physics.VLLMKnobs
 	longPrefill     int64
+	maxModelLen     int64
 	asyncSched      bool
 	dataParallel    int
 	expertParallel  bool
@@ -195,14 +196,34 @@ func clampWarnings(prefix string, c *sim.Clamped) []string {
 	return out
 }
 
+// printTooLong reports the requests refused as longer than the model's
+// context, naming the first by its file and line when a replayed file
+// holds it. It is a warning (--quiet does not silence it): the workload
+// asked for what the deployment cannot serve.
+func printTooLong(stderr io.Writer, n int64, first *sim.TooLongRequest, rep *workload.ReplayReport) {
+	if n == 0 || first == nil {
+		return
+	}
+	what := fmt.Sprintf("the first, request %d, has %d + %d > %d tokens", first.ID, first.PromptTokens, first.OutputTokens, first.MaxModelLen)
+	if rep != nil && rep.TooLong > 0 {
+		what = "the first in the --replay file: " + rep.TooLongAt
+	}
+	fmt.Fprintf(stderr, "warning: %d requests rejected as vLLM rejects them (HTTP 400): prompt + output tokens exceed the model's context, max_model_len; "+
+		"%s (counted in requests.rejected_too_long; see --max-model-len)\n", n, what)
+}
+
 // resolved is everything a run needs, built and checked before it starts.
 type resolved struct {
 	spec   deploy.InstanceSpec
 	in     *deploy.Instance
 	cfg    *physics.PhysicsConfig
 	simCfg sim.Config
-	reqs   []sim.RequestSpec
-	replay *workload.ReplayReport
+	// src is the workload: a replayed file's requests, or the synthetic
+	// workload's stream (gen), generated as the run goes.
+	src     sim.Source
+	gen     *workload.Stream
+	offered int64
+	replay  *workload.ReplayReport
 }
 
 func runRun(cmd *cobra.Command, o *runOpts) error {
@@ -265,13 +286,16 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 	}
 
 	start := time.Now()
-	s, err := sim.New(r.simCfg, r.reqs)
+	s, err := sim.NewStream(r.simCfg, r.src)
 	if err != nil {
 		return err
 	}
 	res, err := s.Run()
 	if err != nil {
 		return err
+	}
+	if r.gen != nil && r.gen.Err() != nil {
+		return flagError(r.gen.Err())
 	}
 	wall := time.Since(start)
 	for _, c := range closers {
@@ -294,9 +318,10 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 	if err := enc.Encode(out); err != nil {
 		return err
 	}
+	printTooLong(cmd.ErrOrStderr(), res.Requests.RejectedTooLong, res.FirstTooLong, r.replay)
 	fmt.Fprintf(stderr, "blis: %d requests (%d completed, %d dropped), %d steps, %.1f s simulated in %.2f s wall (%.1f µs per request)\n",
-		len(r.reqs), res.Requests.Completed, res.Requests.Dropped, res.Steps, res.DurationS, wall.Seconds(),
-		float64(wall.Microseconds())/float64(max(1, len(r.reqs))))
+		r.offered, res.Requests.Completed, res.Requests.Dropped, res.Steps, res.DurationS, wall.Seconds(),
+		float64(wall.Microseconds())/float64(max(1, r.offered)))
 	printWarnings(cmd.ErrOrStderr(), "", clampWarnings("", res.StepTimesClamped))
 	if tw != nil {
 		st := tw.Stats()
@@ -341,6 +366,7 @@ func addInstanceFlags(f *pflag.FlagSet, o *runOpts) {
 	f.Int64Var(&o.knobs.MaxNumSeqs, "max-num-seqs", o.knobs.MaxNumSeqs, "vLLM --max-num-seqs: running requests at most")
 	f.Int64Var(&o.knobs.MaxBatchedTokens, "max-num-batched-tokens", o.knobs.MaxBatchedTokens, "vLLM --max-num-batched-tokens: token budget per step")
 	f.Int64Var(&o.longPrefill, "long-prefill-token-threshold", 0, "vLLM --long-prefill-token-threshold: prefill tokens per request per step (0: no cap)")
+	f.Int64Var(&o.maxModelLen, "max-model-len", 0, "vLLM --max-model-len: the context a request's prompt + output tokens must fit, else it is rejected as vLLM rejects it (HTTP 400) and counted in rejected_too_long (0: the model config's max_position_embeddings or n_positions)")
 	f.IntVar(&o.dataParallel, "data-parallel-size", 1, "vLLM --data-parallel-size: the server is this many engines behind vLLM's own load balancer (the vllm-dp routing policy, counts refreshed every 100 ms); runs as a cluster")
 	f.BoolVar(&o.expertParallel, "enable-expert-parallel", false, "vLLM --enable-expert-parallel: a mixture-of-experts model's routed experts are sharded over the data-parallel × tensor-parallel ranks, with an all-gather and a reduce-scatter around every MoE layer")
 	f.BoolVar(&o.asyncSched, "async-scheduling", true, "vLLM --async-scheduling: the engine core schedules one step ahead, so a request arriving while steps run joins one step later (false: vLLM --no-async-scheduling)")
@@ -401,25 +427,32 @@ func resolve(flags *pflag.FlagSet, o *runOpts) (*resolved, error) {
 	r := &resolved{spec: spec, in: in, cfg: in.Phys, simCfg: in.Config}
 	r.simCfg.Options = sim.Options{HorizonUs: int64(math.Round(o.horizonS * 1e6)), Exhaustive: o.debugInv, RecordRequests: o.perRequest}
 	if o.replay != "" {
-		if r.reqs, r.replay, err = loadReplay(o); err != nil {
+		reqs, rep, err := loadReplay(o, in.Config.Engine.MaxModelLen)
+		if err != nil {
 			return nil, err
 		}
+		r.src, r.offered, r.replay = sim.SliceSource(reqs), int64(len(reqs)), rep
 		return r, nil
 	}
 	if err := parseWorkload(o); err != nil {
 		return nil, err
 	}
-	r.reqs, err = workload.Generate(o.workload, sim.NewRNG(o.seed).Stream(sim.StreamWorkload))
+	g, err := workload.NewGenerator(o.workload, sim.NewRNG(o.seed).Stream(sim.StreamWorkload))
 	if err != nil {
 		return nil, flagError(err)
 	}
+	// Streamed: the requests are generated as the run reaches them.
+	r.gen = workload.NewStream(g)
+	r.src, r.offered = r.gen, int64(o.workload.Requests)
 	return r, nil
 }
 
-// loadReplay reads --replay with --replay-format and --strict; single and
-// cluster runs share it.
-func loadReplay(o *runOpts) ([]sim.RequestSpec, *workload.ReplayReport, error) {
-	reqs, rep, err := workload.ReplayWith(o.replay, o.replayOpt)
+// loadReplay reads --replay with --replay-format and --strict, noting the
+// rows longer than maxModelLen (0: none); single and cluster runs share it.
+func loadReplay(o *runOpts, maxModelLen int64) ([]sim.RequestSpec, *workload.ReplayReport, error) {
+	opt := o.replayOpt
+	opt.MaxModelLen = maxModelLen
+	reqs, rep, err := workload.ReplayWith(o.replay, opt)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--replay: %w", err)
 	}
@@ -572,6 +605,9 @@ func applyInstanceFlags(flags *pflag.FlagSet, o *runOpts, spec *deploy.InstanceS
 	if set("long-prefill-token-threshold") {
 		spec.LongPrefillThreshold = o.longPrefill
 	}
+	if set("max-model-len") {
+		spec.MaxModelLen = o.maxModelLen
+	}
 	if set("data-parallel-size") {
 		if o.dataParallel < 1 {
 			return fmt.Errorf("--data-parallel-size must be >= 1, got %d", o.dataParallel)
@@ -688,6 +724,7 @@ type instanceConfig struct {
 	TP           int               `json:"tp"`
 	VLLM         physics.VLLMKnobs `json:"vllm"`
 	LongPrefill  int64             `json:"long_prefill_token_threshold"`
+	MaxModelLen  int64             `json:"max_model_len,omitempty"` // when given: the model's otherwise
 	Async        bool              `json:"async_scheduling"`
 	OutputDelay  int64             `json:"output_delay_us"`
 	Scheduler    string            `json:"scheduler"`
@@ -700,7 +737,7 @@ type instanceConfig struct {
 func describeInstance(spec *deploy.InstanceSpec, in *deploy.Instance) instanceConfig {
 	return instanceConfig{
 		Model: in.Phys.Model.Name, Hardware: in.Phys.Hardware.Name, TP: in.Phys.TP, VLLM: in.Phys.Knobs,
-		LongPrefill: spec.LongPrefillThreshold, Async: spec.AsyncScheduling, OutputDelay: spec.OutputDelayUs, Scheduler: spec.Scheduler, Priority: spec.Priority,
+		LongPrefill: spec.LongPrefillThreshold, MaxModelLen: spec.MaxModelLen, Async: spec.AsyncScheduling, OutputDelay: spec.OutputDelayUs, Scheduler: spec.Scheduler, Priority: spec.Priority,
 		Latency: in.Config.Latency.Name(), Coefficients: in.CoefficientsSource, Noise: spec.Latency.Noise,
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/blis-sim/blis/sim"
 )
 
 // Distribution kinds.
@@ -27,9 +29,10 @@ const (
 	KindHistogram   = "histogram"
 )
 
-// maxTokens bounds every parameter and sample. It is far above any real
-// context length and keeps float-to-int conversions exact (< 2^53).
-const maxTokens = 1 << 50
+// maxTokens bounds every parameter and sample: sim.MaxTokens, the most
+// tokens a request may have. It is far above any real context length and
+// keeps float-to-int conversions exact (< 2^53).
+const maxTokens = sim.MaxTokens
 
 // distForms lists the accepted ParseDist syntax, for error messages.
 const distForms = `accepted forms: 512 | const:512 | uniform:128,2048 | ` +

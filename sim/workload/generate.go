@@ -116,14 +116,67 @@ func Generate(s Spec, r *rand.Rand) ([]sim.RequestSpec, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]sim.RequestSpec, s.Requests)
-	for i := range out {
-		if out[i], err = g.Next(); err != nil {
+	// The slice grows with the requests made, never sized up front from
+	// the count a user gave (10^13 would panic in makeslice).
+	out := make([]sim.RequestSpec, 0, min(s.Requests, 1<<16))
+	for range s.Requests {
+		req, err := g.Next()
+		if err != nil {
 			return nil, err
 		}
+		out = append(out, req)
 	}
 	return out, nil
 }
+
+// Stream is a Generator seen one request ahead: the sim.Source (and
+// cluster.Source) of a synthetic workload, so that a run holds one request
+// of it at a time, whatever Spec.Requests is. A generation error (an
+// arrival time past int64 microseconds) ends the stream; Err reports it.
+type Stream struct {
+	g    *Generator
+	next sim.RequestSpec
+	ok   bool
+	err  error
+}
+
+// NewStream returns g's stream, its first request generated.
+func NewStream(g *Generator) *Stream {
+	s := &Stream{g: g}
+	s.advance()
+	return s
+}
+
+func (s *Stream) advance() {
+	s.ok = false
+	if s.err != nil || s.g.Remaining() == 0 {
+		return
+	}
+	s.next, s.err = s.g.Next()
+	s.ok = s.err == nil
+}
+
+// Peek is the next request's arrival time, false when none is left.
+func (s *Stream) Peek() (int64, bool) { return s.next.ArrivalUs, s.ok }
+
+// Next returns the next request (Peek must have returned true).
+func (s *Stream) Next() sim.RequestSpec {
+	r := s.next
+	s.advance()
+	return r
+}
+
+// Remaining is the number of requests Next has not returned yet.
+func (s *Stream) Remaining() int64 {
+	n := int64(s.g.Remaining())
+	if s.ok {
+		n++
+	}
+	return n
+}
+
+// Err is the error that ended the stream early, if any.
+func (s *Stream) Err() error { return s.err }
 
 // Generator produces Generate's requests one at a time, so that a run of
 // any length holds one request of its workload, not all of them. The

@@ -233,3 +233,32 @@ func TestGenerateIDsAndOverflow(t *testing.T) {
 	_, err = Generate(s, seeded(9))
 	require.ErrorContains(t, err, "request 0: arrival time overflows int64 microseconds")
 }
+
+// Issue 18 defect 0: blis run --requests 9999999999999 panicked in
+// Generate ("makeslice: len out of range"), which sized its slice from the
+// count. It now grows with the requests made, and Stream, which blis run
+// uses, holds one request at a time.
+func TestHugeRequestCountsAreNotPreallocated(t *testing.T) {
+	s := baseSpec()
+	s.Requests = 9_999_999_999_999
+	s.Rate, s.StartUs = 1e-12, math.MaxInt64-10 // the first arrival overflows
+	_, err := Generate(s, seeded(9))
+	require.ErrorContains(t, err, "request 0: arrival time overflows int64 microseconds")
+
+	s = baseSpec()
+	s.Requests = 9_999_999_999_999
+	g, err := NewGenerator(s, seeded(9))
+	require.NoError(t, err)
+	st := NewStream(g)
+	want, err := Generate(baseSpec(), seeded(9))
+	require.NoError(t, err)
+	for i := range want {
+		at, ok := st.Peek()
+		require.True(t, ok)
+		r := st.Next()
+		require.Equal(t, at, r.ArrivalUs)
+		require.Equal(t, want[i], r, "the stream is Generate's sequence")
+	}
+	require.Equal(t, int64(s.Requests-len(want)), st.Remaining())
+	require.NoError(t, st.Err())
+}

@@ -26,6 +26,7 @@ const (
 	SkipNoPromptTokens    = "no_prompt_tokens"
 	SkipNoOutputTokens    = "no_output_tokens"
 	SkipNonpositiveTokens = "nonpositive_tokens"
+	SkipTooManyTokens     = records.SkipTooManyTokens // above sim.MaxTokens
 	SkipBadSLOClass       = "bad_slo_class"
 )
 
@@ -38,6 +39,25 @@ type ReplayReport struct {
 	// Format is the imported trace format (records.Formats), "" for the
 	// CSV and Parquet tables (whose JSON predates it).
 	Format string `json:"format,omitempty"`
+	// TooLong counts the kept rows whose prompt and output tokens exceed
+	// ReplayOptions.MaxModelLen, and TooLongAt names the first of them
+	// ("file:line", or "file: row N (0-based)" for Parquet) with its
+	// lengths. They stay in the workload, for the run to refuse and count
+	// as vLLM would; this is so that a diagnostic can point at the file.
+	// Not in the JSON: the run's rejected_too_long counts them.
+	TooLong   int64  `json:"-"`
+	TooLongAt string `json:"-"`
+}
+
+// tooLong notes a kept row longer than max (0: no limit) at where.
+func (r *ReplayReport) tooLong(max, prompt, output int64, where string) {
+	if max <= 0 || prompt+output <= max {
+		return
+	}
+	if r.TooLong == 0 {
+		r.TooLongAt = fmt.Sprintf("%s: prompt_tokens %d + output_tokens %d exceed max_model_len %d", where, prompt, output, max)
+	}
+	r.TooLong++
 }
 
 // SkipCount is the number of rows skipped for one reason. A Parquet table
@@ -101,6 +121,12 @@ type ReplayOptions struct {
 	// Strict fails on the first unreadable row instead of skipping it
 	// (CSV always fails).
 	Strict bool
+	// MaxModelLen, when > 0, is the context of the model the workload will
+	// run on: rows whose prompt and output tokens exceed it are counted in
+	// the report (TooLong, TooLongAt) and kept, for the run to refuse as
+	// vLLM does; with Strict the first is an error naming its file and
+	// line (or row).
+	MaxModelLen int64
 }
 
 // Replay reads a recorded workload, its format detected (ReplayWith with
@@ -179,11 +205,11 @@ func ReplayWith(path string, opt ReplayOptions) ([]sim.RequestSpec, ReplayReport
 	var reqs []sim.RequestSpec
 	switch format {
 	case FormatParquet:
-		reqs, err = replayParquet(&rep, opt.Strict)
+		reqs, err = replayParquet(&rep, opt)
 	case FormatCSV:
-		reqs, err = replayCSV(f, &rep)
+		reqs, err = replayCSV(f, &rep, opt)
 	default:
-		reqs, err = replayRecords(path, format, opt.Strict, &rep)
+		reqs, err = replayRecords(path, format, opt, &rep)
 	}
 	if err != nil {
 		return nil, rep, err
@@ -199,14 +225,20 @@ func ReplayWith(path string, opt ReplayOptions) ([]sim.RequestSpec, ReplayReport
 }
 
 // replayRecords reads an imported trace with package records.
-func replayRecords(path, format string, strict bool, rep *ReplayReport) ([]sim.RequestSpec, error) {
-	recs, rr, err := records.Read(path, format, records.Options{Strict: strict})
+func replayRecords(path, format string, opt ReplayOptions, rep *ReplayReport) ([]sim.RequestSpec, error) {
+	recs, rr, err := records.Read(path, format, records.Options{Strict: opt.Strict})
 	rep.Rows, rep.Kept, rep.Format = rr.Rows, rr.Read, rr.Format
 	for _, s := range rr.Skipped {
 		rep.Skipped = append(rep.Skipped, SkipCount{Reason: s.Reason, Count: s.Count, FirstLine: s.FirstLine})
 	}
 	if err != nil {
 		return nil, err
+	}
+	for i := range recs {
+		r := &recs[i]
+		if rep.tooLong(opt.MaxModelLen, r.PromptTokens, r.OutputTokens, fmt.Sprintf("%s:%d", path, r.Line)); opt.Strict && rep.TooLong > 0 {
+			return nil, fmt.Errorf("%s, which vLLM refuses", rep.TooLongAt)
+		}
 	}
 	reqs, _, err := records.ToRequests(recs)
 	if err != nil {
@@ -216,7 +248,8 @@ func replayRecords(path, format string, strict bool, rep *ReplayReport) ([]sim.R
 }
 
 // replayParquet reads the requests table written by calibrate ingest.
-func replayParquet(rep *ReplayReport, strict bool) ([]sim.RequestSpec, error) {
+func replayParquet(rep *ReplayReport, opt ReplayOptions) ([]sim.RequestSpec, error) {
+	strict := opt.Strict
 	path := rep.Source
 	f, err := pqread.Open(path)
 	if err != nil {
@@ -315,10 +348,17 @@ func replayParquet(rep *ReplayReport, strict bool) ([]sim.RequestSpec, error) {
 			err = skip(SkipNonpositiveTokens, row, "prompt_tokens", "%d must be > 0", prompt.V[i])
 		case output.V[i] <= 0:
 			err = skip(SkipNonpositiveTokens, row, "output_tokens", "%d must be > 0", output.V[i])
+		case prompt.V[i] > sim.MaxTokens:
+			err = skip(SkipTooManyTokens, row, "prompt_tokens", "%d is more than the simulator takes (%d)", prompt.V[i], int64(sim.MaxTokens))
+		case output.V[i] > sim.MaxTokens:
+			err = skip(SkipTooManyTokens, row, "output_tokens", "%d is more than the simulator takes (%d)", output.V[i], int64(sim.MaxTokens))
 		case sloErr != nil:
 			err = skip(SkipBadSLOClass, row, "slo_class", "%q is not a class; use realtime, interactive or batch", name(1, i))
 		default:
 			kept = append(kept, timed{t, sim.RequestSpec{PromptTokens: prompt.V[i], OutputTokens: output.V[i], SLOClass: slo}, name(0, i), name(2, i)})
+			if rep.tooLong(opt.MaxModelLen, prompt.V[i], output.V[i], fmt.Sprintf("%s: row %d (0-based)", path, row)); strict && rep.TooLong > 0 {
+				return nil, fmt.Errorf("%s, which vLLM refuses", rep.TooLongAt)
+			}
 		}
 		if err != nil {
 			return nil, err
@@ -389,7 +429,7 @@ type csvRow struct {
 	line            int
 }
 
-func replayCSV(f io.Reader, rep *ReplayReport) ([]sim.RequestSpec, error) {
+func replayCSV(f io.Reader, rep *ReplayReport, opt ReplayOptions) ([]sim.RequestSpec, error) {
 	path := rep.Source
 	r := csv.NewReader(bufio.NewReader(f))
 	r.FieldsPerRecord = -1 // checked below, with a clearer message
@@ -476,8 +516,12 @@ func replayCSV(f io.Reader, rep *ReplayReport) ([]sim.RequestSpec, error) {
 			return nil, bad(colArrival, "%d is negative", v[colArrival])
 		case v[colPrompt] <= 0:
 			return nil, bad(colPrompt, "%d must be > 0", v[colPrompt])
+		case v[colPrompt] > sim.MaxTokens:
+			return nil, bad(colPrompt, "%d is more than the simulator takes (%d)", v[colPrompt], int64(sim.MaxTokens))
 		case v[colOutput] <= 0:
 			return nil, bad(colOutput, "%d must be > 0", v[colOutput])
+		case v[colOutput] > sim.MaxTokens:
+			return nil, bad(colOutput, "%d is more than the simulator takes (%d)", v[colOutput], int64(sim.MaxTokens))
 		case v[colPrefixGroup] < 0 || v[colPrefixGroup] > math.MaxInt32:
 			return nil, bad(colPrefixGroup, "%d must be within [0, %d]", v[colPrefixGroup], math.MaxInt32)
 		case v[colPrefixTokens] < 0 || v[colPrefixTokens] > v[colPrompt]:
@@ -496,6 +540,9 @@ func replayCSV(f io.Reader, rep *ReplayReport) ([]sim.RequestSpec, error) {
 		slo, err := sim.ParseSLOClass(str[colSLOClass])
 		if err != nil {
 			return nil, bad(colSLOClass, "%q is not a class; use realtime, interactive or batch, or leave it empty", str[colSLOClass])
+		}
+		if rep.tooLong(opt.MaxModelLen, v[colPrompt], v[colOutput], fmt.Sprintf("%s:%d", path, line)); opt.Strict && rep.TooLong > 0 {
+			return nil, fmt.Errorf("%s, which vLLM refuses", rep.TooLongAt)
 		}
 		rows = append(rows, csvRow{spec: sim.RequestSpec{
 			ArrivalUs:    v[colArrival],

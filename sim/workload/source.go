@@ -343,6 +343,9 @@ func (s *Source) send(c *conv, at int64) sim.RequestSpec {
 			c.session = s.session
 		}
 	}
+	// Lengths saturate at the most a request may have (sim.MaxTokens): a
+	// reasoning turn adds two samples, and a history grows turn by turn.
+	prompt, out = min(prompt, maxTokens), min(out, maxTokens)
 	c.prompt, c.output = prompt, out
 	c.turn++
 	req := sim.RequestSpec{

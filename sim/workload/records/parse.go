@@ -9,6 +9,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/blis-sim/blis/sim"
 )
 
 var (
@@ -123,7 +125,7 @@ func count(raw json.RawMessage, field, zeroReason string) (int64, *rowError) {
 	return checkCount(string(raw), field, zeroReason)
 }
 
-// checkCount parses a token count: an integer > 0.
+// checkCount parses a token count: an integer in [1, sim.MaxTokens].
 func checkCount(s, field, zeroReason string) (int64, *rowError) {
 	v, err := strconv.ParseInt(s, 10, 64)
 	switch {
@@ -133,6 +135,8 @@ func checkCount(s, field, zeroReason string) (int64, *rowError) {
 		return 0, bad(SkipNegative, field, "%d is negative", v)
 	case v == 0:
 		return 0, bad(zeroReason, field, "0 must be > 0")
+	case v > sim.MaxTokens:
+		return 0, bad(SkipTooManyTokens, field, "%d is more than the simulator takes (%d)", v, int64(sim.MaxTokens))
 	}
 	return v, nil
 }

@@ -101,6 +101,7 @@ const (
 	SkipNegative         = "negative"           // a negative count, or a latency that comes out negative
 	SkipZeroPromptTokens = "zero_prompt_tokens" // the simulator needs a prompt
 	SkipZeroOutputTokens = "zero_output_tokens" // and at least one output token
+	SkipTooManyTokens    = "too_many_tokens"    // a count above sim.MaxTokens, which no model's context comes near
 	SkipFailedRequest    = "failed_request"     // the trace says the request failed
 )
 

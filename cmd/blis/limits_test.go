@@ -1,0 +1,157 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// counts reads metrics.requests of a run's JSON as numbers by key (the
+// instances' too, for a cluster), without the types of this build, so
+// that the tests below also run against the code before their fixes.
+func counts(t *testing.T, out string) (all map[string]int64, instances []map[string]int64) {
+	t.Helper()
+	var r struct {
+		Metrics struct {
+			Requests  map[string]any `json:"requests"`
+			Instances []struct {
+				Metrics struct {
+					Requests map[string]any `json:"requests"`
+				} `json:"metrics"`
+			} `json:"instances"`
+		} `json:"metrics"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	ints := func(m map[string]any) map[string]int64 {
+		o := map[string]int64{}
+		for k, v := range m {
+			if f, ok := v.(float64); ok {
+				o[k] = int64(f)
+			}
+		}
+		return o
+	}
+	for _, in := range r.Metrics.Instances {
+		instances = append(instances, ints(in.Metrics.Requests))
+	}
+	return ints(r.Metrics.Requests), instances
+}
+
+// Issue 18 defect 0: --requests 9999999999999 panicked in the workload
+// generator (makeslice: len out of range). The synthetic workload is
+// streamed, on one instance as in a cluster: the run holds one request of
+// it at a time, and the ones that had not arrived by the horizon are
+// offered, not lost.
+func TestHugeRequestCountIsStreamed(t *testing.T) {
+	out, _, err := runCLI(t, "run", "-q", "--requests", "9999999999999", "--horizon", "2")
+	require.NoError(t, err)
+	n, _ := counts(t, out)
+	require.Equal(t, int64(9999999999999), n["offered"])
+	require.Greater(t, n["injected"], int64(0))
+
+	out, _, err = runCLI(t, "run", "-q", "--requests", "9999999999999", "--horizon", "2", "--num-instances", "2")
+	require.NoError(t, err)
+	n, _ = counts(t, out)
+	require.Greater(t, n["arrived"], int64(0))
+
+	// A streamed workload that fails to generate still fails the run,
+	// naming the cause.
+	_, _, err = runCLI(t, "run", "-q", "--requests", "9999999999999", "--rate", "1e-300")
+	require.ErrorContains(t, err, "arrival time overflows int64 microseconds")
+}
+
+// Issue 18 defect 4: a replayed row with prompt_tokens and output_tokens
+// of 2^62 overflowed prompt + output − 1 and panicked in the engine. The
+// reader refuses it, naming the file, line and column.
+func TestReplayOfHugeLengthsIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.csv")
+	require.NoError(t, os.WriteFile(path, []byte("arrival_us,prompt_tokens,output_tokens\n0,10,5\n1,4611686018427387904,4611686018427387904\n"), 0o644))
+	_, _, err := runCLI(t, "run", "-q", "--replay", path)
+	require.EqualError(t, err, "--replay: "+path+":3: prompt_tokens: 4611686018427387904 is more than the simulator takes (1125899906842624)")
+}
+
+// Issue 18 defect 5: --kv-blocks-gpu 2147483647 ran out of memory and
+// --kv-blocks-cpu 99999999999 took 22 GB before the run started. Memory
+// now follows the blocks used. The sizes here would take 2.5 GB if the
+// allocation were eager again: enough to fail, not enough to take the
+// machine (the reported sizes ran in 38 MB; docs/simulator.md).
+func TestHugeKVCachesRun(t *testing.T) {
+	for _, args := range [][]string{
+		{"--kv-blocks-gpu", "67108864", "--kv-blocks-cpu", "16777216"},
+		{"--kv-blocks-gpu", "67108864", "--kv-blocks-cpu", "16777216", "--num-instances", "2"},
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, _, err := runCLI(t, append([]string{"run", "-q", "--requests", "50"}, args...)...)
+		runtime.ReadMemStats(&after)
+		require.NoError(t, err, "%v", args)
+		require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<20), "bytes allocated by blis run %v", args)
+	}
+	_, _, err := runCLI(t, "run", "-q", "--kv-blocks-gpu", "2147483648")
+	require.EqualError(t, err, "--kv-blocks-gpu: 2147483648 is more than this simulator addresses (2147483647)")
+}
+
+// Issue 18 defect 6b: the model's context was ignored (GPT-2 served
+// 5,000-token prompts). A request whose prompt + output exceed
+// max_model_len is rejected as vLLM rejects it, counted in
+// rejected_too_long and reported on stderr, the first named by its file
+// and line when replayed.
+func TestRequestsLongerThanTheModelAreRejected(t *testing.T) {
+	out, diag, err := runCLI(t, "run", "-q", "--model", "gpt2", "--prompt-tokens", "const:5000", "--requests", "50")
+	require.NoError(t, err)
+	n, _ := counts(t, out)
+	require.Equal(t, int64(50), n["rejected_too_long"])
+	require.Zero(t, n["completed"])
+	require.Contains(t, diag, "warning: 50 requests rejected as vLLM rejects them (HTTP 400): prompt + output tokens exceed the model's context, max_model_len; the first, request 0, has 5000 + ")
+	require.Contains(t, diag, " > 1024 tokens (counted in requests.rejected_too_long; see --max-model-len)")
+	require.Contains(t, out, `"rejected_too_long": 50`)
+
+	// Some fit: prompt + output <= 1024 is served, and nothing is said.
+	out, diag, err = runCLI(t, "run", "-q", "--model", "gpt2", "--prompt-tokens", "const:900", "--output-tokens", "const:124",
+		"--prefix-groups", "0", "--requests", "20")
+	require.NoError(t, err)
+	n, _ = counts(t, out)
+	require.Equal(t, int64(20), n["completed"])
+	require.NotContains(t, out, "rejected_too_long")
+	require.Empty(t, diag)
+
+	// --max-model-len lowers the model's context, never raises it.
+	out, _, err = runCLI(t, "run", "-q", "--max-model-len", "1000", "--prompt-tokens", "uniform:800,1200", "--output-tokens", "const:10",
+		"--prefix-groups", "0", "--requests", "200")
+	require.NoError(t, err)
+	require.Contains(t, out, `"max_model_len": 1000`)
+	n, _ = counts(t, out)
+	tooLong := n["rejected_too_long"]
+	require.Greater(t, tooLong, int64(50))
+	require.Less(t, tooLong, int64(150))
+	require.Equal(t, int64(200), tooLong+n["completed"])
+	_, _, err = runCLI(t, "run", "-q", "--max-model-len", "200000")
+	require.EqualError(t, err, "--max-model-len: 200000 is more than the model's context of 131072 tokens (max_position_embeddings of llama-3.1-8b); vLLM refuses it too")
+	_, _, err = runCLI(t, "run", "-q", "--max-model-len", "-1")
+	require.ErrorContains(t, err, "--max-model-len: must be > 0, or 0 for the model's context, got -1")
+
+	// A cluster counts them too, per instance and in all.
+	out, diag, err = runCLI(t, "run", "-q", "--model", "gpt2", "--prompt-tokens", "const:5000", "--requests", "50", "--num-instances", "2")
+	require.NoError(t, err)
+	n, in := counts(t, out)
+	require.Equal(t, int64(50), n["rejected_too_long"])
+	require.Len(t, in, 2)
+	require.Equal(t, int64(50), in[0]["rejected_too_long"]+in[1]["rejected_too_long"])
+	require.Contains(t, diag, "warning: 50 requests rejected as vLLM rejects them")
+
+	// Replayed: the first in the file is named by its line.
+	path := filepath.Join(t.TempDir(), "w.csv")
+	require.NoError(t, os.WriteFile(path, []byte("arrival_us,prompt_tokens,output_tokens\n0,100,5\n10,5000,5\n20,900,200\n"), 0o644))
+	out, diag, err = runCLI(t, "run", "-q", "--model", "gpt2", "--replay", path)
+	require.NoError(t, err)
+	n, _ = counts(t, out)
+	require.Equal(t, int64(2), n["rejected_too_long"])
+	require.Contains(t, diag, "the first in the --replay file: "+path+":3: prompt_tokens 5000 + output_tokens 5 exceed max_model_len 1024")
+	_, _, err = runCLI(t, "run", "-q", "--model", "gpt2", "--replay", path, "--strict")
+	require.EqualError(t, err, "--replay: "+path+":3: prompt_tokens 5000 + output_tokens 5 exceed max_model_len 1024, which vLLM refuses")
+}
