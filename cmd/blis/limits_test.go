@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -8,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/blis-sim/blis/internal/pqread"
 )
 
 // counts reads metrics.requests of a run's JSON as numbers by key (the
@@ -154,4 +158,37 @@ func TestRequestsLongerThanTheModelAreRejected(t *testing.T) {
 	require.Contains(t, diag, "the first in the --replay file: "+path+":3: prompt_tokens 5000 + output_tokens 5 exceed max_model_len 1024")
 	_, _, err = runCLI(t, "run", "-q", "--model", "gpt2", "--replay", path, "--strict")
 	require.EqualError(t, err, "--replay: "+path+":3: prompt_tokens 5000 + output_tokens 5 exceed max_model_len 1024, which vLLM refuses")
+}
+
+// Issue 18 defect 0: a requests table whose footer row count reads -1 (one
+// footer byte changed) panicked blis run --replay (makeslice: cap out of
+// range). It fails naming the file.
+func TestReplayOfDamagedParquetFooter(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "replay", "requests.parquet"))
+	require.NoError(t, err)
+	f, err := pqread.Open(filepath.Join("testdata", "replay", "requests.parquet"))
+	require.NoError(t, err)
+	rows := f.NumRows()
+	f.Close()
+	n := len(data)
+	flen := int(binary.LittleEndian.Uint32(data[n-8 : n-4]))
+	footer := data[n-8-flen : n-8]
+	// num_rows (field 3, i64) follows the schema list: header byte 0x16,
+	// then the zigzag varint, rewritten as -1 in as many bytes.
+	enc := binary.AppendUvarint([]byte{0x16}, uint64(rows)<<1)
+	i := bytes.Index(footer, enc)
+	require.GreaterOrEqual(t, i, 0)
+	bad := bytes.Clone(data)
+	v := bad[n-8-flen+i+1 : n-8-flen+i+len(enc)]
+	for k := range v {
+		v[k] = 0x80
+	}
+	v[0], v[len(v)-1] = 0x81, 0
+	if len(v) == 1 {
+		v[0] = 0x01
+	}
+	path := filepath.Join(t.TempDir(), "requests.parquet")
+	require.NoError(t, os.WriteFile(path, bad, 0o644))
+	_, _, err = runCLI(t, "run", "-q", "--replay", path)
+	require.ErrorContains(t, err, "--replay: "+path+": corrupt Parquet file")
 }
