@@ -192,3 +192,29 @@ func TestReplayOfDamagedParquetFooter(t *testing.T) {
 	_, _, err = runCLI(t, "run", "-q", "--replay", path)
 	require.ErrorContains(t, err, "--replay: "+path+": corrupt Parquet file")
 }
+
+// Issue 18 defect 6: --prompt-tokens const:40 with the default 512-token
+// prefixes gave half the requests 513-token prompts while the output said
+// const:40 (the log-normal form with a max below the prefix was refused).
+// The prompt length includes the prefix for every form: a distribution
+// that cannot exceed the prefix is refused, and the run says how many
+// grouped samples were raised.
+func TestPromptsAndPrefixesFollowOneRule(t *testing.T) {
+	for _, dist := range []string{"const:40", "const:512", "uniform:10,500", "exponential:mean=100,max=300", "histogram:1-100=1,300=2", "lognormal:mean=40,cv=0.5,max=100"} {
+		_, _, err := runCLI(t, "run", "-q", "--prompt-tokens", dist, "--requests", "10")
+		require.ErrorContains(t, err, "--prefix-tokens 512 must be < the longest prompt of ", dist)
+		require.ErrorContains(t, err, "a prompt's length includes its group's prefix", dist)
+	}
+	// Without prefixes, or with a shorter one, const:40 is const:40.
+	for _, args := range [][]string{{"--prefix-groups", "0"}, {"--prefix-tokens", "32"}} {
+		out, _, err := runCLI(t, append([]string{"run", "-q", "--prompt-tokens", "const:40", "--requests", "20", "--per-request"}, args...)...)
+		require.NoError(t, err, "%v", args)
+		for _, r := range parse(t, out).Metrics.PerRequest {
+			require.Equal(t, int64(40), r.PromptTokens, "%v", args)
+		}
+	}
+	// The default run raises some grouped samples, and says so.
+	_, diag, err := runCLI(t, "run", "--requests", "300")
+	require.NoError(t, err)
+	require.Regexp(t, `blis: \d+ of the \d+ prompts of a prefix group were sampled at most --prefix-tokens 512 long and raised to 513 tokens`, diag)
+}
