@@ -66,6 +66,7 @@ fuzz_targets=(
   "./sim/workload/records FuzzReadInferencePerf"
   "./sim/workload/records FuzzReadVLLMRuns"
   "./internal/pqread FuzzRead"
+  "./internal/pqread FuzzDamagedFile"
   "./cmd/calibrate FuzzReadManifest"
   "./deploy FuzzParseDeployment"
 )

@@ -419,6 +419,7 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 		}
 	}
 	printTooLong(cmd.ErrOrStderr(), rq.RejectedTooLong, first, replay)
+	printRaised(stderr, gen, o.workload.PrefixTokens)
 	fmt.Fprintf(stderr, "blis: %d instances, %d of %d requests arrived (%d completed, %d rejected, %d dropped), %.1f s simulated in %.2f s wall (%.1f µs per request)\n",
 		len(cfg.Instances), rq.Arrived, offered, rq.Completed, rq.Rejected, rq.DroppedUnservable, res.DurationS, wall.Seconds(),
 		float64(wall.Microseconds())/float64(max(1, rq.Arrived)))

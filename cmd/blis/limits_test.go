@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -8,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/blis-sim/blis/internal/pqread"
 )
 
 // counts reads metrics.requests of a run's JSON as numbers by key (the
@@ -154,4 +158,63 @@ func TestRequestsLongerThanTheModelAreRejected(t *testing.T) {
 	require.Contains(t, diag, "the first in the --replay file: "+path+":3: prompt_tokens 5000 + output_tokens 5 exceed max_model_len 1024")
 	_, _, err = runCLI(t, "run", "-q", "--model", "gpt2", "--replay", path, "--strict")
 	require.EqualError(t, err, "--replay: "+path+":3: prompt_tokens 5000 + output_tokens 5 exceed max_model_len 1024, which vLLM refuses")
+}
+
+// Issue 18 defect 0: a requests table whose footer row count reads -1 (one
+// footer byte changed) panicked blis run --replay (makeslice: cap out of
+// range). It fails naming the file.
+func TestReplayOfDamagedParquetFooter(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "replay", "requests.parquet"))
+	require.NoError(t, err)
+	f, err := pqread.Open(filepath.Join("testdata", "replay", "requests.parquet"))
+	require.NoError(t, err)
+	rows := f.NumRows()
+	f.Close()
+	n := len(data)
+	flen := int(binary.LittleEndian.Uint32(data[n-8 : n-4]))
+	footer := data[n-8-flen : n-8]
+	// num_rows (field 3, i64) follows the schema list: header byte 0x16,
+	// then the zigzag varint, rewritten as -1 in as many bytes.
+	enc := binary.AppendUvarint([]byte{0x16}, uint64(rows)<<1)
+	i := bytes.Index(footer, enc)
+	require.GreaterOrEqual(t, i, 0)
+	bad := bytes.Clone(data)
+	v := bad[n-8-flen+i+1 : n-8-flen+i+len(enc)]
+	for k := range v {
+		v[k] = 0x80
+	}
+	v[0], v[len(v)-1] = 0x81, 0
+	if len(v) == 1 {
+		v[0] = 0x01
+	}
+	path := filepath.Join(t.TempDir(), "requests.parquet")
+	require.NoError(t, os.WriteFile(path, bad, 0o644))
+	_, _, err = runCLI(t, "run", "-q", "--replay", path)
+	require.ErrorContains(t, err, "--replay: "+path+": corrupt Parquet file")
+}
+
+// Issue 18 defect 6: --prompt-tokens const:40 with the default 512-token
+// prefixes gave half the requests 513-token prompts while the output said
+// const:40 (the log-normal form with a max below the prefix was refused).
+// The prompt length includes the prefix for every form: a distribution
+// that cannot exceed the prefix is refused, and the run says how many
+// grouped samples were raised.
+func TestPromptsAndPrefixesFollowOneRule(t *testing.T) {
+	for _, dist := range []string{"const:40", "const:512", "uniform:10,500", "exponential:mean=100,max=300", "histogram:1-100=1,300=2", "lognormal:mean=40,cv=0.5,max=100"} {
+		_, _, err := runCLI(t, "run", "-q", "--prompt-tokens", dist, "--requests", "10")
+		require.ErrorContains(t, err, "--prefix-tokens 512 must be < the longest prompt of ", dist)
+		require.ErrorContains(t, err, "a prompt's length includes its group's prefix", dist)
+	}
+	// Without prefixes, or with a shorter one, const:40 is const:40.
+	for _, args := range [][]string{{"--prefix-groups", "0"}, {"--prefix-tokens", "32"}} {
+		out, _, err := runCLI(t, append([]string{"run", "-q", "--prompt-tokens", "const:40", "--requests", "20", "--per-request"}, args...)...)
+		require.NoError(t, err, "%v", args)
+		for _, r := range parse(t, out).Metrics.PerRequest {
+			require.Equal(t, int64(40), r.PromptTokens, "%v", args)
+		}
+	}
+	// The default run raises some grouped samples, and says so.
+	_, diag, err := runCLI(t, "run", "--requests", "300")
+	require.NoError(t, err)
+	require.Regexp(t, `blis: \d+ of the \d+ prompts of a prefix group were sampled at most --prefix-tokens 512 long and raised to 513 tokens`, diag)
 }

@@ -140,7 +140,7 @@ KV events subscriber's JSON lines when --kv-blocks-cpu is set.`,
 	f.Float64Var(&o.workload.Rate, "rate", 8, "mean arrival rate, requests per second")
 	f.StringVar(&o.workload.Arrival, "arrival", "poisson", "arrival process: poisson or gamma")
 	f.Float64Var(&o.workload.GammaCV, "gamma-cv", 2, "gamma arrivals: coefficient of variation of the gaps (1 = Poisson)")
-	f.StringVar(&o.promptDist, "prompt-tokens", "lognormal:mean=1024,cv=0.6,max=16384", "prompt length distribution (const:N, uniform:A,B, normal:/lognormal:mean=M,cv=C[,min=,max=], exponential:mean=M)")
+	f.StringVar(&o.promptDist, "prompt-tokens", "lognormal:mean=1024,cv=0.6,max=16384", "prompt length distribution, a group's shared prefix included (const:N, uniform:A,B, normal:/lognormal:mean=M,cv=C[,min=,max=], exponential:mean=M); with --prefix-groups, a grouped sample no longer than --prefix-tokens is raised to it + 1, and a distribution that cannot exceed it is refused")
 	f.StringVar(&o.outputDist, "output-tokens", "lognormal:mean=256,cv=0.8,max=4096", "output length distribution, same forms")
 	f.IntVar(&o.workload.PrefixGroups, "prefix-groups", 8, "shared-prefix groups (system prompts); 0 for none")
 	f.Int64Var(&o.workload.PrefixTokens, "prefix-tokens", 512, "tokens of each group's shared prefix")
@@ -210,6 +210,20 @@ func printTooLong(stderr io.Writer, n int64, first *sim.TooLongRequest, rep *wor
 	}
 	fmt.Fprintf(stderr, "warning: %d requests rejected as vLLM rejects them (HTTP 400): prompt + output tokens exceed the model's context, max_model_len; "+
 		"%s (counted in requests.rejected_too_long; see --max-model-len)\n", n, what)
+}
+
+// printRaised says how many prompts of a prefix group were raised above
+// the prefix (docs/workloads.md: the prompt length includes the prefix,
+// and a sample no longer than it is raised to prefix + 1), so that a run
+// whose echoed distribution they do not follow says so.
+func printRaised(stderr io.Writer, gen *workload.Stream, prefix int64) {
+	if gen == nil {
+		return
+	}
+	if raised, grouped := gen.Raised(); raised > 0 {
+		fmt.Fprintf(stderr, "blis: %d of the %d prompts of a prefix group were sampled at most --prefix-tokens %d long and raised to %d tokens (the prompt length includes the prefix; docs/workloads.md)\n",
+			raised, grouped, prefix, prefix+1)
+	}
 }
 
 // resolved is everything a run needs, built and checked before it starts.
@@ -319,6 +333,7 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 		return err
 	}
 	printTooLong(cmd.ErrOrStderr(), res.Requests.RejectedTooLong, res.FirstTooLong, r.replay)
+	printRaised(stderr, r.gen, o.workload.PrefixTokens)
 	fmt.Fprintf(stderr, "blis: %d requests (%d completed, %d dropped), %d steps, %.1f s simulated in %.2f s wall (%.1f µs per request)\n",
 		r.offered, res.Requests.Completed, res.Requests.Dropped, res.Steps, res.DurationS, wall.Seconds(),
 		float64(wall.Microseconds())/float64(max(1, r.offered)))

@@ -8,8 +8,10 @@
 // A damaged file must not take the machine's memory either: the Arrow reader
 // allocates what page headers claim (and, in v17, keeps every buffer of the
 // pages it skips until the column chunk ends), so all its allocations go
-// through an allocator with a budget, and a footer row count is checked
-// against the row groups before anything is sized from it.
+// through an allocator with a budget; a footer row count is checked
+// against the row groups, and columns are sized from it only up to
+// MaxPrealloc rows, beyond which they grow with the values actually read:
+// counts that agree can still be damaged (or crafted) together.
 package pqread
 
 import (
@@ -156,7 +158,7 @@ func (c *Column[T]) OK(i int) bool { return c.Valid == nil || c.Valid[i] }
 
 // Int64 reads an int64 column.
 func (f *File) Int64(col string) (Column[int64], error) {
-	c := Column[int64]{V: make([]int64, 0, f.NumRows())}
+	c := Column[int64]{V: make([]int64, 0, prealloc(f.NumRows()))}
 	err := f.read(col, arrow.PrimitiveTypes.Int64, func(a arrow.Array) {
 		c.V = append(c.V, a.(*array.Int64).Int64Values()...)
 	}, &c.Valid)
@@ -165,7 +167,7 @@ func (f *File) Int64(col string) (Column[int64], error) {
 
 // Float64 reads a double column.
 func (f *File) Float64(col string) (Column[float64], error) {
-	c := Column[float64]{V: make([]float64, 0, f.NumRows())}
+	c := Column[float64]{V: make([]float64, 0, prealloc(f.NumRows()))}
 	err := f.read(col, arrow.PrimitiveTypes.Float64, func(a arrow.Array) {
 		c.V = append(c.V, a.(*array.Float64).Float64Values()...)
 	}, &c.Valid)
@@ -174,7 +176,7 @@ func (f *File) Float64(col string) (Column[float64], error) {
 
 // Bool reads a boolean column.
 func (f *File) Bool(col string) (Column[bool], error) {
-	c := Column[bool]{V: make([]bool, 0, f.NumRows())}
+	c := Column[bool]{V: make([]bool, 0, prealloc(f.NumRows()))}
 	err := f.read(col, arrow.FixedWidthTypes.Boolean, func(a arrow.Array) {
 		b := a.(*array.Boolean)
 		for i := range b.Len() {
@@ -186,7 +188,7 @@ func (f *File) Bool(col string) (Column[bool], error) {
 
 // String reads a string column.
 func (f *File) String(col string) (Column[string], error) {
-	c := Column[string]{V: make([]string, 0, f.NumRows())}
+	c := Column[string]{V: make([]string, 0, prealloc(f.NumRows()))}
 	err := f.read(col, arrow.BinaryTypes.String, func(a arrow.Array) {
 		s := a.(*array.String)
 		for i := range s.Len() {
@@ -195,6 +197,15 @@ func (f *File) String(col string) (Column[string], error) {
 	}, &c.Valid)
 	return c, err
 }
+
+// MaxPrealloc is the most rows a column is sized for before it is read
+// (128 MiB of int64): a valid table of more rows (the fit benchmark reads
+// 10M) grows past it as its values come, while a row count no page holds
+// cannot allocate what it claims (2^50 rows would panic in makeslice).
+const MaxPrealloc = 1 << 24
+
+// prealloc is the capacity a column of rows rows starts with.
+func prealloc(rows int64) int64 { return min(max(rows, 0), MaxPrealloc) }
 
 // batchRows is the rows read per column at a time.
 const batchRows = 256 * 1024
@@ -241,7 +252,7 @@ func (f *File) read(col string, typ arrow.DataType, add func(arrow.Array), valid
 			if a.NullN() > 0 && !anyNull {
 				// Validity is materialized from the first null on.
 				anyNull = true
-				nulls = make([]bool, rows, total)
+				nulls = make([]bool, rows, max(rows, prealloc(total)))
 				for i := range nulls {
 					nulls[i] = true
 				}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -311,4 +312,128 @@ func TestBudget(t *testing.T) {
 	b.Free(x)
 	require.Equal(t, 0, b.used)
 	require.PanicsWithValue(t, errBudget, func() { b.Allocate(-1) })
+}
+
+// Issue 18 defect 0: columns were sized from the row count before any
+// value was read, so a count that passes the footer checks but that no
+// page holds (damaged or crafted consistently: footer, row groups, column
+// chunks and page headers) allocated what it claimed: 2^50 rows panicked
+// in makeslice outside any recover, 2^31 took 16 GiB per column. Columns
+// now start at MaxPrealloc rows at most and grow with the values read, so
+// such a file fails with an error naming it.
+func TestRowCountDoesNotSizeColumns(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "t.parquet")
+	writeFile(t, path, makeTable(10), 64, compress.Codecs.Snappy)
+	for _, rows := range []int64{1 << 50, 1 << 31, 1<<24 + 1} { // 1<<24 is MaxPrealloc
+		f, err := Open(path)
+		require.NoError(t, err)
+		f.rows = rows // as if every count in the file said so
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for _, read := range []func() error{
+			func() error { _, err := f.Int64("i64"); return err },
+			func() error { _, err := f.Float64("f64"); return err },
+			func() error { _, err := f.Bool("b"); return err },
+			func() error { _, err := f.String("s"); return err },
+		} {
+			err := read()
+			require.ErrorContains(t, err, path)
+			require.ErrorContains(t, err, "corrupt Parquet file: read ")
+		}
+		runtime.ReadMemStats(&after)
+		require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(2<<30), "bytes allocated for %d rows", rows)
+		f.Close()
+	}
+}
+
+// damage applies edits to data: each group of four bytes is (mode, offset
+// low, offset high, value); mode bit 0 counts the offset back from the
+// end of the file (its footer), bit 1 adds the value instead of setting
+// it. At most 8 groups are used.
+func damage(data, edits []byte) []byte {
+	out := bytes.Clone(data)
+	for k := 0; k+4 <= len(edits) && k < 32; k += 4 {
+		mode, v := edits[k], edits[k+3]
+		off := int(binary.LittleEndian.Uint16(edits[k+1:k+3])) % len(out)
+		if mode&1 != 0 {
+			off = len(out) - 1 - off
+		}
+		if mode&2 != 0 {
+			out[off] += v
+		} else {
+			out[off] = v
+		}
+	}
+	return out
+}
+
+// FuzzDamagedFile damages a valid file a few bytes at a time, preferring
+// its footer (row counts, column chunk offsets and sizes, page header
+// positions): every read must end in an error naming the file or in a
+// consistent table, never in a panic, a hang or an allocation the file
+// cannot back (issue 18 defect 0).
+func FuzzDamagedFile(f *testing.F) {
+	dir := f.TempDir()
+	var files [][]byte
+	for i, tc := range []struct {
+		rows     int
+		rowGroup int64
+		codec    compress.Compression
+	}{{10, 64, compress.Codecs.Snappy}, {7, 3, compress.Codecs.Uncompressed}, {5, 5, compress.Codecs.Zstd}} {
+		p := filepath.Join(dir, "seed.parquet")
+		writeFile(f, p, makeTable(tc.rows), tc.rowGroup, tc.codec)
+		b, err := os.ReadFile(p)
+		require.NoError(f, err)
+		files = append(files, b)
+		// The footer's row count read as -1 and as a large number (the
+		// damage issue 18 reported), and random bytes of the footer.
+		n := len(b)
+		flen := int(binary.LittleEndian.Uint32(b[n-8 : n-4]))
+		footer := b[n-8-flen : n-8]
+		if j := bytes.Index(footer, []byte{0x16, byte(tc.rows << 1)}); j >= 0 {
+			back := uint16(flen + 8 - (j + 1) - 1) // offset of the count from the end
+			for _, v := range []byte{0x01, 0x7f, 0xff} {
+				f.Add(uint8(i), []byte{1, byte(back), byte(back >> 8), v})
+			}
+		}
+		f.Add(uint8(i), []byte{1, 20, 0, 0xff, 1, 40, 0, 3, 0, 4, 0, 0x80})
+	}
+	path := filepath.Join(dir, "damaged.parquet") // one per worker process
+	f.Fuzz(func(t *testing.T, which uint8, edits []byte) {
+		data := damage(files[int(which)%len(files)], edits)
+		require.NoError(t, os.WriteFile(path, data, 0o644))
+		if _, err := readAll(t, path); err != nil {
+			require.ErrorContains(t, err, path)
+		}
+	})
+}
+
+// Found by FuzzDamagedFile: one byte of a data page, the bit width of its
+// dictionary indices, raised from 4 to 32 made Arrow v17 allocate 16 GiB
+// (its dictionary converter sizes a slice by the largest index before
+// checking it) and spend 35 s zeroing it. The width must fit the chunk's
+// dictionary. (27 bits here: 1 GiB, were the check gone.)
+func TestDamagedDictionaryIndexWidth(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.parquet")
+	writeFile(t, good, makeTable(10), 64, compress.Codecs.Snappy)
+	data, err := os.ReadFile(good)
+	require.NoError(t, err)
+	path := filepath.Join(dir, "bad.parquet")
+	found := 0
+	for i := range data {
+		if data[i] != 4 {
+			continue
+		}
+		bad := bytes.Clone(data)
+		bad[i] = 27
+		require.NoError(t, os.WriteFile(path, bad, 0o644))
+		_, err := readAll(t, path)
+		if err != nil && strings.Contains(err.Error(), "dictionary indices of 27 bits for a dictionary of 10 values") {
+			found++
+			require.ErrorContains(t, err, path)
+		}
+	}
+	require.Positive(t, found, "no index width byte was found and refused")
 }

@@ -323,6 +323,28 @@ func (d Dist) Validate() error {
 // lower is the effective minimum: Min, defaulting to 1.
 func (d Dist) lower() int64 { return max(d.Min, 1) }
 
+// largest is the largest value Sample can return: the kind's own largest
+// value, clamped.
+func (d Dist) largest() int64 {
+	switch d.Kind {
+	case KindConst:
+		return d.clamp(d.Mean)
+	case KindUniform:
+		return d.clamp(math.Round(d.Hi))
+	case KindHistogram:
+		var hi int64
+		prev := 0.0
+		for _, b := range d.Bins {
+			if b.Cum > prev { // a bin of weight 0 is never drawn
+				hi = max(hi, b.Hi)
+			}
+			prev = b.Cum
+		}
+		return d.clamp(float64(hi))
+	}
+	return d.upper()
+}
+
 // upper is the effective maximum: Max, or maxTokens when unbounded.
 func (d Dist) upper() int64 {
 	if d.Max == 0 {

@@ -68,9 +68,13 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("prefix-tokens must be within [0, %d), got %d", int64(maxTokens), s.PrefixTokens)
 	case s.PrefixGroups > 0 && s.PrefixTokens == 0:
 		return fmt.Errorf("prefix-tokens must be > 0 when prefix-groups is %d", s.PrefixGroups)
-	case s.PrefixGroups > 0 && s.Prompt.Max != 0 && s.Prompt.Max <= s.PrefixTokens:
-		// Grouped prompts are raised to PrefixTokens+1 (see Generate).
-		return fmt.Errorf("prefix-tokens %d must be < the prompt max %d", s.PrefixTokens, s.Prompt.Max)
+	case s.PrefixGroups > 0 && s.Prompt.largest() <= s.PrefixTokens:
+		// A prompt's length includes its group's prefix, and a grouped
+		// prompt no longer than the prefix is raised to PrefixTokens+1
+		// (see Generate): when every prompt would be, the run would serve
+		// prompts the distribution cannot give, whatever its kind.
+		return fmt.Errorf("prefix-tokens %d must be < the longest prompt of %s (%d): a prompt's length includes its group's prefix",
+			s.PrefixTokens, s.Prompt, s.Prompt.largest())
 	}
 	if s.StartUs < 0 {
 		return fmt.Errorf("start-us must be >= 0, got %d", s.StartUs)
@@ -178,6 +182,19 @@ func (s *Stream) Remaining() int64 {
 // Err is the error that ended the stream early, if any.
 func (s *Stream) Err() error { return s.err }
 
+// Raised is Generator.Raised of the requests Next has returned.
+func (s *Stream) Raised() (raised, grouped int64) {
+	raised, grouped = s.g.Raised()
+	if s.ok && s.next.PrefixGroup > 0 {
+		// The request generated ahead is not returned yet.
+		grouped--
+		if s.g.lastRaised {
+			raised--
+		}
+	}
+	return raised, grouped
+}
+
 // Generator produces Generate's requests one at a time, so that a run of
 // any length holds one request of its workload, not all of them. The
 // sequence is exactly Generate's.
@@ -189,7 +206,17 @@ type Generator struct {
 	sub *rand.Rand
 	t   float64 // seconds since StartUs
 	i   int
+	// grouped counts the requests that joined a prefix group, raised
+	// those whose sampled prompt was no longer than the prefix.
+	grouped, raised int64
+	lastRaised      bool // the last request was raised
 }
+
+// Raised is how many of the requests generated so far joined a prefix
+// group (grouped) and how many of those had a sampled prompt no longer
+// than the prefix, raised to PrefixTokens+1 (raised): the requests whose
+// prompt is not the distribution's sample.
+func (g *Generator) Raised() (raised, grouped int64) { return g.raised, g.grouped }
 
 // NewGenerator validates s and returns its generator.
 func NewGenerator(s Spec, r *rand.Rand) (*Generator, error) {
@@ -239,11 +266,16 @@ func (g *Generator) Next() (sim.RequestSpec, error) {
 	req.OutputTokens = s.Output.Sample(g.stream(outputSeed, streamOutput))
 	pr := g.stream(prefixSeed, streamPrefix)
 	member, which := pr.Float64(), pr.Float64()
+	g.lastRaised = false
 	if s.PrefixGroups > 0 && member < s.PrefixFraction {
 		grp := 1 + int64(which*float64(s.PrefixGroups))
 		req.PrefixGroup = int32(min(grp, int64(s.PrefixGroups))) // guard float rounding at the top
 		req.PrefixTokens = s.PrefixTokens
-		req.PromptTokens = max(req.PromptTokens, s.PrefixTokens+1)
+		g.grouped++
+		if g.lastRaised = req.PromptTokens <= s.PrefixTokens; g.lastRaised {
+			req.PromptTokens = s.PrefixTokens + 1
+			g.raised++
+		}
 	}
 	g.i++
 	return req, nil

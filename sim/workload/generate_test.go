@@ -46,7 +46,37 @@ func TestSpecValidate(t *testing.T) {
 		{"groups without prefix tokens", func(s *Spec) { s.PrefixGroups = 3 }, "prefix-tokens must be > 0 when prefix-groups is 3"},
 		{"prefix reaches prompt max", func(s *Spec) {
 			s.PrefixGroups, s.PrefixTokens, s.Prompt.Max = 2, 1024, 1024
-		}, "prefix-tokens 1024 must be < the prompt max 1024"},
+		}, "prefix-tokens 1024 must be < the longest prompt of lognormal:mean=512,cv=0.5,max=1024 (1024): a prompt's length includes its group's prefix"},
+		// Issue 18 defect 6: every kind follows the rule the lognormal's
+		// max did (const:40 made half the prompts 513 tokens).
+		{"const at most the prefix", func(s *Spec) {
+			s.PrefixGroups, s.PrefixTokens, s.Prompt = 8, 512, Dist{Kind: KindConst, Mean: 40}
+		}, "prefix-tokens 512 must be < the longest prompt of const:40 (40)"},
+		{"const equal to the prefix", func(s *Spec) {
+			s.PrefixGroups, s.PrefixTokens, s.Prompt = 8, 512, Dist{Kind: KindConst, Mean: 512}
+		}, "prefix-tokens 512 must be < the longest prompt of const:512 (512)"},
+		{"const above the prefix", func(s *Spec) {
+			s.PrefixGroups, s.PrefixTokens, s.Prompt = 8, 512, Dist{Kind: KindConst, Mean: 513}
+		}, ""},
+		{"uniform below the prefix", func(s *Spec) {
+			s.PrefixGroups, s.PrefixTokens, s.Prompt = 8, 512, Dist{Kind: KindUniform, Lo: 10, Hi: 500}
+		}, "prefix-tokens 512 must be < the longest prompt of uniform:10,500 (500)"},
+		{"uniform clamped below the prefix", func(s *Spec) {
+			s.PrefixGroups, s.PrefixTokens, s.Prompt = 8, 512, Dist{Kind: KindUniform, Lo: 10, Hi: 5000, Max: 400}
+		}, "prefix-tokens 512 must be < the longest prompt of uniform:10,5000,max=400 (400)"},
+		{"uniform reaching past the prefix", func(s *Spec) {
+			s.PrefixGroups, s.PrefixTokens, s.Prompt = 8, 512, Dist{Kind: KindUniform, Lo: 10, Hi: 600}
+		}, ""},
+		{"histogram below the prefix", func(s *Spec) {
+			s.PrefixGroups, s.PrefixTokens = 8, 512
+			s.Prompt = Dist{Kind: KindHistogram, Bins: []Bin{{Lo: 1, Hi: 100, W: 1, Cum: 0.5}, {Lo: 200, Hi: 300, W: 1, Cum: 1}, {Lo: 900, Hi: 900, W: 0, Cum: 1}}}
+		}, "prefix-tokens 512 must be < the longest prompt of histogram:1-100=1,200-300=1,900=0 (300)"},
+		{"exponential with a max below the prefix", func(s *Spec) {
+			s.PrefixGroups, s.PrefixTokens, s.Prompt = 8, 512, Dist{Kind: KindExponential, Mean: 100, Max: 300}
+		}, "prefix-tokens 512 must be < the longest prompt of exponential:mean=100,max=300 (300)"},
+		{"normal unbounded", func(s *Spec) {
+			s.PrefixGroups, s.PrefixTokens, s.Prompt = 8, 512, Dist{Kind: KindNormal, Mean: 40, CV: 0.1}
+		}, ""},
 		{"start", func(s *Spec) { s.StartUs = -1 }, "start-us must be >= 0, got -1"},
 	}
 	for _, tt := range tests {
@@ -186,38 +216,54 @@ func TestPrefixDoesNotShiftOtherValues(t *testing.T) {
 }
 
 func TestPrefixGroups(t *testing.T) {
-	tests := []struct {
-		name       string
-		prompt     Dist
-		prefix     int64
-		wantPrompt func(sampled int64) int64
-	}{
-		// The sampled prompt is the total; members shorter than the prefix
-		// are raised to prefix+1 so each has a token of its own.
-		{"prompt shorter than prefix", Dist{Kind: KindConst, Mean: 10}, 100, func(int64) int64 { return 101 }},
-		{"prompt equal to prefix", Dist{Kind: KindConst, Mean: 100}, 100, func(int64) int64 { return 101 }},
-		{"prompt longer than prefix", Dist{Kind: KindConst, Mean: 300}, 100, func(int64) int64 { return 300 }},
+	// The sampled prompt is the total, prefix included; members whose
+	// sample is no longer than the prefix are raised to prefix+1 so each
+	// has a token of its own. A distribution that cannot give a prompt
+	// longer than the prefix is refused (TestSpecValidate).
+	s := baseSpec()
+	s.Requests, s.Prompt = 3000, Dist{Kind: KindUniform, Lo: 50, Hi: 300}
+	s.PrefixGroups, s.PrefixTokens, s.PrefixFraction = 3, 100, 1
+	reqs, err := Generate(s, seeded(2))
+	require.NoError(t, err)
+	require.NoError(t, sim.ValidateWorkload(reqs))
+	// The same samples without groups (prefix settings never move them).
+	s0 := s
+	s0.PrefixGroups = 0
+	plain, err := Generate(s0, seeded(2))
+	require.NoError(t, err)
+	counts := make([]int, s.PrefixGroups+1)
+	raised := 0
+	for i, r := range reqs {
+		require.Equal(t, int64(100), r.PrefixTokens)
+		if sampled := plain[i].PromptTokens; sampled <= 100 {
+			require.Equal(t, int64(101), r.PromptTokens)
+			raised++
+		} else {
+			require.Equal(t, sampled, r.PromptTokens)
+		}
+		counts[r.PrefixGroup]++
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := baseSpec()
-			s.Requests, s.Prompt = 3000, tt.prompt
-			s.PrefixGroups, s.PrefixTokens, s.PrefixFraction = 3, tt.prefix, 1
-			reqs, err := Generate(s, seeded(2))
-			require.NoError(t, err)
-			require.NoError(t, sim.ValidateWorkload(reqs))
-			counts := make([]int, s.PrefixGroups+1)
-			for _, r := range reqs {
-				require.Equal(t, tt.prefix, r.PrefixTokens)
-				require.Equal(t, tt.wantPrompt(int64(tt.prompt.Mean)), r.PromptTokens)
-				counts[r.PrefixGroup]++
-			}
-			require.Zero(t, counts[0], "fraction 1: every request is a member")
-			for g := 1; g <= s.PrefixGroups; g++ {
-				require.InDelta(t, 1000, counts[g], 100, "group %d is picked uniformly", g)
-			}
-		})
+	require.InDelta(t, 3000*51.0/251, raised, 100, "samples 50..100 of 50..300 are raised")
+	require.Zero(t, counts[0], "fraction 1: every request is a member")
+	for g := 1; g <= s.PrefixGroups; g++ {
+		require.InDelta(t, 1000, counts[g], 100, "group %d is picked uniformly", g)
 	}
+	// The generator counts them, for the run's diagnostics.
+	g, err := NewGenerator(s, seeded(2))
+	require.NoError(t, err)
+	st := NewStream(g)
+	for range 1000 {
+		st.Next()
+	}
+	r, n := st.Raised()
+	require.Equal(t, int64(1000), n)
+	want := 0
+	for _, q := range plain[:1000] {
+		if q.PromptTokens <= 100 {
+			want++
+		}
+	}
+	require.Equal(t, int64(want), r)
 }
 
 func TestGenerateIDsAndOverflow(t *testing.T) {
