@@ -41,7 +41,7 @@ func (k VLLMKnobs) Validate() error {
 		return fieldErr(src, "max_num_seqs", "must be > 0, got %d", k.MaxNumSeqs)
 	}
 	if k.MaxBatchedTokens <= 0 {
-		return fieldErr(src, "max_batched_tokens", "must be > 0, got %d (set --max-num-batched-tokens to the deployment's effective value)", k.MaxBatchedTokens)
+		return fieldErr(src, "max_batched_tokens", "must be > 0, got %d (the deployment's effective token budget per step)", k.MaxBatchedTokens)
 	}
 	if k.BlockSizeTokens <= 0 || k.BlockSizeTokens > MaxBlockSizeTokens {
 		return fieldErr(src, "block_size_tokens", "must be in [1, %d], got %d (vLLM's GPU block sizes are 1 to 128 tokens)", MaxBlockSizeTokens, k.BlockSizeTokens)

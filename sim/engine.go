@@ -551,6 +551,9 @@ func (e *Engine) refuse(i int32, count *int64, tooLong bool, reason string) {
 		e.m.firstTooLong = &TooLongRequest{ID: r.spec.ID, PromptTokens: r.spec.PromptTokens, OutputTokens: r.spec.OutputTokens,
 			MaxModelLen: e.cfg.Engine.MaxModelLen}
 	}
+	if !tooLong && e.m.firstDropped == nil {
+		e.m.firstDropped = &DroppedRequest{ID: r.spec.ID, Reason: reason}
+	}
 	if o := e.cfg.Observer; o != nil {
 		o.Dropped(r.spec.ID, e.now, reason)
 	}

@@ -120,6 +120,16 @@ type Result struct {
 	// FirstTooLong is the first request refused as longer than the model's
 	// context, for a diagnostic; nil when none was.
 	FirstTooLong *TooLongRequest `json:"-"`
+	// FirstDropped is the first request dropped as unservable, with the
+	// reason, for a diagnostic; nil when none was.
+	FirstDropped *DroppedRequest `json:"-"`
+}
+
+// DroppedRequest is a request dropped as unservable (Counts.Dropped) and
+// why: it can never fit the KV cache, or its prefill never fits a step.
+type DroppedRequest struct {
+	ID     int64
+	Reason string
 }
 
 // Clamped counts the step times the engine clamped: below 1 µs (a model
@@ -152,6 +162,7 @@ type metrics struct {
 	completed, dropped, timedOut    int64
 	tooLong                         int64
 	firstTooLong                    *TooLongRequest
+	firstDropped                    *DroppedRequest
 	preemptions, kvAllocFailures    int64
 	promptTokens, cachedTokens      int64
 	outputTokens, steps             int64
@@ -208,6 +219,7 @@ func (e *Engine) result() *Result {
 		CachedPromptTokens: m.cachedTokens,
 		BusyUs:             m.busyUs,
 		FirstTooLong:       m.firstTooLong,
+		FirstDropped:       m.firstDropped,
 	}
 	if m.exact {
 		res.TTFT, res.E2E, res.SchedulingDelay = summarize(m.ttft), summarize(m.e2e), summarize(m.sched)

@@ -211,10 +211,8 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	if o.kvEventsFile != "" {
 		return errors.New("--kv-events is not supported for a cluster run yet; use --otlp-trace")
 	}
-	if o.traceFile != "" {
-		if err := o.traceOpt.Validate(); err != nil {
-			return err
-		}
+	if err := checkTraceOptions(o); err != nil {
+		return err
 	}
 	rng := sim.NewRNG(o.seed)
 	built, err := d.Build(rng)
@@ -410,6 +408,7 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	}
 	for _, in := range res.Instances {
 		printWarnings(cmd.ErrOrStderr(), "", clampWarnings("instance "+in.ID+": ", in.Metrics.StepTimesClamped))
+		printDropped(cmd.ErrOrStderr(), "instance "+in.ID+": ", in.Metrics.Requests.Dropped, in.Metrics.Requests.Offered, in.Metrics.FirstDropped)
 	}
 	rq := res.Requests
 	var first *sim.TooLongRequest
@@ -418,6 +417,7 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 			first = f
 		}
 	}
+	printSkipped(cmd.ErrOrStderr(), replay)
 	printTooLong(cmd.ErrOrStderr(), rq.RejectedTooLong, first, replay)
 	printRaised(stderr, gen, o.workload.PrefixTokens)
 	fmt.Fprintf(stderr, "blis: %d instances, %d of %d requests arrived (%d completed, %d rejected, %d dropped), %.1f s simulated in %.2f s wall (%.1f µs per request)\n",

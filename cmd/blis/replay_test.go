@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -47,7 +48,7 @@ func TestRunReplaysImportedTraces(t *testing.T) {
 				{},
 				{"--num-instances", "2"},
 			} {
-				out, _, err := runCLI(t, append([]string{"run", "-q", "--replay", path}, args...)...)
+				out, errOut, err := runCLI(t, append([]string{"run", "-q", "--replay", path}, args...)...)
 				require.NoError(t, err, "%v", args)
 				var got struct {
 					Replay  replayJSON `json:"replay"`
@@ -60,10 +61,13 @@ func TestRunReplaysImportedTraces(t *testing.T) {
 				require.NoError(t, json.Unmarshal([]byte(out), &got))
 				r := got.Replay
 				require.Equal(t, replayJSON{Rows: tt.rows, Kept: tt.kept, Source: path, Format: tt.format, Skipped: r.Skipped}, r)
+				// Skips are said on stderr too, even under -q.
 				if tt.skipped == "" {
 					require.Empty(t, r.Skipped)
+					require.NotContains(t, errOut, "--replay")
 				} else {
 					require.JSONEq(t, tt.skipped, string(r.Skipped[0]))
+					require.Contains(t, errOut, fmt.Sprintf("warning: --replay %s: kept %d of %d rows; skipped 1 ", path, tt.kept, tt.rows))
 				}
 				require.Equal(t, tt.kept, got.Metrics.Requests.Completed, "%v", args)
 			}

@@ -212,6 +212,33 @@ func printTooLong(stderr io.Writer, n int64, first *sim.TooLongRequest, rep *wor
 		"%s (counted in requests.rejected_too_long; see --max-model-len)\n", n, what)
 }
 
+// printSkipped warns about the --replay rows skipped as unreadable, by
+// reason with the first line or row (they are also in the output's replay
+// report): the simulated workload is not the whole file (--quiet does not
+// silence it; --strict fails instead).
+func printSkipped(stderr io.Writer, rep *workload.ReplayReport) {
+	if rep == nil || len(rep.Skipped) == 0 {
+		return
+	}
+	fmt.Fprintf(stderr, "warning: --replay %s (replay.skipped in the output; --strict fails on the first)\n", rep)
+}
+
+// printDropped warns about requests dropped as unservable, naming the
+// first and why: a cache too small for a request is a configuration
+// error the summary line's count alone hides (--quiet does not silence
+// it). prefix names the instance in a cluster.
+func printDropped(stderr io.Writer, prefix string, dropped, offered int64, first *sim.DroppedRequest) {
+	if dropped == 0 || first == nil {
+		return
+	}
+	hint := "give the instance more KV blocks (--kv-blocks-gpu, --gpu-memory-utilization) or send shorter requests"
+	if !strings.Contains(first.Reason, "KV blocks") {
+		hint = "raise --max-num-batched-tokens or turn chunked prefill on (--enable-chunked-prefill)"
+	}
+	fmt.Fprintf(stderr, "warning: %s%d of %d requests dropped as unservable (requests.dropped_unservable): the first, request %d, %s; %s\n",
+		prefix, dropped, offered, first.ID, first.Reason, hint)
+}
+
 // printRaised says how many prompts of a prefix group were raised above
 // the prefix (docs/workloads.md: the prompt length includes the prefix,
 // and a sample no longer than it is raised to prefix + 1), so that a run
@@ -332,7 +359,9 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 	if err := enc.Encode(out); err != nil {
 		return err
 	}
+	printSkipped(cmd.ErrOrStderr(), r.replay)
 	printTooLong(cmd.ErrOrStderr(), res.Requests.RejectedTooLong, res.FirstTooLong, r.replay)
+	printDropped(cmd.ErrOrStderr(), "", res.Requests.Dropped, r.offered, res.FirstDropped)
 	printRaised(stderr, r.gen, o.workload.PrefixTokens)
 	fmt.Fprintf(stderr, "blis: %d requests (%d completed, %d dropped), %d steps, %.1f s simulated in %.2f s wall (%.1f µs per request)\n",
 		r.offered, res.Requests.Completed, res.Requests.Dropped, res.Steps, res.DurationS, wall.Seconds(),
@@ -344,6 +373,41 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 			o.traceFile, st.Spans, st.Events, st.DroppedEvents, st.SampledSteps, st.RichSteps)
 	}
 	return nil
+}
+
+// traceOptionFlags pairs simtrace.Options fields with the flags that set
+// them, so that the library's *simtrace.OptionError names the flag.
+var traceOptionFlags = map[string]string{
+	"JourneySampleRate": "--trace-journey-sample-rate",
+	"StepSampleRate":    "--trace-step-sample-rate",
+	"RichSubsampleRate": "--trace-rich-subsample-rate",
+	"ClosureInterval":   "--trace-closure-interval",
+	"MaxEventsPerSpan":  "--trace-max-events-per-span",
+	"Route":             "--trace-route",
+}
+
+// checkTraceOptions checks the trace flags when a trace is written, single
+// instance or cluster, naming the flag.
+func checkTraceOptions(o *runOpts) error {
+	if o.traceFile == "" {
+		return nil
+	}
+	// The library reads a zero as "the default"; given on the command
+	// line, 0 is outside vLLM's range like any other value.
+	if o.traceOpt.ClosureInterval == 0 {
+		return errors.New("--trace-closure-interval: must be in [10, 10000] steps, got 0")
+	}
+	if o.traceOpt.MaxEventsPerSpan == 0 {
+		return errors.New("--trace-max-events-per-span: must be > 0, got 0")
+	}
+	err := o.traceOpt.Validate()
+	var oe *simtrace.OptionError
+	if errors.As(err, &oe) {
+		if f, ok := traceOptionFlags[oe.Field]; ok {
+			return fmt.Errorf("%s: %s", f, oe.Msg)
+		}
+	}
+	return err
 }
 
 // instanceInputs are the files the instance flags read (those that name
@@ -425,15 +489,8 @@ func resolve(flags *pflag.FlagSet, o *runOpts) (*resolved, error) {
 	if !(o.horizonS >= 0) || math.IsInf(o.horizonS, 0) {
 		return nil, fmt.Errorf("--horizon must be a number of seconds >= 0, got %v", o.horizonS)
 	}
-	if o.traceFile != "" {
-		// The library reads a zero interval as "the default"; given on the
-		// command line, 0 is outside vLLM's range like any other.
-		if o.traceOpt.ClosureInterval == 0 {
-			return nil, errors.New("--trace-closure-interval must be in [10, 10000], got 0")
-		}
-		if err := o.traceOpt.Validate(); err != nil {
-			return nil, err
-		}
+	if err := checkTraceOptions(o); err != nil {
+		return nil, err
 	}
 	in, err := spec.Build(sim.NewRNG(o.seed), 0)
 	if err != nil {

@@ -241,8 +241,12 @@ func TestRunBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{"--kv-events", "/tmp/x.jsonl"}, "--kv-events"},
 		{[]string{"--horizon", "-1"}, "--horizon"},
 		{[]string{"--latency-noise", "-0.1"}, "--latency-noise"},
-		{[]string{"--otlp-trace", "/tmp/t.jsonl", "--trace-step-sample-rate", "2"}, "--trace-step-sample-rate"},
-		{[]string{"--otlp-trace", "/tmp/t.jsonl", "--trace-closure-interval", "0"}, "--trace-closure-interval must be in [10, 10000], got 0"},
+		{[]string{"--otlp-trace", "/tmp/t.jsonl", "--trace-step-sample-rate", "2"}, "--trace-step-sample-rate: must be in [0, 1], got 2"},
+		{[]string{"--otlp-trace", "/tmp/t.jsonl", "--trace-closure-interval", "0"}, "--trace-closure-interval: must be in [10, 10000] steps, got 0"},
+		{[]string{"--otlp-trace", "/tmp/t.jsonl", "--trace-closure-interval", "5"}, "--trace-closure-interval: must be in [10, 10000] steps, got 5"},
+		{[]string{"--otlp-trace", "/tmp/t.jsonl", "--trace-closure-interval", "0", "--num-instances", "2"}, "--trace-closure-interval: must be in [10, 10000] steps, got 0"},
+		{[]string{"--otlp-trace", "/tmp/t.jsonl", "--trace-max-events-per-span", "0"}, "--trace-max-events-per-span: must be > 0, got 0"},
+		{[]string{"--otlp-trace", "/tmp/t.jsonl", "--trace-route", "/v1/x", "--num-instances", "2"}, `--trace-route: must be /v1/completions or /v1/chat/completions, got "/v1/x"`},
 		{[]string{"--priority-base", "Inf"}, "--priority-base: must be finite, got +Inf"},
 		{[]string{"--priority-age-weight", "Inf"}, "--priority-age-weight: must be finite and >= 0, got +Inf"},
 		{[]string{"--kv-blocks-cpu", "100", "--kv-offload-threshold", "1.5"}, "--kv-offload-threshold"},
@@ -410,4 +414,29 @@ func TestTraceIDsDifferAcrossRuns(t *testing.T) {
 			require.Positive(t, both[otlpingest.TableSteps])
 		})
 	}
+}
+
+// TestRunWarnsAboutDroppedRequests: requests the instance can never serve
+// are named on stderr with the reason and a hint (even under -q), single
+// instance and cluster, not only counted in the output.
+func TestRunWarnsAboutDroppedRequests(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--kv-blocks-gpu", "1"}, []string{"warning: 20 of 20 requests dropped as unservable (requests.dropped_unservable): the first, request 0, needs ", " KV blocks, the cache has 1; give the instance more KV blocks"}},
+		{[]string{"--enable-chunked-prefill=false", "--max-num-batched-tokens", "100"}, []string{"warning: 20 of 20 requests dropped as unservable", "exceeds the 100-token budget and chunked prefill is off; raise --max-num-batched-tokens"}},
+		{[]string{"--kv-blocks-gpu", "1", "--num-instances", "2"}, []string{"warning: instance instance_0: 10 of 10 requests dropped", "warning: instance instance_1: 10 of 10 requests dropped"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, errOut, err := runCLI(t, append([]string{"run", "-q", "--requests", "20"}, tc.args...)...)
+			require.NoError(t, err)
+			for _, w := range tc.want {
+				require.Contains(t, errOut, w)
+			}
+		})
+	}
+	_, errOut, err := runCLI(t, "run", "-q", "--requests", "20")
+	require.NoError(t, err)
+	require.NotContains(t, errOut, "dropped as unservable")
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
+	"github.com/blis-sim/blis/deploy"
 	"github.com/blis-sim/blis/fit"
 	"github.com/blis-sim/blis/internal/atomicfile"
 	"github.com/blis-sim/blis/physics"
@@ -40,9 +41,40 @@ func addKnobFlags(f *pflag.FlagSet, k *physics.VLLMKnobs, kvHelp string) {
 	f.Float64Var(&k.GPUMemoryUtilization, "gpu-memory-utilization", k.GPUMemoryUtilization, "vLLM --gpu-memory-utilization")
 	f.BoolVar(&k.ChunkedPrefillEnabled, "enable-chunked-prefill", k.ChunkedPrefillEnabled, "vLLM --enable-chunked-prefill")
 	f.BoolVar(&k.PrefixCachingEnabled, "enable-prefix-caching", k.PrefixCachingEnabled, "vLLM --enable-prefix-caching")
-	f.BoolVar(&k.CPUOffloading, "cpu-offloading", false, "KV cache offload to host memory (needs --kv-blocks-cpu)")
+	f.BoolVar(&k.CPUOffloading, "cpu-offloading", false, "KV cache offload to host memory")
+	_ = f.MarkDeprecated("cpu-offloading", "offloading is on exactly when --kv-blocks-cpu > 0, as in blis run")
 	f.Int64Var(&k.TotalKVBlocksGPU, "kv-blocks-gpu", 0, kvHelp)
-	f.Int64Var(&k.TotalKVBlocksCPU, "kv-blocks-cpu", 0, "CPU KV blocks when --cpu-offloading is on")
+	f.Int64Var(&k.TotalKVBlocksCPU, "kv-blocks-cpu", 0, "CPU KV blocks for offload to host memory (0: no CPU tier; > 0 turns KV offloading on, as in blis run)")
+}
+
+// knobFlagError names the flag of a vLLM setting the physics library
+// refused ("--max-num-seqs: must be > 0, got 0" rather than the library's
+// `vllm: field "max_num_seqs"`), with the vocabulary blis run uses
+// (deploy.Flag); other errors are returned unchanged.
+func knobFlagError(err error) error {
+	var fe *physics.FieldError
+	if errors.As(err, &fe) && fe.Source == "vllm" {
+		if f := deploy.Flag("vllm." + fe.Field); f != "" {
+			return fmt.Errorf("%s: %s", f, fe.Msg)
+		}
+	}
+	return err
+}
+
+// applyOffloadRule sets k.CPUOffloading by blis run's rule: KV offloading
+// is on exactly when --kv-blocks-cpu > 0. The deprecated --cpu-offloading
+// is accepted when it agrees and refused by name when it does not.
+func applyOffloadRule(flags *pflag.FlagSet, k *physics.VLLMKnobs) error {
+	if k.TotalKVBlocksCPU < 0 {
+		return fmt.Errorf("--kv-blocks-cpu must be >= 0 (0: no CPU tier), got %d", k.TotalKVBlocksCPU)
+	}
+	on := k.TotalKVBlocksCPU > 0
+	if flags.Changed("cpu-offloading") && k.CPUOffloading != on {
+		return fmt.Errorf("--cpu-offloading=%v disagrees with --kv-blocks-cpu %d: KV offloading is on exactly when --kv-blocks-cpu > 0 (--cpu-offloading is deprecated)",
+			k.CPUOffloading, k.TotalKVBlocksCPU)
+	}
+	k.CPUOffloading = on
+	return nil
 }
 
 func newFitCmd() *cobra.Command {
@@ -81,6 +113,9 @@ it makes are in docs/fit.md.`,
   calibrate fit tables/ --model llama-3.1-8b --hardware h100-sxm -o coeffs.yaml
   calibrate fit --configs configs.yaml -o coeffs.yaml --report report/`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := applyOffloadRule(cmd.Flags(), &o.knobs); err != nil {
+				return err
+			}
 			return runFit(cmd, args, &o)
 		},
 	}

@@ -61,6 +61,12 @@ depend only on the inputs and their order.`,
 			if o.out == "" {
 				return errors.New("ingest: -o DIR is required (where the tables go)")
 			}
+			if o.workers < 0 || o.workers > maxWorkers {
+				return fmt.Errorf("--workers must be in [0, %d] (0: one per core), got %d", maxWorkers, o.workers)
+			}
+			if o.maxDetails < 1 {
+				return fmt.Errorf("--max-issue-details must be >= 1 (issues listed per kind; the counts are always complete), got %d", o.maxDetails)
+			}
 			return runIngest(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, o)
 		},
 	}
@@ -73,6 +79,10 @@ depend only on the inputs and their order.`,
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress or timing on stderr")
 	return cmd
 }
+
+// maxWorkers bounds --workers: each decoding goroutine holds a chunk
+// buffer, so an absurd count is a memory error, not more speed.
+const maxWorkers = 256
 
 // expandInputs turns directories into their files, in name order, and
 // checks that every input can be read before any work starts.

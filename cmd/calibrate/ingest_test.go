@@ -56,6 +56,10 @@ func TestIngestErrors(t *testing.T) {
 		{"missing input", []string{"ingest", "nope.jsonl", "-o", t.TempDir()}, "input nope.jsonl: "},
 		{"strict", []string{"ingest", "-q", "--strict", filepath.Join(traces, "wrong_type.jsonl"), "-o", t.TempDir()},
 			"../../testdata/traces/wrong_type.jsonl:1: wrong_attribute_type: span llm_request: attribute \"gen_ai.usage.prompt_tokens\" is double, want int (--strict; nothing written)"},
+		{"negative workers", []string{"ingest", "--workers", "-3", filepath.Join(traces, "orphans.jsonl"), "-o", t.TempDir()}, "--workers must be in [0, 256] (0: one per core), got -3"},
+		{"absurd workers", []string{"ingest", "--workers", "100000", filepath.Join(traces, "orphans.jsonl"), "-o", t.TempDir()}, "--workers must be in [0, 256]"},
+		{"negative issue details", []string{"ingest", "--max-issue-details", "-1", filepath.Join(traces, "orphans.jsonl"), "-o", t.TempDir()}, "--max-issue-details must be >= 1"},
+		{"zero issue details", []string{"ingest", "--max-issue-details", "0", filepath.Join(traces, "orphans.jsonl"), "-o", t.TempDir()}, "--max-issue-details must be >= 1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

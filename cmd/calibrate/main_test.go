@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -89,8 +90,11 @@ func TestPhysicsErrorsNameTheInput(t *testing.T) {
 		{[]string{"physics", "--model", "no-such"}, "--model"},
 		{[]string{"physics", "--hardware", "tpu"}, "--hardware"},
 		{[]string{"physics", "--tp", "3"}, "tp 3 does not divide num_attention_heads"},
-		{[]string{"physics", "--max-num-batched-tokens", "0"}, "max_batched_tokens"},
-		{[]string{"physics", "--cpu-offloading"}, "total_kv_blocks_cpu"},
+		{[]string{"physics", "--max-num-batched-tokens", "0"}, "--max-num-batched-tokens: must be > 0, got 0"},
+		{[]string{"physics", "--max-num-seqs", "0"}, "--max-num-seqs: must be > 0, got 0"},
+		{[]string{"physics", "--cpu-offloading"}, "--cpu-offloading=true disagrees with --kv-blocks-cpu 0: KV offloading is on exactly when --kv-blocks-cpu > 0"},
+		{[]string{"physics", "--cpu-offloading=false", "--kv-blocks-cpu", "10"}, "--cpu-offloading=false disagrees with --kv-blocks-cpu 10"},
+		{[]string{"physics", "--kv-blocks-cpu", "-1"}, "--kv-blocks-cpu must be >= 0"},
 		{[]string{"physics", "--model", "mixtral-8x7b"}, "does not fit"},
 		{[]string{"physics", "extra"}, "unknown command"},
 	}
@@ -98,6 +102,30 @@ func TestPhysicsErrorsNameTheInput(t *testing.T) {
 		_, err := run(t, tc.args...)
 		require.Error(t, err, "%v", tc.args)
 		assert.Contains(t, err.Error(), tc.want)
+	}
+}
+
+// TestOffloadRuleIsBlisRuns: calibrate turns KV offloading on exactly
+// when --kv-blocks-cpu > 0, as blis run does (issue 18, item 10).
+func TestOffloadRuleIsBlisRuns(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{nil, false},
+		{[]string{"--kv-blocks-cpu", "1000"}, true},
+		{[]string{"--kv-blocks-cpu", "1000", "--cpu-offloading"}, true},
+		{[]string{"--kv-blocks-cpu", "0", "--cpu-offloading=false"}, false},
+	} {
+		out, err := run(t, append([]string{"physics", "--json"}, tc.args...)...)
+		require.NoError(t, err, "%v", tc.args)
+		var got struct {
+			VLLM physics.VLLMKnobs `json:"vllm"`
+		}
+		// In-process, cobra prints the deprecation notice of
+		// --cpu-offloading into the shared test buffer ahead of the JSON.
+		require.NoError(t, json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &got))
+		require.Equal(t, tc.want, got.VLLM.CPUOffloading, "%v", tc.args)
 	}
 }
 

@@ -41,6 +41,9 @@ cache, and the split is shown.`,
 			if o.list {
 				return listShipped(cmd.OutOrStdout())
 			}
+			if err := applyOffloadRule(cmd.Flags(), &o.knobs); err != nil {
+				return err
+			}
 			return runPhysics(cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
 		},
 	}
@@ -106,7 +109,7 @@ func runPhysics(w, stderr io.Writer, o physicsOpts) error {
 	}
 	c, err := physics.NewPhysicsConfig(m, h, o.tp, o.knobs)
 	if err != nil {
-		return err
+		return knobFlagError(err)
 	}
 	ex := examples(c)
 	if o.asJSON {

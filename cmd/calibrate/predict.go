@@ -160,6 +160,9 @@ func runPredict(cmd *cobra.Command, o *predictOpts) error {
 		return fmt.Errorf("--hardware: %w", err)
 	}
 	k, given := a.VLLM, o.knobs
+	if err := applyOffloadRule(flags, &given); err != nil {
+		return err
+	}
 	for _, c := range []struct {
 		flag string
 		set  func()
@@ -170,12 +173,7 @@ func runPredict(cmd *cobra.Command, o *predictOpts) error {
 		{"gpu-memory-utilization", func() { k.GPUMemoryUtilization = given.GPUMemoryUtilization }},
 		{"enable-chunked-prefill", func() { k.ChunkedPrefillEnabled = given.ChunkedPrefillEnabled }},
 		{"enable-prefix-caching", func() { k.PrefixCachingEnabled = given.PrefixCachingEnabled }},
-		{"cpu-offloading", func() {
-			if k.CPUOffloading = given.CPUOffloading; !k.CPUOffloading {
-				k.TotalKVBlocksCPU = 0
-			}
-		}},
-		{"kv-blocks-cpu", func() { k.TotalKVBlocksCPU = given.TotalKVBlocksCPU }},
+		{"kv-blocks-cpu", func() { k.TotalKVBlocksCPU, k.CPUOffloading = given.TotalKVBlocksCPU, given.TotalKVBlocksCPU > 0 }},
 	} {
 		if flags.Changed(c.flag) {
 			c.set()
@@ -199,7 +197,7 @@ func runPredict(cmd *cobra.Command, o *predictOpts) error {
 	}
 	pc, err := physics.NewPhysicsConfig(m, h, tp, k)
 	if err != nil {
-		return fmt.Errorf("%s on %d × %s: %w", m.Name, tp, h.Name, err)
+		return fmt.Errorf("%s on %d × %s: %w", m.Name, tp, h.Name, knobFlagError(err))
 	}
 	warnings, err := cf.Check(pc)
 	if err != nil {

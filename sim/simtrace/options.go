@@ -70,35 +70,48 @@ func DefaultOptions() Options {
 	}
 }
 
+// OptionError is an Options value out of range; Field is the Options
+// field's name (a CLI maps it to its own flag).
+type OptionError struct {
+	Field string
+	Msg   string
+}
+
+func (e *OptionError) Error() string { return "trace option " + e.Field + ": " + e.Msg }
+
+func optErr(field, format string, args ...any) error {
+	return &OptionError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
 // Validate checks the options; zero values that take a default are valid.
-// Errors name the blis CLI flag.
+// Errors are *OptionError naming the field.
 func (o Options) Validate() error {
 	rates := []struct {
-		flag string
-		v    float64
+		field string
+		v     float64
 	}{
-		{"--trace-journey-sample-rate", o.JourneySampleRate},
-		{"--trace-step-sample-rate", o.StepSampleRate},
-		{"--trace-rich-subsample-rate", o.RichSubsampleRate},
+		{"JourneySampleRate", o.JourneySampleRate},
+		{"StepSampleRate", o.StepSampleRate},
+		{"RichSubsampleRate", o.RichSubsampleRate},
 	}
 	for _, r := range rates {
 		if !(r.v >= 0 && r.v <= 1) { // also rejects NaN
-			return fmt.Errorf("%s must be in [0, 1], got %v", r.flag, r.v)
+			return optErr(r.field, "must be in [0, 1], got %v", r.v)
 		}
 	}
 	switch {
 	case o.ClosureInterval != 0 && (o.ClosureInterval < 10 || o.ClosureInterval > 10000):
-		return fmt.Errorf("--trace-closure-interval must be in [10, 10000], got %d", o.ClosureInterval)
+		return optErr("ClosureInterval", "must be in [10, 10000] steps, got %d", o.ClosureInterval)
 	case o.Route != "" && o.Route != RouteCompletions && o.Route != RouteChatCompletions:
-		return fmt.Errorf("--trace-route must be %s or %s, got %q", RouteCompletions, RouteChatCompletions, o.Route)
+		return optErr("Route", "must be %s or %s, got %q", RouteCompletions, RouteChatCompletions, o.Route)
 	case o.MaxEventsPerSpan < 0:
-		return fmt.Errorf("--trace-max-events-per-span must be > 0, got %d", o.MaxEventsPerSpan)
+		return optErr("MaxEventsPerSpan", "must be > 0, got %d", o.MaxEventsPerSpan)
 	case o.SpansPerLine < 0:
-		return fmt.Errorf("--trace-spans-per-line must be > 0, got %d", o.SpansPerLine)
+		return optErr("SpansPerLine", "must be > 0, got %d", o.SpansPerLine)
 	case o.MonoBaseNs < 0:
-		return fmt.Errorf("trace monotonic base must be >= 0 ns, got %d", o.MonoBaseNs)
+		return optErr("MonoBaseNs", "must be >= 0 ns, got %d", o.MonoBaseNs)
 	case o.WallBaseNs < 0:
-		return fmt.Errorf("trace wall-clock base must be >= 0 ns, got %d", o.WallBaseNs)
+		return optErr("WallBaseNs", "must be >= 0 ns, got %d", o.WallBaseNs)
 	}
 	return nil
 }

@@ -105,11 +105,13 @@ do not record it. --kv-blocks-gpu defaults to the trace's kv.blocks_total_gpu.
                    default=k.chunked_prefill_enabled, help="vLLM --enable-chunked-prefill (default on)")
     f.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction,
                    default=k.prefix_caching_enabled, help="vLLM --enable-prefix-caching (default on)")
-    f.add_argument("--cpu-offloading", action=argparse.BooleanOptionalAction, default=False,
-                   help="KV cache offload to host memory (needs --kv-blocks-cpu)")
+    f.add_argument("--cpu-offloading", action=argparse.BooleanOptionalAction, default=None,
+                   help="deprecated: KV offloading is on exactly when --kv-blocks-cpu > 0, as in blis run")
     f.add_argument("--kv-blocks-gpu", type=int, default=None,
                    help="GPU KV blocks; 0 (default) takes the traces' kv.blocks_total_gpu")
-    f.add_argument("--kv-blocks-cpu", type=int, default=0, help="CPU KV blocks when --cpu-offloading is on")
+    f.add_argument("--kv-blocks-cpu", type=int, default=0,
+                   help="CPU KV blocks for offload to host memory (0: no CPU tier; > 0 turns KV offloading on, "
+                        "as in blis run)")
     f.add_argument("--configs", default="", help="YAML file listing several configurations "
                                                  "(instead of TABLES_DIR and the configuration flags)")
     f.add_argument("-o", "--output", default="coefficients.yaml", help="coefficient file to write "
@@ -153,6 +155,19 @@ do not record it. --kv-blocks-gpu defaults to the trace's kv.blocks_total_gpu.
     return p
 
 
+def _offloading(args) -> bool:
+    """Go's applyOffloadRule: offloading is on exactly when --kv-blocks-cpu > 0; the deprecated
+    --cpu-offloading must agree."""
+    if args.kv_blocks_cpu < 0:
+        raise UsageError(f"--kv-blocks-cpu must be >= 0 (0: no CPU tier), got {args.kv_blocks_cpu}")
+    on = args.kv_blocks_cpu > 0
+    if args.cpu_offloading is not None and bool(args.cpu_offloading) != on:
+        raise UsageError(f"--cpu-offloading={str(bool(args.cpu_offloading)).lower()} disagrees with --kv-blocks-cpu "
+                         f"{args.kv_blocks_cpu}: KV offloading is on exactly when --kv-blocks-cpu > 0 "
+                         "(--cpu-offloading is deprecated)")
+    return on
+
+
 def _knobs(args, kv_gpu: int) -> "cf.VLLMKnobs":
     d = cf.VLLMKnobs()
     return cf.VLLMKnobs(
@@ -160,7 +175,7 @@ def _knobs(args, kv_gpu: int) -> "cf.VLLMKnobs":
         max_batched_tokens=args.max_num_batched_tokens if args.max_num_batched_tokens is not None
         else d.max_batched_tokens,
         chunked_prefill_enabled=bool(args.enable_chunked_prefill),
-        cpu_offloading=bool(args.cpu_offloading),
+        cpu_offloading=_offloading(args),
         block_size_tokens=args.block_size if args.block_size is not None else d.block_size_tokens,
         total_kv_blocks_gpu=kv_gpu,
         total_kv_blocks_cpu=args.kv_blocks_cpu,

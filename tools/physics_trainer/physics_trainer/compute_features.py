@@ -561,7 +561,7 @@ class VLLMKnobs:
         if self.max_batched_tokens <= 0:
             raise FieldError(src, "max_batched_tokens",
                              f"must be > 0, got {self.max_batched_tokens} "
-                             "(set --max-num-batched-tokens to the deployment's effective value)")
+                             "(the deployment's effective token budget per step)")
         if self.block_size_tokens <= 0 or self.block_size_tokens > MAX_BLOCK_SIZE_TOKENS:
             raise FieldError(src, "block_size_tokens", f"must be in [1, {MAX_BLOCK_SIZE_TOKENS}], got "
                              f"{self.block_size_tokens} (vLLM's GPU block sizes are 1 to 128 tokens)")

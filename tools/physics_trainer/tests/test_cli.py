@@ -56,3 +56,25 @@ def test_manifest_paths_from_its_folder(tmp_path, monkeypatch):
         assert cf.load_model(model).name == m, name
         assert cf.load_hardware(hardware).name == h, name
         assert dirs == [str(d)], name
+
+
+def test_offload_rule_is_blis_runs():
+    """Go's TestOffloadRuleIsBlisRuns: KV offloading is on exactly when --kv-blocks-cpu > 0; the deprecated
+    --cpu-offloading is accepted when it agrees and refused when it does not."""
+    import argparse
+
+    import pytest
+
+    def args(kv_cpu, flag):
+        return argparse.Namespace(kv_blocks_cpu=kv_cpu, cpu_offloading=flag)
+
+    assert cli._offloading(args(0, None)) is False
+    assert cli._offloading(args(1000, None)) is True
+    assert cli._offloading(args(1000, True)) is True
+    assert cli._offloading(args(0, False)) is False
+    with pytest.raises(cli.UsageError, match="--cpu-offloading=true disagrees with --kv-blocks-cpu 0"):
+        cli._offloading(args(0, True))
+    with pytest.raises(cli.UsageError, match="--cpu-offloading=false disagrees with --kv-blocks-cpu 10"):
+        cli._offloading(args(10, False))
+    with pytest.raises(cli.UsageError, match="--kv-blocks-cpu must be >= 0"):
+        cli._offloading(args(-1, None))
