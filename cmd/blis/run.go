@@ -112,7 +112,16 @@ no linear model fits exactly, for testing calibration.
 --replay FILE replays a trace instead: calibrate ingest's requests table, a
 CSV, or a trace users already have (--replay-format azure, mooncake,
 vllm-bench, inference-perf, vllm-runs; detected by default); see
-docs/simulator.md.
+docs/simulator.md. A CSV has a header row naming its columns:
+  arrival_us      arrival time, µs (used as is)             required
+  prompt_tokens   prompt length, tokens (a prefix included)  required
+  output_tokens   output length, tokens                      required
+  prefix_group    shared-prefix group id (0: none)           optional
+  prefix_tokens   tokens of the group's shared prefix        optional
+  priority        integer priority                           optional
+  tenant_id, slo_class (realtime|interactive|batch), session_id: names, optional
+Empty optional cells are 0 or none; lines starting with # are comments.
+`+"\n"+shippedNames()+`
 
 --otlp-trace writes the run as vLLM's journey and step tracing would, in
 OTLP JSON lines (read it back with calibrate ingest); --kv-events writes the
@@ -144,23 +153,23 @@ KV events subscriber's JSON lines when --kv-blocks-cpu is set.`,
 	f.StringVar(&o.outputDist, "output-tokens", "lognormal:mean=256,cv=0.8,max=4096", "output length distribution, same forms")
 	f.IntVar(&o.workload.PrefixGroups, "prefix-groups", 8, "shared-prefix groups (system prompts); 0 for none")
 	f.Int64Var(&o.workload.PrefixTokens, "prefix-tokens", 512, "tokens of each group's shared prefix")
-	f.Float64Var(&o.workload.PrefixFraction, "prefix-fraction", 0.5, "share of requests that start with a group prefix")
+	f.Float64Var(&o.workload.PrefixFraction, "prefix-fraction", 0.5, "share of requests that start with a group prefix, in [0, 1]")
 	f.StringVar(&o.replay, "replay", "", "replay arrivals and lengths from a trace: calibrate ingest's requests.parquet (or its directory), a CSV, or an imported trace (see --replay-format); overrides the synthetic workload")
 	f.StringVar(&o.replayOpt.Format, "replay-format", workload.FormatAuto, "format of the --replay file: "+strings.Join(workload.ReplayFormats(), ", ")+" (auto: Parquet by magic or extension, an imported trace by content, else CSV)")
 	f.BoolVar(&o.replayOpt.Strict, "strict", false, "--replay: fail on the first unreadable row instead of skipping it (skips are counted in the output's replay report)")
 	f.StringVar(&o.specFile, "workload-spec", "", "workload spec YAML: tenants, SLO classes, arrival processes, load profile, sessions, closed loop (docs/workloads.md); runs as a cluster (1 instance by default) and reports SLO attainment per class and tenant")
 	f.StringVar(&o.scenario, "scenario", "", "built-in workload spec: "+strings.Join(workload.Scenarios(), ", ")+" (docs/workloads.md)")
 	f.BoolVar(&o.printSpec, "print-spec", false, "print the --scenario (or --workload-spec) file and exit, to start a spec of your own from it")
-	f.Int64Var(&o.seed, "seed", 42, "random seed")
+	f.Int64Var(&o.seed, "seed", 42, "random seed: the same seed and inputs give byte-identical output")
 	f.Float64Var(&o.horizonS, "horizon", 0, "stop after this many simulated seconds (0: serve every request)")
 	f.BoolVar(&o.perRequest, "per-request", false, "include one record per finished request in the JSON")
 
 	f.StringVar(&o.traceFile, "otlp-trace", "", "write the run as vLLM OTLP JSON lines to FILE")
 	f.StringVar(&o.kvEventsFile, "kv-events", "", "write KV offload events as the subscriber's JSON lines to FILE (needs --kv-blocks-cpu)")
-	f.Float64Var(&o.traceOpt.JourneySampleRate, "trace-journey-sample-rate", 1.0, "vLLM --journey-tracing-sample-rate")
-	f.Float64Var(&o.traceOpt.StepSampleRate, "trace-step-sample-rate", 0.01, "vLLM --step-tracing-sample-rate")
-	f.Float64Var(&o.traceOpt.RichSubsampleRate, "trace-rich-subsample-rate", 0.001, "vLLM --step-tracing-rich-subsample-rate")
-	f.Int64Var(&o.traceOpt.ClosureInterval, "trace-closure-interval", 100, "vLLM --step-tracing-closure-interval")
+	f.Float64Var(&o.traceOpt.JourneySampleRate, "trace-journey-sample-rate", 1.0, "vLLM --journey-tracing-sample-rate: share of requests traced, in [0, 1]")
+	f.Float64Var(&o.traceOpt.StepSampleRate, "trace-step-sample-rate", 0.01, "vLLM --step-tracing-sample-rate: share of steps traced, in [0, 1]")
+	f.Float64Var(&o.traceOpt.RichSubsampleRate, "trace-rich-subsample-rate", 0.001, "vLLM --step-tracing-rich-subsample-rate: share of traced steps with per-request detail, in [0, 1]")
+	f.Int64Var(&o.traceOpt.ClosureInterval, "trace-closure-interval", 100, "vLLM --step-tracing-closure-interval: steps between closures of the step span, in [10, 10000]")
 	f.IntVar(&o.traceOpt.MaxEventsPerSpan, "trace-max-events-per-span", 128, "the OpenTelemetry SDK's OTEL_SPAN_EVENT_COUNT_LIMIT: a span keeps its last this many events")
 	f.StringVar(&o.traceOpt.Route, "trace-route", "/v1/completions", "HTTP route the trace shows: /v1/completions or /v1/chat/completions")
 
@@ -410,6 +419,13 @@ func checkTraceOptions(o *runOpts) error {
 	return err
 }
 
+// shippedNames lists the model and hardware names --model and --hardware
+// accept besides file paths.
+func shippedNames() string {
+	return "Shipped models (--model): " + strings.Join(physics.BuiltinModels(), ", ") +
+		"\nShipped hardware (--hardware): " + strings.Join(physics.BuiltinHardware(), ", ")
+}
+
 // instanceInputs are the files the instance flags read (those that name
 // files: --model and --hardware may be shipped names instead).
 func instanceInputs(o *runOpts) []atomicfile.Named {
@@ -439,9 +455,9 @@ func checkOutputs(o *runOpts) error {
 // GPU, parallelism, vLLM settings, request pipeline, latency model);
 // blis run and blis validate share them.
 func addInstanceFlags(f *pflag.FlagSet, o *runOpts) {
-	f.StringVar(&o.model, "model", "llama-3.1-8b", "shipped model name or path to a HuggingFace config.json")
-	f.StringVar(&o.hardware, "hardware", "h100-sxm", "shipped hardware name or path to a hardware spec JSON")
-	f.IntVar(&o.tp, "tp", 1, "tensor-parallel degree")
+	f.StringVar(&o.model, "model", "llama-3.1-8b", "shipped model name (listed at the end of the description) or path to a HuggingFace config.json")
+	f.StringVar(&o.hardware, "hardware", "h100-sxm", "shipped hardware name (listed at the end of the description) or path to a hardware spec JSON")
+	f.IntVar(&o.tp, "tp", 1, "tensor-parallel degree: GPUs per engine")
 	f.Int64Var(&o.knobs.MaxNumSeqs, "max-num-seqs", o.knobs.MaxNumSeqs, "vLLM --max-num-seqs: running requests at most")
 	f.Int64Var(&o.knobs.MaxBatchedTokens, "max-num-batched-tokens", o.knobs.MaxBatchedTokens, "vLLM --max-num-batched-tokens: token budget per step")
 	f.Int64Var(&o.longPrefill, "long-prefill-token-threshold", 0, "vLLM --long-prefill-token-threshold: prefill tokens per request per step (0: no cap)")
@@ -454,13 +470,13 @@ func addInstanceFlags(f *pflag.FlagSet, o *runOpts) {
 	f.BoolVar(&o.knobs.PrefixCachingEnabled, "enable-prefix-caching", o.knobs.PrefixCachingEnabled, "vLLM --enable-prefix-caching")
 	f.Int64Var(&o.knobs.BlockSizeTokens, "block-size", o.knobs.BlockSizeTokens, "vLLM --block-size: tokens per KV block")
 	f.StringVar(&o.kvBlocksGPU, "kv-blocks-gpu", "auto", "GPU KV blocks, or auto to derive them from device memory as vLLM does")
-	f.Float64Var(&o.knobs.GPUMemoryUtilization, "gpu-memory-utilization", o.knobs.GPUMemoryUtilization, "vLLM --gpu-memory-utilization (used when deriving --kv-blocks-gpu)")
+	f.Float64Var(&o.knobs.GPUMemoryUtilization, "gpu-memory-utilization", o.knobs.GPUMemoryUtilization, "vLLM --gpu-memory-utilization: share of device memory vLLM may use, in (0, 1] (used when deriving --kv-blocks-gpu)")
 	f.Int64Var(&o.knobs.TotalKVBlocksCPU, "kv-blocks-cpu", 0, "CPU KV blocks for offload (0: no CPU tier)")
-	f.Float64Var(&o.offloadThresh, "kv-offload-threshold", 0.9, "GPU KV usage above which evicted blocks are stored to the CPU tier")
+	f.Float64Var(&o.offloadThresh, "kv-offload-threshold", 0.9, "GPU KV usage, a share in [0, 1], above which evicted blocks are stored to the CPU tier")
 
 	f.StringVar(&o.scheduler, "scheduler", "fcfs", "queue order: fcfs, priority-fcfs, sjf, reverse-priority")
 	f.StringVar(&o.priority, "priority", "constant", "priority score: constant, slo-based, inverted-slo")
-	f.Float64Var(&o.prioBase, "priority-base", 0, "base priority score")
+	f.Float64Var(&o.prioBase, "priority-base", 0, "base priority score, added to every request's (finite; priority-fcfs serves higher scores first)")
 	f.Float64Var(&o.prioAge, "priority-age-weight", 1, "score per second of age (slo-based, inverted-slo)")
 
 	f.StringVar(&o.latency, "latency", "", "latency model: physics, roofline, blackbox (default: physics with --coefficients or shipped coefficients fitted on this configuration, else roofline)")
@@ -470,7 +486,7 @@ func addInstanceFlags(f *pflag.FlagSet, o *runOpts) {
 	f.Float64Var(&o.computeEff, "roofline-compute-eff", 0.6, "roofline: share of peak FLOP/s reached")
 	f.Float64Var(&o.bandwidthEff, "roofline-bandwidth-eff", 0.8, "roofline: share of peak HBM bandwidth reached")
 	f.Float64Var(&o.stepOverhead, "roofline-step-overhead-us", 900, "roofline: fixed CPU and launch cost per step, µs")
-	f.Float64Var(&o.noise, "latency-noise", 0, "log-normal sigma of multiplicative step-time noise (0: none)")
+	f.Float64Var(&o.noise, "latency-noise", 0, "log-normal sigma of multiplicative, mean-one step-time noise (dimensionless: 0.05 is about 5 % per step; 0: none)")
 }
 
 // resolve turns flags into a validated configuration; every error names

@@ -35,10 +35,10 @@ type fitOpts struct {
 }
 
 func addKnobFlags(f *pflag.FlagSet, k *physics.VLLMKnobs, kvHelp string) {
-	f.Int64Var(&k.MaxNumSeqs, "max-num-seqs", k.MaxNumSeqs, "vLLM --max-num-seqs")
-	f.Int64Var(&k.MaxBatchedTokens, "max-num-batched-tokens", k.MaxBatchedTokens, "vLLM --max-num-batched-tokens")
+	f.Int64Var(&k.MaxNumSeqs, "max-num-seqs", k.MaxNumSeqs, "vLLM --max-num-seqs: running requests at most")
+	f.Int64Var(&k.MaxBatchedTokens, "max-num-batched-tokens", k.MaxBatchedTokens, "vLLM --max-num-batched-tokens: token budget per step")
 	f.Int64Var(&k.BlockSizeTokens, "block-size", k.BlockSizeTokens, "vLLM --block-size (tokens per KV block)")
-	f.Float64Var(&k.GPUMemoryUtilization, "gpu-memory-utilization", k.GPUMemoryUtilization, "vLLM --gpu-memory-utilization")
+	f.Float64Var(&k.GPUMemoryUtilization, "gpu-memory-utilization", k.GPUMemoryUtilization, "vLLM --gpu-memory-utilization: share of device memory vLLM may use, in (0, 1]")
 	f.BoolVar(&k.ChunkedPrefillEnabled, "enable-chunked-prefill", k.ChunkedPrefillEnabled, "vLLM --enable-chunked-prefill")
 	f.BoolVar(&k.PrefixCachingEnabled, "enable-prefix-caching", k.PrefixCachingEnabled, "vLLM --enable-prefix-caching")
 	f.BoolVar(&k.CPUOffloading, "cpu-offloading", false, "KV cache offload to host memory")
@@ -120,9 +120,9 @@ it makes are in docs/fit.md.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.model, "model", "llama-3.1-8b", "shipped model name or path to a HuggingFace config.json")
-	f.StringVar(&o.hardware, "hardware", "h100-sxm", "shipped hardware name or path to a hardware spec JSON")
-	f.IntVar(&o.tp, "tp", 1, "tensor-parallel degree")
+	f.StringVar(&o.model, "model", "llama-3.1-8b", modelHelp())
+	f.StringVar(&o.hardware, "hardware", "h100-sxm", hardwareHelp())
+	f.IntVar(&o.tp, "tp", 1, tpHelp)
 	addKnobFlags(f, &o.knobs, "GPU KV blocks; 0 takes the traces' kv.blocks_total_gpu")
 	f.StringVar(&o.configs, "configs", "", "YAML file listing several configurations (instead of TABLES_DIR and the configuration flags)")
 	f.StringVarP(&o.output, "output", "o", "coefficients.yaml", "coefficient file to write")
@@ -132,7 +132,7 @@ it makes are in docs/fit.md.`,
 	f.IntVar(&o.opt.Folds, "folds", o.opt.Folds, "temporal cross-validation folds")
 	f.Float64Var(&o.opt.Holdout, "holdout", o.opt.Holdout, "share of each trace, at its end, held out for validation")
 	f.Int64Var(&o.opt.WarmupSteps, "warmup-steps", o.opt.WarmupSteps, "leave out steps with id up to this (engine warm-up)")
-	f.Float64Var(&o.opt.OutlierFactor, "outlier-factor", o.opt.OutlierFactor, "leave out steps slower than this × the median of steps with as many tokens (0: keep all)")
+	f.Float64Var(&o.opt.OutlierFactor, "outlier-factor", o.opt.OutlierFactor, "leave out steps slower than this × the median of their configuration's steps in the same power-of-two token bucket (buckets of fewer than 20 steps are not judged; 0: keep all; docs/fit.md)")
 	f.Float64Var(&o.opt.PreemptHeavy, "preempt-heavy", o.opt.PreemptHeavy, "a step is preemption-heavy above this share of running requests preempted")
 	f.Float64Var(&o.opt.PreemptWeight, "preempt-weight", o.opt.PreemptWeight, "sample weight of preemption-heavy steps and of requests queued behind them")
 	f.StringVar(&o.opt.BetaTarget, "beta-target", o.opt.BetaTarget, "step-time source: auto, step_pairs or journey")

@@ -74,7 +74,7 @@ depend only on the inputs and their order.`,
 	f.StringVarP(&o.out, "out", "o", "", "output directory for the Parquet tables and manifest.json (created if needed)")
 	f.BoolVar(&o.strict, "strict", false, "fail at the first skipped or counted record instead of counting it")
 	f.BoolVar(&o.allowEmpty, "allow-empty", false, "write empty tables when the inputs hold neither a span nor a KV event (default: fail with \"no spans found\")")
-	f.IntVar(&o.workers, "workers", 0, "decoding goroutines (0: one per core)")
+	f.IntVar(&o.workers, "workers", 0, "decoding goroutines, at most 256 (0: one per core)")
 	f.IntVar(&o.maxDetails, "max-issue-details", 100, "issues listed with their location in the manifest, per kind (counts are always complete)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress or timing on stderr")
 	return cmd

@@ -48,14 +48,26 @@ cache, and the split is shown.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.model, "model", "llama-3.1-8b", "shipped model name or path to a HuggingFace config.json")
-	f.StringVar(&o.hardware, "hardware", "h100-sxm", "shipped hardware name or path to a hardware spec JSON")
-	f.IntVar(&o.tp, "tp", 1, "tensor-parallel degree")
+	f.StringVar(&o.model, "model", "llama-3.1-8b", modelHelp())
+	f.StringVar(&o.hardware, "hardware", "h100-sxm", hardwareHelp())
+	f.IntVar(&o.tp, "tp", 1, tpHelp)
 	addKnobFlags(f, &o.knobs, "GPU KV blocks; 0 derives them from device memory")
 	f.BoolVar(&o.asJSON, "json", false, "print JSON instead of tables")
 	f.BoolVar(&o.list, "list", false, "list the shipped models and hardware and exit")
 	return cmd
 }
+
+// modelHelp and hardwareHelp describe --model and --hardware with the
+// shipped names; tpHelp describes --tp.
+func modelHelp() string {
+	return "shipped model name (" + strings.Join(physics.BuiltinModels(), ", ") + ") or path to a HuggingFace config.json"
+}
+
+func hardwareHelp() string {
+	return "shipped hardware name (" + strings.Join(physics.BuiltinHardware(), ", ") + ") or path to a hardware spec JSON"
+}
+
+const tpHelp = "tensor-parallel degree: GPUs per engine"
 
 func listShipped(w io.Writer) error {
 	fmt.Fprintln(w, "models:  ", strings.Join(physics.BuiltinModels(), ", "))

@@ -420,7 +420,8 @@ const (
 var csvNames = [numCols]string{"arrival_us", "prompt_tokens", "output_tokens", "prefix_group", "prefix_tokens", "priority",
 	"tenant_id", "slo_class", "session_id"}
 
-const csvForm = "arrival_us,prompt_tokens,output_tokens[,prefix_group][,prefix_tokens][,priority][,tenant_id][,slo_class][,session_id] in any order"
+// CSVColumns describes a replay CSV's header, for help texts and errors.
+const CSVColumns = "arrival_us,prompt_tokens,output_tokens[,prefix_group][,prefix_tokens][,priority][,tenant_id][,slo_class][,session_id] in any order"
 
 // csvRow is a CSV request before tenants and sessions are numbered.
 type csvRow struct {
@@ -445,7 +446,7 @@ func replayCSV(f io.Reader, rep *ReplayReport, opt ReplayOptions) ([]sim.Request
 
 	header, err := r.Read()
 	if errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: empty file; want a CSV header row: %s", path, csvForm)
+		return nil, fmt.Errorf("%s: empty file; want a CSV header row: %s", path, CSVColumns)
 	}
 	if err != nil {
 		return nil, readErr(err)
@@ -470,11 +471,11 @@ func replayCSV(f io.Reader, rep *ReplayReport, opt ReplayOptions) ([]sim.Request
 		}
 	}
 	if len(unknown) > 0 {
-		return nil, fmt.Errorf("%s:%d: unknown column(s) %s; want %s", path, headerLine, strings.Join(unknown, ", "), csvForm)
+		return nil, fmt.Errorf("%s:%d: unknown column(s) %s; want %s", path, headerLine, strings.Join(unknown, ", "), CSVColumns)
 	}
 	for c := range numRequired {
 		if where[c] < 0 {
-			return nil, fmt.Errorf("%s:%d: missing column %s; want %s", path, headerLine, csvNames[c], csvForm)
+			return nil, fmt.Errorf("%s:%d: missing column %s; want %s", path, headerLine, csvNames[c], CSVColumns)
 		}
 	}
 	nFields := len(header)
