@@ -223,7 +223,6 @@ type betaBuilder struct {
 	opt     *Options
 	out     *betaSamples
 	skipped []Count
-	sources [2]int64
 	rich    int64 // samples with exact snapshot sums
 	// chunkedPrefillSteps counts prefill steps under chunked prefill, and
 	// chunkedRich those of them with complete snapshots.
