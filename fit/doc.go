@@ -41,7 +41,7 @@
 // Then the outlier rule (betaBuilder.dropOutliers): a beta sample is left
 // out when slower than Options.OutlierFactor × the median of its
 // configuration's steps in the same power-of-two token bucket (buckets
-// under MinOutlierBucket steps are not judged), or faster than the
+// under MinOutlierBucket steps are not judged slow), or faster than the
 // hardware's lower bound (features.LowerBoundSeconds); every removal is
 // listed in the report. Alpha has no outlier rule.
 //
