@@ -117,7 +117,6 @@ func knobsFixed(blocks int64, chunked, offload bool) func(*physics.VLLMKnobs) {
 
 // shape is one batch composition with the arrival state paired with it.
 type shape struct {
-	name  string
 	desc  string
 	alpha AlphaInput
 	beta  func(k physics.VLLMKnobs) BetaInput

@@ -150,19 +150,3 @@ func (ab *alphaBuilder) add(t int, tr *Trace, x *stepIndex) {
 		out.lag = append(out.lag, r.lag)
 	}
 }
-
-// schedulerOverhead is the seed's alpha target correction: the median
-// QUEUED→SCHEDULED delay of requests that found no queue, or NaN with
-// fewer than minSamples of them.
-func (ab *alphaBuilder) schedulerOverhead(minSamples int) (overhead float64, n int) {
-	var ys []float64
-	for i, y := range ab.out.y {
-		if ab.out.regime[i] == regime1 {
-			ys = append(ys, y)
-		}
-	}
-	if len(ys) < minSamples {
-		return math.NaN(), len(ys)
-	}
-	return medianOf(ys), len(ys)
-}

@@ -223,7 +223,6 @@ type betaBuilder struct {
 	opt     *Options
 	out     *betaSamples
 	skipped []Count
-	sources [2]int64
 	rich    int64 // samples with exact snapshot sums
 	// chunkedPrefillSteps counts prefill steps under chunked prefill, and
 	// chunkedRich those of them with complete snapshots.
@@ -278,7 +277,45 @@ const SkipLastStep = "last step of the trace: no next step start to end it (a tr
 
 // add builds the samples of one trace (index t in its configuration).
 func (bb *betaBuilder) add(t int, tr *Trace, x *stepIndex) {
-	opt, k := bb.opt, bb.cfg.Knobs
+	rich := snapshotSums(tr)
+	transfer, cpuRead := kvBlocksPerStep(tr)
+	if bb.cfg.Knobs.CPUOffloading && !tr.HasKV {
+		bb.noKV = true
+	}
+	useJourney := bb.useJourney(x)
+	// The first journey.SCHEDULED of each step: its start, to within the
+	// scheduler's own time.
+	var firstSched map[int64]int64
+	if useJourney {
+		firstSched = firstScheduled(tr)
+	}
+	bb.out.grow(len(x.steps))
+	bt := &betaTrace{x: x, name: tr.engineName()}
+	if !bb.cfg.Knobs.ChunkedPrefillEnabled {
+		bt.cv2 = promptCV2(tr)
+	}
+	bb.out.traces = append(bb.out.traces, bt)
+	for i := range x.steps {
+		s := &x.steps[i]
+		next, src, reason := bb.cycleEnd(x, i, useJourney, firstSched)
+		dt := float64(next-s.TsStartNs) / 1e9
+		if reason == "" {
+			reason = bb.excluded(s, dt)
+		}
+		var ex stepExtra
+		if reason == "" {
+			ex, reason = bb.extraOf(s, rich[s.ID], transfer[s.ID], cpuRead[s.ID])
+		}
+		if reason != "" {
+			addCount(&bb.skipped, reason, 1)
+			continue
+		}
+		bb.addSample(t, i, s, dt, src, ex)
+	}
+}
+
+// snapshotSums sums each step's REQUEST_SNAPSHOTs by step id.
+func snapshotSums(tr *Trace) map[int64]*richStep {
 	rich := map[int64]*richStep{}
 	for _, s := range tr.Snapshots {
 		r := rich[s.StepID]
@@ -300,7 +337,13 @@ func (bb *betaBuilder) add(t int, tr *Trace, x *stepIndex) {
 			r.decodeKV += s.BlocksAllocated + s.BlocksCached
 		}
 	}
-	transfer, cpuRead := map[int64]int64{}, map[int64]int64{}
+	return rich
+}
+
+// kvBlocksPerStep sums, by scheduler step, the blocks of successful KV
+// transfers (both directions) and of loads committed from CPU.
+func kvBlocksPerStep(tr *Trace) (transfer, cpuRead map[int64]int64) {
+	transfer, cpuRead = map[int64]int64{}, map[int64]int64{}
 	for _, e := range tr.KV {
 		switch {
 		case e.Type == "TransferCompleted" && e.Success:
@@ -309,118 +352,142 @@ func (bb *betaBuilder) add(t int, tr *Trace, x *stepIndex) {
 			cpuRead[e.Step] += e.Blocks
 		}
 	}
-	if k.CPUOffloading && !tr.HasKV {
-		bb.noKV = true
+	return transfer, cpuRead
+}
+
+// useJourney says whether steps without a sampled successor take the
+// journey source: always under SourceJourney, under "auto" when the trace
+// has fewer than MinPairs adjacent sampled steps.
+func (bb *betaBuilder) useJourney(x *stepIndex) bool {
+	if bb.opt.BetaTarget != "auto" {
+		return bb.opt.BetaTarget == SourceJourney
 	}
-	out := bb.out
-	// The first journey.SCHEDULED of each step: its start, to within the
-	// scheduler's own time.
+	pairs := 0
+	for i := 1; i < len(x.steps); i++ {
+		if x.steps[i].ID == x.steps[i-1].ID+1 {
+			pairs++
+		}
+	}
+	return pairs < bb.opt.MinPairs
+}
+
+// firstScheduled maps each step id to the time of its first
+// journey.SCHEDULED.
+func firstScheduled(tr *Trace) map[int64]int64 {
 	firstSched := map[int64]int64{}
-	useJourney := opt.BetaTarget == SourceJourney
-	if opt.BetaTarget == "auto" {
-		pairs := 0
-		for i := 1; i < len(x.steps); i++ {
-			if x.steps[i].ID == x.steps[i-1].ID+1 {
-				pairs++
-			}
-		}
-		useJourney = pairs < opt.MinPairs
-	}
-	out.y = slices.Grow(out.y, len(x.steps))
-	out.w = slices.Grow(out.w, len(x.steps))
-	out.trace = slices.Grow(out.trace, len(x.steps))
-	out.regime = slices.Grow(out.regime, len(x.steps))
-	out.source = slices.Grow(out.source, len(x.steps))
-	out.ref = slices.Grow(out.ref, len(x.steps))
-	out.extra = slices.Grow(out.extra, len(x.steps))
-	if useJourney {
-		for _, s := range tr.Scheduled {
-			if _, ok := firstSched[s.Step]; !ok {
-				firstSched[s.Step] = s.TsNs
-			}
+	for _, s := range tr.Scheduled {
+		if _, ok := firstSched[s.Step]; !ok {
+			firstSched[s.Step] = s.TsNs
 		}
 	}
-	bt := &betaTrace{x: x, name: tr.engineName()}
-	if !k.ChunkedPrefillEnabled {
-		bt.cv2 = promptCV2(tr)
+	return firstSched
+}
+
+// grow makes room for n more samples.
+func (b *betaSamples) grow(n int) {
+	b.y = slices.Grow(b.y, n)
+	b.w = slices.Grow(b.w, n)
+	b.trace = slices.Grow(b.trace, n)
+	b.regime = slices.Grow(b.regime, n)
+	b.source = slices.Grow(b.source, n)
+	b.ref = slices.Grow(b.ref, n)
+	b.extra = slices.Grow(b.extra, n)
+}
+
+// cycleEnd is the end of step i's cycle, the next step's start, and its
+// source (0 step pairs, 1 journey): the next sampled step when it is id+1
+// (except under SourceJourney), else with useJourney the first
+// journey.SCHEDULED of id+1. Without either it returns the reason the step
+// is skipped.
+func (bb *betaBuilder) cycleEnd(x *stepIndex, i int, useJourney bool, firstSched map[int64]int64) (next int64, src uint8, skip string) {
+	s := &x.steps[i]
+	switch {
+	case bb.opt.BetaTarget != SourceJourney && i+1 < len(x.steps) && x.steps[i+1].ID == s.ID+1:
+		return x.steps[i+1].TsStartNs, 0, ""
+	case useJourney:
+		ts, ok := firstSched[s.ID+1]
+		if !ok {
+			return 0, 0, noNext(x, i, "no timestamp of the next step")
+		}
+		return ts, 1, ""
+	default:
+		return 0, 0, noNext(x, i, "next step not sampled")
 	}
-	out.traces = append(out.traces, bt)
-	skip := func(reason string) { addCount(&bb.skipped, reason, 1) }
-	// noNext is the reason a step has no next start: the trace's last step
-	// has nothing after it (the trace holds no end time of a step, see
-	// SkipLastStep).
-	noNext := func(i int, reason string) string {
-		if i == len(x.steps)-1 {
-			return SkipLastStep
-		}
-		return reason
+}
+
+// noNext is the reason step i has no next start: the trace's last step has
+// nothing after it (the trace holds no end time of a step, see
+// SkipLastStep).
+func noNext(x *stepIndex, i int, reason string) string {
+	if i == len(x.steps)-1 {
+		return SkipLastStep
 	}
-	for i, s := range x.steps {
-		var next int64
-		var src uint8
-		switch {
-		case opt.BetaTarget != SourceJourney && i+1 < len(x.steps) && x.steps[i+1].ID == s.ID+1:
-			next = x.steps[i+1].TsStartNs
-		case useJourney:
-			ts, ok := firstSched[s.ID+1]
-			if !ok {
-				skip(noNext(i, "no timestamp of the next step"))
-				continue
-			}
-			next, src = ts, 1
-		default:
-			skip(noNext(i, "next step not sampled"))
-			continue
-		}
-		if s.ID <= opt.WarmupSteps {
-			skip("warm-up step")
-			continue
-		}
-		if s.Waiting == 0 && s.NumFinished >= s.Running {
-			// The engine went idle after this step: the next one started
-			// on an arrival, and the difference includes the idle time.
-			skip("engine idle after the step")
-			continue
-		}
-		dt := float64(next-s.TsStartNs) / 1e9
-		if !(dt > 0) {
-			skip("non-positive cycle time")
-			continue
-		}
-		ex := stepExtra{transfer: transfer[s.ID], cpuRead: cpuRead[s.ID]}
-		if r := rich[s.ID]; s.Rich && r != nil && r.n == s.Running && r.scheduled == s.Scheduled {
-			ex.rich, ex.prefillWork, ex.decodeCtx, ex.decodeKV = true, r.prefillWork, r.decodeCtx, r.decodeKV
-			bb.rich++
-			if s.NumPrefill > 0 && k.ChunkedPrefillEnabled {
-				bb.chunkedPrefillSteps++
-				bb.chunkedRich++
-			}
-		} else if s.NumPrefill > 0 && k.ChunkedPrefillEnabled {
+	return reason
+}
+
+// excluded is the reason a step whose cycle time dt is known is left out
+// anyway (warm-up, engine idle after it, non-positive cycle), or "".
+func (bb *betaBuilder) excluded(s *StepRow, dt float64) string {
+	switch {
+	case s.ID <= bb.opt.WarmupSteps:
+		return "warm-up step"
+	case s.Waiting == 0 && s.NumFinished >= s.Running:
+		// The engine went idle after this step: the next one started
+		// on an arrival, and the difference includes the idle time.
+		return "engine idle after the step"
+	case !(dt > 0):
+		return "non-positive cycle time"
+	}
+	return ""
+}
+
+// extraOf gathers step s's inputs beyond its row: its KV transfer and CPU
+// read blocks and, when its snapshots r are complete, their exact sums. It
+// counts rich and chunked-prefill steps; under chunked prefill a prefill
+// step without complete snapshots cannot be featurized, and the reason it
+// is skipped is returned.
+func (bb *betaBuilder) extraOf(s *StepRow, r *richStep, transfer, cpuRead int64) (stepExtra, string) {
+	chunked := bb.cfg.Knobs.ChunkedPrefillEnabled
+	ex := stepExtra{transfer: transfer, cpuRead: cpuRead}
+	if s.Rich && r != nil && r.n == s.Running && r.scheduled == s.Scheduled {
+		ex.rich, ex.prefillWork, ex.decodeCtx, ex.decodeKV = true, r.prefillWork, r.decodeCtx, r.decodeKV
+		bb.rich++
+		if s.NumPrefill > 0 && chunked {
 			bb.chunkedPrefillSteps++
-			skip("prefill step without complete snapshots (chunked prefill on)")
-			continue
+			bb.chunkedRich++
 		}
-		extra := int32(-1)
-		if ex != (stepExtra{}) {
-			extra = int32(len(out.extras))
-			out.extras = append(out.extras, ex)
-		}
-		w := 1.0
-		if float64(s.NumPreempted)/float64(max(1, s.Running)) > opt.PreemptHeavy {
-			w = opt.PreemptWeight
-		}
-		regime := uint8(regime1)
-		if s.PrefillTok >= s.DecodeTok {
-			regime = regime0
-		}
-		out.y = append(out.y, dt)
-		out.w = append(out.w, w)
-		out.trace = append(out.trace, int32(t))
-		out.regime = append(out.regime, regime)
-		out.source = append(out.source, src)
-		out.ref = append(out.ref, int32(i))
-		out.extra = append(out.extra, extra)
+	} else if s.NumPrefill > 0 && chunked {
+		bb.chunkedPrefillSteps++
+		return ex, "prefill step without complete snapshots (chunked prefill on)"
 	}
+	return ex, ""
+}
+
+// addSample appends step i of trace t as a sample: cycle time dt from
+// source src, weight PreemptWeight when preemption-heavy, its regime, and
+// its extra inputs when it has any.
+func (bb *betaBuilder) addSample(t, i int, s *StepRow, dt float64, src uint8, ex stepExtra) {
+	out := bb.out
+	extra := int32(-1)
+	if ex != (stepExtra{}) {
+		extra = int32(len(out.extras))
+		out.extras = append(out.extras, ex)
+	}
+	w := 1.0
+	if float64(s.NumPreempted)/float64(max(1, s.Running)) > bb.opt.PreemptHeavy {
+		w = bb.opt.PreemptWeight
+	}
+	regime := uint8(regime1)
+	if s.PrefillTok >= s.DecodeTok {
+		regime = regime0
+	}
+	out.y = append(out.y, dt)
+	out.w = append(out.w, w)
+	out.trace = append(out.trace, int32(t))
+	out.regime = append(out.regime, regime)
+	out.source = append(out.source, src)
+	out.ref = append(out.ref, int32(i))
+	out.extra = append(out.extra, extra)
 }
 
 // Outlier reasons (docs/fit.md, "Outliers").

@@ -29,194 +29,297 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 	if err := checkDuplicates(cfgs); err != nil {
 		return nil, err
 	}
-	rep := &Report{Tool: "calibrate fit", Version: ToolVersion, Command: command, Options: ReportOptions{
+	rep := newReport(&opt, command)
+	ts := &trainingSet{sources: map[string]int64{}}
+	for _, cfg := range cfgs {
+		if err := ts.addConfig(cfg, &opt, rep); err != nil {
+			return nil, err
+		}
+	}
+	rep.Beta.Skipped, rep.Alpha.Skipped = sortedCounts(ts.betaSkipped), sortedCounts(ts.alphaSkipped)
+	rep.Beta.Sources = ts.sources
+	rep.Overheads = sortedCounts(rep.Overheads)
+
+	bf, err := ts.fitBeta(&opt, rep)
+	if err != nil {
+		return nil, err
+	}
+	alphaCoef, af, err := ts.fitAlpha(&opt, rep)
+	if err != nil {
+		return nil, err
+	}
+
+	rep.Arrival, rep.Departure = fitLowerEnvelope(ts.arrX, ts.arrY), fitLine(ts.depX, ts.depY)
+	rep.Pass = rep.Beta.pass() && rep.Alpha.pass()
+
+	f := coefficientFile(cfgs, ts, &opt, rep, bf, af, alphaCoef, command)
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("the fitted coefficients are not a valid file: %w", err)
+	}
+	res := &Result{File: f, Report: rep, BetaHoldout: bf.holdout}
+	if af != nil {
+		res.AlphaHoldout = af.holdout
+	}
+	return res, nil
+}
+
+// newReport starts the report with the tool, the command and the options.
+func newReport(opt *Options, command string) *Report {
+	return &Report{Tool: "calibrate fit", Version: ToolVersion, Command: command, Options: ReportOptions{
 		Lambdas: opt.Lambdas, Gammas: opt.Gammas, Folds: opt.Folds, Holdout: opt.Holdout, WarmupSteps: opt.WarmupSteps,
 		OutlierFactor: opt.OutlierFactor, PreemptHeavy: opt.PreemptHeavy, PreemptWeight: opt.PreemptWeight,
 		BetaTarget: opt.BetaTarget, MinPairs: opt.MinPairs, AlphaCorrection: opt.AlphaCorrection,
 	}}
-	var betas, alphas []design
-	var betaOut []*betaSamples // betas, typed
-	var baseW [][]float64      // beta weights before the objective's, with CompareObjectives
-	var cfgNames []string
-	var betaSkipped, alphaSkipped []Count
-	var arrX, arrY, depX, depY []float64
-	sources := map[string]int64{}
-	var lags []float64
-	betaNames, _ := features.BetaNamesOf(opt.Spec)
-	for _, cfg := range cfgs {
-		if err := features.CheckSpec(cfg.Phys, opt.Spec); err != nil {
-			return nil, fmt.Errorf("configuration %s: %w", cfg.Name, err)
-		}
-		info := ConfigInfo{Name: cfg.Name, Model: cfg.Phys.Model.Name, Hardware: cfg.Phys.Hardware.Name, TP: cfg.Phys.TP}
-		bb, ab := newBetaBuilder(cfg.Phys, &opt), newAlphaBuilder(cfg.Phys, &opt)
-		t := 0 // samples are grouped by engine: each engine of each trace is a time series
-		for _, tr := range cfg.Traces {
-			warn, err := crossCheck(&cfg, tr)
-			if err != nil {
-				return nil, err
-			}
-			info.Warnings = append(info.Warnings, warn...)
-			info.Traces = append(info.Traces, tr.Dir)
-			info.Inputs = append(info.Inputs, tr.Inputs...)
-			for _, d := range tr.Dropped {
-				addCount(&info.Dropped, d.Reason, d.Count)
-			}
-			engines, err := tr.engines()
-			if err != nil {
-				return nil, err
-			}
-			for _, eng := range engines {
-				var dropped []Count
-				x := newStepIndex(eng, opt.Gammas, &dropped)
-				for _, d := range dropped {
-					addCount(&info.Dropped, d.Reason, d.Count)
-				}
-				if len(x.steps) > 0 && x.steps[0].KVTotal != cfg.Phys.Knobs.TotalKVBlocksGPU {
-					return nil, fmt.Errorf("%s: steps report kv.blocks_total_gpu = %d but configuration %s has %d GPU KV blocks (set --kv-blocks-gpu to the trace's value)",
-						eng.engineName(), x.steps[0].KVTotal, cfg.Name, cfg.Phys.Knobs.TotalKVBlocksGPU)
-				}
-				bb.add(t, eng, x)
-				ab.add(t, eng, x)
-				overheadSamples(eng, &arrX, &arrY, &depX, &depY, &rep.Overheads)
-				t++
-			}
-		}
-		if bb.noKV {
-			info.Warnings = append(info.Warnings, "CPU offloading is on but a trace has no kv_events table: transfer features are 0 (ingest with --kv-events)")
-		}
-		if bb.chunkedPrefillSteps > 0 && bb.chunkedRich == 0 {
-			return nil, fmt.Errorf("configuration %s: chunked prefill is on and none of its %d prefill steps has complete REQUEST_SNAPSHOTs, so prefill attention (b2) cannot be computed; trace with --step-tracing-rich-subsample-rate > 0 (and a raised OTEL_SPAN_EVENT_COUNT_LIMIT), or pass --enable-chunked-prefill=false if the server ran without it",
-				cfg.Name, bb.chunkedPrefillSteps)
-		}
-		med, outliers := bb.dropOutliers(opt.OutlierFactor)
-		info.BetaMedianMs, info.Outliers = finiteOr0(med*1e3), outliers
-		if opt.CompareObjectives {
-			baseW = append(baseW, slices.Clone(bb.out.w))
-		}
-		weighByObjective(&bb.out.samples, opt.Objective)
-		bb.out.assignParts(opt.Folds, opt.Holdout)
-		ab.out.assignParts(opt.Folds, opt.Holdout)
-		for _, s := range bb.out.source {
-			sources[[]string{SourcePairs, SourceJourney}[s]]++
-		}
-		info.RichSamples = bb.rich
-		lags = append(lags, ab.out.lag...)
-		for _, c := range bb.skipped {
-			addCount(&betaSkipped, c.Reason, c.Count)
-		}
-		for _, c := range ab.skipped {
-			addCount(&alphaSkipped, c.Reason, c.Count)
-		}
-		if need := minSamplesPerFold * opt.Folds; trainCount(&bb.out.samples, opt.Folds) < need {
-			return nil, fmt.Errorf("configuration %s: %d usable beta samples (%s); %d-fold CV needs at least %d training samples per configuration",
-				cfg.Name, bb.out.len(), describeCounts(bb.skipped), opt.Folds, need)
-		}
-		betas, betaOut = append(betas, bb.out), append(betaOut, bb.out)
-		alphas = append(alphas, ab.out)
-		cfgNames = append(cfgNames, cfg.Name)
-		rep.Configs = append(rep.Configs, info)
-		opt.progress("%s: %d beta samples, %d alpha samples", cfg.Name, bb.out.len(), ab.out.len())
-	}
-	rep.Beta.Skipped, rep.Alpha.Skipped = sortedCounts(betaSkipped), sortedCounts(alphaSkipped)
-	rep.Beta.Sources = sources
-	rep.Overheads = sortedCounts(rep.Overheads)
+}
 
+// trainingSet is what Run gathers from every configuration before fitting:
+// per configuration (in input order) its beta and alpha samples, and pooled
+// over all of them the left-out counts, beta target sources, alpha lags
+// and overhead samples.
+type trainingSet struct {
+	betas, alphas []design
+	betaOut       []*betaSamples // betas, typed
+	baseW         [][]float64    // beta weights before the objective's, with CompareObjectives
+	cfgNames      []string
+
+	betaSkipped, alphaSkipped []Count
+	arrX, arrY, depX, depY    []float64 // overhead samples (fitLowerEnvelope, fitLine)
+	sources                   map[string]int64
+	lags                      []float64
+}
+
+// addConfig builds the beta and alpha samples of one configuration from
+// its traces, cleans and weighs them, assigns their folds and adds them to
+// the set and the configuration's entry to the report. It fails when the
+// configuration cannot give enough beta samples.
+func (ts *trainingSet) addConfig(cfg Config, opt *Options, rep *Report) error {
+	if err := features.CheckSpec(cfg.Phys, opt.Spec); err != nil {
+		return fmt.Errorf("configuration %s: %w", cfg.Name, err)
+	}
+	info := ConfigInfo{Name: cfg.Name, Model: cfg.Phys.Model.Name, Hardware: cfg.Phys.Hardware.Name, TP: cfg.Phys.TP}
+	bb, ab := newBetaBuilder(cfg.Phys, opt), newAlphaBuilder(cfg.Phys, opt)
+	t := 0 // samples are grouped by engine: each engine of each trace is a time series
+	for _, tr := range cfg.Traces {
+		if err := ts.addTrace(&cfg, tr, opt, bb, ab, &info, rep, &t); err != nil {
+			return err
+		}
+	}
+	if err := checkBetaBuilder(&cfg, bb, &info); err != nil {
+		return err
+	}
+	med, outliers := bb.dropOutliers(opt.OutlierFactor)
+	info.BetaMedianMs, info.Outliers = finiteOr0(med*1e3), outliers
+	if opt.CompareObjectives {
+		ts.baseW = append(ts.baseW, slices.Clone(bb.out.w))
+	}
+	weighByObjective(&bb.out.samples, opt.Objective)
+	bb.out.assignParts(opt.Folds, opt.Holdout)
+	ab.out.assignParts(opt.Folds, opt.Holdout)
+	for _, s := range bb.out.source {
+		ts.sources[[]string{SourcePairs, SourceJourney}[s]]++
+	}
+	info.RichSamples = bb.rich
+	ts.lags = append(ts.lags, ab.out.lag...)
+	for _, c := range bb.skipped {
+		addCount(&ts.betaSkipped, c.Reason, c.Count)
+	}
+	for _, c := range ab.skipped {
+		addCount(&ts.alphaSkipped, c.Reason, c.Count)
+	}
+	if need := minSamplesPerFold * opt.Folds; trainCount(&bb.out.samples, opt.Folds) < need {
+		return fmt.Errorf("configuration %s: %d usable beta samples (%s); %d-fold CV needs at least %d training samples per configuration",
+			cfg.Name, bb.out.len(), describeCounts(bb.skipped), opt.Folds, need)
+	}
+	ts.betas, ts.betaOut = append(ts.betas, bb.out), append(ts.betaOut, bb.out)
+	ts.alphas = append(ts.alphas, ab.out)
+	ts.cfgNames = append(ts.cfgNames, cfg.Name)
+	rep.Configs = append(rep.Configs, info)
+	opt.progress("%s: %d beta samples, %d alpha samples", cfg.Name, bb.out.len(), ab.out.len())
+	return nil
+}
+
+// addTrace cross-checks one trace of cfg against it and adds the samples of
+// each of its engines to bb and ab, and their overhead samples to the set;
+// *t is the next engine's time-series index. info gets the trace's inputs,
+// warnings and dropped rows.
+func (ts *trainingSet) addTrace(cfg *Config, tr *Trace, opt *Options, bb *betaBuilder, ab *alphaBuilder, info *ConfigInfo, rep *Report, t *int) error {
+	warn, err := crossCheck(cfg, tr)
+	if err != nil {
+		return err
+	}
+	info.Warnings = append(info.Warnings, warn...)
+	info.Traces = append(info.Traces, tr.Dir)
+	info.Inputs = append(info.Inputs, tr.Inputs...)
+	for _, d := range tr.Dropped {
+		addCount(&info.Dropped, d.Reason, d.Count)
+	}
+	engines, err := tr.engines()
+	if err != nil {
+		return err
+	}
+	for _, eng := range engines {
+		var dropped []Count
+		x := newStepIndex(eng, opt.Gammas, &dropped)
+		for _, d := range dropped {
+			addCount(&info.Dropped, d.Reason, d.Count)
+		}
+		if len(x.steps) > 0 && x.steps[0].KVTotal != cfg.Phys.Knobs.TotalKVBlocksGPU {
+			return fmt.Errorf("%s: steps report kv.blocks_total_gpu = %d but configuration %s has %d GPU KV blocks (set --kv-blocks-gpu to the trace's value)",
+				eng.engineName(), x.steps[0].KVTotal, cfg.Name, cfg.Phys.Knobs.TotalKVBlocksGPU)
+		}
+		bb.add(*t, eng, x)
+		ab.add(*t, eng, x)
+		overheadSamples(eng, &ts.arrX, &ts.arrY, &ts.depX, &ts.depY, &rep.Overheads)
+		*t++
+	}
+	return nil
+}
+
+// checkBetaBuilder warns when offloading is on without KV events and fails
+// when chunked prefill leaves no prefill step featurizable.
+func checkBetaBuilder(cfg *Config, bb *betaBuilder, info *ConfigInfo) error {
+	if bb.noKV {
+		info.Warnings = append(info.Warnings, "CPU offloading is on but a trace has no kv_events table: transfer features are 0 (ingest with --kv-events)")
+	}
+	if bb.chunkedPrefillSteps > 0 && bb.chunkedRich == 0 {
+		return fmt.Errorf("configuration %s: chunked prefill is on and none of its %d prefill steps has complete REQUEST_SNAPSHOTs, so prefill attention (b2) cannot be computed; trace with --step-tracing-rich-subsample-rate > 0 (and a raised OTEL_SPAN_EVENT_COUNT_LIMIT), or pass --enable-chunked-prefill=false if the server ran without it",
+			cfg.Name, bb.chunkedPrefillSteps)
+	}
+	return nil
+}
+
+// fitBeta fits the beta vector over every configuration, fills rep.Beta
+// and, with CompareObjectives, fits it again under the other objective for
+// the report.
+func (ts *trainingSet) fitBeta(opt *Options, rep *Report) (*vectorFit, error) {
+	betaNames, _ := features.BetaNamesOf(opt.Spec)
 	opt.progress("fitting beta (feature spec %s, %d features, %s objective)", opt.Spec, len(betaNames), opt.Objective)
 	betaUnpen := make([]bool, len(betaNames))
 	if opt.Spec == features.SpecV1 {
 		betaUnpen[15] = true // b16 bias
 	}
-	bf, err := fitVector(betas, betaNames, cfgNames, betaUnpen, 0, &opt)
+	bf, err := fitVector(ts.betas, betaNames, ts.cfgNames, betaUnpen, 0, opt)
 	if err != nil {
 		return nil, fmt.Errorf("beta: %w", err)
 	}
 	mergeVector(&rep.Beta, bf)
 	rep.Beta.Fitted = true
 	if opt.CompareObjectives {
-		other := coefficients.ObjectiveAbsolute
-		if opt.Objective == coefficients.ObjectiveAbsolute {
-			other = coefficients.ObjectiveRelative
+		if rep.Beta.OtherObjective, err = ts.otherObjective(opt, bf, betaNames, betaUnpen); err != nil {
+			return nil, err
 		}
-		opt.progress("fitting beta with the %s objective too, for comparison", other)
-		o := opt
-		o.Objective, o.Gammas = other, []float64{opt.Gammas[bf.gamma]}
-		for c, b := range betaOut {
-			b.w = baseW[c]
-			weighByObjective(&b.samples, other)
-		}
-		of, err := fitVector(betas, betaNames, cfgNames, betaUnpen, 0, &o)
-		if err != nil {
-			return nil, fmt.Errorf("beta, %s objective (for comparison): %w", other, err)
-		}
-		rep.Beta.OtherObjective = &ObjectiveComparison{Objective: other, Lambda: of.lambda, CV: of.report.CV,
-			Holdout: of.report.Holdout, LeaveOneOut: of.report.LeaveOneOut}
 	}
 	rep.Beta.Coefficients = coefList(betaNames, bf.coef)
 	rep.Beta.addChecks(true, bf.coef)
+	return bf, nil
+}
 
-	// Alpha: fitted only when every configuration has enough samples.
-	alphaCoef := make([]float64, features.NumAlpha)
-	var af *vectorFit
-	short := ""
-	for c, d := range alphas {
-		if n := trainCount(d.base(), opt.Folds); n < minSamplesPerFold*opt.Folds {
-			short = fmt.Sprintf("configuration %s has %d usable alpha samples (%s)", cfgNames[c], d.base().len(), describeCounts(alphaSkipped))
-			break
-		}
+// otherObjective refits beta under the objective opt does not use, at bf's
+// γ, reweighing the samples from their weights before the objective's.
+func (ts *trainingSet) otherObjective(opt *Options, bf *vectorFit, betaNames []string, betaUnpen []bool) (*ObjectiveComparison, error) {
+	other := coefficients.ObjectiveAbsolute
+	if opt.Objective == coefficients.ObjectiveAbsolute {
+		other = coefficients.ObjectiveRelative
 	}
-	rep.Correction.MedianLagMs = finiteOr0(medianOf(lags) * 1e3)
+	opt.progress("fitting beta with the %s objective too, for comparison", other)
+	o := *opt
+	o.Objective, o.Gammas = other, []float64{opt.Gammas[bf.gamma]}
+	for c, b := range ts.betaOut {
+		b.w = ts.baseW[c]
+		weighByObjective(&b.samples, other)
+	}
+	of, err := fitVector(ts.betas, betaNames, ts.cfgNames, betaUnpen, 0, &o)
+	if err != nil {
+		return nil, fmt.Errorf("beta, %s objective (for comparison): %w", other, err)
+	}
+	return &ObjectiveComparison{Objective: other, Lambda: of.lambda, CV: of.report.CV,
+		Holdout: of.report.Holdout, LeaveOneOut: of.report.LeaveOneOut}, nil
+}
+
+// fitAlpha fits the alpha vector when every configuration has enough
+// samples, applying the scheduler-overhead correction, and fills
+// rep.Alpha and rep.Correction. It returns the coefficients to write (zeros
+// when alpha is not fitted, base_bias with the correction added back) and
+// the fit (nil when not fitted).
+func (ts *trainingSet) fitAlpha(opt *Options, rep *Report) ([]float64, *vectorFit, error) {
+	alphaCoef := make([]float64, features.NumAlpha)
+	short := ts.alphaShortfall(opt)
+	rep.Correction.MedianLagMs = finiteOr0(medianOf(ts.lags) * 1e3)
 	if short != "" {
 		rep.Alpha.NotFitted = short + "; alpha is written as zeros (the simulator does not use it)"
 		opt.progress("alpha not fitted: %s", short)
-	} else {
-		offset := 0.0
-		if opt.AlphaCorrection {
-			var ys []float64
-			for _, d := range alphas {
-				s := d.base()
-				for i := range s.len() {
-					if s.regime[i] == regime1 {
-						ys = append(ys, s.y[i])
-					}
-				}
-			}
-			rep.Correction.Samples = len(ys)
-			if len(ys) >= opt.MinCorrectionSamples {
-				offset = medianOf(ys)
-				rep.Correction.Applied = true
-				rep.Correction.OverheadMs = offset * 1e3
-				rep.Correction.Note = "the median QUEUED→SCHEDULED delay of unqueued requests was subtracted from every target before the fit and added back to base_bias after it; not clamped at 0, which would bias the mean"
-				for _, d := range alphas {
-					s := d.base()
-					for i := range s.y {
-						s.y[i] -= offset
-					}
-				}
-			} else {
-				rep.Correction.Note = fmt.Sprintf("not applied: %d unqueued requests, fewer than %d; base_bias includes the scheduler overhead", len(ys), opt.MinCorrectionSamples)
-			}
-		} else {
-			rep.Correction.Note = "off (--alpha-correction=false): base_bias includes the scheduler overhead"
-		}
-		opt.progress("fitting alpha (%d features)", features.NumAlpha)
-		alphaUnpen := make([]bool, features.NumAlpha)
-		alphaUnpen[3] = true // a4 base_bias
-		af, err = fitVector(alphas, features.AlphaNames[:], cfgNames, alphaUnpen, offset, &opt)
-		if err != nil {
-			return nil, fmt.Errorf("alpha: %w", err)
-		}
-		copy(alphaCoef, af.coef)
-		rep.Correction.BaseBiasFitted = alphaCoef[3]
-		alphaCoef[3] += offset
-		mergeVector(&rep.Alpha, af)
-		rep.Alpha.Fitted = true
-		rep.Alpha.Coefficients = coefList(features.AlphaNames[:], alphaCoef)
-		rep.Alpha.addChecks(false, alphaCoef)
+		return alphaCoef, nil, nil
 	}
+	offset := ts.alphaCorrection(opt, rep)
+	opt.progress("fitting alpha (%d features)", features.NumAlpha)
+	alphaUnpen := make([]bool, features.NumAlpha)
+	alphaUnpen[3] = true // a4 base_bias
+	af, err := fitVector(ts.alphas, features.AlphaNames[:], ts.cfgNames, alphaUnpen, offset, opt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("alpha: %w", err)
+	}
+	copy(alphaCoef, af.coef)
+	rep.Correction.BaseBiasFitted = alphaCoef[3]
+	alphaCoef[3] += offset
+	mergeVector(&rep.Alpha, af)
+	rep.Alpha.Fitted = true
+	rep.Alpha.Coefficients = coefList(features.AlphaNames[:], alphaCoef)
+	rep.Alpha.addChecks(false, alphaCoef)
+	return alphaCoef, af, nil
+}
 
-	rep.Arrival, rep.Departure = fitLowerEnvelope(arrX, arrY), fitLine(depX, depY)
-	rep.Pass = rep.Beta.pass() && rep.Alpha.pass()
+// alphaShortfall names the first configuration with too few alpha training
+// samples to fit, or is "" when every configuration has enough.
+func (ts *trainingSet) alphaShortfall(opt *Options) string {
+	for c, d := range ts.alphas {
+		if n := trainCount(d.base(), opt.Folds); n < minSamplesPerFold*opt.Folds {
+			return fmt.Sprintf("configuration %s has %d usable alpha samples (%s)", ts.cfgNames[c], d.base().len(), describeCounts(ts.alphaSkipped))
+		}
+	}
+	return ""
+}
 
+// alphaCorrection applies the scheduler-overhead correction when it is on
+// and enough unqueued requests exist: it subtracts their median delay from
+// every alpha target and returns it (0 when not applied). rep.Correction
+// says what was done.
+func (ts *trainingSet) alphaCorrection(opt *Options, rep *Report) float64 {
+	if !opt.AlphaCorrection {
+		rep.Correction.Note = "off (--alpha-correction=false): base_bias includes the scheduler overhead"
+		return 0
+	}
+	var ys []float64
+	for _, d := range ts.alphas {
+		s := d.base()
+		for i := range s.len() {
+			if s.regime[i] == regime1 {
+				ys = append(ys, s.y[i])
+			}
+		}
+	}
+	rep.Correction.Samples = len(ys)
+	if len(ys) < opt.MinCorrectionSamples {
+		rep.Correction.Note = fmt.Sprintf("not applied: %d unqueued requests, fewer than %d; base_bias includes the scheduler overhead", len(ys), opt.MinCorrectionSamples)
+		return 0
+	}
+	offset := medianOf(ys)
+	rep.Correction.Applied = true
+	rep.Correction.OverheadMs = offset * 1e3
+	rep.Correction.Note = "the median QUEUED→SCHEDULED delay of unqueued requests was subtracted from every target before the fit and added back to base_bias after it; not clamped at 0, which would bias the mean"
+	for _, d := range ts.alphas {
+		s := d.base()
+		for i := range s.y {
+			s.y[i] -= offset
+		}
+	}
+	return offset
+}
+
+// coefficientFile assembles the coefficient file from the fits: applies_to
+// is the first configuration, fitted_configs lists them all, and the
+// provenance names every input. With an alpha fit whose γ differs from
+// beta's it adds a note to rep.Alpha.Checks. The file is not validated.
+func coefficientFile(cfgs []Config, ts *trainingSet, opt *Options, rep *Report, bf, af *vectorFit, alphaCoef []float64, command string) *coefficients.File {
 	first := cfgs[0].Phys
 	f := &coefficients.File{
 		SchemaVersion: coefficients.SchemaVersion, FeatureSpecVersion: opt.Spec,
@@ -228,7 +331,7 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 		},
 		Fit: &coefficients.Fit{
 			LambdaBeta: bf.lambda, Folds: opt.Folds, LambdaGrid: opt.Lambdas, GammaGrid: opt.Gammas,
-			BetaCVMAPE: bf.report.CV.MAPE, BetaTarget: describeSources(sources),
+			BetaCVMAPE: bf.report.CV.MAPE, BetaTarget: describeSources(ts.sources),
 			SamplesBeta: bf.report.Samples, Objective: opt.Objective,
 		},
 		Provenance: coefficients.Provenance{Tool: "calibrate", ToolVersion: ToolVersion, Command: command},
@@ -244,6 +347,18 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 				Threshold: fmt.Sprint(opt.Gammas[bf.gamma]), Pass: true, Note: "the file records beta's γ; alpha's a9 was fitted with its own"})
 		}
 	}
+	addProvenance(f, cfgs, rep)
+	// Every configuration, for the span Check compares runs with.
+	for c, cfg := range cfgs {
+		f.FittedConfigs = append(f.FittedConfigs, coefficients.NewFittedConfig(cfg.Name, cfg.Phys, int64(ts.betas[c].base().len()), int64(ts.alphas[c].base().len())))
+	}
+	return f
+}
+
+// addProvenance lists every input table in f's provenance and writes its
+// notes: the configurations fitted, why alpha was not, and any CV MAPE
+// written as 0 for want of a positive target.
+func addProvenance(f *coefficients.File, cfgs []Config, rep *Report) {
 	var notes []string
 	for _, c := range rep.Configs {
 		for _, in := range c.Inputs {
@@ -269,18 +384,6 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 			f.Provenance.Notes += "; " + m.name + " is 0 for want of a positive CV target: not a score"
 		}
 	}
-	// Every configuration, for the span Check compares runs with.
-	for c, cfg := range cfgs {
-		f.FittedConfigs = append(f.FittedConfigs, coefficients.NewFittedConfig(cfg.Name, cfg.Phys, int64(betas[c].base().len()), int64(alphas[c].base().len())))
-	}
-	if err := f.Validate(); err != nil {
-		return nil, fmt.Errorf("the fitted coefficients are not a valid file: %w", err)
-	}
-	res := &Result{File: f, Report: rep, BetaHoldout: bf.holdout}
-	if af != nil {
-		res.AlphaHoldout = af.holdout
-	}
-	return res, nil
 }
 
 func trainCount(s *samples, folds int) int {

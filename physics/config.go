@@ -94,50 +94,72 @@ type Parallel struct {
 // expert parallelism changes the weights each GPU holds (and so the KV
 // cache it has room for) and what a step reads (ExpertWeightBytesEP).
 func NewParallelConfig(m ModelSpec, h HardwareSpec, par Parallel, k VLLMKnobs) (*PhysicsConfig, error) {
+	ep, err := checkParallel(m, h, par, k)
+	if err != nil {
+		return nil, err
+	}
+	c := &PhysicsConfig{Model: m, Hardware: h, TP: par.TP, Knobs: k, DP: par.DP, EP: ep}
+	c.deriveModel()
+	c.deriveKVPerToken()
+	c.deriveHardware()
+	if err := c.resolveKVBlocks(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// checkParallel validates the inputs of NewParallelConfig and returns the
+// expert-parallel degree: 1, or DP × TP with expert parallelism, which
+// must divide the experts.
+func checkParallel(m ModelSpec, h HardwareSpec, par Parallel, k VLLMKnobs) (ep int, err error) {
 	tp := par.TP
 	if par.DP < 1 {
-		return nil, fmt.Errorf("data-parallel size must be >= 1, got %d", par.DP)
+		return 0, fmt.Errorf("data-parallel size must be >= 1, got %d", par.DP)
 	}
-	ep := 1
+	ep = 1
 	if par.ExpertParallel {
 		if !m.IsMoE() {
-			return nil, fmt.Errorf("expert parallelism needs a mixture-of-experts model; %q is dense", m.Name)
+			return 0, fmt.Errorf("expert parallelism needs a mixture-of-experts model; %q is dense", m.Name)
 		}
 		ep = par.DP * tp
 		if ep < 1 || m.NumExperts%ep != 0 {
-			return nil, fmt.Errorf("expert parallelism over %d ranks (data-parallel %d × tensor-parallel %d) does not divide the %d experts of %q", ep, par.DP, tp, m.NumExperts, m.Name)
+			return 0, fmt.Errorf("expert parallelism over %d ranks (data-parallel %d × tensor-parallel %d) does not divide the %d experts of %q", ep, par.DP, tp, m.NumExperts, m.Name)
 		}
 	}
 	if err := m.Validate(); err != nil {
-		return nil, err
+		return 0, err
 	}
 	if err := h.Validate(); err != nil {
-		return nil, err
+		return 0, err
 	}
 	if err := k.Validate(); err != nil {
-		return nil, err
+		return 0, err
 	}
 	if tp < 1 {
-		return nil, fmt.Errorf("tp must be >= 1, got %d", tp)
+		return 0, fmt.Errorf("tp must be >= 1, got %d", tp)
 	}
 	if m.NumHeads%tp != 0 {
-		return nil, fmt.Errorf("tp %d does not divide num_attention_heads %d of model %q", tp, m.NumHeads, m.Name)
+		return 0, fmt.Errorf("tp %d does not divide num_attention_heads %d of model %q", tp, m.NumHeads, m.Name)
 	}
 	if m.NumKVHeads%tp != 0 && tp%m.NumKVHeads != 0 {
-		return nil, fmt.Errorf("tp %d and num_key_value_heads %d of model %q: one must divide the other", tp, m.NumKVHeads, m.Name)
+		return 0, fmt.Errorf("tp %d and num_key_value_heads %d of model %q: one must divide the other", tp, m.NumKVHeads, m.Name)
 	}
 	if tp > 1 && !(h.InterconnectBandwidthGBs > 0) {
-		return nil, fieldErr(h.Name, "interconnect_bandwidth_gb_s", "must be > 0 for tp %d", tp)
+		return 0, fieldErr(h.Name, "interconnect_bandwidth_gb_s", "must be > 0 for tp %d", tp)
 	}
+	return ep, nil
+}
 
-	c := &PhysicsConfig{Model: m, Hardware: h, TP: tp, Knobs: k, DP: par.DP, EP: ep}
+// deriveModel derives the model's constants: attention dimensions, FLOPs
+// per token and weight bytes (per layer, per step and resident).
+func (c *PhysicsConfig) deriveModel() {
+	m := c.Model
 	L := float64(m.NumLayers)
 	hd := float64(m.HiddenSize)
 	dt := m.BytesPerParam
 	I := float64(m.IntermediateSize)
 	nproj := float64(m.NMLPProj)
 	vocab := float64(m.VocabSize)
-	tpf := float64(tp)
 
 	c.QDim = float64(m.NumHeads) * float64(m.HeadDim)
 	c.KVDim = float64(m.NumKVHeads) * float64(m.HeadDim)
@@ -172,15 +194,33 @@ func NewParallelConfig(m ModelSpec, h HardwareSpec, par Parallel, k VLLMKnobs) (
 	c.FlopsLinearPerToken = L*(c.FlopsAttnLinear+c.FlopsMLP) + c.FlopsLMHead
 	c.WeightBytesTotal = L*(c.WeightBytesAttn+c.WeightBytesMLP) + c.WeightBytesLMHead
 	c.AttnFlopsPerWorkUnit = L * 2 * c.QDim
+}
 
+// deriveKVPerToken derives the KV cache bytes of one token and of one
+// block.
+func (c *PhysicsConfig) deriveKVPerToken() {
+	m, tp := c.Model, c.TP
+	L := float64(m.NumLayers)
+	dt := m.BytesPerParam
 	// KV heads are replicated when tp exceeds them, so each rank holds at
 	// least one.
 	kvHeadsStored := float64(m.NumKVHeads)
 	if tp > m.NumKVHeads {
-		kvHeadsStored = tpf
+		kvHeadsStored = float64(tp)
 	}
 	c.KVBytesPerToken = 2 * L * kvHeadsStored * float64(m.HeadDim) * dt
-	c.BlockSizeBytes = float64(k.BlockSizeTokens) * c.KVBytesPerToken
+	c.BlockSizeBytes = float64(c.Knobs.BlockSizeTokens) * c.KVBytesPerToken
+}
+
+// deriveHardware derives the TP group's ceilings, the TP communication per
+// token, the roofline time of a full-budget step and the GQA ratio. It
+// needs deriveModel's FLOPs and weight bytes.
+func (c *PhysicsConfig) deriveHardware() {
+	m, h, k := c.Model, c.Hardware, c.Knobs
+	L := float64(m.NumLayers)
+	hd := float64(m.HiddenSize)
+	dt := m.BytesPerParam
+	tpf := float64(c.TP)
 
 	c.HWPeakFlops = h.TFlopsPeak * 1e12 * tpf
 	c.HWPeakBandwidth = h.BwPeakTBs * 1e12 * tpf
@@ -190,31 +230,37 @@ func NewParallelConfig(m ModelSpec, h HardwareSpec, par Parallel, k VLLMKnobs) (
 
 	// Two all-reduces per layer of h × dtype bytes per token; a ring
 	// all-reduce sends 2(tp−1)/tp of the message from each device.
-	if tp > 1 {
+	if c.TP > 1 {
 		c.CommBytesPerToken = L * 2 * hd * dt * 2 * (tpf - 1) / tpf
 	}
 	c.RooflineStepTime = math.Max(
 		float64(k.MaxBatchedTokens)*c.FlopsLinearPerToken/c.HWPeakFlops,
 		c.WeightBytesTotal/c.HWPeakBandwidth)
 	c.GQARatio = float64(m.NumKVHeads) / float64(m.NumHeads)
+}
 
+// resolveKVBlocks derives a zero Knobs.TotalKVBlocksGPU from device memory
+// (KVBudget says how; with expert parallelism each rank holds 1/EP of the
+// routed experts) and the GPU and CPU KV capacities in bytes.
+func (c *PhysicsConfig) resolveKVBlocks() error {
 	if c.Knobs.TotalKVBlocksGPU == 0 {
+		m, tp, ep := c.Model, c.TP, c.EP
 		resident := c.ParamBytesResident
 		if ep > 1 {
 			// Each rank holds 1/ep of the routed experts instead of 1/tp.
 			allExperts := c.ExpertBytes * float64(m.NumExperts)
-			resident += allExperts*tpf/float64(ep) - allExperts
+			resident += allExperts*float64(tp)/float64(ep) - allExperts
 		}
-		b, err := kvBudget(m, h, tp, k, resident, c.KVBytesPerToken)
+		b, err := kvBudget(m, c.Hardware, tp, c.Knobs, resident, c.KVBytesPerToken)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		c.KVBudget = b
 		c.Knobs.TotalKVBlocksGPU = b.Blocks
 	}
 	c.GPUKVCapacityBytes = float64(c.Knobs.TotalKVBlocksGPU) * c.BlockSizeBytes
 	c.CPUKVCapacityBytes = float64(c.Knobs.TotalKVBlocksCPU) * c.BlockSizeBytes
-	return c, nil
+	return nil
 }
 
 // MoEActivation is the expected share of routed experts that a step with

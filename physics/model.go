@@ -143,38 +143,70 @@ const DefaultDtype = "bfloat16"
 // as JSON) and resolves it into a validated ModelSpec. source names the input
 // in error messages.
 func ParseModelConfig(data []byte, source string) (ModelSpec, error) {
+	c, err := decodeHFConfig(data, source)
+	if err != nil {
+		return ModelSpec{}, err
+	}
+	m := ModelSpec{Name: c.Name}
+	if m.Name == "" {
+		m.Name = c.NameOrPath
+	}
+	// Each step resolves some fields of m from c, in this order (a later
+	// one reads what an earlier one resolved), and the first error stops.
+	for _, resolve := range []func(m *ModelSpec, source string) error{
+		c.dimensions, c.attention, c.experts, c.mlpWidth, c.mlpProjections, c.dtype,
+	} {
+		if err := resolve(&m, source); err != nil {
+			return ModelSpec{}, err
+		}
+	}
+	c.embeddings(&m)
+	if err := m.validate(source); err != nil {
+		return ModelSpec{}, err
+	}
+	return m, nil
+}
+
+// decodeHFConfig decodes a config.json and refuses the architectures the
+// physics model cannot describe: multi-head latent attention, multimodal
+// configs, and quantized weights without an explicit bytes_per_param.
+func decodeHFConfig(data []byte, source string) (*hfConfig, error) {
 	var c hfConfig
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&c); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return ModelSpec{}, fieldErr(source, te.Field, "expected %s, got JSON %s", te.Type, te.Value)
+			return nil, fieldErr(source, te.Field, "expected %s, got JSON %s", te.Type, te.Value)
 		}
-		return ModelSpec{}, fmt.Errorf("%s: invalid JSON: %w", source, err)
+		return nil, fmt.Errorf("%s: invalid JSON: %w", source, err)
 	}
 	if c.KVLoraRank != nil {
-		return ModelSpec{}, fieldErr(source, "kv_lora_rank", "multi-head latent attention is not supported by the physics model")
+		return nil, fieldErr(source, "kv_lora_rank", "multi-head latent attention is not supported by the physics model")
 	}
 	if len(c.TextConfig) > 0 {
-		return ModelSpec{}, fieldErr(source, "text_config", "multimodal configs are not supported; pass the text model's config")
+		return nil, fieldErr(source, "text_config", "multimodal configs are not supported; pass the text model's config")
 	}
 	if len(c.Quantization) > 0 && c.BytesPerParam == nil {
-		return ModelSpec{}, fieldErr(source, "quantization_config", "quantized weights are not supported unless bytes_per_param is given explicitly")
+		return nil, fieldErr(source, "quantization_config", "quantized weights are not supported unless bytes_per_param is given explicitly")
 	}
+	return &c, nil
+}
 
-	m := ModelSpec{Name: c.Name}
-	if m.Name == "" {
-		m.Name = c.NameOrPath
-	}
-	var err error
-	pick := func(names []string, vals ...*int) (int, string, bool) {
-		for i, v := range vals {
-			if v != nil {
-				return *v, names[i], true
-			}
+// pick returns the first of vals that is set, with its key in names (names
+// and vals in the same order); without one, 0 and the first key.
+func pick(names []string, vals ...*int) (int, string, bool) {
+	for i, v := range vals {
+		if v != nil {
+			return *v, names[i], true
 		}
-		return 0, names[0], false
 	}
+	return 0, names[0], false
+}
+
+// dimensions resolves the required sizes: hidden size, layers, attention
+// heads and vocabulary, each under any of its spellings, each > 0.
+func (c *hfConfig) dimensions(m *ModelSpec, source string) error {
+	var err error
 	need := func(names []string, vals ...*int) int {
 		v, name, ok := pick(names, vals...)
 		if err != nil {
@@ -198,62 +230,73 @@ func ParseModelConfig(data []byte, source string) (ModelSpec, error) {
 	m.NumLayers = need([]string{"num_hidden_layers", "n_layer"}, c.NumHiddenLayers, c.NLayer)
 	m.NumHeads = need([]string{"num_attention_heads", "n_head"}, c.NumAttentionHeads, c.NHead)
 	m.VocabSize = need([]string{"vocab_size"}, c.VocabSize)
-	if err != nil {
-		return ModelSpec{}, err
-	}
+	return err
+}
 
+// attention resolves the KV heads (default: as many as attention heads)
+// and the head dimension (default: hidden size / heads).
+func (c *hfConfig) attention(m *ModelSpec, source string) error {
 	m.NumKVHeads = m.NumHeads // HF convention: absent means multi-head attention
 	if c.NumKeyValueHeads != nil {
 		m.NumKVHeads = *c.NumKeyValueHeads
 	}
 	if m.NumKVHeads <= 0 {
-		return ModelSpec{}, fieldErr(source, "num_key_value_heads", "must be > 0, got %d", m.NumKVHeads)
+		return fieldErr(source, "num_key_value_heads", "must be > 0, got %d", m.NumKVHeads)
 	}
 	if m.NumHeads%m.NumKVHeads != 0 {
-		return ModelSpec{}, fieldErr(source, "num_key_value_heads", "%d does not divide num_attention_heads %d", m.NumKVHeads, m.NumHeads)
+		return fieldErr(source, "num_key_value_heads", "%d does not divide num_attention_heads %d", m.NumKVHeads, m.NumHeads)
 	}
 	if c.HeadDim != nil {
 		m.HeadDim = *c.HeadDim
 		if m.HeadDim <= 0 {
-			return ModelSpec{}, fieldErr(source, "head_dim", "must be > 0, got %d", m.HeadDim)
+			return fieldErr(source, "head_dim", "must be > 0, got %d", m.HeadDim)
 		}
 	} else {
 		if m.HiddenSize%m.NumHeads != 0 {
-			return ModelSpec{}, fieldErr(source, "num_attention_heads", "%d does not divide hidden_size %d and head_dim is not given", m.NumHeads, m.HiddenSize)
+			return fieldErr(source, "num_attention_heads", "%d does not divide hidden_size %d and head_dim is not given", m.NumHeads, m.HiddenSize)
 		}
 		m.HeadDim = m.HiddenSize / m.NumHeads
 	}
+	return nil
+}
 
-	// Experts.
+// experts resolves the number of routed experts and the experts per token
+// (both 0 for a dense model).
+func (c *hfConfig) experts(m *ModelSpec, source string) error {
 	if v, name, ok := pick([]string{"num_local_experts", "num_experts", "n_routed_experts"}, c.NumLocalExperts, c.NumExperts, c.NRoutedExperts); ok {
 		if v < 0 {
-			return ModelSpec{}, fieldErr(source, name, "must be >= 0, got %d", v)
+			return fieldErr(source, name, "must be >= 0, got %d", v)
 		}
 		m.NumExperts = v
 	}
 	if m.NumExperts > 0 {
 		if c.NumExpertsPerTok == nil {
-			return ModelSpec{}, fieldErr(source, "num_experts_per_tok", "missing for a mixture-of-experts model")
+			return fieldErr(source, "num_experts_per_tok", "missing for a mixture-of-experts model")
 		}
 		m.TopK = *c.NumExpertsPerTok
 		if m.TopK <= 0 || m.TopK > m.NumExperts {
-			return ModelSpec{}, fieldErr(source, "num_experts_per_tok", "must be in [1, %d], got %d", m.NumExperts, m.TopK)
+			return fieldErr(source, "num_experts_per_tok", "must be in [1, %d], got %d", m.NumExperts, m.TopK)
 		}
 	} else if c.NumExpertsPerTok != nil && *c.NumExpertsPerTok != 0 && c.NumLocalExperts == nil && c.NumExperts == nil && c.NRoutedExperts == nil {
-		return ModelSpec{}, fieldErr(source, "num_experts_per_tok", "given without a number of experts")
+		return fieldErr(source, "num_experts_per_tok", "given without a number of experts")
 	}
+	return nil
+}
 
-	// MLP width: per expert for MoE, with moe_intermediate_size taking precedence.
+// mlpWidth resolves the MLP width (per expert for MoE, with
+// moe_intermediate_size taking precedence; 4 × hidden for the GPT-2 family
+// and BLOOM when not given) and the shared expert's width.
+func (c *hfConfig) mlpWidth(m *ModelSpec, source string) error {
 	switch {
 	case m.NumExperts > 0 && c.MoEIntermediateSize != nil:
 		m.IntermediateSize = *c.MoEIntermediateSize
 		if m.IntermediateSize <= 0 {
-			return ModelSpec{}, fieldErr(source, "moe_intermediate_size", "must be > 0, got %d", m.IntermediateSize)
+			return fieldErr(source, "moe_intermediate_size", "must be > 0, got %d", m.IntermediateSize)
 		}
 	case c.IntermediateSize != nil:
 		m.IntermediateSize = *c.IntermediateSize
 		if m.IntermediateSize <= 0 {
-			return ModelSpec{}, fieldErr(source, "intermediate_size", "must be > 0, got %d", m.IntermediateSize)
+			return fieldErr(source, "intermediate_size", "must be > 0, got %d", m.IntermediateSize)
 		}
 	case c.ModelType == "bloom":
 		m.IntermediateSize = 4 * m.HiddenSize // BloomMLP: always 4 × hidden
@@ -262,76 +305,87 @@ func ParseModelConfig(data []byte, source string) (ModelSpec, error) {
 		if c.NInner != nil {
 			m.IntermediateSize = *c.NInner
 			if m.IntermediateSize <= 0 {
-				return ModelSpec{}, fieldErr(source, "n_inner", "must be > 0, got %d", m.IntermediateSize)
+				return fieldErr(source, "n_inner", "must be > 0, got %d", m.IntermediateSize)
 			}
 		}
 	default:
-		return ModelSpec{}, fieldErr(source, "intermediate_size", "missing")
+		return fieldErr(source, "intermediate_size", "missing")
 	}
 	if c.SharedExpertIntermediateSize != nil {
 		m.SharedExpertIntermediateSize = *c.SharedExpertIntermediateSize
 		if m.SharedExpertIntermediateSize < 0 {
-			return ModelSpec{}, fieldErr(source, "shared_expert_intermediate_size", "must be >= 0, got %d", m.SharedExpertIntermediateSize)
+			return fieldErr(source, "shared_expert_intermediate_size", "must be >= 0, got %d", m.SharedExpertIntermediateSize)
 		}
 	} else if c.NSharedExperts != nil && *c.NSharedExperts > 0 {
 		m.SharedExpertIntermediateSize = *c.NSharedExperts * m.IntermediateSize
 	}
+	return nil
+}
 
-	// Gated or plain MLP.
-	switch {
-	case c.NMLPProj != nil:
+// mlpProjections resolves whether the MLP is gated (3 weight matrices) or
+// plain (2): n_mlp_proj when given, else by model_type, else by activation.
+func (c *hfConfig) mlpProjections(m *ModelSpec, source string) error {
+	if c.NMLPProj != nil {
 		m.NMLPProj = *c.NMLPProj
 		if m.NMLPProj != 2 && m.NMLPProj != 3 {
-			return ModelSpec{}, fieldErr(source, "n_mlp_proj", "must be 2 or 3, got %d", m.NMLPProj)
+			return fieldErr(source, "n_mlp_proj", "must be 2 or 3, got %d", m.NMLPProj)
 		}
-	default:
-		gated, known := gatedModelTypes[c.ModelType]
-		if !known {
-			act := ""
-			if c.HiddenAct != nil {
-				act = *c.HiddenAct
-			} else if c.ActivationFunction != nil {
-				act = *c.ActivationFunction
-			}
-			switch strings.ToLower(act) {
-			case "silu", "swiglu", "swish":
-				gated = true
-			case "gelu", "gelu_new", "relu", "gelu_fast", "gelu_pytorch_tanh":
-				gated = false
-			default:
-				return ModelSpec{}, fieldErr(source, "model_type", "unknown model_type %q and activation %q: cannot tell whether the MLP is gated; set n_mlp_proj to 2 or 3", c.ModelType, act)
-			}
+		return nil
+	}
+	gated, known := gatedModelTypes[c.ModelType]
+	if !known {
+		act := ""
+		if c.HiddenAct != nil {
+			act = *c.HiddenAct
+		} else if c.ActivationFunction != nil {
+			act = *c.ActivationFunction
 		}
-		m.NMLPProj = 2
-		if gated {
-			m.NMLPProj = 3
+		switch strings.ToLower(act) {
+		case "silu", "swiglu", "swish":
+			gated = true
+		case "gelu", "gelu_new", "relu", "gelu_fast", "gelu_pytorch_tanh":
+			gated = false
+		default:
+			return fieldErr(source, "model_type", "unknown model_type %q and activation %q: cannot tell whether the MLP is gated; set n_mlp_proj to 2 or 3", c.ModelType, act)
 		}
 	}
+	m.NMLPProj = 2
+	if gated {
+		m.NMLPProj = 3
+	}
+	return nil
+}
 
-	// Parameter dtype.
-	switch {
-	case c.BytesPerParam != nil:
+// dtype resolves the bytes per parameter: bytes_per_param when given, else
+// from torch_dtype or dtype, else DefaultDtype with a note.
+func (c *hfConfig) dtype(m *ModelSpec, source string) error {
+	if c.BytesPerParam != nil {
 		m.BytesPerParam = *c.BytesPerParam
 		if !(m.BytesPerParam > 0) {
-			return ModelSpec{}, fieldErr(source, "bytes_per_param", "must be > 0, got %v", m.BytesPerParam)
+			return fieldErr(source, "bytes_per_param", "must be > 0, got %v", m.BytesPerParam)
 		}
-	default:
-		field, dt := "torch_dtype", DefaultDtype
-		switch {
-		case c.TorchDtype != nil:
-			dt = *c.TorchDtype
-		case c.Dtype != nil:
-			field, dt = "dtype", *c.Dtype
-		default:
-			m.Notes = append(m.Notes, missingDtypeNote(source))
-		}
-		b, ok := dtypeBytes[strings.ToLower(strings.TrimPrefix(dt, "torch."))]
-		if !ok {
-			return ModelSpec{}, fieldErr(source, field, "unknown dtype %q", dt)
-		}
-		m.BytesPerParam = b
+		return nil
 	}
+	field, dt := "torch_dtype", DefaultDtype
+	switch {
+	case c.TorchDtype != nil:
+		dt = *c.TorchDtype
+	case c.Dtype != nil:
+		field, dt = "dtype", *c.Dtype
+	default:
+		m.Notes = append(m.Notes, missingDtypeNote(source))
+	}
+	b, ok := dtypeBytes[strings.ToLower(strings.TrimPrefix(dt, "torch."))]
+	if !ok {
+		return fieldErr(source, field, "unknown dtype %q", dt)
+	}
+	m.BytesPerParam = b
+	return nil
+}
 
+// embeddings resolves whether the input and output embeddings are tied and
+// the context length (max_position_embeddings or n_positions), if given.
+func (c *hfConfig) embeddings(m *ModelSpec) {
 	if c.TieWordEmbeddings != nil {
 		m.TieWordEmbeddings = *c.TieWordEmbeddings
 	} else if c.ModelType == "gpt2" || c.ModelType == "bloom" {
@@ -340,10 +394,6 @@ func ParseModelConfig(data []byte, source string) (ModelSpec, error) {
 	if v, _, ok := pick([]string{"max_position_embeddings", "n_positions"}, c.MaxPositionEmbeddings, c.NPositions); ok {
 		m.MaxPositionEmbeddings = v
 	}
-	if err := m.validate(source); err != nil {
-		return ModelSpec{}, err
-	}
-	return m, nil
 }
 
 // missingDtypeNote is the note of a config without torch_dtype or dtype.

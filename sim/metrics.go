@@ -110,8 +110,9 @@ type Result struct {
 	// Hist holds the run's latency histograms (µs), which merge across
 	// instances without the samples.
 	Hist Histograms `json:"-"`
-	// Span is the simulated interval the rates are over, in µs: from the
-	// first arrival to the last departure, step end or event.
+	// StartUs and EndUs are the simulated interval the rates are over, in
+	// µs: from the first arrival to the last departure, step end or event;
+	// both 0 when nothing arrived.
 	StartUs, EndUs int64 `json:"-"`
 	// PromptTokens and CachedPromptTokens are the prefix cache hit rate's
 	// denominator and numerator.
@@ -260,8 +261,8 @@ func (e *Engine) counts() Counts {
 	}
 }
 
-// summarize sorts v in place and reports it in milliseconds; percentiles
-// are nearest-rank.
+// summarize reports v in milliseconds; percentiles are nearest-rank. It
+// sorts a copy: v (Result.TTFTUs and the like) stays in completion order.
 func summarize(v []int64) Distribution {
 	if len(v) == 0 {
 		return Distribution{}

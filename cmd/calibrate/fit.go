@@ -164,6 +164,7 @@ type configSpec struct {
 	tp                    int
 	knobs                 physics.VLLMKnobs
 	dirs                  []string
+	fromFlags             bool // given by the command line's flags, not a --configs file
 }
 
 // fromDir resolves a relative path of the --configs file from the file's
@@ -257,6 +258,9 @@ func readManifest(path string) ([]configSpec, error) {
 	return out, nil
 }
 
+// runFit is calibrate fit: it checks the outputs, reads the configurations
+// and their traces, fits them (fit.Run) and writes the coefficient file and
+// the report together.
 func runFit(cmd *cobra.Command, args []string, o *fitOpts) error {
 	stderr := cmd.ErrOrStderr()
 	if o.quiet {
@@ -277,116 +281,150 @@ func runFit(cmd *cobra.Command, args []string, o *fitOpts) error {
 	if err := checkFitOutputs(o, nil, dir); err != nil { // before --configs is read
 		return err
 	}
-	var specs []configSpec
-	switch {
-	case o.configs != "" && len(args) > 0:
-		return errors.New("give either TABLES_DIR arguments or --configs, not both")
-	case o.configs != "":
-		for _, name := range []string{"model", "hardware", "tp", "max-num-seqs", "max-num-batched-tokens", "block-size", "kv-blocks-gpu"} {
-			if cmd.Flags().Changed(name) {
-				return fmt.Errorf("--%s: with --configs, each configuration's settings come from the file", name)
-			}
-		}
-		var err error
-		if specs, err = readManifest(o.configs); err != nil {
-			return err
-		}
-	case len(args) == 0:
-		return errors.New("no TABLES_DIR given (the output directory of calibrate ingest), and no --configs")
-	default:
-		specs = []configSpec{{name: o.model, model: o.model, hardware: o.hardware, tp: o.tp, knobs: o.knobs, dirs: args}}
+	specs, err := fitSpecs(cmd, args, o)
+	if err != nil {
+		return err
 	}
-
 	if err := checkFitOutputs(o, specs, dir); err != nil { // with the tables and files --configs names
 		return err
 	}
 
 	var cfgs []fit.Config
 	for _, s := range specs {
-		var traces []*fit.Trace
-		for _, d := range s.dirs {
-			logf("reading %s", d)
-			tr, err := fit.LoadTrace(d)
-			if err != nil {
-				return err
-			}
-			logf("  %d steps, %d snapshots, %d requests, %d journey SCHEDULED, %d KV events", len(tr.Steps), len(tr.Snapshots), len(tr.Requests), len(tr.Scheduled), len(tr.KV))
-			if len(tr.Instances) > 1 {
-				logf("  %d engines (instances %s), each fitted as a trace of its own", len(tr.Instances), strings.Join(tr.Instances, ", "))
-			}
-			traces = append(traces, tr)
-		}
-		k := s.knobs
-		if k.TotalKVBlocksGPU == 0 {
-			for _, tr := range traces {
-				if len(tr.Steps) > 0 {
-					k.TotalKVBlocksGPU = tr.Steps[0].KVTotal
-					break
-				}
-			}
-		}
-		m, err := physics.LoadModel(s.model)
+		cfg, err := loadFitConfig(s, logf, cmd.ErrOrStderr())
 		if err != nil {
-			return fmt.Errorf("%s: model: %w", s.name, err)
+			return err
 		}
-		printNotes(cmd.ErrOrStderr(), m.Notes) // warnings, shown even with --quiet
-		h, err := physics.LoadHardware(s.hardware)
-		if err != nil {
-			return fmt.Errorf("%s: hardware: %w", s.name, err)
-		}
-		pc, err := physics.NewPhysicsConfig(m, h, s.tp, k)
-		if err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
-		}
-		cfgs = append(cfgs, fit.Config{Name: s.name, Phys: pc, Traces: traces})
+		cfgs = append(cfgs, cfg)
 	}
-	command := "calibrate " + strings.Join(os.Args[1:], " ")
-	if len(os.Args) < 2 {
-		command = "calibrate fit " + strings.Join(args, " ")
-	}
-	res, err := fit.Run(cfgs, o.opt, command)
+	res, err := fit.Run(cfgs, o.opt, fitCommand(args))
 	if err != nil {
 		return err
 	}
 	if o.notes != "" {
 		res.File.Provenance.Notes += "; " + o.notes
 	}
+	if err := writeFitOutputs(o.output, dir, res); err != nil {
+		return err
+	}
+	printFitSummary(cmd.OutOrStdout(), o.output, dir, res.Report)
+	logf("done")
+	return nil
+}
+
+// fitSpecs are the configurations to fit: those of --configs, or one from
+// the TABLES_DIR arguments and the configuration flags.
+func fitSpecs(cmd *cobra.Command, args []string, o *fitOpts) ([]configSpec, error) {
+	switch {
+	case o.configs != "" && len(args) > 0:
+		return nil, errors.New("give either TABLES_DIR arguments or --configs, not both")
+	case o.configs != "":
+		for _, name := range []string{"model", "hardware", "tp", "max-num-seqs", "max-num-batched-tokens", "block-size", "kv-blocks-gpu"} {
+			if cmd.Flags().Changed(name) {
+				return nil, fmt.Errorf("--%s: with --configs, each configuration's settings come from the file", name)
+			}
+		}
+		return readManifest(o.configs)
+	case len(args) == 0:
+		return nil, errors.New("no TABLES_DIR given (the output directory of calibrate ingest), and no --configs")
+	default:
+		return []configSpec{{name: o.model, model: o.model, hardware: o.hardware, tp: o.tp, knobs: o.knobs, dirs: args, fromFlags: true}}, nil
+	}
+}
+
+// loadFitConfig reads the traces of one configuration and builds its
+// physics configuration; GPU KV blocks not given are the first trace's
+// kv.blocks_total_gpu. The model's notes go to stderr (shown even with
+// --quiet), progress to logf.
+func loadFitConfig(s configSpec, logf func(format string, a ...any), stderr io.Writer) (fit.Config, error) {
+	var traces []*fit.Trace
+	for _, d := range s.dirs {
+		logf("reading %s", d)
+		tr, err := fit.LoadTrace(d)
+		if err != nil {
+			return fit.Config{}, err
+		}
+		logf("  %d steps, %d snapshots, %d requests, %d journey SCHEDULED, %d KV events", len(tr.Steps), len(tr.Snapshots), len(tr.Requests), len(tr.Scheduled), len(tr.KV))
+		if len(tr.Instances) > 1 {
+			logf("  %d engines (instances %s), each fitted as a trace of its own", len(tr.Instances), strings.Join(tr.Instances, ", "))
+		}
+		traces = append(traces, tr)
+	}
+	k := s.knobs
+	if k.TotalKVBlocksGPU == 0 {
+		for _, tr := range traces {
+			if len(tr.Steps) > 0 {
+				k.TotalKVBlocksGPU = tr.Steps[0].KVTotal
+				break
+			}
+		}
+	}
+	m, err := physics.LoadModel(s.model)
+	if err != nil {
+		return fit.Config{}, fmt.Errorf("%s: model: %w", s.name, err)
+	}
+	printNotes(stderr, m.Notes) // warnings, shown even with --quiet
+	h, err := physics.LoadHardware(s.hardware)
+	if err != nil {
+		return fit.Config{}, fmt.Errorf("%s: hardware: %w", s.name, err)
+	}
+	pc, err := physics.NewPhysicsConfig(m, h, s.tp, k)
+	if err != nil {
+		if s.fromFlags {
+			err = knobFlagError(err)
+		}
+		return fit.Config{}, fmt.Errorf("%s: %w", s.name, err)
+	}
+	return fit.Config{Name: s.name, Phys: pc, Traces: traces}, nil
+}
+
+// fitCommand is the command line recorded in the provenance.
+func fitCommand(args []string) string {
+	if len(os.Args) < 2 {
+		return "calibrate fit " + strings.Join(args, " ")
+	}
+	return "calibrate " + strings.Join(os.Args[1:], " ")
+}
+
+// writeFitOutputs writes the coefficient file to output and the report to
+// dir. They replace earlier ones together, and only when every one of them
+// is complete.
+func writeFitOutputs(output, dir string, res *fit.Result) error {
 	data, err := res.File.Marshal()
 	if err != nil {
 		return err
 	}
-	// The coefficient file and the report replace earlier ones together,
-	// and only when every one of them is complete.
 	var outs atomicfile.Group
 	defer outs.Abort()
-	if err := outs.WriteFile(o.output, "-o", data); err != nil {
+	if err := outs.WriteFile(output, "-o", data); err != nil {
 		return err
 	}
 	if err := writeReport(&outs, dir, res); err != nil {
 		return fmt.Errorf("--report: %w", err)
 	}
-	if err := outs.Commit(); err != nil {
-		return err
-	}
-	r := res.Report
-	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s and %s/report.md\n", o.output, dir)
+	return outs.Commit()
+}
+
+// printFitSummary prints what was written, the hold-out MAPE of each
+// configuration (beta beside the other objective's, when fitted) and the
+// acceptance verdict.
+func printFitSummary(w io.Writer, output, dir string, r *fit.Report) {
+	fmt.Fprintf(w, "wrote %s and %s/report.md\n", output, dir)
 	for i, h := range r.Beta.Holdout {
 		other := ""
 		if oo := r.Beta.OtherObjective; oo != nil && i < len(oo.Holdout) {
 			other = fmt.Sprintf(" (%s objective: %s)", oo.Objective, mapeText(oo.Holdout[i].MAPE))
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "beta  %s: hold-out MAPE %s over %d steps%s\n", h.Config, mapeText(h.MAPE), h.N, other)
+		fmt.Fprintf(w, "beta  %s: hold-out MAPE %s over %d steps%s\n", h.Config, mapeText(h.MAPE), h.N, other)
 	}
 	for _, h := range r.Alpha.Holdout {
-		fmt.Fprintf(cmd.OutOrStdout(), "alpha %s: hold-out MAPE %s over %d requests\n", h.Config, mapeText(h.MAPE), h.N)
+		fmt.Fprintf(w, "alpha %s: hold-out MAPE %s over %d requests\n", h.Config, mapeText(h.MAPE), h.N)
 	}
 	verdict := "pass"
 	if !r.Pass {
 		verdict = "FAIL (see the report's checks)"
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "acceptance: %s\n", verdict)
-	logf("done")
-	return nil
+	fmt.Fprintf(w, "acceptance: %s\n", verdict)
 }
 
 // mapeText is a MAPE as a percentage, or "none (no samples)" for a MAPE

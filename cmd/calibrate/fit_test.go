@@ -174,6 +174,16 @@ func TestFitAndPredictBadInput(t *testing.T) {
 			require.Contains(t, err.Error(), tc.want)
 		})
 	}
+	// Issue 18 item 10: a vLLM setting the physics library refuses is
+	// named by its flag, not by the library's field.
+	tables := simTables(t, 1)
+	for _, args := range [][]string{
+		{"fit", tables, "-q", "-o", filepath.Join(dir, "c.yaml"), "--max-num-seqs", "0"},
+		{"predict", "--coefficients", good, "--batches", csvFile("decode_tokens\n4\n"), "--max-num-seqs", "0"},
+	} {
+		_, err := run(t, args...)
+		require.ErrorContains(t, err, "--max-num-seqs: must be > 0, got 0", "%v", args)
+	}
 }
 
 // TestManifestPathsFromItsFolder: in a --configs file, relative tables,

@@ -1,7 +1,11 @@
 // Command calibrate turns vLLM traces into physics-model coefficients.
 // physics shows the derived constants and feature vectors of a (model,
 // hardware, TP, vLLM knobs) configuration; ingest turns OTLP traces and
-// KV-event logs into Parquet tables; fit and predict follow.
+// KV-event logs into Parquet tables; fit trains the beta and alpha
+// coefficients on those tables (package fit, docs/fit.md) and writes a
+// coefficient file and a validation report; predict applies a coefficient
+// file to batch compositions (--batches) or scores it on a trace's tables
+// (--tables).
 package main
 
 import (

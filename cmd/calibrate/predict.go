@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/blis-sim/blis/coefficients"
 	"github.com/blis-sim/blis/features"
@@ -112,8 +113,37 @@ func loadEither[T any](load func(string) (T, error), name string) (T, error) {
 	return v, err
 }
 
+// runPredict is calibrate predict: it resolves the configuration from the
+// coefficient file's applies_to and the flags, then predicts --batches or
+// scores the file on --tables.
 func runPredict(cmd *cobra.Command, o *predictOpts) error {
-	w := cmd.OutOrStdout()
+	if err := checkPredictFlags(cmd, o); err != nil {
+		return err
+	}
+	cf, err := coefficients.Load(o.coeffs)
+	if err != nil {
+		return fmt.Errorf("--coefficients: %w", err)
+	}
+	pc, tr, err := predictConfig(cmd, o, cf)
+	if err != nil {
+		return err
+	}
+	warnings, err := cf.Check(pc)
+	if err != nil {
+		return fmt.Errorf("--coefficients %s: %w", o.coeffs, err)
+	}
+	for _, msg := range warnings {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: %s\n", o.coeffs, msg)
+	}
+	if o.batches != "" {
+		return predictBatches(cmd.OutOrStdout(), cmd.ErrOrStderr(), o.batches, pc, cf)
+	}
+	return scoreTables(cmd.OutOrStdout(), cmd.ErrOrStderr(), o, pc, cf, tr)
+}
+
+// checkPredictFlags refuses flags that do not go together and an output
+// (--per-step) that is an input.
+func checkPredictFlags(cmd *cobra.Command, o *predictOpts) error {
 	if o.coeffs == "" {
 		return errors.New("--coefficients is required")
 	}
@@ -129,13 +159,13 @@ func runPredict(cmd *cobra.Command, o *predictOpts) error {
 	if o.tables != "" {
 		ins = append(ins, atomicfile.DirInputs("--tables", o.tables)...)
 	}
-	if err := atomicfile.Check(ins, []atomicfile.Named{{Label: "--per-step", Path: o.perStep}}); err != nil {
-		return err
-	}
-	cf, err := coefficients.Load(o.coeffs)
-	if err != nil {
-		return fmt.Errorf("--coefficients: %w", err)
-	}
+	return atomicfile.Check(ins, []atomicfile.Named{{Label: "--per-step", Path: o.perStep}})
+}
+
+// predictConfig is the configuration predicted: cf's applies_to with what
+// --model, --hardware, --tp and the vLLM flags change, the GPU KV blocks
+// resolved as the help says. With --tables it also returns the trace.
+func predictConfig(cmd *cobra.Command, o *predictOpts, cf *coefficients.File) (*physics.PhysicsConfig, *fit.Trace, error) {
 	a := cf.AppliesTo
 	model, hw, tp := a.Model, a.Hardware, a.TP
 	if o.model != "" {
@@ -147,22 +177,50 @@ func runPredict(cmd *cobra.Command, o *predictOpts) error {
 	flags := cmd.Flags()
 	if flags.Changed("tp") {
 		if o.tp < 1 {
-			return fmt.Errorf("--tp must be >= 1, got %d", o.tp)
+			return nil, nil, fmt.Errorf("--tp must be >= 1, got %d", o.tp)
 		}
 		tp = o.tp
 	}
 	m, err := loadEither(physics.LoadModel, model)
 	if err != nil {
-		return fmt.Errorf("--model: %w", err)
+		return nil, nil, fmt.Errorf("--model: %w", err)
 	}
 	h, err := loadEither(physics.LoadHardware, hw)
 	if err != nil {
-		return fmt.Errorf("--hardware: %w", err)
+		return nil, nil, fmt.Errorf("--hardware: %w", err)
 	}
-	k, given := a.VLLM, o.knobs
+	given := o.knobs
 	if err := applyOffloadRule(flags, &given); err != nil {
-		return err
+		return nil, nil, err
 	}
+	k := givenKnobs(flags, a.VLLM, given)
+	printNotes(cmd.ErrOrStderr(), m.Notes)
+	var tr *fit.Trace
+	if o.tables != "" {
+		if tr, err = fit.LoadTrace(o.tables); err != nil {
+			return nil, nil, err
+		}
+	}
+	switch {
+	case flags.Changed("kv-blocks-gpu"):
+		k.TotalKVBlocksGPU = o.knobs.TotalKVBlocksGPU
+	case tr != nil && len(tr.Steps) > 0:
+		k.TotalKVBlocksGPU = tr.Steps[0].KVTotal
+	case !strings.EqualFold(m.Name, a.Model) || !strings.EqualFold(h.Name, a.Hardware) || tp != a.TP ||
+		k.BlockSizeTokens != a.VLLM.BlockSizeTokens || flags.Changed("gpu-memory-utilization"):
+		k.TotalKVBlocksGPU = 0 // applies_to's count is another configuration's: derive it
+	}
+	pc, err := physics.NewPhysicsConfig(m, h, tp, k)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s on %d × %s: %w", m.Name, tp, h.Name, knobFlagError(err))
+	}
+	return pc, tr, nil
+}
+
+// givenKnobs is k with the vLLM flags given on the command line taken from
+// given (CPU offloading is on exactly when --kv-blocks-cpu > 0). The GPU KV
+// blocks are left to predictConfig.
+func givenKnobs(flags *pflag.FlagSet, k, given physics.VLLMKnobs) physics.VLLMKnobs {
 	for _, c := range []struct {
 		flag string
 		set  func()
@@ -179,36 +237,13 @@ func runPredict(cmd *cobra.Command, o *predictOpts) error {
 			c.set()
 		}
 	}
-	printNotes(cmd.ErrOrStderr(), m.Notes)
-	var tr *fit.Trace
-	if o.tables != "" {
-		if tr, err = fit.LoadTrace(o.tables); err != nil {
-			return err
-		}
-	}
-	switch {
-	case flags.Changed("kv-blocks-gpu"):
-		k.TotalKVBlocksGPU = given.TotalKVBlocksGPU
-	case tr != nil && len(tr.Steps) > 0:
-		k.TotalKVBlocksGPU = tr.Steps[0].KVTotal
-	case !strings.EqualFold(m.Name, a.Model) || !strings.EqualFold(h.Name, a.Hardware) || tp != a.TP ||
-		k.BlockSizeTokens != a.VLLM.BlockSizeTokens || flags.Changed("gpu-memory-utilization"):
-		k.TotalKVBlocksGPU = 0 // applies_to's count is another configuration's: derive it
-	}
-	pc, err := physics.NewPhysicsConfig(m, h, tp, k)
-	if err != nil {
-		return fmt.Errorf("%s on %d × %s: %w", m.Name, tp, h.Name, knobFlagError(err))
-	}
-	warnings, err := cf.Check(pc)
-	if err != nil {
-		return fmt.Errorf("--coefficients %s: %w", o.coeffs, err)
-	}
-	for _, msg := range warnings {
-		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: %s\n", o.coeffs, msg)
-	}
-	if o.batches != "" {
-		return predictBatches(w, cmd.ErrOrStderr(), o.batches, pc, cf)
-	}
+	return k
+}
+
+// scoreTables scores cf on the trace tr of --tables and prints the errors
+// as JSON, warning on stderr about a vector with no sample scored; with
+// --per-step it also writes each step's actual and predicted time.
+func scoreTables(w, stderr io.Writer, o *predictOpts, pc *physics.PhysicsConfig, cf *coefficients.File, tr *fit.Trace) error {
 	ev, err := fit.Evaluate(fit.Config{Name: o.tables, Phys: pc, Traces: []*fit.Trace{tr}}, cf, o.clean, o.perStep != "")
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.tables, err)
@@ -218,7 +253,7 @@ func runPredict(cmd *cobra.Command, o *predictOpts) error {
 		n    int64
 	}{{"step (beta)", ev.Beta.N}, {"request (alpha)", ev.Alpha.N}} {
 		if v.n == 0 {
-			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: no %s scored: its errors are null (no samples), not 0\n", o.tables, v.what)
+			fmt.Fprintf(stderr, "warning: %s: no %s scored: its errors are null (no samples), not 0\n", o.tables, v.what)
 		}
 	}
 	if o.perStep != "" {
@@ -245,6 +280,9 @@ func jsonFields(t reflect.Type) map[string]int {
 	return out
 }
 
+// predictBatches prints, as CSV, the step time (and with a prompt_tokens
+// column the queue delay) that cf predicts for each batch composition of
+// the --batches CSV at path, and warns on stderr about negative step times.
 func predictBatches(w, stderr io.Writer, path string, pc *physics.PhysicsConfig, cf *coefficients.File) error {
 	negative, firstNegative := 0, 0
 	f, err := os.Open(path)
@@ -254,26 +292,13 @@ func predictBatches(w, stderr io.Writer, path string, pc *physics.PhysicsConfig,
 	defer f.Close()
 	r := csv.NewReader(f)
 	r.TrimLeadingSpace = true
-	header, err := r.Read()
+	bc, err := readBatchHeader(r, path)
 	if err != nil {
-		return fmt.Errorf("--batches %s: header: %w", path, err)
-	}
-	betaF, alphaF := jsonFields(reflect.TypeOf(features.BetaInput{})), jsonFields(reflect.TypeOf(features.AlphaInput{}))
-	hasPrompt, hasSched, hasFree, hasNumDecode := false, false, false, false
-	for j, name := range header {
-		_, inB := betaF[name]
-		_, inA := alphaF[name]
-		if !inB && !inA {
-			return fmt.Errorf("--batches %s: line 1, column %d: unknown column %q", path, j+1, name)
-		}
-		hasPrompt = hasPrompt || name == "prompt_tokens"
-		hasSched = hasSched || name == "scheduled_tokens"
-		hasNumDecode = hasNumDecode || name == "num_decode_reqs"
-		hasFree = hasFree || name == "kv_free_bytes"
+		return err
 	}
 	out := csv.NewWriter(w)
 	cols := append([]string{"row"}, "step_time_ms")
-	if hasPrompt {
+	if bc.hasPrompt {
 		cols = append(cols, "queue_delay_ms")
 	}
 	if err := out.Write(cols); err != nil {
@@ -287,62 +312,16 @@ func predictBatches(w, stderr io.Writer, path string, pc *physics.PhysicsConfig,
 		if err != nil {
 			return fmt.Errorf("--batches %s: %w", path, err)
 		}
-		var b features.BetaInput
-		var a features.AlphaInput
-		bv, av := reflect.ValueOf(&b).Elem(), reflect.ValueOf(&a).Elem()
-		for j, cell := range rec {
-			v, err := strconv.ParseFloat(strings.TrimSpace(cell), 64)
-			if err != nil || v < 0 || v != v {
-				return fmt.Errorf("--batches %s: line %d, column %d (%s): %q is not a number >= 0", path, row+1, j+1, header[j], cell)
-			}
-			for _, s := range []struct {
-				v  reflect.Value
-				fs map[string]int
-			}{{bv, betaF}, {av, alphaF}} {
-				if i, ok := s.fs[header[j]]; ok {
-					fv := s.v.Field(i)
-					if fv.Kind() == reflect.Int64 {
-						if v != float64(int64(v)) {
-							return fmt.Errorf("--batches %s: line %d, column %d (%s): %q is not an integer", path, row+1, j+1, header[j], cell)
-						}
-						fv.SetInt(int64(v))
-					} else {
-						fv.SetFloat(v)
-					}
-				}
-			}
+		b, a, err := bc.parseRow(rec, row, path)
+		if err != nil {
+			return err
 		}
-		if !hasSched {
-			b.ScheduledTokens = b.PrefillTokens + b.DecodeTokens
-		}
-		if !hasNumDecode {
-			b.NumDecodeReqs = b.DecodeTokens
-		}
-		if err := checkBatchRow(&b, &a); err != nil {
-			return fmt.Errorf("--batches %s: line %d: %w", path, row+1, err)
-		}
-		bx := features.Beta(cf.Spec(), pc, b) // the file's spec: v2 files have 9 features
-		var step float64
-		for j, c := range cf.Beta {
-			step += c * bx[j]
-		}
+		step, line := bc.predict(row, &b, &a, pc, cf)
 		if step < 0 {
 			if negative == 0 {
 				firstNegative = row
 			}
 			negative++
-		}
-		line := []string{strconv.Itoa(row), strconv.FormatFloat(step*1e3, 'f', 4, 64)}
-		if hasPrompt {
-			if !hasFree {
-				a.KVFreeBytes = (1 - min(1, a.KVUsageRatio)) * pc.GPUKVCapacityBytes
-			}
-			ax := features.AlphaFeatures(pc, a)
-			var q float64
-			for j, c := range cf.Alpha {
-				q += c * ax[j]
-			}
-			line = append(line, strconv.FormatFloat(q*1e3, 'f', 4, 64))
 		}
 		if err := out.Write(line); err != nil {
 			return err
@@ -353,6 +332,104 @@ func predictBatches(w, stderr io.Writer, path string, pc *physics.PhysicsConfig,
 		fmt.Fprintf(stderr, "warning: --batches %s: %d rows predict a negative step time (first: row %d): the coefficients extrapolate below zero there\n", path, negative, firstNegative)
 	}
 	return out.Error()
+}
+
+// batchColumns is what the header of a --batches CSV says.
+type batchColumns struct {
+	header        []string
+	betaF, alphaF map[string]int // JSON key → field index in BetaInput, AlphaInput
+	// Which of the columns with a default (or, for prompt_tokens, that
+	// ask for the queue delay) were given.
+	hasPrompt, hasSched, hasFree, hasNumDecode bool
+}
+
+// readBatchHeader reads the header of a --batches CSV, refusing a column
+// that names no feature input.
+func readBatchHeader(r *csv.Reader, path string) (*batchColumns, error) {
+	header, err := r.Read()
+	if err != nil {
+		return nil, fmt.Errorf("--batches %s: header: %w", path, err)
+	}
+	bc := &batchColumns{header: header,
+		betaF: jsonFields(reflect.TypeOf(features.BetaInput{})), alphaF: jsonFields(reflect.TypeOf(features.AlphaInput{}))}
+	for j, name := range header {
+		_, inB := bc.betaF[name]
+		_, inA := bc.alphaF[name]
+		if !inB && !inA {
+			return nil, fmt.Errorf("--batches %s: line 1, column %d: unknown column %q", path, j+1, name)
+		}
+		bc.hasPrompt = bc.hasPrompt || name == "prompt_tokens"
+		bc.hasSched = bc.hasSched || name == "scheduled_tokens"
+		bc.hasNumDecode = bc.hasNumDecode || name == "num_decode_reqs"
+		bc.hasFree = bc.hasFree || name == "kv_free_bytes"
+	}
+	return bc, nil
+}
+
+// parseRow reads data row row (line row+1) into the feature inputs, fills
+// scheduled_tokens and num_decode_reqs when their columns are missing, and
+// refuses a cell that is not a number ≥ 0 (an integer for an integer field)
+// and a composition no engine step can have (checkBatchRow).
+func (bc *batchColumns) parseRow(rec []string, row int, path string) (b features.BetaInput, a features.AlphaInput, err error) {
+	header := bc.header
+	bv, av := reflect.ValueOf(&b).Elem(), reflect.ValueOf(&a).Elem()
+	for j, cell := range rec {
+		v, err := strconv.ParseFloat(strings.TrimSpace(cell), 64)
+		if err != nil || v < 0 || v != v {
+			return b, a, fmt.Errorf("--batches %s: line %d, column %d (%s): %q is not a number >= 0", path, row+1, j+1, header[j], cell)
+		}
+		for _, s := range []struct {
+			v  reflect.Value
+			fs map[string]int
+		}{{bv, bc.betaF}, {av, bc.alphaF}} {
+			if i, ok := s.fs[header[j]]; ok {
+				fv := s.v.Field(i)
+				if fv.Kind() == reflect.Int64 {
+					if v != float64(int64(v)) {
+						return b, a, fmt.Errorf("--batches %s: line %d, column %d (%s): %q is not an integer", path, row+1, j+1, header[j], cell)
+					}
+					fv.SetInt(int64(v))
+				} else {
+					fv.SetFloat(v)
+				}
+			}
+		}
+	}
+	if !bc.hasSched {
+		b.ScheduledTokens = b.PrefillTokens + b.DecodeTokens
+	}
+	if !bc.hasNumDecode {
+		b.NumDecodeReqs = b.DecodeTokens
+	}
+	if err := checkBatchRow(&b, &a); err != nil {
+		return b, a, fmt.Errorf("--batches %s: line %d: %w", path, row+1, err)
+	}
+	return b, a, nil
+}
+
+// predict is row's predicted step time in seconds and its output line:
+// the row number, the step time and, with a prompt_tokens column, the
+// queue delay (kv_free_bytes defaulting to the free share of the GPU KV
+// cache), both in ms.
+func (bc *batchColumns) predict(row int, b *features.BetaInput, a *features.AlphaInput, pc *physics.PhysicsConfig, cf *coefficients.File) (float64, []string) {
+	bx := features.Beta(cf.Spec(), pc, *b) // the file's spec: v2 files have 9 features
+	var step float64
+	for j, c := range cf.Beta {
+		step += c * bx[j]
+	}
+	line := []string{strconv.Itoa(row), strconv.FormatFloat(step*1e3, 'f', 4, 64)}
+	if bc.hasPrompt {
+		if !bc.hasFree {
+			a.KVFreeBytes = (1 - min(1, a.KVUsageRatio)) * pc.GPUKVCapacityBytes
+		}
+		ax := features.AlphaFeatures(pc, *a)
+		var q float64
+		for j, c := range cf.Alpha {
+			q += c * ax[j]
+		}
+		line = append(line, strconv.FormatFloat(q*1e3, 'f', 4, 64))
+	}
+	return step, line
 }
 
 // checkBatchRow refuses a batch composition that no engine step can have.

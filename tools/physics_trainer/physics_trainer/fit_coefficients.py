@@ -67,8 +67,9 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from . import compute_features as cf
+from . import export_coeffs
 from .extract_traces import Trace, add_count
-from .validate import NOTE_NO_SAMPLES, Scorer
+from .scores import NOTE_NO_SAMPLES, Scorer
 
 __all__ = [
     "Options",
@@ -1437,8 +1438,6 @@ def _checks(v: dict, is_beta: bool, coef: np.ndarray) -> None:
 def run(cfgs: List[Config], opt: Optional[Options] = None, command: str = "python -m physics_trainer fit",
         notes: str = "") -> FitResult:
     """Go's fit.Run: samples, beta and alpha fits, overheads, the coefficient file."""
-    from . import export_coeffs  # late: export_coeffs imports nothing from here at import time
-
     opt = opt or Options()
     opt.validate()
     if not cfgs:
