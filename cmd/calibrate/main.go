@@ -28,8 +28,9 @@ func newRootCmd() *cobra.Command {
 		Use:   "calibrate",
 		Short: "Calibrate the physics-normalized latency model of vLLM serving",
 		Long: `calibrate works with the physics-normalized latency model that the blis
-simulator uses: 11 alpha features for queueing delay and 16 beta features for
-step time, each normalized by the hardware ceiling that governs it.
+simulator uses: 11 alpha features for queueing delay and the beta features for
+step time (spec 2.0's 9 roofline terms by default, or spec 1.0's frozen 16),
+each normalized by the hardware ceiling that governs it.
 
 The formulas are in docs/physics-spec.md; the trace tables in docs/ingest.md.`,
 		SilenceUsage:  true,
