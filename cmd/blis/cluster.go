@@ -168,13 +168,98 @@ func clusterDeployment(flags *pflag.FlagSet, o *runOpts) (*deploy.Deployment, er
 }
 
 func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
-	flags := cmd.Flags()
-	c := &o.cl
-	if err := checkReplayFlags(flags, o); err != nil {
+	r := &clusterRun{o: o, rng: sim.NewRNG(o.seed)}
+	if err := r.checkFlags(cmd.Flags()); err != nil {
 		return err
 	}
-	d, err := clusterDeployment(flags, o)
+	if err := r.build(cmd.Flags(), stderr, cmd.ErrOrStderr()); err != nil {
+		return err
+	}
+	defer r.outs.Abort()
+	if err := r.openOutputs(); err != nil {
+		return err
+	}
+	if err := r.workload(cmd.Flags()); err != nil {
+		return err
+	}
+	// The configuration the output echoes, which names the trace's ids.
+	config := describeCluster(o, r.d, r.built)
+	if r.spec != nil {
+		config.Workload = r.spec.String()
+	}
+	config.WindowUs = r.win.us
+	if err := r.attachTrace(config); err != nil {
+		return err
+	}
+
+	start := time.Now()
+	cs, err := cluster.New(r.cfg, r.src)
 	if err != nil {
+		return err
+	}
+	res, err := cs.Run()
+	if errors.Is(err, cluster.ErrTooManyWindows) {
+		return fmt.Errorf("--window %s: %w", o.cl.window, err)
+	}
+	if err != nil {
+		return err
+	}
+	if r.gen != nil && r.gen.Err() != nil {
+		return flagError(r.gen.Err())
+	}
+	wall := time.Since(start)
+	if err := r.finishOutputs(res); err != nil {
+		return err
+	}
+	out := clusterReport{Tool: "blis run", Version: 1, Config: config, Workload: r.replay, Metrics: res}
+	if r.specSrc != nil {
+		out.Spec = &specReport{Source: r.spec.Source, Tenants: r.specSrc.Stats()}
+		r.offered = int(r.specSrc.Sent())
+	}
+	if r.weights != nil {
+		fr := cluster.Fitness(res, r.weights)
+		out.Fitness = &fr
+	}
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	r.printDiagnostics(stderr, cmd.ErrOrStderr(), res, wall)
+	return nil
+}
+
+// clusterRun is a cluster run of blis run in the making: the checked
+// flags, the built deployment, the outputs (written to temporary files and
+// renamed when the run succeeds) and the workload source.
+type clusterRun struct {
+	o       *runOpts
+	rng     sim.RNG
+	d       *deploy.Deployment
+	built   *deploy.Built
+	cfg     cluster.Config
+	win     windowFlags
+	weights []cluster.FitnessWeight
+
+	outs                  atomicfile.Group
+	traceFile             *atomicfile.File
+	windowOut, windowPlot *atomicfile.File
+	traceBuf, decisionBuf *bufio.Writer
+	writers               []*simtrace.Writer
+
+	src     cluster.Source
+	gen     *workload.Stream // the synthetic workload, or nil
+	replay  *workload.ReplayReport
+	spec    *workload.WorkloadSpec
+	specSrc *workload.Source
+	offered int
+}
+
+// checkFlags checks the cluster flags that need no deployment, before
+// anything is built or written.
+func (r *clusterRun) checkFlags(flags *pflag.FlagSet) error {
+	o, c := r.o, &r.o.cl
+	if err := checkReplayFlags(flags, o); err != nil {
 		return err
 	}
 	switch c.traceLevel {
@@ -195,13 +280,12 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	if c.workers < 0 {
 		return fmt.Errorf("--workers must be >= 0, got %d", c.workers)
 	}
-	win, err := parseWindowFlags(c)
-	if err != nil {
+	var err error
+	if r.win, err = parseWindowFlags(c); err != nil {
 		return err
 	}
-	var weights []cluster.FitnessWeight
 	if c.fitness != "" {
-		if weights, err = cluster.ParseFitnessWeights(c.fitness); err != nil {
+		if r.weights, err = cluster.ParseFitnessWeights(c.fitness); err != nil {
 			return fmt.Errorf("--fitness-weights: %w", err)
 		}
 	}
@@ -211,26 +295,34 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	if o.kvEventsFile != "" {
 		return errors.New("--kv-events is not supported for a cluster run yet; use --otlp-trace")
 	}
-	if err := checkTraceOptions(o); err != nil {
+	return checkTraceOptions(o)
+}
+
+// build resolves the deployment (file and flags), builds its pools, prints
+// their notes and warnings, and fills the cluster configuration from the
+// run flags.
+func (r *clusterRun) build(flags *pflag.FlagSet, stderr, warn io.Writer) error {
+	o, c := r.o, &r.o.cl
+	var err error
+	if r.d, err = clusterDeployment(flags, o); err != nil {
 		return err
 	}
-	rng := sim.NewRNG(o.seed)
-	built, err := d.Build(rng)
-	if err != nil {
+	if r.built, err = r.d.Build(r.rng); err != nil {
 		if c.deployment != "" {
 			return fmt.Errorf("--deployment: %w", err)
 		}
 		return deploy.FlagError(err)
 	}
-	for i, in := range built.Pools {
+	for i, in := range r.built.Pools {
 		printModelNotes(stderr, in.Phys.Model)
 		prefix := ""
-		if len(built.Pools) > 1 {
-			prefix = "pool " + d.Pools[i].Name + ": "
+		if len(r.built.Pools) > 1 {
+			prefix = "pool " + r.d.Pools[i].Name + ": "
 		}
-		printWarnings(cmd.ErrOrStderr(), prefix, in.Warnings)
+		printWarnings(warn, prefix, in.Warnings)
 	}
-	cfg := built.Config
+	cfg := &r.cfg
+	*cfg = r.built.Config
 	cfg.HorizonUs = int64(math.Round(o.horizonS * 1e6))
 	cfg.RecordRequests = o.perRequest
 	cfg.CounterfactualK = c.counterfactK
@@ -238,70 +330,72 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 	if cfg.Workers == 0 {
 		cfg.Workers = runtime.GOMAXPROCS(0)
 	}
-	cfg.WindowUs = win.us
+	cfg.WindowUs = r.win.us
 	for i := range cfg.Instances {
 		cfg.Instances[i].Config.Options.Exhaustive = o.debugInv
 	}
+	return nil
+}
 
-	var outs atomicfile.Group
-	defer outs.Abort()
-	var traceFile *atomicfile.File
+// openOutputs creates every output file before the run, so that an
+// unwritable path fails at once; they are written during or after it.
+func (r *clusterRun) openOutputs() error {
+	o, c := r.o, &r.o.cl
+	var err error
 	if o.traceFile != "" {
-		if traceFile, err = outs.Create(o.traceFile, "--otlp-trace"); err != nil {
+		if r.traceFile, err = r.outs.Create(o.traceFile, "--otlp-trace"); err != nil {
 			return err
 		}
 	}
-	var decisionBuf *bufio.Writer
 	if c.traceLevel == "decisions" {
-		df, err := outs.Create(c.decisionTrace, "--decision-trace")
+		df, err := r.outs.Create(c.decisionTrace, "--decision-trace")
 		if err != nil {
 			return err
 		}
-		decisionBuf = bufio.NewWriterSize(df, 1<<20)
-		cfg.Decisions = decisionBuf
+		r.decisionBuf = bufio.NewWriterSize(df, 1<<20)
+		r.cfg.Decisions = r.decisionBuf
 	}
-	// The window files are opened before the run, so that an unwritable
-	// path fails at once, and written after it.
-	var windowOut, windowPlot *atomicfile.File
 	if c.windowOut != "" {
-		if windowOut, err = outs.Create(c.windowOut, "--window-out"); err != nil {
+		if r.windowOut, err = r.outs.Create(c.windowOut, "--window-out"); err != nil {
 			return err
 		}
 	}
 	if c.windowPlot != "" {
-		if windowPlot, err = outs.Create(c.windowPlot, "--window-plot"); err != nil {
+		if r.windowPlot, err = r.outs.Create(c.windowPlot, "--window-plot"); err != nil {
 			return err
 		}
 	}
+	return nil
+}
 
-	var src cluster.Source
-	var gen *workload.Stream
-	var replay *workload.ReplayReport
-	var offered int
-	spec, err := loadSpec(flags, o)
-	if err != nil {
+// workload sets the request source: a workload spec, a replayed file, or
+// the synthetic workload of the flags, and the SLO targets requests with
+// a class are scored against.
+func (r *clusterRun) workload(flags *pflag.FlagSet) error {
+	o := r.o
+	var err error
+	if r.spec, err = loadSpec(flags, o); err != nil {
 		return err
 	}
 	// Requests that carry an SLO class (a spec's, or a replayed trace's
 	// slo_class column) are scored against the spec's targets or the
 	// published defaults.
 	targets := workload.DefaultSLOTargets()
-	var specSrc *workload.Source
-	if spec != nil {
-		specSrc = workload.NewSource(spec, rng)
-		src = specSrc
-		cfg.TenantNames = spec.TenantIDs()
-		targets = spec.SLO
+	if r.spec != nil {
+		r.specSrc = workload.NewSource(r.spec, r.rng)
+		r.src = r.specSrc
+		r.cfg.TenantNames = r.spec.TenantIDs()
+		targets = r.spec.SLO
 	}
 	for cl, t := range targets {
-		cfg.SLOTargets[cl] = cluster.SLOTarget{TTFTUs: msToUs(t.TTFTMs), TPOTUs: msToUs(t.TPOTMs), E2EUs: msToUs(t.E2EMs)}
+		r.cfg.SLOTargets[cl] = cluster.SLOTarget{TTFTUs: msToUs(t.TTFTMs), TPOTUs: msToUs(t.TPOTMs), E2EUs: msToUs(t.E2EMs)}
 	}
 	switch {
-	case spec != nil:
+	case r.spec != nil:
 	case o.replay != "":
 		// A row is surely refused when it exceeds every pool's context.
 		var maxLen int64
-		for i, in := range built.Pools {
+		for i, in := range r.built.Pools {
 			m := in.Config.Engine.MaxModelLen
 			if m == 0 || (i > 0 && maxLen == 0) {
 				maxLen = 0 // a pool without a limit serves every row
@@ -313,102 +407,79 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		src, replay, offered = cluster.NewSliceSource(reqs), rep, len(reqs)
+		r.src, r.replay, r.offered = cluster.NewSliceSource(reqs), rep, len(reqs)
 	default:
 		if err := parseWorkload(o); err != nil {
 			return err
 		}
-		g, err := workload.NewGenerator(o.workload, rng.Stream(sim.StreamWorkload))
+		g, err := workload.NewGenerator(o.workload, r.rng.Stream(sim.StreamWorkload))
 		if err != nil {
 			return flagError(err)
 		}
-		gen = workload.NewStream(g)
-		src, offered = gen, o.workload.Requests
+		r.gen = workload.NewStream(g)
+		r.src, r.offered = r.gen, o.workload.Requests
 	}
+	return nil
+}
 
-	// The configuration the output echoes, which names the trace's ids.
-	config := describeCluster(o, d, built)
-	if spec != nil {
-		config.Workload = spec.String()
+// attachTrace gives every instance a trace writer into --otlp-trace, with
+// ids derived from the echoed configuration.
+func (r *clusterRun) attachTrace(config clusterConfig) error {
+	if r.traceFile == nil {
+		return nil
 	}
-	config.WindowUs = win.us
-	var writers []*simtrace.Writer
-	var traceBuf *bufio.Writer
-	if traceFile != nil {
-		traceBuf = bufio.NewWriterSize(traceFile, 1<<20)
-		runID, err := traceRunID(config, o)
+	o := r.o
+	r.traceBuf = bufio.NewWriterSize(r.traceFile, 1<<20)
+	runID, err := traceRunID(config, o)
+	if err != nil {
+		return err
+	}
+	for i := range r.cfg.Instances {
+		opt := o.traceOpt
+		opt.Model = r.built.Pools[poolIndex(r.d, i)].Phys.Model.Name
+		opt.InstanceID = r.cfg.Instances[i].ID
+		opt.RunID = runID
+		w, err := simtrace.NewWriter(r.traceBuf, nil, opt,
+			r.rng.Stream(sim.InstanceStream(sim.StreamTraceJourney, i)), r.rng.Stream(sim.InstanceStream(sim.StreamTraceStep, i)))
 		if err != nil {
 			return err
 		}
-		for i := range cfg.Instances {
-			opt := o.traceOpt
-			opt.Model = built.Pools[poolIndex(d, i)].Phys.Model.Name
-			opt.InstanceID = cfg.Instances[i].ID
-			opt.RunID = runID
-			w, err := simtrace.NewWriter(traceBuf, nil, opt,
-				rng.Stream(sim.InstanceStream(sim.StreamTraceJourney, i)), rng.Stream(sim.InstanceStream(sim.StreamTraceStep, i)))
-			if err != nil {
-				return err
-			}
-			cfg.Instances[i].Config.Observer = w
-			writers = append(writers, w)
-		}
+		r.cfg.Instances[i].Config.Observer = w
+		r.writers = append(r.writers, w)
 	}
+	return nil
+}
 
-	start := time.Now()
-	cs, err := cluster.New(cfg, src)
-	if err != nil {
-		return err
-	}
-	res, err := cs.Run()
-	if errors.Is(err, cluster.ErrTooManyWindows) {
-		return fmt.Errorf("--window %s: %w", c.window, err)
-	}
-	if err != nil {
-		return err
-	}
-	if gen != nil && gen.Err() != nil {
-		return flagError(gen.Err())
-	}
-	wall := time.Since(start)
-	for _, w := range writers {
+// finishOutputs closes the trace writers, flushes the buffered outputs,
+// writes the windows and renames every output into place.
+func (r *clusterRun) finishOutputs(res *cluster.Result) error {
+	for _, w := range r.writers {
 		if err := w.Close(); err != nil {
 			return fmt.Errorf("--otlp-trace: %w", err)
 		}
 	}
-	if traceBuf != nil {
-		if err := traceBuf.Flush(); err != nil {
+	if r.traceBuf != nil {
+		if err := r.traceBuf.Flush(); err != nil {
 			return fmt.Errorf("--otlp-trace: %w", err)
 		}
 	}
-	if decisionBuf != nil {
-		if err := decisionBuf.Flush(); err != nil {
+	if r.decisionBuf != nil {
+		if err := r.decisionBuf.Flush(); err != nil {
 			return fmt.Errorf("--decision-trace: %w", err)
 		}
 	}
-	if err := writeWindows(win, windowOut, windowPlot, res.Windows); err != nil {
+	if err := writeWindows(r.win, r.windowOut, r.windowPlot, res.Windows); err != nil {
 		return err
 	}
-	if err := outs.Commit(); err != nil {
-		return err
-	}
-	out := clusterReport{Tool: "blis run", Version: 1, Config: config, Workload: replay, Metrics: res}
-	if specSrc != nil {
-		out.Spec = &specReport{Source: spec.Source, Tenants: specSrc.Stats()}
-		offered = int(specSrc.Sent())
-	}
-	if weights != nil {
-		fr := cluster.Fitness(res, weights)
-		out.Fitness = &fr
-	}
-	enc := json.NewEncoder(cmd.OutOrStdout())
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(out); err != nil {
-		return err
-	}
+	return r.outs.Commit()
+}
+
+// printDiagnostics prints the run's warnings (to warn, even under -q) and
+// its summary lines (to stderr).
+func (r *clusterRun) printDiagnostics(stderr, warn io.Writer, res *cluster.Result, wall time.Duration) {
 	for _, in := range res.Instances {
-		printWarnings(cmd.ErrOrStderr(), "", clampWarnings("instance "+in.ID+": ", in.Metrics.StepTimesClamped))
-		printDropped(cmd.ErrOrStderr(), "instance "+in.ID+": ", in.Metrics.Requests.Dropped, in.Metrics.Requests.Offered, in.Metrics.FirstDropped)
+		printWarnings(warn, "", clampWarnings("instance "+in.ID+": ", in.Metrics.StepTimesClamped))
+		printDropped(warn, "instance "+in.ID+": ", in.Metrics.Requests.Dropped, in.Metrics.Requests.Offered, in.Metrics.FirstDropped)
 	}
 	rq := res.Requests
 	var first *sim.TooLongRequest
@@ -417,16 +488,15 @@ func runCluster(cmd *cobra.Command, o *runOpts, stderr io.Writer) error {
 			first = f
 		}
 	}
-	printSkipped(cmd.ErrOrStderr(), replay)
-	printTooLong(cmd.ErrOrStderr(), rq.RejectedTooLong, first, replay)
-	printRaised(stderr, gen, o.workload.PrefixTokens)
+	printSkipped(warn, r.replay)
+	printTooLong(warn, rq.RejectedTooLong, first, r.replay)
+	printRaised(stderr, r.gen, r.o.workload.PrefixTokens)
 	fmt.Fprintf(stderr, "blis: %d instances, %d of %d requests arrived (%d completed, %d rejected, %d dropped), %.1f s simulated in %.2f s wall (%.1f µs per request)\n",
-		len(cfg.Instances), rq.Arrived, offered, rq.Completed, rq.Rejected, rq.DroppedUnservable, res.DurationS, wall.Seconds(),
+		len(r.cfg.Instances), rq.Arrived, r.offered, rq.Completed, rq.Rejected, rq.DroppedUnservable, res.DurationS, wall.Seconds(),
 		float64(wall.Microseconds())/float64(max(1, rq.Arrived)))
-	if win.us > 0 {
-		fmt.Fprintf(stderr, "blis: %d time windows of %s\n", len(res.Windows), time.Duration(win.us)*time.Microsecond)
+	if r.win.us > 0 {
+		fmt.Fprintf(stderr, "blis: %d time windows of %s\n", len(res.Windows), time.Duration(r.win.us)*time.Microsecond)
 	}
-	return nil
 }
 
 // windowFlags are --window and its outputs, checked.

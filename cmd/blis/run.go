@@ -121,7 +121,7 @@ docs/simulator.md. A CSV has a header row naming its columns:
   priority        integer priority                           optional
   tenant_id, slo_class (realtime|interactive|batch), session_id: names, optional
 Empty optional cells are 0 or none; lines starting with # are comments.
-`+"\n"+shippedNames()+`
+` + "\n" + shippedNames() + `
 
 --otlp-trace writes the run as vLLM's journey and step tracing would, in
 OTLP JSON lines (read it back with calibrate ingest); --kv-events writes the
@@ -301,38 +301,13 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 	printWarnings(cmd.ErrOrStderr(), "", r.in.Warnings)
 	rng := sim.NewRNG(o.seed)
 
-	var tw *simtrace.Writer
-	var closers []func() error
 	// Outputs are written to temporary files renamed over their paths only
 	// when the run succeeds.
 	var outs atomicfile.Group
 	defer outs.Abort()
-	if o.traceFile != "" {
-		tf, err := outs.Create(o.traceFile, "--otlp-trace")
-		if err != nil {
-			return err
-		}
-		var kvw io.Writer
-		if o.kvEventsFile != "" {
-			kf, err := outs.Create(o.kvEventsFile, "--kv-events")
-			if err != nil {
-				return err
-			}
-			kvb := bufio.NewWriterSize(kf, 1<<20)
-			kvw = kvb
-			closers = append(closers, kvb.Flush)
-		}
-		tb := bufio.NewWriterSize(tf, 1<<20)
-		o.traceOpt.Model = r.cfg.Model.Name
-		if o.traceOpt.RunID, err = traceRunID(describe(o, r), o); err != nil {
-			return err
-		}
-		tw, err = simtrace.NewWriter(tb, kvw, o.traceOpt, rng.Stream(sim.StreamTraceJourney), rng.Stream(sim.StreamTraceStep))
-		if err != nil {
-			return err
-		}
-		r.simCfg.Observer = tw
-		closers = append([]func() error{tw.Close, tb.Flush}, closers...)
+	tw, closers, err := openTrace(o, r, rng, &outs)
+	if err != nil {
+		return err
 	}
 
 	start := time.Now()
@@ -368,20 +343,61 @@ func runRun(cmd *cobra.Command, o *runOpts) error {
 	if err := enc.Encode(out); err != nil {
 		return err
 	}
-	printSkipped(cmd.ErrOrStderr(), r.replay)
-	printTooLong(cmd.ErrOrStderr(), res.Requests.RejectedTooLong, res.FirstTooLong, r.replay)
-	printDropped(cmd.ErrOrStderr(), "", res.Requests.Dropped, r.offered, res.FirstDropped)
+	printRunDiagnostics(stderr, cmd.ErrOrStderr(), o, r, res, tw, wall)
+	return nil
+}
+
+// openTrace creates --otlp-trace (and --kv-events) in outs and attaches a
+// trace writer to the instance; closers flush them, in order, after the
+// run. Without --otlp-trace it does nothing.
+func openTrace(o *runOpts, r *resolved, rng sim.RNG, outs *atomicfile.Group) (*simtrace.Writer, []func() error, error) {
+	if o.traceFile == "" {
+		return nil, nil, nil
+	}
+	var closers []func() error
+	tf, err := outs.Create(o.traceFile, "--otlp-trace")
+	if err != nil {
+		return nil, nil, err
+	}
+	var kvw io.Writer
+	if o.kvEventsFile != "" {
+		kf, err := outs.Create(o.kvEventsFile, "--kv-events")
+		if err != nil {
+			return nil, nil, err
+		}
+		kvb := bufio.NewWriterSize(kf, 1<<20)
+		kvw = kvb
+		closers = append(closers, kvb.Flush)
+	}
+	tb := bufio.NewWriterSize(tf, 1<<20)
+	o.traceOpt.Model = r.cfg.Model.Name
+	if o.traceOpt.RunID, err = traceRunID(describe(o, r), o); err != nil {
+		return nil, nil, err
+	}
+	tw, err := simtrace.NewWriter(tb, kvw, o.traceOpt, rng.Stream(sim.StreamTraceJourney), rng.Stream(sim.StreamTraceStep))
+	if err != nil {
+		return nil, nil, err
+	}
+	r.simCfg.Observer = tw
+	return tw, append([]func() error{tw.Close, tb.Flush}, closers...), nil
+}
+
+// printRunDiagnostics prints a single-instance run's warnings (to warn,
+// even under -q) and summary lines (to stderr).
+func printRunDiagnostics(stderr, warn io.Writer, o *runOpts, r *resolved, res *sim.Result, tw *simtrace.Writer, wall time.Duration) {
+	printSkipped(warn, r.replay)
+	printTooLong(warn, res.Requests.RejectedTooLong, res.FirstTooLong, r.replay)
+	printDropped(warn, "", res.Requests.Dropped, r.offered, res.FirstDropped)
 	printRaised(stderr, r.gen, o.workload.PrefixTokens)
 	fmt.Fprintf(stderr, "blis: %d requests (%d completed, %d dropped), %d steps, %.1f s simulated in %.2f s wall (%.1f µs per request)\n",
 		r.offered, res.Requests.Completed, res.Requests.Dropped, res.Steps, res.DurationS, wall.Seconds(),
 		float64(wall.Microseconds())/float64(max(1, r.offered)))
-	printWarnings(cmd.ErrOrStderr(), "", clampWarnings("", res.StepTimesClamped))
+	printWarnings(warn, "", clampWarnings("", res.StepTimesClamped))
 	if tw != nil {
 		st := tw.Stats()
-		fmt.Fprintf(stderr, "blis: trace %s: %d spans, %d events (%d dropped by the 128-event limit), %d sampled steps (%d rich)\n",
-			o.traceFile, st.Spans, st.Events, st.DroppedEvents, st.SampledSteps, st.RichSteps)
+		fmt.Fprintf(stderr, "blis: trace %s: %d spans, %d events (%d dropped by the %d-event limit), %d sampled steps (%d rich)\n",
+			o.traceFile, st.Spans, st.Events, st.DroppedEvents, o.traceOpt.MaxEventsPerSpan, st.SampledSteps, st.RichSteps)
 	}
-	return nil
 }
 
 // traceOptionFlags pairs simtrace.Options fields with the flags that set
@@ -652,6 +668,78 @@ func applyInstanceFlags(flags *pflag.FlagSet, o *runOpts, spec *deploy.InstanceS
 	if set("tp") {
 		spec.TP = o.tp
 	}
+	if err := applyVLLMFlags(set, o, spec); err != nil {
+		return err
+	}
+	if set("scheduler") {
+		spec.Scheduler = o.scheduler
+	}
+	if set("priority") {
+		spec.Priority = o.priority
+	}
+	if set("priority-base") {
+		spec.PriorityBase = o.prioBase
+	}
+	if set("priority-age-weight") {
+		spec.PriorityAgeWeight = o.prioAge
+	}
+	return applyLatencyFlags(flags, set, o, &spec.Latency)
+}
+
+// applyLatencyFlags is applyInstanceFlags for the latency model's flags.
+func applyLatencyFlags(flags *pflag.FlagSet, set func(string) bool, o *runOpts, l *deploy.LatencySpec) error {
+	if set("latency") {
+		l.Model = o.latency
+	}
+	if set("coefficients") {
+		l.Coefficients = o.coeffs
+	}
+	if set("latency-noise") {
+		l.Noise = o.noise
+	}
+	// The models' parameters: only when a flag of theirs is given, so that
+	// giving one to another model is an error rather than ignored.
+	if flags.Changed("roofline-compute-eff") || flags.Changed("roofline-bandwidth-eff") || flags.Changed("roofline-step-overhead-us") {
+		p := deploy.DefaultRooflineParams
+		if l.Roofline != nil {
+			p = *l.Roofline
+		}
+		if flags.Changed("roofline-compute-eff") {
+			p.ComputeEff = o.computeEff
+		}
+		if flags.Changed("roofline-bandwidth-eff") {
+			p.BandwidthEff = o.bandwidthEff
+		}
+		if flags.Changed("roofline-step-overhead-us") {
+			p.StepOverheadUs = o.stepOverhead
+		}
+		l.Roofline = &p
+	}
+	bbAlpha, bbBeta := flags.Changed("alpha-coeffs"), flags.Changed("beta-coeffs")
+	if bbAlpha || bbBeta || (l.Model == "blackbox" && l.Blackbox == nil) {
+		p := deploy.DefaultBlackboxParams
+		if l.Blackbox != nil {
+			p = *l.Blackbox
+		}
+		var err error
+		if bbAlpha || l.Blackbox == nil {
+			if p.Alpha, err = parseTriple(o.alphaBB, "--alpha-coeffs"); err != nil {
+				return err
+			}
+		}
+		if bbBeta || l.Blackbox == nil {
+			if p.Beta, err = parseTriple(o.betaBB, "--beta-coeffs"); err != nil {
+				return err
+			}
+		}
+		l.Blackbox = &p
+	}
+	return nil
+}
+
+// applyVLLMFlags is applyInstanceFlags for vLLM's engine settings, the
+// parallelism and the request pipeline.
+func applyVLLMFlags(set func(string) bool, o *runOpts, spec *deploy.InstanceSpec) error {
 	k := &spec.VLLM
 	if set("max-num-seqs") {
 		k.MaxNumSeqs = o.knobs.MaxNumSeqs
@@ -710,65 +798,6 @@ func applyInstanceFlags(flags *pflag.FlagSet, o *runOpts, spec *deploy.InstanceS
 	}
 	if set("output-delay-us") {
 		spec.OutputDelayUs = o.outputDelayUs
-	}
-	if set("scheduler") {
-		spec.Scheduler = o.scheduler
-	}
-	if set("priority") {
-		spec.Priority = o.priority
-	}
-	if set("priority-base") {
-		spec.PriorityBase = o.prioBase
-	}
-	if set("priority-age-weight") {
-		spec.PriorityAgeWeight = o.prioAge
-	}
-	l := &spec.Latency
-	if set("latency") {
-		l.Model = o.latency
-	}
-	if set("coefficients") {
-		l.Coefficients = o.coeffs
-	}
-	if set("latency-noise") {
-		l.Noise = o.noise
-	}
-	// The models' parameters: only when a flag of theirs is given, so that
-	// giving one to another model is an error rather than ignored.
-	if flags.Changed("roofline-compute-eff") || flags.Changed("roofline-bandwidth-eff") || flags.Changed("roofline-step-overhead-us") {
-		p := deploy.DefaultRooflineParams
-		if l.Roofline != nil {
-			p = *l.Roofline
-		}
-		if flags.Changed("roofline-compute-eff") {
-			p.ComputeEff = o.computeEff
-		}
-		if flags.Changed("roofline-bandwidth-eff") {
-			p.BandwidthEff = o.bandwidthEff
-		}
-		if flags.Changed("roofline-step-overhead-us") {
-			p.StepOverheadUs = o.stepOverhead
-		}
-		l.Roofline = &p
-	}
-	bbAlpha, bbBeta := flags.Changed("alpha-coeffs"), flags.Changed("beta-coeffs")
-	if bbAlpha || bbBeta || (l.Model == "blackbox" && l.Blackbox == nil) {
-		p := deploy.DefaultBlackboxParams
-		if l.Blackbox != nil {
-			p = *l.Blackbox
-		}
-		var err error
-		if bbAlpha || l.Blackbox == nil {
-			if p.Alpha, err = parseTriple(o.alphaBB, "--alpha-coeffs"); err != nil {
-				return err
-			}
-		}
-		if bbBeta || l.Blackbox == nil {
-			if p.Beta, err = parseTriple(o.betaBB, "--beta-coeffs"); err != nil {
-				return err
-			}
-		}
-		l.Blackbox = &p
 	}
 	return nil
 }
