@@ -84,6 +84,7 @@ fuzz_target() {
     elapsed=0 execs=0
     read -r elapsed execs < <(sed -nE 's/^fuzz: elapsed: ([0-9]+)s, execs: ([0-9]+).*/\1 \2/p' "$log" | tail -n 1) || true
     elapsed=${elapsed:-0} execs=${execs:-0}
+    printf '    round %d: %dx, %.1f s wall, %d s in the fuzz engine, %d executions\n' "$rounds" "$count" "$wall" "$elapsed" "$execs"
     spent=$(calc "$spent + $wall")
     fam_execs=$((fam_execs + execs))
     fam_engine=$((fam_engine + elapsed))
