@@ -35,7 +35,8 @@ import (
 //
 // Every flag is given as --name=value. A run must not panic (the fuzzer
 // catches it), must not fail with a *sim.InvariantError (a simulator bug:
-// an input's fault must be an ordinary error), must print JSON when it
+// an input's fault must be an ordinary error) nor with an error showing an
+// int64 limit no input holds (an overflow), must print JSON when it
 // succeeds and, when prog's length is even, print the same bytes and write
 // the same files when run again.
 //
@@ -70,6 +71,13 @@ func FuzzRunCommand(f *testing.F) {
 			// Also when wrapped as text (%v), not as an error (%w).
 			if errors.As(err, &inv) || invariantRE.MatchString(err.Error()) {
 				t.Fatalf("blis %s: an input made the simulator fail an invariant (a simulator bug): %v", strings.Join(args, " "), err)
+			}
+			// An int64 limit in the message that no argument holds is an
+			// overflow reported as if the user had given it.
+			for _, lim := range []string{"9223372036854775807", "9223372036854775808"} {
+				if strings.Contains(err.Error(), lim) && !strings.Contains(strings.Join(args, " ")+string(file), lim) {
+					t.Fatalf("blis %s: the error shows an overflow: %v", strings.Join(args, " "), err)
+				}
 			}
 			return
 		}
@@ -325,8 +333,7 @@ func decodeRunArgs(t *testing.T, dir string, prog []byte, raw string, file []byt
 			return nil, false
 		}
 	}
-	_, spec := given["workload-spec"]
-	_, scenario := given["scenario"]
+	spec, scenario := given["workload-spec"] != "", given["scenario"] != ""
 	if _, ok := given["requests"]; !ok && !spec && !scenario {
 		args = append(args, "--requests=20")
 	}
@@ -431,6 +438,7 @@ func fuzzRunSeeds(f testing.TB) []fuzzRunSeed {
 	// Found by this target (issue 18; TestFuzzFoundInputsAreRefused).
 	add(nil, "num-instances=2", "admission-latency=9223372036854775807")
 	add(nil, "num-instances=2", "routing-policy=weighted", "prefix-index-capacity=2147483648")
+	add(nil, "horizon=1e300")
 	return seeds
 }
 

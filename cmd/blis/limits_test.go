@@ -224,8 +224,10 @@ func TestPromptsAndPrefixesFollowOneRule(t *testing.T) {
 // instead of being refused. --admission-latency and --routing-latency
 // near 2^63 overflowed the cluster clock into an invariant failure (CL-4,
 // "a simulator bug"); --prefix-index-capacity 2^31 wrapped to a negative
-// int32 and panicked (index out of range) on the first routed request.
-// Each is now an error naming the flag or the file's key.
+// int32 and panicked (index out of range) on the first routed request;
+// --horizon beyond 2^63 µs overflowed into a negative horizon, refused as
+// "field horizon: must be >= 0, got -9223372036854775808 µs". Each is now
+// an error naming the flag or the file's key.
 func TestFuzzFoundInputsAreRefused(t *testing.T) {
 	dep := filepath.Join(t.TempDir(), "d.yaml")
 	require.NoError(t, os.WriteFile(dep, []byte("pools:\n  - replicas: 2\nrouting:\n  latency_us: 1099511627777\n"), 0o644))
@@ -237,6 +239,8 @@ func TestFuzzFoundInputsAreRefused(t *testing.T) {
 		{[]string{"--num-instances", "2", "--routing-latency", "9223372036854775807"}, "--routing-latency: must be within [0, 1099511627776] µs, got 9223372036854775807"},
 		{[]string{"--deployment", dep}, "routing.latency_us: must be within [0, 1099511627776] µs"},
 		{[]string{"--num-instances", "2", "--routing-policy", "weighted", "--prefix-index-capacity", "2147483648"}, "--prefix-index-capacity: must be within [1, 1073741824] blocks, got 2147483648"},
+		{[]string{"--horizon", "1e300"}, "--horizon must be a number of seconds in [0, 2305843009213], got 1e+300"},
+		{[]string{"--horizon", "9.3e12", "--num-instances", "2"}, "--horizon must be a number of seconds in [0, 2305843009213], got 9.3e+12"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			_, _, err := runCLI(t, append([]string{"run", "-q", "--requests", "20"}, c.args...)...)
@@ -245,6 +249,6 @@ func TestFuzzFoundInputsAreRefused(t *testing.T) {
 	}
 	// The largest values allowed run.
 	_, _, err := runCLI(t, "run", "-q", "--requests", "20", "--num-instances", "2", "--admission-latency", "1099511627776", "--routing-latency", "1099511627776",
-		"--routing-policy", "weighted", "--prefix-index-capacity", "1073741824")
+		"--routing-policy", "weighted", "--prefix-index-capacity", "1073741824", "--horizon", "2305843009213")
 	require.NoError(t, err)
 }
