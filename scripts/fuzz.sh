@@ -78,11 +78,13 @@ fuzz_target() {
     t1=$(now)
     rounds=$((rounds + 1))
     wall=$(calc "$t1 - $t0")
-    # The engine's last report, "fuzz: elapsed: 12s, execs: 3000 (...)"
+    # The engine's last report, "fuzz: elapsed: 1m12s, execs: 3000 (...)"
     # (none when the round ended while loading the corpus; elapsed is in
-    # whole seconds).
+    # whole seconds, as [Nh][Nm]Ns).
     elapsed=0 execs=0
-    read -r elapsed execs < <(sed -nE 's/^fuzz: elapsed: ([0-9]+)s, execs: ([0-9]+).*/\1 \2/p' "$log" | tail -n 1) || true
+    read -r elapsed execs < <(sed -nE 's/^fuzz: elapsed: ([0-9hms]+), execs: ([0-9]+).*/\1 \2/p' "$log" | tail -n 1 |
+      awk '{ d = $1; s = 0; while (match(d, /^[0-9]+[hms]/)) { n = substr(d, 1, RLENGTH - 1); u = substr(d, RLENGTH, 1)
+        s += n * (u == "h" ? 3600 : u == "m" ? 60 : 1); d = substr(d, RLENGTH + 1) } print s, $2 }') || true
     elapsed=${elapsed:-0} execs=${execs:-0}
     printf '    round %d: %dx, %.1f s wall, %d s in the fuzz engine, %d executions\n' "$rounds" "$count" "$wall" "$elapsed" "$execs"
     spent=$(calc "$spent + $wall")
@@ -94,10 +96,13 @@ fuzz_target() {
       break
     fi
     # Size the next round to fill what is left, less this round's overhead
-    # (build, corpus), at this round's rate; at least 100 executions.
+    # (building, starting), at this round's rate; when the overhead takes
+    # most of what is left, to fuzz for half of it anyway (rather than
+    # spend it on rounds too short to fuzz); at least 100 executions.
     count=$(awk -v n="$execs" -v e="$elapsed" -v w="$wall" -v l="$left" 'BEGIN {
       e = (e < 1) ? 1 : e; rate = n / e; ovh = w - e; if (ovh < 0) ovh = 0
-      c = int(rate * (l - ovh)); if (c < 100) c = 100; print c }')
+      f = l - ovh; if (f < l / 2) f = l / 2
+      c = int(rate * f); if (c < 100) c = 100; print c }')
   done
   rm -f "$log"
   printf '  %-45s %3d rounds, %6.1f s\n' "$pkg $name" "$rounds" "$spent"
