@@ -212,10 +212,10 @@ func New(cfg Config, src Source) (*Sim, error) {
 		return nil, fmt.Errorf("no request source")
 	}
 	switch {
-	case cfg.AdmissionLatencyUs < 0:
-		return nil, fmt.Errorf("admission latency must be >= 0 µs, got %d", cfg.AdmissionLatencyUs)
-	case cfg.RoutingLatencyUs < 0:
-		return nil, fmt.Errorf("routing latency must be >= 0 µs, got %d", cfg.RoutingLatencyUs)
+	case cfg.AdmissionLatencyUs < 0 || cfg.AdmissionLatencyUs > sim.MaxDurationUs:
+		return nil, fmt.Errorf("admission latency must be within [0, %d] µs, got %d", sim.MaxDurationUs, cfg.AdmissionLatencyUs)
+	case cfg.RoutingLatencyUs < 0 || cfg.RoutingLatencyUs > sim.MaxDurationUs:
+		return nil, fmt.Errorf("routing latency must be within [0, %d] µs, got %d", sim.MaxDurationUs, cfg.RoutingLatencyUs)
 	case cfg.HorizonUs < 0:
 		return nil, fmt.Errorf("horizon must be >= 0 µs, got %d", cfg.HorizonUs)
 	case cfg.CounterfactualK < 0:

@@ -441,8 +441,10 @@ func ParseRefresh(s string) (int64, error) {
 // Validate checks the admission settings; errors are *FieldError under
 // admission.
 func (a AdmissionSpec) Validate() error {
-	if a.LatencyUs < 0 {
-		return fieldErrf("admission.latency_us", "must be >= 0 µs, got %d", a.LatencyUs)
+	// Bounded like every other duration (sim.MaxDurationUs), so that the
+	// clock plus it cannot overflow.
+	if a.LatencyUs < 0 || a.LatencyUs > sim.MaxDurationUs {
+		return fieldErrf("admission.latency_us", "must be within [0, %d] µs, got %d", sim.MaxDurationUs, a.LatencyUs)
 	}
 	_, err := a.Build()
 	return err
@@ -474,11 +476,11 @@ func (r RoutingSpec) Validate(n int) error {
 
 // Build returns the routing policy for n instances.
 func (r RoutingSpec) Build(n int) (route.Policy, error) {
-	if r.LatencyUs < 0 {
-		return nil, fieldErrf("routing.latency_us", "must be >= 0 µs, got %d", r.LatencyUs)
+	if r.LatencyUs < 0 || r.LatencyUs > sim.MaxDurationUs {
+		return nil, fieldErrf("routing.latency_us", "must be within [0, %d] µs, got %d", sim.MaxDurationUs, r.LatencyUs)
 	}
-	if r.PrefixIndexCapacity < 1 {
-		return nil, fieldErrf("routing.prefix_index_capacity", "must be >= 1 block, got %d", r.PrefixIndexCapacity)
+	if r.PrefixIndexCapacity < 1 || r.PrefixIndexCapacity > route.MaxPrefixIndexCapacity {
+		return nil, fieldErrf("routing.prefix_index_capacity", "must be within [1, %d] blocks, got %d", route.MaxPrefixIndexCapacity, r.PrefixIndexCapacity)
 	}
 	var ws []route.WeightedScorer
 	if r.Policy == route.WeightedName {

@@ -1,17 +1,13 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh machine: Go modules are fetched
 # first, then vet, format check, unit/golden/property tests, the Python
-# trainer's tests (in a virtualenv with its pinned requirements), and a short
-# fixed-count run of each fuzz target. Set FUZZTIME to change the fuzz budget
-# and BLIS_VENV to put the virtualenv elsewhere (default build/venv).
+# trainer's tests (in a virtualenv with its pinned requirements), and at
+# least a minute of fuzzing per parser family (scripts/fuzz.sh, in rounds of
+# fixed execution counts). Set FUZZ_FAMILY_SECONDS to change the fuzz budget
+# (e.g. 5 for a quick local run) and BLIS_VENV to put the virtualenv
+# elsewhere (default build/venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-
-# Budgets are execution counts, not durations: with a duration, Go <= 1.26's
-# fuzz coordinator can report "context deadline exceeded" as a failure when
-# the deadline races a worker (golang/go#75804, fixed in Go 1.27); a count
-# has no deadline. 10000 runs take 1-10 s per target on 2 cores.
-FUZZTIME="${FUZZTIME:-10000x}"
 
 command -v go >/dev/null || { echo "test.sh: Go is not installed (need Go >= 1.26, the go line of go.mod; an older go >= 1.21 fetches it)" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "test.sh: python3 is not installed (need Python >= 3.11 with venv)" >&2; exit 1; }
@@ -47,32 +43,6 @@ py="$(cd "$venv" && pwd)/bin/python"
 # tests always see the checked-out code.
 (cd tools/physics_trainer && BLIS_REQUIRE_GO=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$py" -m pytest -q -p no:cacheprovider)
 
-echo "== fuzz (${FUZZTIME} each)"
-# Each fuzz target: package and name. Keep this list in step with the code.
-fuzz_targets=(
-  "./physics FuzzParseModelConfig"
-  "./features FuzzFeatures"
-  "./otlpingest FuzzDecodeJSON"
-  "./otlpingest FuzzReadTraces"
-  "./otlpingest FuzzDecodeKVLine"
-  "./coefficients FuzzParse"
-  "./sim/workload FuzzParseDist"
-  "./sim/workload FuzzReplayCSV"
-  "./sim/workload FuzzParseSpec"
-  "./sim/workload/records FuzzReadAzure"
-  "./sim/workload/records FuzzParseRunMeta"
-  "./sim/workload/records FuzzReadMooncake"
-  "./sim/workload/records FuzzReadVLLMBench"
-  "./sim/workload/records FuzzReadInferencePerf"
-  "./sim/workload/records FuzzReadVLLMRuns"
-  "./internal/pqread FuzzRead"
-  "./internal/pqread FuzzDamagedFile"
-  "./cmd/calibrate FuzzReadManifest"
-  "./deploy FuzzParseDeployment"
-)
-for t in "${fuzz_targets[@]}"; do
-  set -- $t
-  # A small minimization budget (also a count) bounds the time spent.
-  go test "$1" -run '^$' -fuzz "^$2\$" -fuzztime "$FUZZTIME" -fuzzminimizetime 500x
-done
+echo "== fuzz (${FUZZ_FAMILY_SECONDS:-60} s per parser family)"
+scripts/fuzz.sh
 echo "== all tests passed"

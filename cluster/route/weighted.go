@@ -53,8 +53,8 @@ func NewWeighted(ws []WeightedScorer, n, prefixCapacity int) (*Weighted, error) 
 	if prefixCapacity == 0 {
 		prefixCapacity = DefaultPrefixIndexCapacity
 	}
-	if prefixCapacity < 1 {
-		return nil, fmt.Errorf("prefix index capacity must be >= 1 block, got %d", prefixCapacity)
+	if prefixCapacity < 1 || prefixCapacity > MaxPrefixIndexCapacity {
+		return nil, fmt.Errorf("prefix index capacity must be within [1, %d] blocks, got %d", MaxPrefixIndexCapacity, prefixCapacity)
 	}
 	var sum float64
 	for _, w := range ws {

@@ -289,8 +289,8 @@ func (r *clusterRun) checkFlags(flags *pflag.FlagSet) error {
 			return fmt.Errorf("--fitness-weights: %w", err)
 		}
 	}
-	if !(o.horizonS >= 0) || math.IsInf(o.horizonS, 0) {
-		return fmt.Errorf("--horizon must be a number of seconds >= 0, got %v", o.horizonS)
+	if err := checkHorizon(o.horizonS); err != nil {
+		return err
 	}
 	if o.kvEventsFile != "" {
 		return errors.New("--kv-events is not supported for a cluster run yet; use --otlp-trace")

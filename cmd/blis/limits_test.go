@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -217,4 +218,37 @@ func TestPromptsAndPrefixesFollowOneRule(t *testing.T) {
 	_, diag, err := runCLI(t, "run", "--requests", "300")
 	require.NoError(t, err)
 	require.Regexp(t, `blis: \d+ of the \d+ prompts of a prefix group were sampled at most --prefix-tokens 512 long and raised to 513 tokens`, diag)
+}
+
+// Found by FuzzRunCommand (issue 18): inputs that broke the simulator
+// instead of being refused. --admission-latency and --routing-latency
+// near 2^63 overflowed the cluster clock into an invariant failure (CL-4,
+// "a simulator bug"); --prefix-index-capacity 2^31 wrapped to a negative
+// int32 and panicked (index out of range) on the first routed request;
+// --horizon beyond 2^63 µs overflowed into a negative horizon, refused as
+// "field horizon: must be >= 0, got -9223372036854775808 µs". Each is now
+// an error naming the flag or the file's key.
+func TestFuzzFoundInputsAreRefused(t *testing.T) {
+	dep := filepath.Join(t.TempDir(), "d.yaml")
+	require.NoError(t, os.WriteFile(dep, []byte("pools:\n  - replicas: 2\nrouting:\n  latency_us: 1099511627777\n"), 0o644))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--num-instances", "2", "--admission-latency", "9223372036854775807"}, "--admission-latency: must be within [0, 1099511627776] µs, got 9223372036854775807"},
+		{[]string{"--num-instances", "2", "--routing-latency", "9223372036854775807"}, "--routing-latency: must be within [0, 1099511627776] µs, got 9223372036854775807"},
+		{[]string{"--deployment", dep}, "routing.latency_us: must be within [0, 1099511627776] µs"},
+		{[]string{"--num-instances", "2", "--routing-policy", "weighted", "--prefix-index-capacity", "2147483648"}, "--prefix-index-capacity: must be within [1, 1073741824] blocks, got 2147483648"},
+		{[]string{"--horizon", "1e300"}, "--horizon must be a number of seconds in [0, 2305843009213], got 1e+300"},
+		{[]string{"--horizon", "9.3e12", "--num-instances", "2"}, "--horizon must be a number of seconds in [0, 2305843009213], got 9.3e+12"},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			_, _, err := runCLI(t, append([]string{"run", "-q", "--requests", "20"}, c.args...)...)
+			require.ErrorContains(t, err, c.want)
+		})
+	}
+	// The largest values allowed run.
+	_, _, err := runCLI(t, "run", "-q", "--requests", "20", "--num-instances", "2", "--admission-latency", "1099511627776", "--routing-latency", "1099511627776",
+		"--routing-policy", "weighted", "--prefix-index-capacity", "1073741824", "--horizon", "2305843009213")
+	require.NoError(t, err)
 }

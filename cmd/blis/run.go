@@ -518,8 +518,8 @@ func resolve(flags *pflag.FlagSet, o *runOpts) (*resolved, error) {
 	if o.kvEventsFile != "" && (spec.VLLM.TotalKVBlocksCPU <= 0 || o.traceFile == "") {
 		return nil, errors.New("--kv-events needs --kv-blocks-cpu > 0 and --otlp-trace")
 	}
-	if !(o.horizonS >= 0) || math.IsInf(o.horizonS, 0) {
-		return nil, fmt.Errorf("--horizon must be a number of seconds >= 0, got %v", o.horizonS)
+	if err := checkHorizon(o.horizonS); err != nil {
+		return nil, err
 	}
 	if err := checkTraceOptions(o); err != nil {
 		return nil, err
@@ -549,6 +549,18 @@ func resolve(flags *pflag.FlagSet, o *runOpts) (*resolved, error) {
 	r.gen = workload.NewStream(g)
 	r.src, r.offered = r.gen, int64(o.workload.Requests)
 	return r, nil
+}
+
+// checkHorizon refuses a --horizon the clock cannot reach (sim.MaxTimeUs):
+// beyond it, seconds × 1e6 overflowed int64 into a negative horizon,
+// refused as "field horizon: must be >= 0, got -9223372036854775808 µs"
+// (found by FuzzRunCommand).
+func checkHorizon(s float64) error {
+	const maxS = float64(sim.MaxTimeUs / 1_000_000)
+	if !(s >= 0 && s <= maxS) {
+		return fmt.Errorf("--horizon must be a number of seconds in [0, %d], got %v", int64(maxS), s)
+	}
+	return nil
 }
 
 // loadReplay reads --replay with --replay-format and --strict, noting the
