@@ -11,18 +11,17 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/blis-sim/blis/internal/plotcanvas"
 )
 
 // Formats are the image formats WritePlot writes, by file extension.
-var Formats = []string{"png", "svg"}
+var Formats = plotcanvas.Formats
 
 // The figure's size; a PNG has 96 pixels per inch (1152 × 432).
 const (
 	plotWidth  = 12 * vg.Inch
 	plotHeight = 4.5 * vg.Inch
-	dpi        = 96
 	// maxPoints is the most points a panel draws; a panel with more draws
 	// every k-th compared request, k = ceil(n / maxPoints), and says so.
 	maxPoints = 20000
@@ -48,19 +47,15 @@ var panels = [...]struct {
 // (ms) and E2E (s): x the measured, y the simulated value, one point per
 // compared request (see the package doc; more than 20000 are thinned to
 // every k-th), with the y = x line, under title (none when ""), to w in
-// format, "png" or "svg" (Formats). The caller makes the file (blis
+// format, "png", "svg" or "pdf" (Formats; the same inputs give the same
+// bytes, see internal/plotcanvas). The caller makes the file (blis
 // validate writes a temporary file and renames it on success). It is an
 // error when no request has both a measured and a simulated value of any
 // metric; nothing is written then.
 func WritePlot(w io.Writer, pairs []Pair, title, format string) error {
-	var c vg.CanvasWriterTo
-	switch format {
-	case "png":
-		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(plotWidth, plotHeight), vgimg.UseDPI(dpi))}
-	case "svg":
-		c = vgsvg.New(plotWidth, plotHeight)
-	default:
-		return fmt.Errorf("format %q: must be png or svg", format)
+	c, err := plotcanvas.New(format, plotWidth, plotHeight)
+	if err != nil {
+		return err
 	}
 	plots, err := buildPlots(pairs)
 	if err != nil {

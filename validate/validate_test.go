@@ -290,17 +290,26 @@ func TestWritePlot(t *testing.T) {
 			var b bytes.Buffer
 			require.NoError(t, validate.WritePlot(&b, ps, "validation of a test run", format))
 			require.NotZero(t, b.Len())
-			if format == "png" {
+			switch format {
+			case "png":
 				img, err := png.Decode(bytes.NewReader(b.Bytes()))
 				require.NoError(t, err)
 				require.Equal(t, 1152, img.Bounds().Dx())
 				require.Equal(t, 432, img.Bounds().Dy())
-			} else {
+			case "svg":
 				s := b.String()
 				require.Contains(t, s, "</svg>")
 				for _, label := range []string{"validation of a test run", "measured TTFT (s)", "simulated mean ITL (ms)", "E2E, "} {
 					require.Contains(t, s, label)
 				}
+			case "pdf":
+				// 12 × 4.5 inches; no date of writing (see internal/plotcanvas).
+				s := b.String()
+				require.True(t, strings.HasPrefix(s, "%PDF-"))
+				require.True(t, strings.Contains(s, "/MediaBox [0 0 864.00 324.00]"))
+				require.True(t, strings.Contains(s, "/CreationDate (D:19700101000000)"))
+			default:
+				t.Fatalf("no check for format %s", format)
 			}
 			// The same pairs, the same bytes.
 			var again bytes.Buffer
@@ -313,7 +322,7 @@ func TestWritePlot(t *testing.T) {
 func TestWritePlotErrors(t *testing.T) {
 	ps := pairs(validate.TTFT, []int64{1000}, []int64{2000})
 	var b bytes.Buffer
-	require.ErrorContains(t, validate.WritePlot(&b, ps, "", "gif"), `format "gif": must be png or svg`)
+	require.ErrorContains(t, validate.WritePlot(&b, ps, "", "gif"), `image format "gif" is not one of png, svg, pdf`)
 	none := pairs(validate.E2E, []int64{-1, 1000}, []int64{1000, -1})
 	require.ErrorContains(t, validate.WritePlot(&b, none, "", "png"), "no request has both")
 	require.Zero(t, b.Len(), "nothing written")

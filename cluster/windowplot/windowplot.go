@@ -16,20 +16,18 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/blis-sim/blis/cluster"
+	"github.com/blis-sim/blis/internal/plotcanvas"
 )
 
 // Formats are the image formats Write draws, by file extension.
-var Formats = []string{"png", "svg"}
+var Formats = plotcanvas.Formats
 
 // The figure's size; a PNG has 96 pixels per inch (768 × 1056).
 const (
 	width  = 8 * vg.Inch
 	height = 11 * vg.Inch
-	dpi    = 96
 )
 
 // Two colors a panel's series take in turn (Okabe and Ito's blue and
@@ -81,16 +79,12 @@ var panels = []panel{
 }
 
 // Write draws rows (consecutive windows, as cluster.Result.Windows holds
-// them) in format "png" or "svg" to out.
+// them) in format "png", "svg" or "pdf" (Formats) to out; the same rows
+// give the same bytes (see internal/plotcanvas).
 func Write(out io.Writer, rows []cluster.Window, format string) error {
-	var c vg.CanvasWriterTo
-	switch format {
-	case "png":
-		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(dpi))}
-	case "svg":
-		c = vgsvg.New(width, height)
-	default:
-		return fmt.Errorf("image format %q is not one of png, svg", format)
+	c, err := plotcanvas.New(format, width, height)
+	if err != nil {
+		return err
 	}
 	if len(rows) == 0 {
 		return errors.New("no time windows to draw")

@@ -69,9 +69,22 @@ func TestWriteSVG(t *testing.T) {
 	require.Equal(t, s, again.String(), "the same rows, the same bytes")
 }
 
+func TestWritePDF(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, windowplot.Write(&b, rows(), "pdf"))
+	s := b.String()
+	require.True(t, strings.HasPrefix(s, "%PDF-"))
+	// 8 × 11 inches; no date of writing (see internal/plotcanvas).
+	require.True(t, strings.Contains(s, "/MediaBox [0 0 576.00 792.00]"))
+	require.True(t, strings.Contains(s, "/CreationDate (D:19700101000000)"))
+	var again bytes.Buffer
+	require.NoError(t, windowplot.Write(&again, rows(), "pdf"))
+	require.True(t, bytes.Equal(b.Bytes(), again.Bytes()), "the same rows, the same bytes")
+}
+
 func TestWriteErrors(t *testing.T) {
 	var b bytes.Buffer
-	require.ErrorContains(t, windowplot.Write(&b, rows(), "gif"), `image format "gif" is not one of png, svg`)
+	require.ErrorContains(t, windowplot.Write(&b, rows(), "gif"), `image format "gif" is not one of png, svg, pdf`)
 	require.ErrorContains(t, windowplot.Write(&b, nil, "png"), "no time windows")
 	// One window, all zero: still a figure.
 	require.NoError(t, windowplot.Write(&b, []cluster.Window{{StartUs: 0, EndUs: 1000}}, "png"))

@@ -76,7 +76,7 @@ func addClusterFlags(f *pflag.FlagSet, o *clusterOpts) {
 	f.StringVar(&o.fitness, "fitness-weights", "", "cluster: print a fitness score, a weighted sum of normalized metrics: key:weight,... with keys throughput, tokens_per_sec, STAT_METRIC (STAT mean|p50|p90|p95|p99|max, METRIC ttft|itl|e2e|scheduling_delay)")
 	f.StringVar(&o.window, "window", "", "cluster: cut the run into time windows [k·`D`, (k+1)·D) of simulated time, D a duration with a unit (10s, 500ms, 1m; whole µs), for --window-out and --window-plot (default: none; a single-instance run given a window flag runs as a 1-instance cluster)")
 	f.StringVar(&o.windowOut, "window-out", "", "cluster: write one row per --window to `FILE`: .csv (with a header) or .jsonl (one JSON object a line); counts, rates per second, TTFT p50/p99 ms of the requests completed in the window, and queue depth, running batch, KV utilization and router in-flight at the window's end (docs/cluster.md)")
-	f.StringVar(&o.windowPlot, "window-plot", "", "cluster: draw the --window rows to `FILE`, .png or .svg: panels of request rates, TTFT p50/p99, queue depth and running batch, and KV utilization over time")
+	f.StringVar(&o.windowPlot, "window-plot", "", "cluster: draw the --window rows to `FILE`, .png, .svg or .pdf: panels of request rates, TTFT p50/p99, queue depth and running batch, and KV utilization over time")
 }
 
 // clusterMode reports whether the flags ask for a cluster run.
@@ -503,7 +503,7 @@ func (r *clusterRun) printDiagnostics(stderr, warn io.Writer, res *cluster.Resul
 type windowFlags struct {
 	us        int64  // the window, µs (0: none)
 	outFormat string // csv or jsonl
-	plotFmt   string // png or svg
+	plotFmt   string // png, svg or pdf
 }
 
 // parseWindowFlags checks --window, --window-out and --window-plot before
@@ -529,7 +529,7 @@ func parseWindowFlags(c *clusterOpts) (windowFlags, error) {
 	case d%time.Microsecond != 0:
 		return w, fmt.Errorf("--window %s is not a whole number of microseconds", c.window)
 	case c.windowOut == "" && c.windowPlot == "":
-		return w, errors.New("--window needs --window-out FILE (.csv or .jsonl) or --window-plot FILE (.png or .svg) to write the windows to")
+		return w, errors.New("--window needs --window-out FILE (.csv or .jsonl) or --window-plot FILE (.png, .svg or .pdf) to write the windows to")
 	}
 	w.us = d.Microseconds()
 	if c.windowOut != "" {
@@ -552,7 +552,11 @@ func extFormat(path, flag string, formats ...string) (string, error) {
 	if slices.Contains(formats, ext) {
 		return ext, nil
 	}
-	return "", fmt.Errorf("%s %s: the extension must be .%s", flag, path, strings.Join(formats, " or ."))
+	list := "." + formats[len(formats)-1]
+	if n := len(formats); n > 1 {
+		list = "." + strings.Join(formats[:n-1], ", .") + " or " + list
+	}
+	return "", fmt.Errorf("%s %s: the extension must be %s", flag, path, list)
 }
 
 // writeWindows writes the rows to the open window files (nil: not asked).

@@ -148,13 +148,13 @@ func TestClusterBadInput(t *testing.T) {
 		{[]string{"--window", "0s", "--window-out", "w.csv"}, "--window must be > 0, got 0s"},
 		{[]string{"--window", "-5s", "--window-out", "w.csv"}, "--window must be > 0, got -5s"},
 		{[]string{"--window", "1500ns", "--window-out", "w.csv"}, "--window 1500ns is not a whole number of microseconds"},
-		{[]string{"--window", "1s"}, "--window needs --window-out FILE (.csv or .jsonl) or --window-plot FILE (.png or .svg)"},
+		{[]string{"--window", "1s"}, "--window needs --window-out FILE (.csv or .jsonl) or --window-plot FILE (.png, .svg or .pdf)"},
 		{[]string{"--window-out", "w.csv"}, "--window-out needs --window D"},
 		{[]string{"--window-plot", "w.png"}, "--window-plot needs --window D"},
 		{[]string{"--window", "1s", "--window-out", "w.txt"}, "--window-out w.txt: the extension must be .csv or .jsonl"},
 		{[]string{"--window", "1s", "--window-out", "windows"}, "--window-out windows: the extension must be .csv or .jsonl"},
-		{[]string{"--window", "1s", "--window-plot", "w.pdf"}, "--window-plot w.pdf: the extension must be .png or .svg"},
-		{[]string{"--window", "1s", "--window-out", "w.csv", "--window-plot", "w.jpg"}, "--window-plot w.jpg: the extension must be .png or .svg"},
+		{[]string{"--window", "1s", "--window-plot", "w.eps"}, "--window-plot w.eps: the extension must be .png, .svg or .pdf"},
+		{[]string{"--window", "1s", "--window-out", "w.csv", "--window-plot", "w.jpg"}, "--window-plot w.jpg: the extension must be .png, .svg or .pdf"},
 		{[]string{"--window", "1s", "--window-out", filepath.Join(dir, "no", "such", "w.csv")}, "--window-out " + filepath.Join(dir, "no", "such", "w.csv") + ": open"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -242,7 +242,7 @@ func TestDeployFlagsExist(t *testing.T) {
 }
 
 // TestClusterWindows: --window writes consecutive windows to --window-out
-// (CSV or JSON lines) and --window-plot (PNG or SVG); the rows add up to
+// (CSV or JSON lines) and --window-plot (PNG, SVG or PDF); the rows add up to
 // the run's counts; the run's JSON is the same as without windows but for
 // the echoed window; the files are byte-identical for any --workers; a
 // single-instance run given --window runs as a 1-instance cluster.
@@ -308,6 +308,10 @@ func TestClusterWindows(t *testing.T) {
 	}
 	svg := string(must(os.ReadFile(svgPath)))
 	require.True(t, strings.HasPrefix(svg, "<svg") || strings.HasPrefix(svg, "<?xml"))
+	pdfPath := filepath.Join(dir, "w.pdf")
+	_, _, err = runCLI(t, append(base, "--window", "2s", "--window-plot", pdfPath)...)
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(must(os.ReadFile(pdfPath)), []byte("%PDF-")))
 
 	// The same files for one and two workers.
 	csv2 := filepath.Join(dir, "w2.csv")

@@ -88,7 +88,7 @@ it prints the parameters as flags, to predict other runs with them.`,
 	f.StringVar(&o.format, "format", "auto", "format of RECORDS: auto, vllm-runs, vllm-bench, inference-perf (auto: detected from the content)")
 	f.StringVar(&o.meta, "meta", "", "vllm-runs meta.json describing the deployment (default: meta.json next to RECORDS, when there is one)")
 	f.BoolVar(&o.strict, "strict", false, "fail on the first unreadable row instead of skipping it (skips are counted in the report)")
-	f.StringVar(&o.plot, "plot", "", "draw simulated against measured TTFT, ITL and E2E per request to `FILE` (.png or .svg)")
+	f.StringVar(&o.plot, "plot", "", "draw simulated against measured TTFT, ITL and E2E per request to `FILE` (.png, .svg or .pdf)")
 	f.BoolVar(&o.asJSON, "json", false, "print the report as JSON instead of a table")
 	f.BoolVar(&o.calibrate, "calibrate", false, "fit the request pipeline's parameters to this run first (the roofline's per-step engine overhead, and the output delay for records measured at the client) by a deterministic search that runs the simulator inside the fit, print them as flags, then compare with them")
 	addInstanceFlags(f, &o.run)

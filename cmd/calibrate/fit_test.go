@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,6 +80,23 @@ func TestFitWritesALoadableFileAndReport(t *testing.T) {
 		st, err := os.Stat(filepath.Join(rep, name))
 		require.NoError(t, err, name)
 		require.Greater(t, st.Size(), int64(100), name)
+		if strings.HasSuffix(name, ".png") {
+			// An 800 × 600 chart with something drawn on it.
+			data, err := os.ReadFile(filepath.Join(rep, name))
+			require.NoError(t, err, name)
+			img, err := png.Decode(bytes.NewReader(data))
+			require.NoError(t, err, name)
+			require.Equal(t, image.Rect(0, 0, 800, 600), img.Bounds(), name)
+			inked := 0
+			for y := 0; y < 600; y += 2 {
+				for x := 0; x < 800; x += 2 {
+					if r, g, b, _ := img.At(x, y).RGBA(); r&g&b != 0xffff {
+						inked++
+					}
+				}
+			}
+			require.Greater(t, inked, 1000, name)
+		}
 	}
 
 	// predict on another trace of the same configuration.

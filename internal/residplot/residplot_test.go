@@ -8,6 +8,10 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -25,34 +29,32 @@ func randomSeries(name string, n int, seed uint64) Series {
 	return s
 }
 
-// encode runs Encode and decodes the PNG it wrote.
-func encode(t *testing.T, p Plot) (image.Image, int) {
+// encode runs Encode, decodes the PNG it wrote and returns it with the
+// skipped count and the data area.
+func encode(t *testing.T, p Plot) (image.Image, int, frame) {
 	t.Helper()
 	var buf bytes.Buffer
 	skipped, err := Encode(&buf, p)
 	require.NoError(t, err)
-	img, err := png.Decode(&buf)
+	img, err := png.Decode(bytes.NewReader(buf.Bytes()))
 	require.NoError(t, err)
-	return img, skipped
-}
-
-// frameOf returns the layout render uses for p.
-func frameOf(t *testing.T, p Plot) layout {
-	t.Helper()
-	_, lay, _, err := render(p)
+	var again bytes.Buffer
+	skipped2, fr, err := render(&again, p, "png")
 	require.NoError(t, err)
-	return lay
+	require.Equal(t, skipped, skipped2)
+	require.Equal(t, buf.Bytes(), again.Bytes())
+	return img, skipped, fr
 }
 
 func sameColour(a, b color.Color) bool {
 	return color.RGBAModel.Convert(a) == color.RGBAModel.Convert(b)
 }
 
-// countIn counts the pixels of colour c strictly inside the frame.
-func countIn(img image.Image, lay layout, c color.Color) int {
+// countIn counts the pixels of colour c inside the data area.
+func countIn(img image.Image, fr frame, c color.Color) int {
 	n := 0
-	for y := lay.y0 + 1; y < lay.y1; y++ {
-		for x := lay.x0 + 1; x < lay.x1; x++ {
+	for y := int(fr.y0); y <= int(fr.y1); y++ {
+		for x := int(fr.x0); x <= int(fr.x1); x++ {
 			if sameColour(img.At(x, y), c) {
 				n++
 			}
@@ -61,44 +63,135 @@ func countIn(img image.Image, lay layout, c color.Color) int {
 	return n
 }
 
-// assertSquare checks the 3×3 point centred at (fx, fy) (pixel coordinates,
-// rounded) has colour c.
-func assertSquare(t *testing.T, img image.Image, fx, fy float64, c color.Color) {
+// dark reports whether c is a grey at least as dark as a reference line's
+// antialiased edge (the grid's hairlines are lighter, the series coloured).
+func dark(c color.Color) bool {
+	r, g, b, _ := color.RGBAModel.Convert(c).RGBA()
+	return r == g && g == b && r>>8 < 0xb4
+}
+
+// assertPoint checks that the pixel under (fx, fy) (image coordinates) has
+// colour c: a point is a square of 3 × 3 pixels centred on that pixel.
+func assertPoint(t *testing.T, img image.Image, fx, fy float64, c color.Color) {
 	t.Helper()
-	cx, cy := int(math.Round(fx)), int(math.Round(fy))
-	for y := cy - 1; y <= cy+1; y++ {
-		for x := cx - 1; x <= cx+1; x++ {
-			assert.Truef(t, sameColour(img.At(x, y), c), "pixel (%d,%d) near (%.1f,%.1f) is %v, want %v", x, y, fx, fy, img.At(x, y), c)
-		}
-	}
+	x, y := int(math.Floor(fx)), int(math.Floor(fy))
+	assert.Truef(t, sameColour(img.At(x, y), c), "pixel (%d,%d) under (%.1f,%.1f) is %v, want %v", x, y, fx, fy, img.At(x, y), c)
+}
+
+// at maps data coordinates onto the data area of fr when the axes span
+// [xlo, xhi] and [ylo, yhi] (transformed values).
+func at(fr frame, xlo, xhi, ylo, yhi, x, y float64) (float64, float64) {
+	return fr.x0 + (x-xlo)/(xhi-xlo)*(fr.x1-fr.x0), fr.y1 - (y-ylo)/(yhi-ylo)*(fr.y1-fr.y0)
 }
 
 var (
-	blue  = palette[cSeries]
-	black = color.RGBA{0, 0, 0, 0xff}
-	grey  = color.RGBA{0x80, 0x80, 0x80, 0xff}
+	blue   = seriesColours[0]
+	orange = seriesColours[1]
 )
 
-func TestEncodeDeterministic(t *testing.T) {
-	p := Plot{
-		Title: "Predicted vs actual", XLabel: "actual", YLabel: "predicted",
+func deterministicPlot() Plot {
+	return Plot{
+		Title: "Predicted vs actual → y", XLabel: "actual", YLabel: "predicted",
 		Series:   []Series{randomSeries("train", 5000, 1), randomSeries("test", 3000, 2)},
 		LogX:     true,
 		LogY:     true,
 		Diagonal: true, HLines: []float64{10}, MaxPoints: 2000,
 	}
-	var a, b bytes.Buffer
-	_, err := Encode(&a, p)
-	require.NoError(t, err)
-	_, err = Encode(&b, p)
-	require.NoError(t, err)
-	assert.True(t, bytes.Equal(a.Bytes(), b.Bytes()), "two encodings of the same plot differ")
+}
 
-	p.Series[1].Y[0] *= 3 // a visible change must change the bytes
-	var c bytes.Buffer
-	_, err = Encode(&c, p)
+func TestEncodeDeterministic(t *testing.T) {
+	for _, f := range Formats {
+		t.Run(f, func(t *testing.T) {
+			p := deterministicPlot()
+			var a, b bytes.Buffer
+			_, err := Write(&a, p, f)
+			require.NoError(t, err)
+			_, err = Write(&b, deterministicPlot(), f)
+			require.NoError(t, err)
+			assert.True(t, bytes.Equal(a.Bytes(), b.Bytes()), "two encodings of the same plot differ")
+
+			p.Series[1].Y[0] *= 3 // a visible change must change the bytes
+			var c bytes.Buffer
+			_, err = Write(&c, p, f)
+			require.NoError(t, err)
+			assert.False(t, bytes.Equal(a.Bytes(), c.Bytes()))
+		})
+	}
+}
+
+// TestWriteFormats checks what each format holds: a PNG of the asked size
+// with both series' colours, an SVG and a PDF with the texts, and no
+// time-of-day in the PDF.
+// TestDeterministicAcrossProcesses renders deterministicPlot in a child
+// process (this test binary again) with another GOMAXPROCS and time zone,
+// and compares its files with the ones rendered here.
+func TestDeterministicAcrossProcesses(t *testing.T) {
+	if dir := os.Getenv("RESIDPLOT_CHILD_DIR"); dir != "" {
+		for _, f := range Formats {
+			var b bytes.Buffer
+			_, err := Write(&b, deterministicPlot(), f)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "plot."+f), b.Bytes(), 0o644))
+		}
+		return
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDeterministicAcrossProcesses$")
+	cmd.Env = append(os.Environ(), "RESIDPLOT_CHILD_DIR="+dir, "GOMAXPROCS=1", "TZ=Asia/Kolkata")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	for _, f := range Formats {
+		var b bytes.Buffer
+		_, err := Write(&b, deterministicPlot(), f)
+		require.NoError(t, err)
+		child, err := os.ReadFile(filepath.Join(dir, "plot."+f))
+		require.NoError(t, err)
+		assert.True(t, bytes.Equal(b.Bytes(), child), "%s: the child process wrote other bytes", f)
+	}
+}
+
+func TestWriteFormats(t *testing.T) {
+	p := deterministicPlot()
+	var b bytes.Buffer
+	skipped, err := Write(&b, p, "png")
 	require.NoError(t, err)
-	assert.False(t, bytes.Equal(a.Bytes(), c.Bytes()))
+	assert.Zero(t, skipped)
+	img, err := png.Decode(&b)
+	require.NoError(t, err)
+	assert.Equal(t, image.Rect(0, 0, 800, 600), img.Bounds())
+	var fr frame
+	{
+		var buf bytes.Buffer
+		_, fr, err = render(&buf, p, "png")
+		require.NoError(t, err)
+	}
+	assert.Greater(t, countIn(img, fr, blue), 200)
+	assert.Greater(t, countIn(img, fr, orange), 200)
+
+	b.Reset()
+	_, err = Write(&b, p, "svg")
+	require.NoError(t, err)
+	svg := b.String()
+	assert.True(t, strings.HasPrefix(svg, "<?xml") || strings.HasPrefix(svg, "<svg"), "%.40q", svg)
+	assert.Contains(t, svg, "</svg>")
+	for _, s := range []string{">Predicted vs actual → y<", ">actual<", ">predicted<", ">train (1 in 3 shown)<", ">test (1 in 2 shown)<", ">1<", ">10<", ">100<"} {
+		assert.True(t, strings.Contains(svg, s), "the SVG has no %q", s)
+	}
+
+	b.Reset()
+	_, err = Write(&b, p, "pdf")
+	require.NoError(t, err)
+	pdf := b.String()
+	assert.True(t, strings.HasPrefix(pdf, "%PDF-"), "%.10q", pdf)
+	// 800 × 600 pixels at 96 per inch are 600 × 450 points.
+	for _, s := range []string{"/CreationDate (D:19700101000000)", "/ModDate (D:19700101000000)", "/MediaBox [0 0 600.00 450.00]"} {
+		assert.True(t, strings.Contains(pdf, s), "the PDF has no %q", s)
+	}
+
+	b.Reset()
+	_, err = Write(&b, p, "gif")
+	require.ErrorContains(t, err, `image format "gif" is not one of png, svg, pdf`)
+	assert.Zero(t, b.Len())
 }
 
 func TestEncodeSize(t *testing.T) {
@@ -112,8 +205,16 @@ func TestEncodeSize(t *testing.T) {
 		{0, 400, 800, 400},
 		{333, 0, 333, 600},
 	} {
-		img, _ := encode(t, Plot{Title: "t", XLabel: "x", YLabel: "y", Series: s, Width: tc.w, Height: tc.h})
+		img, _, fr := encode(t, Plot{Title: "t", XLabel: "x", YLabel: "y", Series: s, Width: tc.w, Height: tc.h})
 		assert.Equal(t, image.Rect(0, 0, tc.wantW, tc.wantH), img.Bounds(), "Width %d Height %d", tc.w, tc.h)
+		// The data area lies inside the image, clear of its left and bottom
+		// edges (tick labels, axis labels).
+		assert.Greater(t, fr.x0, 20.0)
+		assert.Less(t, fr.x1, float64(tc.wantW))
+		assert.Greater(t, fr.y0, 10.0)
+		assert.Less(t, fr.y1, float64(tc.wantH)-20)
+		assert.GreaterOrEqual(t, fr.x1-fr.x0, 32.0)
+		assert.GreaterOrEqual(t, fr.y1-fr.y0, 32.0)
 	}
 }
 
@@ -124,28 +225,17 @@ func TestCoordinateMapping(t *testing.T) {
 		Title: "corners", XLabel: "x", YLabel: "y",
 		Series: []Series{{Name: "c", X: []float64{0, 10, 0, 10, 2.5}, Y: []float64{0, 0, 100, 100, 75}}},
 	}
-	img, skipped := encode(t, p)
+	img, skipped, fr := encode(t, p)
 	assert.Zero(t, skipped)
-	lay := frameOf(t, p)
-	assert.True(t, sameColour(img.At(lay.x0, lay.y0), black), "frame corner not black")
-	assert.True(t, sameColour(img.At(lay.x1, lay.y1), black), "frame corner not black")
-
-	w, h := float64(lay.x1-lay.x0), float64(lay.y1-lay.y0)
-	px := func(x float64) float64 { return float64(lay.x0) + (0.05+x/10)/1.1*w }
-	py := func(y float64) float64 { return float64(lay.y1) - (0.05+y/100)/1.1*h }
 	for i, x := range p.Series[0].X {
-		fx, fy := px(x), py(p.Series[0].Y[i])
-		assertSquare(t, img, fx, fy, blue)
-		// Inside the frame, and for the corners within 6% of the frame edges.
-		assert.Greater(t, fx, float64(lay.x0))
-		assert.Less(t, fx, float64(lay.x1))
-		assert.Greater(t, fy, float64(lay.y0))
-		assert.Less(t, fy, float64(lay.y1))
+		fx, fy := at(fr, -0.5, 10.5, -5, 105, x, p.Series[0].Y[i])
+		assertPoint(t, img, fx, fy, blue)
 	}
-	assert.Less(t, px(0)-float64(lay.x0), 0.06*w)
-	assert.Less(t, float64(lay.y1)-py(0), 0.06*h)
-	// Nothing else is drawn in the series colour inside the frame.
-	assert.Equal(t, 5*9, countIn(img, lay, blue))
+	// Nothing else is drawn in the series colour: five crisp 3 × 3 squares.
+	assert.Equal(t, 5*9, countIn(img, fr, blue))
+	// Not where there is no point.
+	fx, fy := at(fr, -0.5, 10.5, -5, 105, 5, 50)
+	assert.False(t, sameColour(img.At(int(fx), int(fy)), blue))
 }
 
 func TestConstantDataIsCentred(t *testing.T) {
@@ -160,9 +250,9 @@ func TestConstantDataIsCentred(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := Plot{Series: []Series{{X: []float64{tc.x, tc.x}, Y: []float64{tc.y, tc.y}}}, LogX: tc.logX, LogY: tc.logY}
-			img, _ := encode(t, p)
-			lay := frameOf(t, p)
-			assertSquare(t, img, float64(lay.x0+lay.x1)/2, float64(lay.y0+lay.y1)/2, blue)
+			img, _, fr := encode(t, p)
+			assertPoint(t, img, (fr.x0+fr.x1)/2, (fr.y0+fr.y1)/2, blue)
+			assert.Equal(t, 9, countIn(img, fr, blue), "two points on one pixel draw one square")
 		})
 	}
 }
@@ -178,6 +268,10 @@ func TestPadRange(t *testing.T) {
 		{0, 0, false, -1, 1},
 		{2, 2, true, 1, 3}, // log10 values: 100 widens to [10, 1000]
 		{1e300, 1e300, false, 0.9e300, 1.1e300},
+		{308, 308, true, 307, 308},                    // 1e309 would be +Inf
+		{-323, 308, true, -323, 308},                  // the data's own ends stay
+		{-300, 300, true, -307, 308},                  // padding stops at 1e-307 and 1e308
+		{-1.7e308, 1.7e308, false, -1.7e308, 1.7e308}, // padding would overflow
 	} {
 		lo, hi := padRange(tc.lo, tc.hi, tc.log)
 		assert.InDelta(t, tc.wantLo, lo, 1e-9*math.Max(1, math.Abs(tc.wantLo)), "[%g, %g]", tc.lo, tc.hi)
@@ -202,12 +296,11 @@ func TestLogAxesSkipNonPositive(t *testing.T) {
 				Series: []Series{{X: []float64{1, 10, 100, 0, -5, 50}, Y: []float64{1, 10, 100, 7, 8, -1}}},
 				LogX:   tc.logX, LogY: tc.logY,
 			}
-			img, skipped := encode(t, p)
+			img, skipped, fr := encode(t, p)
 			assert.Equal(t, tc.wantSkip, skipped)
 			if tc.logX && tc.logY {
-				lay := frameOf(t, p)
-				assertSquare(t, img, float64(lay.x0+lay.x1)/2, float64(lay.y0+lay.y1)/2, blue)
-				assert.Equal(t, 3*9, countIn(img, lay, blue))
+				assertPoint(t, img, (fr.x0+fr.x1)/2, (fr.y0+fr.y1)/2, blue)
+				assert.Equal(t, 3*9, countIn(img, fr, blue))
 			}
 		})
 	}
@@ -228,7 +321,7 @@ func TestNonFiniteSkipped(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := Plot{Series: []Series{{X: tc.x, Y: tc.y}}}
-			_, skipped := encode(t, p)
+			_, skipped, _ := encode(t, p)
 			assert.Equal(t, tc.wantSkip, skipped)
 		})
 	}
@@ -246,13 +339,18 @@ func TestNoData(t *testing.T) {
 		{"all off log axis", Plot{LogY: true, Series: []Series{{X: []float64{1, 2}, Y: []float64{0, -1}}}}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			img, skipped := encode(t, tc.p)
+			img, skipped, fr := encode(t, tc.p)
 			assert.Equal(t, tc.wantSkip, skipped)
-			lay := frameOf(t, tc.p)
-			assert.True(t, sameColour(img.At(lay.x0, lay.y0), black), "frame missing")
-			assert.Zero(t, countIn(img, lay, blue))
-			// "no data" is written in black in the middle of the frame.
-			assert.Positive(t, countIn(img, lay, black))
+			assert.Zero(t, countIn(img, fr, blue))
+			// "no data" is written in black in the middle of the data area,
+			// and nothing else is drawn in it.
+			mid := frame{x0: (fr.x0+fr.x1)/2 - 40, x1: (fr.x0+fr.x1)/2 + 40, y0: (fr.y0+fr.y1)/2 - 10, y1: (fr.y0+fr.y1)/2 + 10}
+			assert.Positive(t, countIn(img, mid, color.Black))
+			assert.Equal(t, countIn(img, mid, color.Black), countIn(img, fr, color.Black))
+			var b bytes.Buffer
+			_, err := Write(&b, tc.p, "svg")
+			require.NoError(t, err)
+			assert.True(t, strings.Contains(b.String(), ">no data<"), "the SVG has no \"no data\"")
 		})
 	}
 }
@@ -280,14 +378,21 @@ func TestThin(t *testing.T) {
 // from the picture while the axis range still covers all points.
 func TestThinningDraws(t *testing.T) {
 	p := Plot{Series: []Series{{X: []float64{0, 5, 10}, Y: []float64{0, 50, 100}}}, MaxPoints: 1}
-	img, _ := encode(t, p)
-	lay := frameOf(t, p)
-	assertSquare(t, img, float64(lay.x0)+0.05/1.1*float64(lay.x1-lay.x0), float64(lay.y1)-0.05/1.1*float64(lay.y1-lay.y0), blue)
-	assert.Equal(t, 9, countIn(img, lay, blue))
+	img, _, fr := encode(t, p)
+	for i, want := range []bool{true, false, false} {
+		fx, fy := at(fr, -0.5, 10.5, -5, 105, p.Series[0].X[i], p.Series[0].Y[i])
+		assert.Equal(t, want, sameColour(img.At(int(fx), int(fy)), blue), "point %d", i)
+	}
+	assert.Equal(t, 9, countIn(img, fr, blue))
 
 	p.MaxPoints = 0
-	img, _ = encode(t, p)
-	assert.Equal(t, 3*9, countIn(img, lay, blue))
+	img, _, fr2 := encode(t, p)
+	assert.Equal(t, fr, fr2)
+	for i := range p.Series[0].X {
+		fx, fy := at(fr, -0.5, 10.5, -5, 105, p.Series[0].X[i], p.Series[0].Y[i])
+		assertPoint(t, img, fx, fy, blue)
+	}
+	assert.Equal(t, 3*9, countIn(img, fr, blue))
 }
 
 func TestReferenceLines(t *testing.T) {
@@ -308,37 +413,95 @@ func TestReferenceLines(t *testing.T) {
 				Diagonal: true, LogX: tc.logX,
 				HLines: []float64{tc.hline, 1e6, math.NaN()}, // 1e6 is off the chart, NaN ignored
 			}
-			img, _ := encode(t, p)
-			lay := frameOf(t, p)
-			// Every grey pixel lies strictly inside the frame.
-			b := img.Bounds()
-			for y := b.Min.Y; y < b.Max.Y; y++ {
-				for x := b.Min.X; x < b.Max.X; x++ {
-					if sameColour(img.At(x, y), grey) {
-						require.Truef(t, x > lay.x0 && x < lay.x1 && y > lay.y0 && y < lay.y1, "grey pixel (%d,%d) outside the frame", x, y)
-					}
-				}
-			}
+			img, _, fr := encode(t, p)
 			tr := func(v float64) float64 { return v }
 			if tc.logX {
 				tr = math.Log10
 			}
-			px := func(x float64) float64 {
-				return float64(lay.x0) + (0.05+(tr(x)-tr(tc.x[0]))/(tr(tc.x[1])-tr(tc.x[0])))/1.1*float64(lay.x1-lay.x0)
+			xlo, xhi := tr(tc.x[0]), tr(tc.x[1])
+			dx, dy := 0.05*(xhi-xlo), 0.05*(tc.y[1]-tc.y[0])
+			pt := func(x, y float64) (int, int) {
+				fx, fy := at(fr, xlo-dx, xhi+dx, tc.y[0]-dy, tc.y[1]+dy, tr(x), y)
+				return int(fx), int(fy)
 			}
-			py := func(y float64) int {
-				return int(math.Round(float64(lay.y1) - (0.05+(y-tc.y[0])/(tc.y[1]-tc.y[0]))/1.1*float64(lay.y1-lay.y0)))
+			// darkNear reports whether the column x has a dark grey pixel
+			// within a pixel of row y.
+			darkNear := func(x, y int) bool {
+				return dark(img.At(x, y-1)) || dark(img.At(x, y)) || dark(img.At(x, y+1))
 			}
-			// The horizontal line crosses the middle of the frame.
-			assert.True(t, sameColour(img.At((lay.x0+lay.x1)/2, py(tc.hline)), grey), "horizontal line missing")
+			// The horizontal line crosses the data area, and ends at its
+			// edges.
+			_, yh := pt(0, tc.hline)
+			for _, x := range []float64{fr.x0 + 2, (fr.x0 + fr.x1) / 2, fr.x1 - 2} {
+				assert.True(t, darkNear(int(x), yh), "horizontal line missing at (%d,%d)", int(x), yh)
+			}
+			assert.False(t, darkNear(int(fr.x0)-3, yh), "horizontal line left of the data area")
+			assert.False(t, darkNear(int(fr.x1)+3, yh), "horizontal line right of the data area")
 			// y = x passes through (xProbe, xProbe).
-			xm, ym := int(math.Round(px(tc.xProbe))), py(tc.xProbe)
-			found := false
-			for y := ym - 1; y <= ym+1; y++ {
-				found = found || sameColour(img.At(xm, y), grey)
+			xm, ym := pt(tc.xProbe, tc.xProbe)
+			assert.True(t, darkNear(xm, ym), "diagonal missing near (%d,%d)", xm, ym)
+			// Only the horizontal line is drawn across the middle column.
+			rows := 0
+			for y := int(fr.y0) + 1; y < int(fr.y1); y++ {
+				if dark(img.At(int((fr.x0+fr.x1)/2), y)) {
+					rows++
+				}
 			}
-			assert.True(t, found, "diagonal missing near (%d,%d)", xm, ym)
+			assert.LessOrEqual(t, rows, 2+4, "1e6 and NaN lines are not drawn; y = x crosses once")
 		})
+	}
+}
+
+func TestDiagonal(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		ax, ay axis
+		lo, hi float64
+		n      int
+	}{
+		{"linear", axis{lo: -1, hi: 10}, axis{lo: 2, hi: 20}, 2, 10, 2},
+		{"log", axis{log: true, lo: -1, hi: 3}, axis{log: true, lo: 0, hi: 4}, 1, 1000, 2},
+		{"log x", axis{log: true, lo: 0, hi: 3}, axis{lo: -100, hi: 500}, 1, 500, 256},
+		{"log y", axis{lo: -100, hi: 500}, axis{log: true, lo: 0, hi: 3}, 1, 500, 256},
+		{"apart", axis{lo: 0, hi: 1}, axis{lo: 2, hi: 3}, 0, 0, 0},
+		{"log y above a negative x range", axis{lo: -10, hi: -1}, axis{log: true, lo: 0, hi: 1}, 0, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pts := diagonal(&tc.ax, &tc.ay)
+			require.Len(t, pts, tc.n)
+			if tc.n == 0 {
+				return
+			}
+			assert.InDelta(t, tc.lo, pts[0].X, 1e-9*tc.hi)
+			assert.InDelta(t, tc.hi, pts[len(pts)-1].X, 1e-9*tc.hi)
+			for i, p := range pts {
+				assert.Equal(t, p.X, p.Y)
+				if i > 0 {
+					assert.Greater(t, p.X, pts[i-1].X)
+				}
+			}
+		})
+	}
+}
+
+// TestExtremeRanges draws spans at the ends of float64 in every format:
+// no error, no hang (a span of a few ulps once looped for ever choosing
+// ticks).
+func TestExtremeRanges(t *testing.T) {
+	for i, p := range []Plot{
+		{Series: []Series{{X: []float64{-1e308, 1e308}, Y: []float64{-1e308, 1e308}}}, Diagonal: true, HLines: []float64{0, math.Inf(1)}},
+		{Series: []Series{{X: []float64{5e-324, 1e308}, Y: []float64{5e-324, 1e308}}}, LogX: true, LogY: true, Diagonal: true, HLines: []float64{1}},
+		{Series: []Series{{X: []float64{1e308, 1e308}, Y: []float64{-1e308, -1e308}}}, Diagonal: true},
+		{Series: []Series{{X: []float64{1, 1 + 1e-15}, Y: []float64{1, 1 + 1e-15}}}, Diagonal: true},
+		{Series: []Series{{X: []float64{1e15, 1e15 + 0.25}, Y: []float64{-1, 1}}}, LogX: true},
+		{Series: []Series{{X: []float64{-5, -1}, Y: []float64{1, 10}}}, LogY: true, Diagonal: true},
+	} {
+		for _, f := range Formats {
+			var b bytes.Buffer
+			_, err := Write(&b, p, f)
+			assert.NoError(t, err, "plot %d, %s", i, f)
+			assert.Positive(t, b.Len(), "plot %d, %s", i, f)
+		}
 	}
 }
 
