@@ -161,6 +161,7 @@ func (r *Rows) journeySpan(w Where, sp *Span) {
 	sa := &r.spanAttrs
 	checkAttrsInto(sa, spanSpec, sp.Attrs, "span", sp.Name, issue)
 	reqID, _ := sa.Str("gen_ai.request.id")
+	var traceID, spanID string // hex, made once per span
 	for i := range sp.Events {
 		ev := &sp.Events[i]
 		spec := eventSpec(specs, ev.Name)
@@ -172,7 +173,10 @@ func (r *Rows) journeySpan(w Where, sp *Span) {
 		if !checkAttrsInto(a, spec.Attrs, ev.Attrs, "event", ev.Name, issue) {
 			continue
 		}
-		row := JourneyEventRow{At: At{w, int32(i)}, TraceID: sp.TraceID.String(), SpanID: sp.SpanID.String(),
+		if traceID == "" {
+			traceID, spanID = sp.TraceID.String(), sp.SpanID.String()
+		}
+		row := JourneyEventRow{At: At{w, int32(i)}, TraceID: traceID, SpanID: spanID,
 			Instance: sp.Instance, SpanName: sp.Name, RequestID: reqID, Event: ev.Name, TimeUnixNano: ev.TimeUnixNano}
 		if sp.Name == SpanRequest {
 			row.EventTSMono = some(a.Double("event.ts.monotonic"))

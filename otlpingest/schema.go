@@ -138,6 +138,7 @@ type Attrs struct {
 	spec []AttrSpec
 	vals []Value
 	have []bool
+	next int // where the next lookup starts: rows read attributes in spec order
 }
 
 // checkAttrs matches kvs against spec. It returns the matched values and the
@@ -153,7 +154,7 @@ func checkAttrs(spec []AttrSpec, kvs []KeyValue, owner, name string, issue func(
 // checkAttrsInto is checkAttrs reusing dst's storage: the hot path runs it
 // once per event.
 func checkAttrsInto(a *Attrs, spec []AttrSpec, kvs []KeyValue, owner, name string, issue func(IssueKind, string)) bool {
-	a.spec = spec
+	a.spec, a.next = spec, 0
 	if cap(a.vals) < len(spec) {
 		a.vals, a.have = make([]Value, len(spec)), make([]bool, len(spec))
 	}
@@ -205,9 +206,20 @@ func specIndex(spec []AttrSpec, key string) int {
 	return -1
 }
 
+// index finds key in the spec, trying first the position after the last
+// lookup.
+func (a *Attrs) index(key string) int {
+	i := a.next
+	if i >= len(a.spec) || a.spec[i].Key != key {
+		i = specIndex(a.spec, key)
+	}
+	a.next = i + 1
+	return i
+}
+
 // Int returns an int attribute and whether it was present with its type.
-func (a Attrs) Int(key string) (int64, bool) {
-	i := specIndex(a.spec, key)
+func (a *Attrs) Int(key string) (int64, bool) {
+	i := a.index(key)
 	if i < 0 || !a.have[i] {
 		return 0, false
 	}
@@ -215,8 +227,8 @@ func (a Attrs) Int(key string) (int64, bool) {
 }
 
 // Double returns a double attribute.
-func (a Attrs) Double(key string) (float64, bool) {
-	i := specIndex(a.spec, key)
+func (a *Attrs) Double(key string) (float64, bool) {
+	i := a.index(key)
 	if i < 0 || !a.have[i] {
 		return 0, false
 	}
@@ -224,8 +236,8 @@ func (a Attrs) Double(key string) (float64, bool) {
 }
 
 // Str returns a string attribute.
-func (a Attrs) Str(key string) (string, bool) {
-	i := specIndex(a.spec, key)
+func (a *Attrs) Str(key string) (string, bool) {
+	i := a.index(key)
 	if i < 0 || !a.have[i] {
 		return "", false
 	}

@@ -97,6 +97,10 @@ type ReadOptions struct {
 	// many bytes of it into memory; a longer proto message loses the
 	// framing, and the rest of its file is skipped and counted.
 	MaxRecordBytes int
+
+	// recycle lets the reader reuse a batch's memory once consume has
+	// returned: the consumer keeps nothing of a batch's spans (Ingest).
+	recycle bool
 }
 
 // DefaultMaxRecordBytes is the default record limit: 1 GiB.
@@ -231,8 +235,10 @@ func ReadSources(files []Source, opt ReadOptions, consume func(*Batch) error) er
 		go func() {
 			defer wg.Done()
 			jd, pd := newJSONDecoder(), &protoDecoder{}
+			jd.recycle = opt.recycle
 			for c := range jobs {
 				d := decodeChunk(c, jd, pd)
+				d.slabs = jd.takeSlabs()
 				pool.put(c.buf) // decoded values never alias the chunk's bytes
 				results <- d
 			}
@@ -265,6 +271,7 @@ func ReadSources(files []Source, opt ReadOptions, consume func(*Batch) error) er
 					close(stop)
 				}
 			}
+			d.slabs.release()
 			<-inflight
 		}
 	}
@@ -277,6 +284,7 @@ func ReadSources(files []Source, opt ReadOptions, consume func(*Batch) error) er
 type decodedChunk struct {
 	seq   int
 	batch Batch
+	slabs slabs // pooled memory of the batch's spans (ReadOptions.recycle)
 }
 
 func decodeChunk(c *chunk, jd *jsonDecoder, pd *protoDecoder) *decodedChunk {

@@ -59,17 +59,6 @@ type colDef[R any] struct {
 	bind func(b array.Builder) func(r *R)
 }
 
-func optApp[T any, B interface {
-	Append(T)
-	AppendNull()
-}](b B, get func() Opt[T]) {
-	if v := get(); v.OK {
-		b.Append(v.V)
-	} else {
-		b.AppendNull()
-	}
-}
-
 func cStr[R any](name, doc string, get func(*R) string) colDef[R] {
 	return colDef[R]{Column{name, "string", false, doc}, arrow.BinaryTypes.String, func(b array.Builder) func(*R) {
 		sb := b.(*array.StringBuilder)
@@ -80,7 +69,13 @@ func cStr[R any](name, doc string, get func(*R) string) colDef[R] {
 func cOptStr[R any](name, doc string, get func(*R) Opt[string]) colDef[R] {
 	return colDef[R]{Column{name, "string", true, doc}, arrow.BinaryTypes.String, func(b array.Builder) func(*R) {
 		sb := b.(*array.StringBuilder)
-		return func(r *R) { optApp(sb, func() Opt[string] { return get(r) }) }
+		return func(r *R) {
+			if v := get(r); v.OK {
+				sb.Append(v.V)
+			} else {
+				sb.AppendNull()
+			}
+		}
 	}}
 }
 
@@ -94,7 +89,13 @@ func cI64[R any](name, doc string, get func(*R) int64) colDef[R] {
 func cOptI64[R any](name, doc string, get func(*R) Opt[int64]) colDef[R] {
 	return colDef[R]{Column{name, "int64", true, doc}, arrow.PrimitiveTypes.Int64, func(b array.Builder) func(*R) {
 		ib := b.(*array.Int64Builder)
-		return func(r *R) { optApp(ib, func() Opt[int64] { return get(r) }) }
+		return func(r *R) {
+			if v := get(r); v.OK {
+				ib.Append(v.V)
+			} else {
+				ib.AppendNull()
+			}
+		}
 	}}
 }
 
@@ -115,7 +116,13 @@ func cF64[R any](name, doc string, get func(*R) float64) colDef[R] {
 func cOptF64[R any](name, doc string, get func(*R) Opt[float64]) colDef[R] {
 	return colDef[R]{Column{name, "double", true, doc}, arrow.PrimitiveTypes.Float64, func(b array.Builder) func(*R) {
 		fb := b.(*array.Float64Builder)
-		return func(r *R) { optApp(fb, func() Opt[float64] { return get(r) }) }
+		return func(r *R) {
+			if v := get(r); v.OK {
+				fb.Append(v.V)
+			} else {
+				fb.AppendNull()
+			}
+		}
 	}}
 }
 
@@ -129,7 +136,13 @@ func cBool[R any](name, doc string, get func(*R) bool) colDef[R] {
 func cOptBool[R any](name, doc string, get func(*R) Opt[bool]) colDef[R] {
 	return colDef[R]{Column{name, "bool", true, doc}, arrow.FixedWidthTypes.Boolean, func(b array.Builder) func(*R) {
 		bb := b.(*array.BooleanBuilder)
-		return func(r *R) { optApp(bb, func() Opt[bool] { return get(r) }) }
+		return func(r *R) {
+			if v := get(r); v.OK {
+				bb.Append(v.V)
+			} else {
+				bb.AppendNull()
+			}
+		}
 	}}
 }
 
