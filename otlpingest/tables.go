@@ -3,6 +3,7 @@ package otlpingest
 import (
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
@@ -399,6 +400,14 @@ func newTableWriter[R any](name string, defs []colDef[R], w io.Writer, createdBy
 		parquet.WithCompression(compress.Codecs.Snappy),
 		parquet.WithCreatedBy(createdBy),
 		parquet.WithMaxRowGroupLength(batchRows),
+		// A column chunk whose dictionary outgrows the limit falls back to
+		// plain pages, and then the writer lists its two page encodings in
+		// the footer in map order, which changes from run to run. Without
+		// the fallback the file is the same every time; the dictionary is
+		// at most the column chunk's own values, which the record batch
+		// holds anyway. (Chunks under the default 1 MiB limit are written
+		// exactly as before.)
+		parquet.WithDictionaryPageSizeLimit(math.MaxInt32),
 	)
 	fw, err := pqarrow.NewFileWriter(schema, w, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 	if err != nil {
