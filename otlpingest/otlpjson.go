@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+
+	"github.com/blis-sim/blis/internal/tracevocab"
 )
 
 // jsonDecoder decodes ExportTraceServiceRequest messages in the OTLP JSON
@@ -180,9 +182,9 @@ func (d *jsonDecoder) resourceSpans(out []Span, record int64) []Span {
 						continue
 					}
 					switch kv.Key {
-					case "service.name":
+					case tracevocab.ServiceName:
 						service = kv.Value.Str
-					case "service.instance.id":
+					case tracevocab.ServiceInstanceID:
 						instance = kv.Value.Str
 					}
 				}

@@ -80,7 +80,7 @@ func randAttrs(r *rand.Rand) ([]jKV, []KeyValue) {
 		jv, v := randValue(r)
 		k := fmt.Sprintf("k%d.x", r.IntN(50))
 		js = append(js, jKV{k, jv})
-		want = append(want, KeyValue{k, v})
+		want = append(want, KeyValue{Key: k, Value: v})
 	}
 	return js, want
 }

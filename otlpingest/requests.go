@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sort"
+
+	"github.com/blis-sim/blis/internal/tracevocab"
 )
 
 // EventTime is one lifecycle event's time: monotonic seconds (both
@@ -158,35 +160,35 @@ func fillAPI(r *RequestRow, w Where, sp *Span) {
 	}
 	r.APISpanID = some(sp.SpanID.String(), true)
 	r.APIWhere = some(w, true)
-	r.APIRequestID = some(a.Str("gen_ai.request.id"))
-	r.Model = some(a.Str("gen_ai.response.model"))
-	r.Route = some(a.Str("http.route"))
-	r.PromptTokens = some(a.Int("gen_ai.usage.prompt_tokens"))
-	r.MaxTokens = some(a.Int("gen_ai.request.max_tokens"))
-	r.N = some(a.Int("gen_ai.request.n"))
-	r.Temperature = some(a.Double("gen_ai.request.temperature"))
-	r.TopP = some(a.Double("gen_ai.request.top_p"))
+	r.APIRequestID = some(a.Str(tracevocab.RequestID))
+	r.Model = some(a.Str(tracevocab.ResponseModel))
+	r.Route = some(a.Str(tracevocab.HTTPRoute))
+	r.PromptTokens = some(a.Int(tracevocab.UsagePromptTokens))
+	r.MaxTokens = some(a.Int(tracevocab.RequestMaxTokens))
+	r.N = some(a.Int(tracevocab.RequestN))
+	r.Temperature = some(a.Double(tracevocab.RequestTemperature))
+	r.TopP = some(a.Double(tracevocab.RequestTopP))
 	for i := range sp.Events {
 		ev := &sp.Events[i]
 		var t *EventTime
 		switch ev.Name {
-		case "api.ARRIVED":
+		case tracevocab.APIArrived:
 			t = &r.Arrived
-		case "api.HANDOFF_TO_CORE":
+		case tracevocab.APIHandoffToCore:
 			t = &r.HandoffToCore
-		case "api.FIRST_RESPONSE_FROM_CORE":
+		case tracevocab.APIFirstResponseFromCore:
 			t = &r.FirstResponse
-		case "api.DEPARTED":
+		case tracevocab.APIDeparted:
 			t = &r.Departed
-		case "api.ABORTED":
+		case tracevocab.APIAborted:
 			t = &r.Aborted
-			if v, ok := ev.Attr("reason"); ok && v.Type == ValString {
+			if v, ok := ev.Attr(tracevocab.AbortReason); ok && v.Type == ValString {
 				r.AbortReason = some(v.Str, true)
 			}
 		default:
 			continue
 		}
-		stamp(t, ev, "event.ts.monotonic", "")
+		stamp(t, ev, tracevocab.EventTSMonotonic, "")
 	}
 }
 
@@ -211,7 +213,7 @@ func fillCore(r *RequestRow, w Where, sp *Span) {
 	}
 	r.CoreSpanID = some(sp.SpanID.String(), true)
 	r.CoreWhere = some(w, true)
-	if v, ok := sp.Attr("gen_ai.request.id"); ok && v.Type == ValString {
+	if v, ok := sp.Attr(tracevocab.RequestID); ok && v.Type == ValString {
 		r.EngineRequestID = some(v.Str, true)
 	}
 	preempted := int64(0)
@@ -219,30 +221,30 @@ func fillCore(r *RequestRow, w Where, sp *Span) {
 		ev := &sp.Events[i]
 		var t *EventTime
 		switch ev.Name {
-		case "journey.QUEUED":
+		case tracevocab.JourneyQueued:
 			t = &r.Queued
-		case "journey.SCHEDULED":
+		case tracevocab.JourneyScheduled:
 			t = &r.FirstScheduled
-		case "journey.FIRST_TOKEN":
+		case tracevocab.JourneyFirstToken:
 			t = &r.FirstToken
-		case "journey.PREEMPTED":
+		case tracevocab.JourneyPreempted:
 			preempted++
 			continue
-		case "journey.FINISHED":
+		case tracevocab.JourneyFinished:
 			t = &r.Finished
-			if v, ok := ev.Attr("decode.done_tokens"); ok && v.Type == ValInt {
+			if v, ok := ev.Attr(tracevocab.DecodeDoneTokens); ok && v.Type == ValInt {
 				r.OutputTokens = some(v.Int, true)
 			}
-			if v, ok := ev.Attr("num_preemptions"); ok && v.Type == ValInt {
+			if v, ok := ev.Attr(tracevocab.NumPreemptions); ok && v.Type == ValInt {
 				r.Preemptions = some(v.Int, true)
 			}
-			if v, ok := ev.Attr("finish.status"); ok && v.Type == ValString {
+			if v, ok := ev.Attr(tracevocab.FinishStatus); ok && v.Type == ValString {
 				r.FinishStatus = some(v.Str, true)
 			}
 		default:
 			continue
 		}
-		stamp(t, ev, "ts.monotonic", "ts.monotonic_ns")
+		stamp(t, ev, tracevocab.TSMonotonic, tracevocab.TSMonotonicNs)
 	}
 	if !r.Preemptions.OK {
 		r.Preemptions = some(preempted, true)
