@@ -17,7 +17,7 @@ import (
 type Options struct {
 	OutDir     string
 	Workers    int // decoding goroutines; default GOMAXPROCS
-	ChunkBytes int // default 4 MiB
+	ChunkBytes int // default DefaultChunkBytes
 	// MaxRecordBytes bounds one JSON line or document, or proto message;
 	// default DefaultMaxRecordBytes (see ReadOptions).
 	MaxRecordBytes int

@@ -2,7 +2,6 @@ package otlpingest
 
 import (
 	"fmt"
-	"hash/fnv"
 	"sort"
 
 	"github.com/blis-sim/blis/internal/tracevocab"
@@ -66,6 +65,7 @@ type Joiner struct {
 	seq     int64
 	Rows    []RequestRow // completed, in completion order
 	Issues  []Issue
+	attrs   Attrs // scratch
 }
 
 // NewJoiner returns an empty joiner.
@@ -74,10 +74,20 @@ func NewJoiner() *Joiner {
 }
 
 func keyHash(k joinKey) uint64 {
-	h := fnv.New64a()
-	h.Write(k.trace[:])
-	h.Write(k.span[:])
-	return h.Sum64()
+	return fnv1a(fnv1a(fnvOffset, k.trace[:]), k.span[:])
+}
+
+// FNV-1a, 64 bits, without hash.Hash's allocation.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func fnv1a(h uint64, b []byte) uint64 {
+	for _, c := range b {
+		h = (h ^ uint64(c)) * fnvPrime
+	}
+	return h
 }
 
 // AddSpan takes llm_request and llm_core spans and ignores the rest. It
@@ -95,7 +105,8 @@ func (j *Joiner) AddSpan(file string, sp *Span) bool {
 	default:
 		return true
 	}
-	if _, dup := j.done[keyHash(k)]; dup {
+	kh := keyHash(k)
+	if _, dup := j.done[kh]; dup {
 		j.issue(w, IssueDuplicateSpan, fmt.Sprintf("%s span %s of trace %s after its request was complete", sp.Name, sp.SpanID, sp.TraceID))
 		return false
 	}
@@ -111,7 +122,7 @@ func (j *Joiner) AddSpan(file string, sp *Span) bool {
 	}
 	if isAPI {
 		h.api = true
-		fillAPI(&h.row, w, sp)
+		j.fillAPI(&h.row, w, sp)
 	} else {
 		h.core = true
 		fillCore(&h.row, w, sp)
@@ -119,7 +130,7 @@ func (j *Joiner) AddSpan(file string, sp *Span) bool {
 	if h.api && h.core {
 		j.Rows = append(j.Rows, h.row)
 		delete(j.pending, k)
-		j.done[keyHash(k)] = struct{}{}
+		j.done[kh] = struct{}{}
 	}
 	return true
 }
@@ -152,8 +163,9 @@ func (j *Joiner) Finish() {
 // Pending is the number of requests waiting for their other half.
 func (j *Joiner) Pending() int { return len(j.pending) }
 
-func fillAPI(r *RequestRow, w Where, sp *Span) {
-	a, _ := checkAttrs(RequestSpanAttrs, sp.Attrs, "", "", func(IssueKind, string) {}) // Rows reports the issues
+func (j *Joiner) fillAPI(r *RequestRow, w Where, sp *Span) {
+	a := &j.attrs
+	checkAttrsInto(a, RequestSpanAttrs, sp.Attrs, "", "", func(IssueKind, string) {}) // Rows reports the issues
 	// An engine span that came first has set its instance, which wins.
 	if r.Instance == "" {
 		r.Instance = sp.Instance

@@ -2,7 +2,6 @@ package otlpingest
 
 import (
 	"fmt"
-	"hash/fnv"
 	"strings"
 
 	"github.com/blis-sim/blis/internal/tracevocab"
@@ -257,11 +256,7 @@ func (r *Rows) stepSpan(w Where, sp *Span) {
 
 // stepSpanHash identifies a step span by its instance, trace and span id.
 func stepSpanHash(sp *Span) uint64 {
-	h := fnv.New64a()
-	h.Write(sp.TraceID[:])
-	h.Write(sp.SpanID[:])
-	h.Write([]byte(sp.Instance))
-	return h.Sum64()
+	return fnv1a(fnv1a(fnv1a(fnvOffset, sp.TraceID[:]), sp.SpanID[:]), []byte(sp.Instance))
 }
 
 // instanceNote names a span's instance in an issue's detail.

@@ -89,7 +89,7 @@ type Batch struct {
 // ReadOptions tune ReadTraces; zero values take defaults.
 type ReadOptions struct {
 	Workers    int                   // decoding goroutines; default GOMAXPROCS
-	ChunkBytes int                   // target chunk size; default 4 MiB
+	ChunkBytes int                   // target chunk size; default DefaultChunkBytes
 	Progress   func(bytesRead int64) // called from the reading goroutine
 	// MaxRecordBytes bounds one JSON line, JSON document or proto message
 	// (default DefaultMaxRecordBytes). A longer JSON line or document is
@@ -102,6 +102,12 @@ type ReadOptions struct {
 	// returned: the consumer keeps nothing of a batch's spans (Ingest).
 	recycle bool
 }
+
+// DefaultChunkBytes is the default chunk size, 2 MiB: the unit of
+// parallel decoding. At most 2 × workers + 1 chunks and their decoded
+// spans are in memory; 4 MiB chunks measured the same speed and ~50 MB
+// more peak RSS.
+const DefaultChunkBytes = 2 << 20
 
 // DefaultMaxRecordBytes is the default record limit: 1 GiB.
 const DefaultMaxRecordBytes = 1 << 30
@@ -188,7 +194,7 @@ func ReadSources(files []Source, opt ReadOptions, consume func(*Batch) error) er
 	}
 	chunkBytes := opt.ChunkBytes
 	if chunkBytes <= 0 {
-		chunkBytes = 4 << 20
+		chunkBytes = DefaultChunkBytes
 	}
 	limit := opt.MaxRecordBytes
 	if limit <= 0 {

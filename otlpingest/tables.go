@@ -391,6 +391,10 @@ type tableWriter[R any] struct {
 	fw   *pqarrow.FileWriter
 	rows int64
 	open int // rows in the builder
+	// dataLen is each string column's bytes in the last batch: a new batch
+	// reserves that much, and batchRows values in every column, up front,
+	// rather than growing its buffers by doubling and copying.
+	dataLen []int
 }
 
 func newTableWriter[R any](name string, defs []colDef[R], w io.Writer, createdBy string) (*tableWriter[R], error) {
@@ -428,6 +432,9 @@ func newTableWriter[R any](name string, defs []colDef[R], w io.Writer, createdBy
 
 func (t *tableWriter[R]) append(rows []R) error {
 	for i := range rows {
+		if t.open == 0 {
+			t.reserve()
+		}
 		for _, a := range t.app {
 			a(&rows[i])
 		}
@@ -442,9 +449,29 @@ func (t *tableWriter[R]) append(rows []R) error {
 	return nil
 }
 
+// reserve sizes the builders for a whole batch. It changes no output:
+// the values appended are the same, only their buffers are allocated once.
+func (t *tableWriter[R]) reserve() {
+	fields := t.rb.Fields()
+	if t.dataLen == nil {
+		t.dataLen = make([]int, len(fields))
+	}
+	for i, b := range fields {
+		b.Reserve(batchRows)
+		if sb, ok := b.(*array.StringBuilder); ok && t.dataLen[i] > 0 {
+			sb.ReserveData(t.dataLen[i] + t.dataLen[i]/8)
+		}
+	}
+}
+
 func (t *tableWriter[R]) flush() error {
 	if t.open == 0 {
 		return nil
+	}
+	for i, b := range t.rb.Fields() {
+		if sb, ok := b.(*array.StringBuilder); ok {
+			t.dataLen[i] = sb.DataLen()
+		}
 	}
 	rec := t.rb.NewRecord()
 	defer rec.Release()
