@@ -26,9 +26,10 @@ type jsonDecoder struct {
 	evSlab []Event
 	// lastKeys[i] is the key last decoded at position i of an attribute list.
 	lastKeys []string
-	recycle  bool  // slabs come from the pools and are listed in used
-	slow     bool  // no fast paths: tests check that both ways agree
-	used     slabs // the pooled slabs in use since the last takeSlabs
+	lastVals []string // likewise the string value last decoded there
+	recycle  bool     // slabs come from the pools and are listed in used
+	slow     bool     // no fast paths: tests check that both ways agree
+	used     slabs    // the pooled slabs in use since the last takeSlabs
 }
 
 const slabLen = 4096
@@ -138,6 +139,23 @@ func (d *jsonDecoder) key(pos int, b []byte) string {
 		d.lastKeys[pos] = k
 	}
 	return k
+}
+
+// val interns a string value like key: the value last seen at this
+// position of an attribute list (a phase, a route, a model) is usually
+// the one.
+func (d *jsonDecoder) val(pos int, b []byte) string {
+	if pos < len(d.lastVals) && d.lastVals[pos] == string(b) {
+		return d.lastVals[pos]
+	}
+	v := d.str(b)
+	if pos < 64 {
+		for len(d.lastVals) <= pos {
+			d.lastVals = append(d.lastVals, "")
+		}
+		d.lastVals[pos] = v
+	}
+	return v
 }
 
 // decode appends the spans of one ExportTraceServiceRequest to out. On
@@ -477,7 +495,7 @@ func (d *jsonDecoder) fastAttr(pos int, kv *KeyValue) bool {
 		if i >= len(data) {
 			return false
 		}
-		v = Value{Type: ValString, Str: d.str(data[vs:i])}
+		v = Value{Type: ValString, Str: d.val(pos, data[vs:i])}
 		i++
 	case hasAt(data, i, `doubleValue":`):
 		i += len(`doubleValue":`)

@@ -65,7 +65,8 @@ type Joiner struct {
 	seq     int64
 	Rows    []RequestRow // completed, in completion order
 	Issues  []Issue
-	attrs   Attrs // scratch
+	attrs   Attrs   // scratch
+	free    []*half // completed halves, reused
 }
 
 // NewJoiner returns an empty joiner.
@@ -112,7 +113,12 @@ func (j *Joiner) AddSpan(file string, sp *Span) bool {
 	}
 	h := j.pending[k]
 	if h == nil {
-		h = &half{arrival: j.seq, row: RequestRow{TraceID: sp.TraceID.String()}}
+		if n := len(j.free); n > 0 {
+			h, j.free = j.free[n-1], j.free[:n-1]
+		} else {
+			h = new(half)
+		}
+		*h = half{arrival: j.seq, row: RequestRow{TraceID: sp.TraceID.String()}}
 		j.seq++
 		j.pending[k] = h
 	}
@@ -131,6 +137,7 @@ func (j *Joiner) AddSpan(file string, sp *Span) bool {
 		j.Rows = append(j.Rows, h.row)
 		delete(j.pending, k)
 		j.done[kh] = struct{}{}
+		j.free = append(j.free, h)
 	}
 	return true
 }

@@ -243,7 +243,11 @@ func ReadSources(files []Source, opt ReadOptions, consume func(*Batch) error) er
 			jd, pd := newJSONDecoder(), &protoDecoder{}
 			jd.recycle = opt.recycle
 			for c := range jobs {
-				d := decodeChunk(c, jd, pd)
+				d := &decodedChunk{seq: c.seq}
+				if opt.recycle {
+					d.batch.Spans = spanPool.Get().([]Span)[:0]
+				}
+				decodeChunk(d, c, jd, pd)
 				d.slabs = jd.takeSlabs()
 				pool.put(c.buf) // decoded values never alias the chunk's bytes
 				results <- d
@@ -277,7 +281,11 @@ func ReadSources(files []Source, opt ReadOptions, consume func(*Batch) error) er
 					close(stop)
 				}
 			}
-			d.slabs.release()
+			if opt.recycle {
+				d.slabs.release()
+				clear(d.batch.Spans)
+				spanPool.Put(d.batch.Spans[:0])
+			}
 			<-inflight
 		}
 	}
@@ -293,8 +301,12 @@ type decodedChunk struct {
 	slabs slabs // pooled memory of the batch's spans (ReadOptions.recycle)
 }
 
-func decodeChunk(c *chunk, jd *jsonDecoder, pd *protoDecoder) *decodedChunk {
-	d := &decodedChunk{seq: c.seq, batch: Batch{File: c.file, Issues: c.issues, FileDone: c.done}}
+// spanPool recycles the span slices of batches (ReadOptions.recycle).
+var spanPool = sync.Pool{New: func() any { return []Span(nil) }}
+
+// decodeChunk decodes c into d, appending to d.batch.Spans.
+func decodeChunk(d *decodedChunk, c *chunk, jd *jsonDecoder, pd *protoDecoder) {
+	d.batch.File, d.batch.Issues, d.batch.FileDone = c.file, c.issues, c.done
 	bad := func(rec int64, err error) {
 		d.batch.Issues = append(d.batch.Issues, Issue{Kind: IssueMalformedRecord, File: c.file, Record: rec, Detail: err.Error()})
 	}
@@ -333,7 +345,6 @@ func decodeChunk(c *chunk, jd *jsonDecoder, pd *protoDecoder) *decodedChunk {
 		}
 	}
 	d.batch.Issues = append(d.batch.Issues, c.trailing...)
-	return d
 }
 
 // eachLine calls fn for every non-blank line of data, numbered from first.
