@@ -181,3 +181,22 @@ func TestTablesNeverMixPageEncodings(t *testing.T) {
 		require.Equal(t, first, read(fmt.Sprint("again", i)), "a second ingest wrote different bytes")
 	}
 }
+
+// Buffers for a long record double from the chunk size, and past
+// bigRecordBytes take the whole limit at once (its pages are backed only
+// as they fill), so a record never holds an old buffer and a doubled copy
+// near the limit; they never exceed limit+1.
+func TestRecordBufferGrowth(t *testing.T) {
+	fr := fileReader{chunkBytes: 1 << 20, limit: DefaultMaxRecordBytes}
+	assert.Equal(t, 2<<20, fr.grow(1<<20))
+	assert.Equal(t, 64<<20, fr.grow(32<<20))
+	assert.Equal(t, DefaultMaxRecordBytes+1, fr.grow(32<<20+1))
+	assert.Equal(t, DefaultMaxRecordBytes+1, fr.grow(DefaultMaxRecordBytes))
+	small := fileReader{chunkBytes: 1 << 20, limit: 3000}
+	assert.Equal(t, 3001, small.grow(2000))
+	assert.Equal(t, 3001, small.grow(3000))
+	for n := 1; n <= DefaultMaxRecordBytes; n = n*3 + 1 {
+		g := fr.grow(n)
+		assert.True(t, g > n && g <= DefaultMaxRecordBytes+1, "grow(%d) = %d", n, g)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -250,6 +251,10 @@ func ReadSources(files []Source, opt ReadOptions, consume func(*Batch) error) er
 				decodeChunk(d, c, jd, pd)
 				d.slabs = jd.takeSlabs()
 				pool.put(c.buf) // decoded values never alias the chunk's bytes
+				if n := cap(c.data); n >= bigRecordBytes {
+					c.data, c.buf = nil, nil
+					releaseBig(n)
+				}
 				results <- d
 			}
 		}()
@@ -383,6 +388,37 @@ type fileReader struct {
 	chunkBytes int
 	limit      int // record limit, bytes
 	pool       *chunkPool
+}
+
+// bigRecordBytes is where a record stops growing its buffer by doubling.
+// A longer one gets a buffer of the whole record limit at once: the
+// operating system backs its pages only as they are read into, so memory
+// follows the record's bytes, and the record never holds its old buffer
+// and a doubled copy at once (1.5 times the limit).
+const bigRecordBytes = 64 << 20
+
+// grow returns the size of the buffer that continues a record of which n
+// bytes are held: at least twice n, or limit+1 (a record that fills it is
+// over the limit).
+func (fr fileReader) grow(n int) int {
+	size := fr.chunkBytes
+	for size < 2*n {
+		size *= 2
+	}
+	if size > bigRecordBytes {
+		size = fr.limit + 1
+	}
+	return max(min(size, fr.limit+1), n+1)
+}
+
+// releaseBig returns the memory of a dropped record buffer of n bytes to
+// the operating system at once when it is big: otherwise the collector
+// would let the heap grow to twice that size before it runs again, and
+// the skipped bytes would still count in the process's memory.
+func releaseBig(n int) {
+	if n >= bigRecordBytes {
+		debug.FreeOSMemory()
+	}
 }
 
 // tooLarge is the issue of a record over the limit.
@@ -525,6 +561,7 @@ func readDocument(path string, r io.Reader, fr fileReader, emit func(*chunk) boo
 		}
 		if n > fr.limit {
 			buf = nil
+			releaseBig(n)
 			skipped, err := io.Copy(io.Discard, r)
 			if err != nil && !damaged(err) {
 				return fmt.Errorf("%s: %w", path, err)
@@ -535,9 +572,10 @@ func readDocument(path string, r io.Reader, fr fileReader, emit func(*chunk) boo
 			}
 			return nil
 		}
-		nb := make([]byte, min(2*len(buf), fr.limit+1))
+		nb := make([]byte, fr.grow(n))
 		copy(nb, buf[:n])
-		buf = nb
+		buf, nb = nb, nil
+		releaseBig(n)
 	}
 }
 
@@ -618,11 +656,7 @@ func chunkLines(path string, format Format, r io.Reader, fr fileReader, emit fun
 		if 2*len(carry) <= fr.chunkBytes {
 			buf = fr.pool.get()
 		} else {
-			size := fr.chunkBytes
-			for size < 2*len(carry) {
-				size *= 2
-			}
-			buf = make([]byte, max(min(size, fr.limit+1), len(carry)+1))
+			buf = make([]byte, fr.grow(len(carry)))
 		}
 		n := copy(buf, carry)
 		if carryBuf != nil {
@@ -648,6 +682,9 @@ func chunkLines(path string, format Format, r io.Reader, fr fileReader, emit fun
 					continue
 				}
 				// Over the limit: skip the rest of it.
+				read := len(data)
+				buf, data = nil, nil
+				releaseBig(read)
 				sbuf := fr.pool.get()
 				skipped, rest, err := skipLine(r, sbuf)
 				if err != nil && err != io.EOF {
@@ -658,7 +695,7 @@ func chunkLines(path string, format Format, r io.Reader, fr fileReader, emit fun
 				}
 				info.Records++
 				if !emit(&chunk{file: path, format: format, firstRecord: line,
-					issues: []Issue{tooLarge(path, line, "line", int64(len(data))+skipped, fr.limit)}}) {
+					issues: []Issue{tooLarge(path, line, "line", int64(read)+skipped, fr.limit)}}) {
 					return nil
 				}
 				line++
