@@ -167,8 +167,8 @@ func runIngest(stdout, stderr io.Writer, args []string, o ingestOpts) error {
 	m, err := otlpingest.Ingest(otlpingest.FileSources(files), otlpingest.Options{
 		OutDir: o.out, Workers: o.workers, Strict: o.strict, AllowEmpty: o.allowEmpty, MaxIssueDetails: o.maxDetails,
 		MaxRecordBytes: o.maxRecord << 20,
-		Tool:     "blis calibrate ingest (schema v" + fmt.Sprint(otlpingest.SchemaVersion) + ")",
-		Progress: func(n int64) { read.Store(n) },
+		Tool:           "blis calibrate ingest (schema v" + fmt.Sprint(otlpingest.SchemaVersion) + ")",
+		Progress:       func(n int64) { read.Store(n) },
 	})
 	close(stop)
 	<-done
