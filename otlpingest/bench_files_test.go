@@ -96,5 +96,4 @@ func BenchmarkIngestManyFiles(b *testing.B) {
 	b.ReportMetric(cpuMany/nb, "cpu-s-many-files")
 	b.ReportMetric(cpuOne/nb, "cpu-s-one-file")
 	b.ReportMetric(tMany.Seconds()/nb/float64(n)*1e6, "us/file")
-	b.ReportMetric(peakRSSMB(), "peak-RSS-MB")
 }
