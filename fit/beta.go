@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/blis-sim/blis/features"
+	"github.com/blis-sim/blis/internal/tracevocab"
 	"github.com/blis-sim/blis/physics"
 )
 
@@ -346,9 +347,9 @@ func kvBlocksPerStep(tr *Trace) (transfer, cpuRead map[int64]int64) {
 	transfer, cpuRead = map[int64]int64{}, map[int64]int64{}
 	for _, e := range tr.KV {
 		switch {
-		case e.Type == "TransferCompleted" && e.Success:
+		case e.Type == tracevocab.KVTransferCompleted && e.Success:
 			transfer[e.Step] += e.Blocks
-		case e.Type == "CacheLoadCommitted" && e.Medium == "CPU":
+		case e.Type == tracevocab.KVCacheLoadCommitted && e.Medium == tracevocab.MediumCPU:
 			cpuRead[e.Step] += e.Blocks
 		}
 	}

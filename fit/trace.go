@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/blis-sim/blis/internal/pqread"
+	"github.com/blis-sim/blis/internal/tracevocab"
 )
 
 // StepRow is one step.BATCH_SUMMARY (a row of the steps table).
@@ -136,7 +137,7 @@ func table(dir, name string, required bool) (*pqread.File, InputFile, error) {
 	if err != nil {
 		return nil, InputFile{}, err
 	}
-	if t := f.Meta("blis.table"); t != "" && t != name {
+	if t := f.Meta(tracevocab.MetaTable); t != "" && t != name {
 		f.Close()
 		return nil, InputFile{}, fmt.Errorf("%s holds the %q table, want %q", path, t, name)
 	}
@@ -334,7 +335,7 @@ func quoteList(ss []string) string {
 }
 
 func (tr *Trace) loadSteps(ins *instances) error {
-	f, in, err := table(tr.Dir, "steps", true)
+	f, in, err := table(tr.Dir, tracevocab.TableSteps, true)
 	if err != nil {
 		return err
 	}
@@ -401,7 +402,7 @@ func rowValid(cols []pqread.Column[int64], i int, names []string, missing *[]Cou
 }
 
 func (tr *Trace) loadSnapshots(ins *instances) error {
-	f, in, err := table(tr.Dir, "request_snapshots", false)
+	f, in, err := table(tr.Dir, tracevocab.TableRequestSnapshots, false)
 	if err != nil || f == nil {
 		return err
 	}
@@ -421,14 +422,14 @@ func (tr *Trace) loadSnapshots(ins *instances) error {
 	}
 	for i := range step.V {
 		if !(phase.OK(i) && prompt.OK(i) && computed.OK(i) && sched.OK(i) && alloc.OK(i) && cached.OK(i)) ||
-			(phase.V[i] != "PREFILL" && phase.V[i] != "DECODE") {
+			(phase.V[i] != tracevocab.PhasePrefill && phase.V[i] != tracevocab.PhaseDecode) {
 			// The step then has fewer snapshots than running requests and
 			// is treated as non-rich.
 			addCount(&tr.Dropped, "snapshot without a phase, token or block count", 1)
 			continue
 		}
 		tr.Snapshots = append(tr.Snapshots, SnapshotRow{
-			StepID: step.V[i], Request: req.V[i], Prefill: phase.V[i] == "PREFILL",
+			StepID: step.V[i], Request: req.V[i], Prefill: phase.V[i] == tracevocab.PhasePrefill,
 			Prompt: prompt.V[i], Computed: computed.V[i], Scheduled: sched.V[i],
 			BlocksAllocated: alloc.V[i], BlocksCached: cached.V[i], Inst: inst.at(i),
 		})
@@ -437,7 +438,7 @@ func (tr *Trace) loadSnapshots(ins *instances) error {
 }
 
 func (tr *Trace) loadRequests(ins *instances) error {
-	f, in, err := table(tr.Dir, "requests", false)
+	f, in, err := table(tr.Dir, tracevocab.TableRequests, false)
 	if err != nil || f == nil {
 		return err
 	}
@@ -500,7 +501,7 @@ func (tr *Trace) loadRequests(ins *instances) error {
 }
 
 func (tr *Trace) loadScheduled(ins *instances) error {
-	f, in, err := table(tr.Dir, "journey_events", false)
+	f, in, err := table(tr.Dir, tracevocab.TableJourneyEvents, false)
 	if err != nil || f == nil {
 		return err
 	}
@@ -516,7 +517,7 @@ func (tr *Trace) loadScheduled(ins *instances) error {
 		return err
 	}
 	for i := range ev.V {
-		if ev.V[i] == "journey.SCHEDULED" && step.OK(i) && ts.OK(i) {
+		if ev.V[i] == tracevocab.JourneyScheduled && step.OK(i) && ts.OK(i) {
 			tr.Scheduled = append(tr.Scheduled, ScheduledRow{Step: step.V[i], TsNs: ts.V[i], Inst: inst.at(i)})
 		}
 	}
@@ -530,7 +531,7 @@ func compareScheduled(a, b ScheduledRow) int {
 }
 
 func (tr *Trace) loadKV(*instances) error {
-	f, in, err := table(tr.Dir, "kv_events", false)
+	f, in, err := table(tr.Dir, tracevocab.TableKVEvents, false)
 	if err != nil || f == nil {
 		return err
 	}
@@ -545,7 +546,7 @@ func (tr *Trace) loadKV(*instances) error {
 	tr.HasKV = len(typ.V) > 0
 	for i := range typ.V {
 		t := typ.V[i]
-		if t != "TransferCompleted" && t != "CacheLoadCommitted" {
+		if t != tracevocab.KVTransferCompleted && t != tracevocab.KVCacheLoadCommitted {
 			continue
 		}
 		if !blocks.OK(i) || !step.OK(i) {

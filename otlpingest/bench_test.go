@@ -1,6 +1,8 @@
 package otlpingest
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -36,4 +38,30 @@ func BenchmarkDecodeJSONStepLine(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkDecodeJSONTrace decodes 20 MB of the generated trace of
+// BenchmarkIngestLarge (API, engine and step spans) and reports MB per
+// CPU-second as well, which a shared machine does not distort.
+func BenchmarkDecodeJSONTrace(b *testing.B) {
+	var buf bytes.Buffer
+	if err := genTrace(bufio.NewWriter(&buf), 20e6); err != nil {
+		b.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte{'\n'})
+	d := newJSONDecoder()
+	var out []Span
+	b.SetBytes(int64(buf.Len()))
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuSeconds()
+	for i := 0; i < b.N; i++ {
+		for j, line := range lines {
+			var err error
+			if out, err = d.decode(line, int64(j+1), out[:0]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(buf.Len())/1e6*float64(b.N)/(cpuSeconds()-cpu0), "MB/cpu-s")
 }

@@ -17,7 +17,10 @@ import (
 type Options struct {
 	OutDir     string
 	Workers    int // decoding goroutines; default GOMAXPROCS
-	ChunkBytes int // default 4 MiB
+	ChunkBytes int // default DefaultChunkBytes
+	// MaxRecordBytes bounds one JSON line or document, or proto message;
+	// default DefaultMaxRecordBytes (see ReadOptions).
+	MaxRecordBytes int
 	// Strict makes the first counted issue an error; nothing is written.
 	Strict bool
 	// AllowEmpty writes the (empty) tables of inputs that hold neither a
@@ -281,7 +284,8 @@ func Ingest(inputs []Source, opt Options) (*Manifest, error) {
 		return err
 	}
 
-	err = ReadSources(inputs, ReadOptions{Workers: opt.Workers, ChunkBytes: opt.ChunkBytes, Progress: opt.Progress}, func(b *Batch) error {
+	err = ReadSources(inputs, ReadOptions{Workers: opt.Workers, ChunkBytes: opt.ChunkBytes, Progress: opt.Progress,
+		MaxRecordBytes: opt.MaxRecordBytes, recycle: true}, func(b *Batch) error {
 		// Issues are passed on in input (record) order, whatever the chunking:
 		// the reader's own issues interleaved with those of the spans.
 		k := 0

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/blis-sim/blis/internal/otlpspan"
 	"github.com/blis-sim/blis/internal/parquettest"
 )
 
@@ -134,7 +135,7 @@ func expectRow(spec []AttrSpec, kvs []KeyValue) bool {
 		if !s.Locates {
 			continue
 		}
-		v, ok := lookup(kvs, s.Key)
+		v, ok := otlpspan.Lookup(kvs, s.Key)
 		if !ok || v.Type != s.Type {
 			return false
 		}
@@ -148,7 +149,7 @@ func checkAttrColumns(t *testing.T, row tableRow, spec []AttrSpec, kvs []KeyValu
 		col := ColumnName(s.Key)
 		got, has := row[col]
 		require.True(t, has, "%s: no column %s for attribute %s", where, col, s.Key)
-		v, ok := lookup(kvs, s.Key)
+		v, ok := otlpspan.Lookup(kvs, s.Key)
 		switch {
 		case ok && v.Type == s.Type:
 			assert.Equal(t, valueOf(v), got, "%s: attribute %s → column %s", where, s.Key, col)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/blis-sim/blis/internal/tracevocab"
 )
 
 // KV offload events are not OTLP: vLLM's KV events subscriber writes one
@@ -23,25 +25,25 @@ type KVEventSpec struct {
 
 // KVEventTypes is the subscriber's event vocabulary.
 var KVEventTypes = []KVEventSpec{
-	{Type: "TransferInitiated", Fields: []AttrSpec{req("transfer_id", ValInt), req("request_id", ValString),
+	{Type: tracevocab.KVTransferInitiated, Fields: []AttrSpec{req("transfer_id", ValInt), req("request_id", ValString),
 		req("source_medium", ValString), req("dest_medium", ValString), req("block_count", ValInt), req("scheduler_step", ValInt)}},
-	{Type: "TransferCompleted", Fields: []AttrSpec{req("transfer_id", ValInt), req("request_id", ValString),
+	{Type: tracevocab.KVTransferCompleted, Fields: []AttrSpec{req("transfer_id", ValInt), req("request_id", ValString),
 		req("source_medium", ValString), req("dest_medium", ValString), req("block_count", ValInt), req("success", ValBool),
 		req("scheduler_step", ValInt)}},
-	{Type: "CacheStoreCommitted", Fields: []AttrSpec{req("request_id", ValString), req("medium", ValString),
+	{Type: tracevocab.KVCacheStoreCommitted, Fields: []AttrSpec{req("request_id", ValString), req("medium", ValString),
 		req("block_count", ValInt), req("scheduler_step", ValInt)}},
-	{Type: "CacheLoadCommitted", Fields: []AttrSpec{req("request_id", ValString), req("medium", ValString),
+	{Type: tracevocab.KVCacheLoadCommitted, Fields: []AttrSpec{req("request_id", ValString), req("medium", ValString),
 		req("block_count", ValInt), req("scheduler_step", ValInt)}},
-	{Type: "CacheEviction", Fields: []AttrSpec{req("medium", ValString), req("blocks_evicted", ValInt),
+	{Type: tracevocab.KVCacheEviction, Fields: []AttrSpec{req("medium", ValString), req("blocks_evicted", ValInt),
 		req("eviction_reason", ValString), req("scheduler_step", ValInt), opt("block_hashes", ValArray)}},
-	{Type: "RemoteTransferInitiated", Fields: []AttrSpec{req("transfer_id", ValInt), req("request_id", ValString),
+	{Type: tracevocab.KVRemoteTransferInitiated, Fields: []AttrSpec{req("transfer_id", ValInt), req("request_id", ValString),
 		req("connector_type", ValString), req("source_rank", ValInt), req("dest_rank", ValInt), req("block_count", ValInt)}},
-	{Type: "RemoteTransferCompleted", Fields: []AttrSpec{req("transfer_id", ValInt), req("request_id", ValString),
+	{Type: tracevocab.KVRemoteTransferCompleted, Fields: []AttrSpec{req("transfer_id", ValInt), req("request_id", ValString),
 		req("connector_type", ValString), req("source_rank", ValInt), req("dest_rank", ValInt), req("block_count", ValInt),
 		opt("success", ValBool)}},
-	{Type: "BlockStored", Raw: true},
-	{Type: "BlockRemoved", Raw: true},
-	{Type: "AllBlocksCleared", Raw: true},
+	{Type: tracevocab.KVBlockStored, Raw: true},
+	{Type: tracevocab.KVBlockRemoved, Raw: true},
+	{Type: tracevocab.KVAllBlocksCleared, Raw: true},
 }
 
 // KVEventRow is one KV event. BlockCount holds block_count, or

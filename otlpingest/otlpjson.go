@@ -4,6 +4,10 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/blis-sim/blis/internal/tracevocab"
 )
 
 // jsonDecoder decodes ExportTraceServiceRequest messages in the OTLP JSON
@@ -22,22 +26,80 @@ type jsonDecoder struct {
 	evSlab []Event
 	// lastKeys[i] is the key last decoded at position i of an attribute list.
 	lastKeys []string
+	lastVals []string // likewise the string value last decoded there
+	recycle  bool     // slabs come from the pools and are listed in used
+	slow     bool     // no fast paths: tests check that both ways agree
+	used     slabs    // the pooled slabs in use since the last takeSlabs
 }
 
 const slabLen = 4096
 
+// slabs recycles full-size slabs when the spans that used them are no
+// longer needed (ReadOptions.recycle): Ingest turns spans into rows as
+// soon as a batch arrives, and fresh slabs for every chunk would be most
+// of what the decoder allocates.
+type slabs struct {
+	kv [][]KeyValue
+	ev [][]Event
+}
+
+var (
+	kvSlabPool = sync.Pool{New: func() any { return make([]KeyValue, 0, slabLen) }}
+	evSlabPool = sync.Pool{New: func() any { return make([]Event, 0, slabLen) }}
+)
+
+// release hands the slabs back for reuse; their spans must be dead.
+func (s *slabs) release() {
+	for _, b := range s.kv {
+		kvSlabPool.Put(b[:0])
+	}
+	for _, b := range s.ev {
+		evSlabPool.Put(b[:0])
+	}
+	s.kv, s.ev = nil, nil
+}
+
 // slab copies src to the end of *slab (a new slab when it is full) and
-// returns the copy, capped so that later appends never touch it.
-func slab[T any](slab *[]T, src []T) []T {
+// returns the copy, capped so that later appends never touch it. New
+// full-size slabs come from pool when one is given and are listed in used.
+func slab[T any](slab *[]T, src []T, pool *sync.Pool, used *[][]T) []T {
 	if len(src) == 0 {
 		return nil
 	}
 	if cap(*slab)-len(*slab) < len(src) {
-		*slab = make([]T, 0, max(slabLen, len(src)))
+		if pool != nil && len(src) <= slabLen {
+			*slab = pool.Get().([]T)[:0]
+			*used = append(*used, *slab)
+		} else {
+			*slab = make([]T, 0, max(slabLen, len(src)))
+		}
 	}
 	n := len(*slab)
 	*slab = append(*slab, src...)
 	return (*slab)[n:len(*slab):len(*slab)]
+}
+
+// takeSlabs ends the decoder's use of its slabs (when they are pooled) and
+// returns them, to be released once their spans are dead.
+func (d *jsonDecoder) takeSlabs() slabs {
+	out := d.used
+	d.used = slabs{}
+	d.kvSlab, d.evSlab = nil, nil
+	return out
+}
+
+func (d *jsonDecoder) kvPool() *sync.Pool {
+	if d.recycle {
+		return &kvSlabPool
+	}
+	return nil
+}
+
+func (d *jsonDecoder) evPool() *sync.Pool {
+	if d.recycle {
+		return &evSlabPool
+	}
+	return nil
 }
 
 func newJSONDecoder() *jsonDecoder {
@@ -77,6 +139,23 @@ func (d *jsonDecoder) key(pos int, b []byte) string {
 		d.lastKeys[pos] = k
 	}
 	return k
+}
+
+// val interns a string value like key: the value last seen at this
+// position of an attribute list (a phase, a route, a model) is usually
+// the one.
+func (d *jsonDecoder) val(pos int, b []byte) string {
+	if pos < len(d.lastVals) && d.lastVals[pos] == string(b) {
+		return d.lastVals[pos]
+	}
+	v := d.str(b)
+	if pos < 64 {
+		for len(d.lastVals) <= pos {
+			d.lastVals = append(d.lastVals, "")
+		}
+		d.lastVals[pos] = v
+	}
+	return v
 }
 
 // decode appends the spans of one ExportTraceServiceRequest to out. On
@@ -121,9 +200,9 @@ func (d *jsonDecoder) resourceSpans(out []Span, record int64) []Span {
 						continue
 					}
 					switch kv.Key {
-					case "service.name":
+					case tracevocab.ServiceName:
 						service = kv.Value.Str
-					case "service.instance.id":
+					case tracevocab.ServiceInstanceID:
 						instance = kv.Value.Str
 					}
 				}
@@ -196,7 +275,7 @@ func (d *jsonDecoder) span(sp *Span) {
 			})
 			d.evTmp = evs
 			if sp.Events == nil {
-				sp.Events = slab(&d.evSlab, evs)
+				sp.Events = slab(&d.evSlab, evs, d.evPool(), &d.used.ev)
 			} else { // a repeated "events" key appends
 				sp.Events = append(sp.Events, evs...)
 			}
@@ -215,7 +294,42 @@ func (d *jsonDecoder) span(sp *Span) {
 
 func (d *jsonDecoder) event(ev *Event) {
 	s := &d.s
-	s.fields(func(k []byte) {
+	// The usual head, {"timeUnixNano":"N","name":"NAME", read in one go.
+	if data, i := s.data, s.pos; !d.slow && hasAt(data, i, `{"timeUnixNano":"`) {
+		i += len(`{"timeUnixNano":"`)
+		ds := i
+		var t uint64
+		for ; i < len(data) && data[i] >= '0' && data[i] <= '9'; i++ {
+			t = t*10 + uint64(data[i]-'0')
+		}
+		if n := i - ds; n > 0 && n <= 19 && hasAt(data, i, `","name":"`) { // 19 digits cannot overflow
+			i += len(`","name":"`)
+			ns := i
+			for ; i < len(data) && data[i] != '"' && data[i] != '\\' && data[i] >= 0x20; i++ {
+			}
+			if i < len(data) && data[i] == '"' {
+				ev.TimeUnixNano, ev.Name = t, d.str(data[ns:i])
+				s.pos = i + 1
+				d.eventFields(ev, false)
+				return
+			}
+		}
+	}
+	if s.null() || !s.object() {
+		return
+	}
+	d.eventFields(ev, true)
+}
+
+// eventFields reads an event's keys up to the end of its object; first
+// tells whether none has been read yet.
+func (d *jsonDecoder) eventFields(ev *Event, first bool) {
+	s := &d.s
+	for {
+		k, ok := s.key(&first)
+		if !ok {
+			return
+		}
 		switch string(k) {
 		case "timeUnixNano", "time_unix_nano":
 			ev.TimeUnixNano = s.uint64()
@@ -226,7 +340,7 @@ func (d *jsonDecoder) event(ev *Event) {
 		default:
 			s.skip()
 		}
-	})
+	}
 }
 
 var spanKinds = map[string]int32{
@@ -283,26 +397,143 @@ func (d *jsonDecoder) id(dst []byte, field string) {
 func (d *jsonDecoder) attributes(out []KeyValue) []KeyValue {
 	s := &d.s
 	tmp := d.kvTmp[:0]
-	s.items(func() {
-		var kv KeyValue
-		pos := len(tmp)
-		s.fields(func(k []byte) {
-			switch string(k) {
-			case "key":
-				kv.Key = d.key(pos, s.str())
-			case "value":
-				kv.Value = d.anyValue()
-			default:
-				s.skip()
+	if !s.null() && s.array() { // null stands for an empty list
+		for first := true; s.elem(&first); {
+			pos := len(tmp)
+			tmp = append(tmp, KeyValue{})
+			if !d.fastAttr(pos, &tmp[pos]) {
+				d.attr(pos, &tmp[pos])
 			}
-		})
-		tmp = append(tmp, kv)
-	})
+		}
+	}
 	d.kvTmp = tmp
 	if out != nil { // a repeated "attributes" key appends
 		return append(out, tmp...)
 	}
-	return slab(&d.kvSlab, tmp)
+	return slab(&d.kvSlab, tmp, d.kvPool(), &d.used.kv)
+}
+
+// attr decodes one KeyValue object, whatever its form.
+func (d *jsonDecoder) attr(pos int, kv *KeyValue) {
+	s := &d.s
+	s.fields(func(k []byte) {
+		switch string(k) {
+		case "key":
+			kv.Key = d.key(pos, s.str())
+		case "value":
+			kv.Value = d.anyValue()
+		default:
+			s.skip()
+		}
+	})
+}
+
+// fastAttr decodes the form every OTLP JSON exporter writes,
+// {"key":"K","value":{"T":V}} without white space or escapes, for the
+// common value types. On anything else it returns false with the
+// scanner untouched, and attr decodes the element.
+func (d *jsonDecoder) fastAttr(pos int, kv *KeyValue) bool {
+	s := &d.s
+	data, i := s.data, s.pos
+	const pre, mid = `{"key":"`, `","value":{"`
+	if d.slow || len(data)-i < len(pre)+len(mid)+8 || string(data[i:i+len(pre)]) != pre {
+		return false
+	}
+	i += len(pre)
+	ks := i
+	for ; i < len(data) && data[i] != '"'; i++ {
+		if c := data[i]; c == '\\' || c < 0x20 {
+			return false
+		}
+	}
+	key := data[ks:i]
+	if len(data)-i < len(mid) || string(data[i:i+len(mid)]) != mid {
+		return false
+	}
+	i += len(mid)
+	var v Value
+	switch {
+	case hasAt(data, i, `intValue":`):
+		i += len(`intValue":`)
+		quoted := i < len(data) && data[i] == '"'
+		if quoted {
+			i++
+		}
+		neg := i < len(data) && data[i] == '-'
+		if neg {
+			i++
+		}
+		ds := i
+		var n int64
+		for ; i < len(data) && data[i] >= '0' && data[i] <= '9'; i++ {
+			n = n*10 + int64(data[i]-'0')
+		}
+		nd := i - ds
+		// At most 18 digits cannot overflow; JSON numbers have no leading
+		// zeros (a quoted integer may). Anything else takes the long way.
+		if nd == 0 || nd > 18 || (!quoted && nd > 1 && data[ds] == '0') {
+			return false
+		}
+		if quoted {
+			if i >= len(data) || data[i] != '"' {
+				return false
+			}
+			i++
+		}
+		if neg {
+			n = -n
+		}
+		v = Value{Type: ValInt, Int: n}
+	case hasAt(data, i, `stringValue":"`):
+		i += len(`stringValue":"`)
+		vs := i
+		for ; i < len(data) && data[i] != '"'; i++ {
+			if c := data[i]; c == '\\' || c < 0x20 {
+				return false
+			}
+		}
+		if i >= len(data) {
+			return false
+		}
+		v = Value{Type: ValString, Str: d.val(pos, data[vs:i])}
+		i++
+	case hasAt(data, i, `doubleValue":`):
+		i += len(`doubleValue":`)
+		save := s.pos
+		s.pos = i
+		num := s.number()
+		if s.err != nil {
+			s.err, s.pos = nil, save
+			return false
+		}
+		f, err := strconv.ParseFloat(string(num), 64)
+		if err != nil {
+			s.pos = save
+			return false
+		}
+		i = s.pos
+		s.pos = save
+		v = Value{Type: ValDouble, Double: f}
+	case hasAt(data, i, `boolValue":true`):
+		i += len(`boolValue":true`)
+		v = Value{Type: ValBool, Bool: true}
+	case hasAt(data, i, `boolValue":false`):
+		i += len(`boolValue":false`)
+		v = Value{Type: ValBool}
+	default:
+		return false
+	}
+	if !hasAt(data, i, "}}") {
+		return false
+	}
+	s.pos = i + 2
+	kv.Key, kv.Value = d.key(pos, key), v
+	return true
+}
+
+// hasAt reports whether data holds lit at i.
+func hasAt(data []byte, i int, lit string) bool {
+	return len(data)-i >= len(lit) && string(data[i:i+len(lit)]) == lit
 }
 
 func (d *jsonDecoder) anyValue() Value {

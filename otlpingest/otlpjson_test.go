@@ -1,6 +1,8 @@
 package otlpingest
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -78,7 +80,7 @@ func randAttrs(r *rand.Rand) ([]jKV, []KeyValue) {
 		jv, v := randValue(r)
 		k := fmt.Sprintf("k%d.x", r.IntN(50))
 		js = append(js, jKV{k, jv})
-		want = append(want, KeyValue{k, v})
+		want = append(want, KeyValue{Key: k, Value: v})
 	}
 	return js, want
 }
@@ -261,9 +263,13 @@ func FuzzDecodeJSON(f *testing.F) {
 	f.Add([]byte(`{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"vllm-engine-core"}},{"key":"service.instance.id","value":{"stringValue":"instance_1"}}]},"scopeSpans":[{"scope":{"name":"vllm.scheduler.step"},"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708","name":"scheduler_steps_1","kind":1,"startTimeUnixNano":"1","endTimeUnixNano":"2"}]}]}]}`))
 	f.Add([]byte(`{"resourceSpans":[]}`))
 	f.Add([]byte(`{"a":"\ud83d\ude00\u00e9","b":[true,false,null,-1.5e-3]}`))
+	for _, line := range fastPathCases {
+		f.Add([]byte(line))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d := newJSONDecoder()
 		spans, err := d.decode(data, 1, nil)
+		checkFastPathsAgree(t, data, spans, err)
 		if err != nil {
 			return
 		}
@@ -275,4 +281,71 @@ func FuzzDecodeJSON(f *testing.F) {
 			t.Fatalf("second decode differs: %v", err)
 		}
 	})
+}
+
+// fastPathCases are lines at the edges of the decoder's fast paths
+// (attributes and event heads in the exporters' exact form).
+var fastPathCases = func() []string {
+	head := `{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"llm_core","events":[`
+	tail := `]}]}]}]}`
+	attrs := []string{
+		`{"key":"a","value":{"intValue":"007"}}`, `{"key":"a","value":{"intValue":007}}`,
+		`{"key":"a","value":{"intValue":"-0"}}`, `{"key":"a","value":{"intValue":-12}}`,
+		`{"key":"a","value":{"intValue":"9223372036854775807"}}`, `{"key":"a","value":{"intValue":"-9223372036854775808"}}`,
+		`{"key":"a","value":{"intValue":"9223372036854775808"}}`, `{"key":"a","value":{"intValue":"123456789012345678"}}`,
+		`{"key":"a","value":{"intValue":""}}`, `{"key":"a","value":{"intValue":"1e3"}}`, `{"key":"a","value":{"intValue":5.0}}`,
+		`{"key":"a","value":{"intValue":"12" }}`, `{"key":"a","value":{"intValue":"1","x":1}}`,
+		`{"key":"a\u0062","value":{"stringValue":"x"}}`, `{"key":"a","value":{"stringValue":"x\ny"}}`,
+		`{"key":"a","value":{"stringValue":"x` + "\t" + `y"}}`, `{"key":"a","value":{"stringValue":""}}`,
+		`{"key":"a","value":{"doubleValue":0.25}}`, `{"key":"a","value":{"doubleValue":"NaN"}}`,
+		`{"key":"a","value":{"doubleValue":-1e-7}}`, `{"key":"a","value":{"doubleValue":01}}`, `{"key":"a","value":{"doubleValue":1.}}`,
+		`{"key":"a","value":{"boolValue":true}}`, `{"key":"a","value":{"boolValue":false}}`, `{"key":"a","value":{"boolValue":tru}}`,
+		`{"key":"a","value":{"arrayValue":{"values":[]}}}`, `{"value":{"intValue":"1"},"key":"a"}`, `{ "key":"a","value":{"intValue":"1"}}`,
+		`{"key":"a","value":{"intValue":"1"}`, `{"key":"a","value":{"intValue":"1`, `{"key":"`,
+	}
+	heads := []string{
+		`{"timeUnixNano":"1700000000000000001","name":"journey.QUEUED"`, `{"timeUnixNano":"18446744073709551615","name":"x"`,
+		`{"timeUnixNano":"18446744073709551616","name":"x"`, `{"timeUnixNano":"","name":"x"`, `{"timeUnixNano":"01","name":"x"`,
+		`{"timeUnixNano":"1","name":"a\"b"`, `{"timeUnixNano":"1","name":"a` + "\n" + `"`, `{"timeUnixNano":1,"name":"x"`,
+		`{"timeUnixNano":"1","name":"x","name":"y"`, `{"timeUnixNano":"1","name":"x"`,
+	}
+	var out []string
+	for _, a := range attrs {
+		out = append(out, head+`{"timeUnixNano":"1","name":"e","attributes":[`+a+`,`+a+`]}`+tail)
+	}
+	for _, h := range heads {
+		out = append(out, head+h+`,"attributes":[{"key":"k","value":{"intValue":"2"}}]}`+tail, head+h+`}`+tail, head+h+tail)
+	}
+	return out
+}()
+
+// checkFastPathsAgree decodes data again without the fast paths and fails
+// unless the result is the same.
+func checkFastPathsAgree(t *testing.T, data []byte, spans []Span, err error) {
+	t.Helper()
+	slow := newJSONDecoder()
+	slow.slow = true
+	want, werr := slow.decode(data, 1, nil)
+	if (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) {
+		t.Fatalf("fast paths: error %v, without them %v, on %q", err, werr, data)
+	}
+	if err == nil && !bytes.Equal(AppendJSON(nil, spans), AppendJSON(nil, want)) {
+		t.Fatalf("fast paths decode %q differently:\n%s\nwithout them:\n%s", data, AppendJSON(nil, spans), AppendJSON(nil, want))
+	}
+}
+
+func TestDecodeFastPathsAgree(t *testing.T) {
+	for _, line := range fastPathCases {
+		spans, err := newJSONDecoder().decode([]byte(line), 1, nil)
+		checkFastPathsAgree(t, []byte(line), spans, err)
+	}
+	// And the generated trace of the benchmarks, which takes them all.
+	var buf bytes.Buffer
+	if err := genTrace(bufio.NewWriter(&buf), 2e6); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte{'\n'}) {
+		spans, err := newJSONDecoder().decode(line, 1, nil)
+		checkFastPathsAgree(t, line, spans, err)
+	}
 }

@@ -8,6 +8,8 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/blis-sim/blis/internal/tracevocab"
 )
 
 // protoDecoder decodes binary ExportTraceServiceRequest messages, reusing
@@ -27,9 +29,9 @@ func (d *protoDecoder) decode(data []byte, record int64, out []Span) ([]Span, er
 		if rs.Resource != nil {
 			for _, kv := range rs.Resource.Attributes {
 				switch kv.Key {
-				case "service.name":
+				case tracevocab.ServiceName:
 					service = kv.Value.GetStringValue()
-				case "service.instance.id":
+				case tracevocab.ServiceInstanceID:
 					instance = kv.Value.GetStringValue()
 				}
 			}

@@ -2,8 +2,9 @@ package otlpingest
 
 import (
 	"fmt"
-	"hash/fnv"
 	"sort"
+
+	"github.com/blis-sim/blis/internal/tracevocab"
 )
 
 // EventTime is one lifecycle event's time: monotonic seconds (both
@@ -64,6 +65,8 @@ type Joiner struct {
 	seq     int64
 	Rows    []RequestRow // completed, in completion order
 	Issues  []Issue
+	attrs   Attrs   // scratch
+	free    []*half // completed halves, reused
 }
 
 // NewJoiner returns an empty joiner.
@@ -72,10 +75,20 @@ func NewJoiner() *Joiner {
 }
 
 func keyHash(k joinKey) uint64 {
-	h := fnv.New64a()
-	h.Write(k.trace[:])
-	h.Write(k.span[:])
-	return h.Sum64()
+	return fnv1a(fnv1a(fnvOffset, k.trace[:]), k.span[:])
+}
+
+// FNV-1a, 64 bits, without hash.Hash's allocation.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func fnv1a(h uint64, b []byte) uint64 {
+	for _, c := range b {
+		h = (h ^ uint64(c)) * fnvPrime
+	}
+	return h
 }
 
 // AddSpan takes llm_request and llm_core spans and ignores the rest. It
@@ -93,13 +106,19 @@ func (j *Joiner) AddSpan(file string, sp *Span) bool {
 	default:
 		return true
 	}
-	if _, dup := j.done[keyHash(k)]; dup {
+	kh := keyHash(k)
+	if _, dup := j.done[kh]; dup {
 		j.issue(w, IssueDuplicateSpan, fmt.Sprintf("%s span %s of trace %s after its request was complete", sp.Name, sp.SpanID, sp.TraceID))
 		return false
 	}
 	h := j.pending[k]
 	if h == nil {
-		h = &half{arrival: j.seq, row: RequestRow{TraceID: sp.TraceID.String()}}
+		if n := len(j.free); n > 0 {
+			h, j.free = j.free[n-1], j.free[:n-1]
+		} else {
+			h = new(half)
+		}
+		*h = half{arrival: j.seq, row: RequestRow{TraceID: sp.TraceID.String()}}
 		j.seq++
 		j.pending[k] = h
 	}
@@ -109,7 +128,7 @@ func (j *Joiner) AddSpan(file string, sp *Span) bool {
 	}
 	if isAPI {
 		h.api = true
-		fillAPI(&h.row, w, sp)
+		j.fillAPI(&h.row, w, sp)
 	} else {
 		h.core = true
 		fillCore(&h.row, w, sp)
@@ -117,7 +136,8 @@ func (j *Joiner) AddSpan(file string, sp *Span) bool {
 	if h.api && h.core {
 		j.Rows = append(j.Rows, h.row)
 		delete(j.pending, k)
-		j.done[keyHash(k)] = struct{}{}
+		j.done[kh] = struct{}{}
+		j.free = append(j.free, h)
 	}
 	return true
 }
@@ -150,43 +170,44 @@ func (j *Joiner) Finish() {
 // Pending is the number of requests waiting for their other half.
 func (j *Joiner) Pending() int { return len(j.pending) }
 
-func fillAPI(r *RequestRow, w Where, sp *Span) {
-	a, _ := checkAttrs(RequestSpanAttrs, sp.Attrs, "", "", func(IssueKind, string) {}) // Rows reports the issues
+func (j *Joiner) fillAPI(r *RequestRow, w Where, sp *Span) {
+	a := &j.attrs
+	checkAttrsInto(a, RequestSpanAttrs, sp.Attrs, "", "", func(IssueKind, string) {}) // Rows reports the issues
 	// An engine span that came first has set its instance, which wins.
 	if r.Instance == "" {
 		r.Instance = sp.Instance
 	}
 	r.APISpanID = some(sp.SpanID.String(), true)
 	r.APIWhere = some(w, true)
-	r.APIRequestID = some(a.Str("gen_ai.request.id"))
-	r.Model = some(a.Str("gen_ai.response.model"))
-	r.Route = some(a.Str("http.route"))
-	r.PromptTokens = some(a.Int("gen_ai.usage.prompt_tokens"))
-	r.MaxTokens = some(a.Int("gen_ai.request.max_tokens"))
-	r.N = some(a.Int("gen_ai.request.n"))
-	r.Temperature = some(a.Double("gen_ai.request.temperature"))
-	r.TopP = some(a.Double("gen_ai.request.top_p"))
+	r.APIRequestID = some(a.Str(tracevocab.RequestID))
+	r.Model = some(a.Str(tracevocab.ResponseModel))
+	r.Route = some(a.Str(tracevocab.HTTPRoute))
+	r.PromptTokens = some(a.Int(tracevocab.UsagePromptTokens))
+	r.MaxTokens = some(a.Int(tracevocab.RequestMaxTokens))
+	r.N = some(a.Int(tracevocab.RequestN))
+	r.Temperature = some(a.Double(tracevocab.RequestTemperature))
+	r.TopP = some(a.Double(tracevocab.RequestTopP))
 	for i := range sp.Events {
 		ev := &sp.Events[i]
 		var t *EventTime
 		switch ev.Name {
-		case "api.ARRIVED":
+		case tracevocab.APIArrived:
 			t = &r.Arrived
-		case "api.HANDOFF_TO_CORE":
+		case tracevocab.APIHandoffToCore:
 			t = &r.HandoffToCore
-		case "api.FIRST_RESPONSE_FROM_CORE":
+		case tracevocab.APIFirstResponseFromCore:
 			t = &r.FirstResponse
-		case "api.DEPARTED":
+		case tracevocab.APIDeparted:
 			t = &r.Departed
-		case "api.ABORTED":
+		case tracevocab.APIAborted:
 			t = &r.Aborted
-			if v, ok := ev.Attr("reason"); ok && v.Type == ValString {
+			if v, ok := ev.Attr(tracevocab.AbortReason); ok && v.Type == ValString {
 				r.AbortReason = some(v.Str, true)
 			}
 		default:
 			continue
 		}
-		stamp(t, ev, "event.ts.monotonic", "")
+		stamp(t, ev, tracevocab.EventTSMonotonic, "")
 	}
 }
 
@@ -211,7 +232,7 @@ func fillCore(r *RequestRow, w Where, sp *Span) {
 	}
 	r.CoreSpanID = some(sp.SpanID.String(), true)
 	r.CoreWhere = some(w, true)
-	if v, ok := sp.Attr("gen_ai.request.id"); ok && v.Type == ValString {
+	if v, ok := sp.Attr(tracevocab.RequestID); ok && v.Type == ValString {
 		r.EngineRequestID = some(v.Str, true)
 	}
 	preempted := int64(0)
@@ -219,30 +240,30 @@ func fillCore(r *RequestRow, w Where, sp *Span) {
 		ev := &sp.Events[i]
 		var t *EventTime
 		switch ev.Name {
-		case "journey.QUEUED":
+		case tracevocab.JourneyQueued:
 			t = &r.Queued
-		case "journey.SCHEDULED":
+		case tracevocab.JourneyScheduled:
 			t = &r.FirstScheduled
-		case "journey.FIRST_TOKEN":
+		case tracevocab.JourneyFirstToken:
 			t = &r.FirstToken
-		case "journey.PREEMPTED":
+		case tracevocab.JourneyPreempted:
 			preempted++
 			continue
-		case "journey.FINISHED":
+		case tracevocab.JourneyFinished:
 			t = &r.Finished
-			if v, ok := ev.Attr("decode.done_tokens"); ok && v.Type == ValInt {
+			if v, ok := ev.Attr(tracevocab.DecodeDoneTokens); ok && v.Type == ValInt {
 				r.OutputTokens = some(v.Int, true)
 			}
-			if v, ok := ev.Attr("num_preemptions"); ok && v.Type == ValInt {
+			if v, ok := ev.Attr(tracevocab.NumPreemptions); ok && v.Type == ValInt {
 				r.Preemptions = some(v.Int, true)
 			}
-			if v, ok := ev.Attr("finish.status"); ok && v.Type == ValString {
+			if v, ok := ev.Attr(tracevocab.FinishStatus); ok && v.Type == ValString {
 				r.FinishStatus = some(v.Str, true)
 			}
 		default:
 			continue
 		}
-		stamp(t, ev, "ts.monotonic", "ts.monotonic_ns")
+		stamp(t, ev, tracevocab.TSMonotonic, tracevocab.TSMonotonicNs)
 	}
 	if !r.Preemptions.OK {
 		r.Preemptions = some(preempted, true)

@@ -2,8 +2,9 @@ package otlpingest
 
 import (
 	"fmt"
-	"hash/fnv"
 	"strings"
+
+	"github.com/blis-sim/blis/internal/tracevocab"
 )
 
 // Opt is a nullable column value.
@@ -160,7 +161,8 @@ func (r *Rows) journeySpan(w Where, sp *Span) {
 	issue := func(k IssueKind, d string) { r.issue(w, k, d) }
 	sa := &r.spanAttrs
 	checkAttrsInto(sa, spanSpec, sp.Attrs, "span", sp.Name, issue)
-	reqID, _ := sa.Str("gen_ai.request.id")
+	reqID, _ := sa.Str(tracevocab.RequestID)
+	var traceID, spanID string // hex, made once per span
 	for i := range sp.Events {
 		ev := &sp.Events[i]
 		spec := eventSpec(specs, ev.Name)
@@ -172,25 +174,28 @@ func (r *Rows) journeySpan(w Where, sp *Span) {
 		if !checkAttrsInto(a, spec.Attrs, ev.Attrs, "event", ev.Name, issue) {
 			continue
 		}
-		row := JourneyEventRow{At: At{w, int32(i)}, TraceID: sp.TraceID.String(), SpanID: sp.SpanID.String(),
+		if traceID == "" {
+			traceID, spanID = sp.TraceID.String(), sp.SpanID.String()
+		}
+		row := JourneyEventRow{At: At{w, int32(i)}, TraceID: traceID, SpanID: spanID,
 			Instance: sp.Instance, SpanName: sp.Name, RequestID: reqID, Event: ev.Name, TimeUnixNano: ev.TimeUnixNano}
 		if sp.Name == SpanRequest {
-			row.EventTSMono = some(a.Double("event.ts.monotonic"))
-			row.Reason = some(a.Str("reason"))
-			row.Error = some(a.Str("error"))
+			row.EventTSMono = some(a.Double(tracevocab.EventTSMonotonic))
+			row.Reason = some(a.Str(tracevocab.AbortReason))
+			row.Error = some(a.Str(tracevocab.AbortError))
 		} else {
-			row.EventType = some(a.Str("event.type"))
-			row.TSMonotonic = some(a.Double("ts.monotonic"))
-			row.TSMonotonicNs = some(a.Int("ts.monotonic_ns"))
-			row.SchedulerStep = some(a.Int("scheduler.step"))
-			row.Phase = some(a.Str("phase"))
-			row.PrefillDone = some(a.Int("prefill.done_tokens"))
-			row.PrefillTotal = some(a.Int("prefill.total_tokens"))
-			row.DecodeDone = some(a.Int("decode.done_tokens"))
-			row.DecodeMax = some(a.Int("decode.max_tokens"))
-			row.NumPreemptions = some(a.Int("num_preemptions"))
-			row.ScheduleKind = some(a.Str("schedule.kind"))
-			row.FinishStatus = some(a.Str("finish.status"))
+			row.EventType = some(a.Str(tracevocab.EventType))
+			row.TSMonotonic = some(a.Double(tracevocab.TSMonotonic))
+			row.TSMonotonicNs = some(a.Int(tracevocab.TSMonotonicNs))
+			row.SchedulerStep = some(a.Int(tracevocab.SchedulerStep))
+			row.Phase = some(a.Str(tracevocab.Phase))
+			row.PrefillDone = some(a.Int(tracevocab.PrefillDoneTokens))
+			row.PrefillTotal = some(a.Int(tracevocab.PrefillTotalTokens))
+			row.DecodeDone = some(a.Int(tracevocab.DecodeDoneTokens))
+			row.DecodeMax = some(a.Int(tracevocab.DecodeMaxTokens))
+			row.NumPreemptions = some(a.Int(tracevocab.NumPreemptions))
+			row.ScheduleKind = some(a.Str(tracevocab.ScheduleKind))
+			row.FinishStatus = some(a.Str(tracevocab.FinishStatus))
 		}
 		r.Journey = append(r.Journey, row)
 	}
@@ -201,45 +206,45 @@ func (r *Rows) stepSpan(w Where, sp *Span) {
 	sa := &r.spanAttrs
 	checkAttrsInto(sa, StepSpanAttrs, sp.Attrs, "span", sp.Name, issue)
 	info := StepSpanInfo{TraceID: sp.TraceID.String(), SpanID: sp.SpanID.String(), Instance: sp.Instance,
-		SpanSequence: some(sa.Int("scheduler.span_sequence")), StepRangeStart: some(sa.Int("scheduler.step_range_start")),
-		StepRangeEnd: some(sa.Int("scheduler.step_range_end")), ClosureInterval: some(sa.Int("scheduler.closure_interval")),
+		SpanSequence: some(sa.Int(tracevocab.SpanSequence)), StepRangeStart: some(sa.Int(tracevocab.StepRangeStart)),
+		StepRangeEnd: some(sa.Int(tracevocab.StepRangeEnd)), ClosureInterval: some(sa.Int(tracevocab.ClosureInterval)),
 		DroppedEventsCount: sp.DroppedEventsCount}
 	firstStep := len(r.Steps)
 	rich := map[int64]bool{}
 	for i := range sp.Events {
 		ev := &sp.Events[i]
 		switch ev.Name {
-		case "step.BATCH_SUMMARY":
+		case tracevocab.StepBatchSummary:
 			a := &r.evAttrs
 			if !checkAttrsInto(a, BatchSummaryAttrs, ev.Attrs, "event", ev.Name, issue) {
 				continue
 			}
-			id, _ := a.Int("step.id")
-			start, _ := a.Int("step.ts_start_ns")
+			id, _ := a.Int(tracevocab.StepID)
+			start, _ := a.Int(tracevocab.StepTSStartNs)
 			r.Steps = append(r.Steps, StepRow{At: At{w, int32(i)}, StepSpanInfo: info, TimeUnixNano: ev.TimeUnixNano,
-				StepID: id, TSStartNs: start, TSEndNs: some(a.Int("step.ts_end_ns")),
-				DurationUs: some(a.Int("step.duration_us")), RunningDepth: some(a.Int("queue.running_depth")),
-				WaitingDepth: some(a.Int("queue.waiting_depth")), NumPrefillReqs: some(a.Int("batch.num_prefill_reqs")),
-				NumDecodeReqs: some(a.Int("batch.num_decode_reqs")), ScheduledTokens: some(a.Int("batch.scheduled_tokens")),
-				PrefillTokens: some(a.Int("batch.prefill_tokens")), DecodeTokens: some(a.Int("batch.decode_tokens")),
-				NumFinished: some(a.Int("batch.num_finished")), NumPreempted: some(a.Int("batch.num_preempted")),
-				KVBlocksTotalGPU: some(a.Int("kv.blocks_total_gpu")), KVBlocksFreeGPU: some(a.Int("kv.blocks_free_gpu")),
-				KVUsageGPURatio: some(a.Double("kv.usage_gpu_ratio"))})
-		case "step.REQUEST_SNAPSHOT":
+				StepID: id, TSStartNs: start, TSEndNs: some(a.Int(tracevocab.StepTSEndNs)),
+				DurationUs: some(a.Int(tracevocab.StepDurationUs)), RunningDepth: some(a.Int(tracevocab.QueueRunningDepth)),
+				WaitingDepth: some(a.Int(tracevocab.QueueWaitingDepth)), NumPrefillReqs: some(a.Int(tracevocab.BatchNumPrefillReqs)),
+				NumDecodeReqs: some(a.Int(tracevocab.BatchNumDecodeReqs)), ScheduledTokens: some(a.Int(tracevocab.BatchScheduledTokens)),
+				PrefillTokens: some(a.Int(tracevocab.BatchPrefillTokens)), DecodeTokens: some(a.Int(tracevocab.BatchDecodeTokens)),
+				NumFinished: some(a.Int(tracevocab.BatchNumFinished)), NumPreempted: some(a.Int(tracevocab.BatchNumPreempted)),
+				KVBlocksTotalGPU: some(a.Int(tracevocab.KVBlocksTotalGPU)), KVBlocksFreeGPU: some(a.Int(tracevocab.KVBlocksFreeGPU)),
+				KVUsageGPURatio: some(a.Double(tracevocab.KVUsageGPURatio))})
+		case tracevocab.StepRequestSnapshot:
 			a := &r.evAttrs
 			if !checkAttrsInto(a, RequestSnapshotAttrs, ev.Attrs, "event", ev.Name, issue) {
 				continue
 			}
-			id, _ := a.Int("step.id")
-			reqID, _ := a.Str("request.id")
+			id, _ := a.Int(tracevocab.StepID)
+			reqID, _ := a.Str(tracevocab.SnapshotRequestID)
 			rich[id] = true
 			r.Snapshots = append(r.Snapshots, SnapshotRow{At: At{w, int32(i)}, StepSpanInfo: info, TimeUnixNano: ev.TimeUnixNano,
-				StepID: id, RequestID: reqID, Phase: some(a.Str("request.phase")),
-				NumPromptTokens: some(a.Int("request.num_prompt_tokens")), NumComputedTokens: some(a.Int("request.num_computed_tokens")),
-				NumOutputTokens: some(a.Int("request.num_output_tokens")), NumPreemptions: some(a.Int("request.num_preemptions")),
-				ScheduledTokensThisStep: some(a.Int("request.scheduled_tokens_this_step")),
-				KVBlocksAllocatedGPU:    some(a.Int("kv.blocks_allocated_gpu")), KVBlocksCachedGPU: some(a.Int("kv.blocks_cached_gpu")),
-				EffectivePromptLen: some(a.Int("request.effective_prompt_len"))})
+				StepID: id, RequestID: reqID, Phase: some(a.Str(tracevocab.SnapshotPhase)),
+				NumPromptTokens: some(a.Int(tracevocab.SnapshotPromptTokens)), NumComputedTokens: some(a.Int(tracevocab.SnapshotComputedTokens)),
+				NumOutputTokens: some(a.Int(tracevocab.SnapshotOutputTokens)), NumPreemptions: some(a.Int(tracevocab.SnapshotPreemptions)),
+				ScheduledTokensThisStep: some(a.Int(tracevocab.SnapshotScheduledTokens)),
+				KVBlocksAllocatedGPU:    some(a.Int(tracevocab.SnapshotBlocksAllocated)), KVBlocksCachedGPU: some(a.Int(tracevocab.SnapshotBlocksCached)),
+				EffectivePromptLen: some(a.Int(tracevocab.SnapshotEffectivePromptLen))})
 		default:
 			issue(IssueUnknownEvent, fmt.Sprintf("event %q on span %s", ev.Name, sp.Name))
 		}
@@ -251,11 +256,7 @@ func (r *Rows) stepSpan(w Where, sp *Span) {
 
 // stepSpanHash identifies a step span by its instance, trace and span id.
 func stepSpanHash(sp *Span) uint64 {
-	h := fnv.New64a()
-	h.Write(sp.TraceID[:])
-	h.Write(sp.SpanID[:])
-	h.Write([]byte(sp.Instance))
-	return h.Sum64()
+	return fnv1a(fnv1a(fnv1a(fnvOffset, sp.TraceID[:]), sp.SpanID[:]), []byte(sp.Instance))
 }
 
 // instanceNote names a span's instance in an issue's detail.

@@ -7,9 +7,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func iv(k string, v int64) KeyValue   { return KeyValue{k, Value{Type: ValInt, Int: v}} }
-func dv(k string, v float64) KeyValue { return KeyValue{k, Value{Type: ValDouble, Double: v}} }
-func sv(k string, v string) KeyValue  { return KeyValue{k, Value{Type: ValString, Str: v}} }
+func iv(k string, v int64) KeyValue { return KeyValue{Key: k, Value: Value{Type: ValInt, Int: v}} }
+func dv(k string, v float64) KeyValue {
+	return KeyValue{Key: k, Value: Value{Type: ValDouble, Double: v}}
+}
+func sv(k string, v string) KeyValue { return KeyValue{Key: k, Value: Value{Type: ValString, Str: v}} }
 func ev(name string, t uint64, kv ...KeyValue) Event {
 	return Event{TimeUnixNano: t, Name: name, Attrs: kv}
 }

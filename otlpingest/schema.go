@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/blis-sim/blis/internal/tracevocab"
 )
 
 // The vLLM journey and step tracing schema (../shared/vllm-tracing-schema.md)
@@ -33,89 +35,89 @@ func opt(key string, t ValueType) AttrSpec { return AttrSpec{Key: key, Type: t} 
 
 // Span names and instrumentation scopes.
 const (
-	ScopeAPI       = "vllm.api"
-	ScopeScheduler = "vllm.scheduler"
-	ScopeStep      = "vllm.scheduler.step"
-	SpanRequest    = "llm_request"
-	SpanCore       = "llm_core"
-	StepSpanPrefix = "scheduler_steps_"
+	ScopeAPI       = tracevocab.ScopeAPI
+	ScopeScheduler = tracevocab.ScopeScheduler
+	ScopeStep      = tracevocab.ScopeStep
+	SpanRequest    = tracevocab.SpanRequest
+	SpanCore       = tracevocab.SpanCore
+	StepSpanPrefix = tracevocab.StepSpanPrefix
 )
 
 // RequestSpanAttrs are the llm_request span's attributes.
 var RequestSpanAttrs = []AttrSpec{
-	keyAttr("gen_ai.request.id", ValString),
-	opt("http.route", ValString),
-	opt("gen_ai.response.model", ValString),
-	opt("gen_ai.usage.prompt_tokens", ValInt),
-	opt("gen_ai.request.temperature", ValDouble),
-	opt("gen_ai.request.top_p", ValDouble),
-	opt("gen_ai.request.max_tokens", ValInt),
-	opt("gen_ai.request.n", ValInt),
+	keyAttr(tracevocab.RequestID, ValString),
+	opt(tracevocab.HTTPRoute, ValString),
+	opt(tracevocab.ResponseModel, ValString),
+	opt(tracevocab.UsagePromptTokens, ValInt),
+	opt(tracevocab.RequestTemperature, ValDouble),
+	opt(tracevocab.RequestTopP, ValDouble),
+	opt(tracevocab.RequestMaxTokens, ValInt),
+	opt(tracevocab.RequestN, ValInt),
 }
 
 // CoreSpanAttrs are the llm_core span's attributes.
-var CoreSpanAttrs = []AttrSpec{keyAttr("gen_ai.request.id", ValString)}
+var CoreSpanAttrs = []AttrSpec{keyAttr(tracevocab.RequestID, ValString)}
 
 // StepSpanAttrs are the scheduler_steps_<seq> span's attributes.
 var StepSpanAttrs = []AttrSpec{
-	req("scheduler.span_sequence", ValInt), req("scheduler.step_range_start", ValInt),
-	req("scheduler.step_range_end", ValInt), req("scheduler.closure_interval", ValInt),
+	req(tracevocab.SpanSequence, ValInt), req(tracevocab.StepRangeStart, ValInt),
+	req(tracevocab.StepRangeEnd, ValInt), req(tracevocab.ClosureInterval, ValInt),
 }
 
-var apiTS = keyAttr("event.ts.monotonic", ValDouble)
+var apiTS = keyAttr(tracevocab.EventTSMonotonic, ValDouble)
 
 // APIEvents are the llm_request span's events. HANDOFF_TO_CORE and
 // FIRST_RESPONSE_FROM_CORE come from the chat route only.
 var APIEvents = []EventSpec{
-	{"api.ARRIVED", []AttrSpec{apiTS}},
-	{"api.HANDOFF_TO_CORE", []AttrSpec{apiTS}},
-	{"api.FIRST_RESPONSE_FROM_CORE", []AttrSpec{apiTS}},
-	{"api.DEPARTED", []AttrSpec{apiTS}},
-	{"api.ABORTED", []AttrSpec{apiTS, opt("reason", ValString), opt("error", ValString)}},
+	{tracevocab.APIArrived, []AttrSpec{apiTS}},
+	{tracevocab.APIHandoffToCore, []AttrSpec{apiTS}},
+	{tracevocab.APIFirstResponseFromCore, []AttrSpec{apiTS}},
+	{tracevocab.APIDeparted, []AttrSpec{apiTS}},
+	{tracevocab.APIAborted, []AttrSpec{apiTS, opt(tracevocab.AbortReason, ValString), opt(tracevocab.AbortError, ValString)}},
 }
 
 func journeyAttrs(extra ...AttrSpec) []AttrSpec {
 	base := []AttrSpec{
-		req("event.type", ValString), req("ts.monotonic", ValDouble), keyAttr("ts.monotonic_ns", ValInt),
-		req("scheduler.step", ValInt), req("phase", ValString),
-		req("prefill.done_tokens", ValInt), req("prefill.total_tokens", ValInt),
-		req("decode.done_tokens", ValInt), req("decode.max_tokens", ValInt), req("num_preemptions", ValInt),
+		req(tracevocab.EventType, ValString), req(tracevocab.TSMonotonic, ValDouble), keyAttr(tracevocab.TSMonotonicNs, ValInt),
+		req(tracevocab.SchedulerStep, ValInt), req(tracevocab.Phase, ValString),
+		req(tracevocab.PrefillDoneTokens, ValInt), req(tracevocab.PrefillTotalTokens, ValInt),
+		req(tracevocab.DecodeDoneTokens, ValInt), req(tracevocab.DecodeMaxTokens, ValInt), req(tracevocab.NumPreemptions, ValInt),
 	}
 	return append(base, extra...)
 }
 
 // JourneyEvents are the llm_core span's events.
 var JourneyEvents = []EventSpec{
-	{"journey.QUEUED", journeyAttrs()},
-	{"journey.SCHEDULED", journeyAttrs(req("schedule.kind", ValString))},
-	{"journey.FIRST_TOKEN", journeyAttrs()},
-	{"journey.PREEMPTED", journeyAttrs()},
-	{"journey.FINISHED", journeyAttrs(req("finish.status", ValString))},
+	{tracevocab.JourneyQueued, journeyAttrs()},
+	{tracevocab.JourneyScheduled, journeyAttrs(req(tracevocab.ScheduleKind, ValString))},
+	{tracevocab.JourneyFirstToken, journeyAttrs()},
+	{tracevocab.JourneyPreempted, journeyAttrs()},
+	{tracevocab.JourneyFinished, journeyAttrs(req(tracevocab.FinishStatus, ValString))},
 }
 
 // BatchSummaryAttrs are step.BATCH_SUMMARY's attributes.
 var BatchSummaryAttrs = []AttrSpec{
-	keyAttr("step.id", ValInt), keyAttr("step.ts_start_ns", ValInt), req("step.ts_end_ns", ValInt),
-	req("step.duration_us", ValInt), req("queue.running_depth", ValInt), req("queue.waiting_depth", ValInt),
-	req("batch.num_prefill_reqs", ValInt), req("batch.num_decode_reqs", ValInt), req("batch.scheduled_tokens", ValInt),
-	req("batch.prefill_tokens", ValInt), req("batch.decode_tokens", ValInt), req("batch.num_finished", ValInt),
-	req("batch.num_preempted", ValInt), req("kv.blocks_total_gpu", ValInt), req("kv.blocks_free_gpu", ValInt),
-	req("kv.usage_gpu_ratio", ValDouble),
+	keyAttr(tracevocab.StepID, ValInt), keyAttr(tracevocab.StepTSStartNs, ValInt), req(tracevocab.StepTSEndNs, ValInt),
+	req(tracevocab.StepDurationUs, ValInt), req(tracevocab.QueueRunningDepth, ValInt), req(tracevocab.QueueWaitingDepth, ValInt),
+	req(tracevocab.BatchNumPrefillReqs, ValInt), req(tracevocab.BatchNumDecodeReqs, ValInt), req(tracevocab.BatchScheduledTokens, ValInt),
+	req(tracevocab.BatchPrefillTokens, ValInt), req(tracevocab.BatchDecodeTokens, ValInt), req(tracevocab.BatchNumFinished, ValInt),
+	req(tracevocab.BatchNumPreempted, ValInt), req(tracevocab.KVBlocksTotalGPU, ValInt), req(tracevocab.KVBlocksFreeGPU, ValInt),
+	req(tracevocab.KVUsageGPURatio, ValDouble),
 }
 
 // RequestSnapshotAttrs are step.REQUEST_SNAPSHOT's attributes.
 var RequestSnapshotAttrs = []AttrSpec{
-	keyAttr("step.id", ValInt), keyAttr("request.id", ValString), req("request.phase", ValString),
-	req("request.num_prompt_tokens", ValInt), req("request.num_computed_tokens", ValInt),
-	req("request.num_output_tokens", ValInt), req("request.num_preemptions", ValInt),
-	req("request.scheduled_tokens_this_step", ValInt), req("kv.blocks_allocated_gpu", ValInt),
-	req("kv.blocks_cached_gpu", ValInt), opt("request.effective_prompt_len", ValInt),
+	keyAttr(tracevocab.StepID, ValInt), keyAttr(tracevocab.SnapshotRequestID, ValString), req(tracevocab.SnapshotPhase, ValString),
+	req(tracevocab.SnapshotPromptTokens, ValInt), req(tracevocab.SnapshotComputedTokens, ValInt),
+	req(tracevocab.SnapshotOutputTokens, ValInt), req(tracevocab.SnapshotPreemptions, ValInt),
+	req(tracevocab.SnapshotScheduledTokens, ValInt), req(tracevocab.SnapshotBlocksAllocated, ValInt),
+	req(tracevocab.SnapshotBlocksCached, ValInt), opt(tracevocab.SnapshotEffectivePromptLen, ValInt),
 }
 
 // StepEvents are the step span's events.
 var StepEvents = []EventSpec{
-	{"step.BATCH_SUMMARY", BatchSummaryAttrs},
-	{"step.REQUEST_SNAPSHOT", RequestSnapshotAttrs},
+	{tracevocab.StepBatchSummary, BatchSummaryAttrs},
+	{tracevocab.StepRequestSnapshot, RequestSnapshotAttrs},
 }
 
 // More issue kinds, found when spans are read against the schema.
@@ -138,6 +140,7 @@ type Attrs struct {
 	spec []AttrSpec
 	vals []Value
 	have []bool
+	next int // where the next lookup starts: rows read attributes in spec order
 }
 
 // checkAttrs matches kvs against spec. It returns the matched values and the
@@ -153,7 +156,7 @@ func checkAttrs(spec []AttrSpec, kvs []KeyValue, owner, name string, issue func(
 // checkAttrsInto is checkAttrs reusing dst's storage: the hot path runs it
 // once per event.
 func checkAttrsInto(a *Attrs, spec []AttrSpec, kvs []KeyValue, owner, name string, issue func(IssueKind, string)) bool {
-	a.spec = spec
+	a.spec, a.next = spec, 0
 	if cap(a.vals) < len(spec) {
 		a.vals, a.have = make([]Value, len(spec)), make([]bool, len(spec))
 	}
@@ -205,9 +208,20 @@ func specIndex(spec []AttrSpec, key string) int {
 	return -1
 }
 
+// index finds key in the spec, trying first the position after the last
+// lookup.
+func (a *Attrs) index(key string) int {
+	i := a.next
+	if i >= len(a.spec) || a.spec[i].Key != key {
+		i = specIndex(a.spec, key)
+	}
+	a.next = i + 1
+	return i
+}
+
 // Int returns an int attribute and whether it was present with its type.
-func (a Attrs) Int(key string) (int64, bool) {
-	i := specIndex(a.spec, key)
+func (a *Attrs) Int(key string) (int64, bool) {
+	i := a.index(key)
 	if i < 0 || !a.have[i] {
 		return 0, false
 	}
@@ -215,8 +229,8 @@ func (a Attrs) Int(key string) (int64, bool) {
 }
 
 // Double returns a double attribute.
-func (a Attrs) Double(key string) (float64, bool) {
-	i := specIndex(a.spec, key)
+func (a *Attrs) Double(key string) (float64, bool) {
+	i := a.index(key)
 	if i < 0 || !a.have[i] {
 		return 0, false
 	}
@@ -224,8 +238,8 @@ func (a Attrs) Double(key string) (float64, bool) {
 }
 
 // Str returns a string attribute.
-func (a Attrs) Str(key string) (string, bool) {
-	i := specIndex(a.spec, key)
+func (a *Attrs) Str(key string) (string, bool) {
+	i := a.index(key)
 	if i < 0 || !a.have[i] {
 		return "", false
 	}

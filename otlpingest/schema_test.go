@@ -19,16 +19,16 @@ func collectIssues() (*[]issueRec, func(IssueKind, string)) {
 
 func TestCheckAttrs(t *testing.T) {
 	full := []KeyValue{
-		{"step.id", Value{Type: ValInt, Int: 7}},
-		{"request.id", Value{Type: ValString, Str: "r1"}},
-		{"request.phase", Value{Type: ValString, Str: "DECODE"}},
-		{"request.num_prompt_tokens", Value{Type: ValInt, Int: 100}},
-		{"request.num_computed_tokens", Value{Type: ValInt, Int: 120}},
-		{"request.num_output_tokens", Value{Type: ValInt, Int: 20}},
-		{"request.num_preemptions", Value{Type: ValInt, Int: 0}},
-		{"request.scheduled_tokens_this_step", Value{Type: ValInt, Int: 1}},
-		{"kv.blocks_allocated_gpu", Value{Type: ValInt, Int: 8}},
-		{"kv.blocks_cached_gpu", Value{Type: ValInt, Int: 2}},
+		{Key: "step.id", Value: Value{Type: ValInt, Int: 7}},
+		{Key: "request.id", Value: Value{Type: ValString, Str: "r1"}},
+		{Key: "request.phase", Value: Value{Type: ValString, Str: "DECODE"}},
+		{Key: "request.num_prompt_tokens", Value: Value{Type: ValInt, Int: 100}},
+		{Key: "request.num_computed_tokens", Value: Value{Type: ValInt, Int: 120}},
+		{Key: "request.num_output_tokens", Value: Value{Type: ValInt, Int: 20}},
+		{Key: "request.num_preemptions", Value: Value{Type: ValInt, Int: 0}},
+		{Key: "request.scheduled_tokens_this_step", Value: Value{Type: ValInt, Int: 1}},
+		{Key: "kv.blocks_allocated_gpu", Value: Value{Type: ValInt, Int: 8}},
+		{Key: "kv.blocks_cached_gpu", Value: Value{Type: ValInt, Int: 2}},
 	}
 	issues, add := collectIssues()
 	a, ok := checkAttrs(RequestSnapshotAttrs, full, "line 2", "snap", add)
@@ -44,8 +44,8 @@ func TestCheckAttrs(t *testing.T) {
 
 	// Wrong type, unknown key, missing required, missing key attribute.
 	bad := append([]KeyValue{}, full[2:]...) // no step.id, no request.id
-	bad[1] = KeyValue{"request.num_prompt_tokens", Value{Type: ValString, Str: "100"}}
-	bad = append(bad, KeyValue{"request.color", Value{Type: ValString, Str: "red"}})
+	bad[1] = KeyValue{Key: "request.num_prompt_tokens", Value: Value{Type: ValString, Str: "100"}}
+	bad = append(bad, KeyValue{Key: "request.color", Value: Value{Type: ValString, Str: "red"}})
 	issues, add = collectIssues()
 	a, ok = checkAttrs(RequestSnapshotAttrs, bad, "line 3", "snap", add)
 	assert.False(t, ok, "a missing key attribute skips the row")

@@ -3,6 +3,7 @@ package otlpingest
 import (
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/apache/arrow/go/v17/arrow"
 	"github.com/apache/arrow/go/v17/arrow/array"
@@ -10,22 +11,21 @@ import (
 	"github.com/apache/arrow/go/v17/parquet"
 	"github.com/apache/arrow/go/v17/parquet/compress"
 	"github.com/apache/arrow/go/v17/parquet/pqarrow"
+
+	"github.com/blis-sim/blis/internal/tracevocab"
 )
 
-// SchemaVersion versions the tables' columns. Bump it when a column is
-// added, removed, renamed or changes meaning; readers check it.
-//
-// 2: the instance column (resource attribute service.instance.id) in
-// requests, journey_events, steps and request_snapshots.
-const SchemaVersion = 2
+// SchemaVersion versions the tables' columns (tracevocab.TablesSchemaVersion,
+// where its history is).
+const SchemaVersion = tracevocab.TablesSchemaVersion
 
 // Table names, which are also the Parquet file names without ".parquet".
 const (
-	TableRequests         = "requests"
-	TableJourneyEvents    = "journey_events"
-	TableSteps            = "steps"
-	TableRequestSnapshots = "request_snapshots"
-	TableKVEvents         = "kv_events"
+	TableRequests         = tracevocab.TableRequests
+	TableJourneyEvents    = tracevocab.TableJourneyEvents
+	TableSteps            = tracevocab.TableSteps
+	TableRequestSnapshots = tracevocab.TableRequestSnapshots
+	TableKVEvents         = tracevocab.TableKVEvents
 )
 
 // TableNames lists the tables in the order they are written and reported.
@@ -59,17 +59,6 @@ type colDef[R any] struct {
 	bind func(b array.Builder) func(r *R)
 }
 
-func optApp[T any, B interface {
-	Append(T)
-	AppendNull()
-}](b B, get func() Opt[T]) {
-	if v := get(); v.OK {
-		b.Append(v.V)
-	} else {
-		b.AppendNull()
-	}
-}
-
 func cStr[R any](name, doc string, get func(*R) string) colDef[R] {
 	return colDef[R]{Column{name, "string", false, doc}, arrow.BinaryTypes.String, func(b array.Builder) func(*R) {
 		sb := b.(*array.StringBuilder)
@@ -80,7 +69,13 @@ func cStr[R any](name, doc string, get func(*R) string) colDef[R] {
 func cOptStr[R any](name, doc string, get func(*R) Opt[string]) colDef[R] {
 	return colDef[R]{Column{name, "string", true, doc}, arrow.BinaryTypes.String, func(b array.Builder) func(*R) {
 		sb := b.(*array.StringBuilder)
-		return func(r *R) { optApp(sb, func() Opt[string] { return get(r) }) }
+		return func(r *R) {
+			if v := get(r); v.OK {
+				sb.Append(v.V)
+			} else {
+				sb.AppendNull()
+			}
+		}
 	}}
 }
 
@@ -94,7 +89,13 @@ func cI64[R any](name, doc string, get func(*R) int64) colDef[R] {
 func cOptI64[R any](name, doc string, get func(*R) Opt[int64]) colDef[R] {
 	return colDef[R]{Column{name, "int64", true, doc}, arrow.PrimitiveTypes.Int64, func(b array.Builder) func(*R) {
 		ib := b.(*array.Int64Builder)
-		return func(r *R) { optApp(ib, func() Opt[int64] { return get(r) }) }
+		return func(r *R) {
+			if v := get(r); v.OK {
+				ib.Append(v.V)
+			} else {
+				ib.AppendNull()
+			}
+		}
 	}}
 }
 
@@ -115,7 +116,13 @@ func cF64[R any](name, doc string, get func(*R) float64) colDef[R] {
 func cOptF64[R any](name, doc string, get func(*R) Opt[float64]) colDef[R] {
 	return colDef[R]{Column{name, "double", true, doc}, arrow.PrimitiveTypes.Float64, func(b array.Builder) func(*R) {
 		fb := b.(*array.Float64Builder)
-		return func(r *R) { optApp(fb, func() Opt[float64] { return get(r) }) }
+		return func(r *R) {
+			if v := get(r); v.OK {
+				fb.Append(v.V)
+			} else {
+				fb.AppendNull()
+			}
+		}
 	}}
 }
 
@@ -129,7 +136,13 @@ func cBool[R any](name, doc string, get func(*R) bool) colDef[R] {
 func cOptBool[R any](name, doc string, get func(*R) Opt[bool]) colDef[R] {
 	return colDef[R]{Column{name, "bool", true, doc}, arrow.FixedWidthTypes.Boolean, func(b array.Builder) func(*R) {
 		bb := b.(*array.BooleanBuilder)
-		return func(r *R) { optApp(bb, func() Opt[bool] { return get(r) }) }
+		return func(r *R) {
+			if v := get(r); v.OK {
+				bb.Append(v.V)
+			} else {
+				bb.AppendNull()
+			}
+		}
 	}}
 }
 
@@ -195,13 +208,13 @@ var requestCols = concat(
 		cOptI64("core_record", "record of the llm_core span", func(r *RequestRow) Opt[int64] { return Opt[int64]{r.CoreWhere.V.Record, r.CoreWhere.OK} }),
 		cOptStr("api_request_id", "gen_ai.request.id of the llm_request span (the API id)", func(r *RequestRow) Opt[string] { return r.APIRequestID }),
 		cOptStr("engine_request_id", "gen_ai.request.id of the llm_core span (the engine id)", func(r *RequestRow) Opt[string] { return r.EngineRequestID }),
-		cOptStr("model", "gen_ai.response.model", func(r *RequestRow) Opt[string] { return r.Model }),
-		cOptStr("route", "http.route", func(r *RequestRow) Opt[string] { return r.Route }),
-		cOptI64("prompt_tokens", "gen_ai.usage.prompt_tokens", func(r *RequestRow) Opt[int64] { return r.PromptTokens }),
-		cOptI64("max_tokens", "gen_ai.request.max_tokens", func(r *RequestRow) Opt[int64] { return r.MaxTokens }),
-		cOptI64("n", "gen_ai.request.n", func(r *RequestRow) Opt[int64] { return r.N }),
-		cOptF64("temperature", "gen_ai.request.temperature", func(r *RequestRow) Opt[float64] { return r.Temperature }),
-		cOptF64("top_p", "gen_ai.request.top_p", func(r *RequestRow) Opt[float64] { return r.TopP }),
+		cOptStr("model", tracevocab.ResponseModel, func(r *RequestRow) Opt[string] { return r.Model }),
+		cOptStr("route", tracevocab.HTTPRoute, func(r *RequestRow) Opt[string] { return r.Route }),
+		cOptI64("prompt_tokens", tracevocab.UsagePromptTokens, func(r *RequestRow) Opt[int64] { return r.PromptTokens }),
+		cOptI64("max_tokens", tracevocab.RequestMaxTokens, func(r *RequestRow) Opt[int64] { return r.MaxTokens }),
+		cOptI64("n", tracevocab.RequestN, func(r *RequestRow) Opt[int64] { return r.N }),
+		cOptF64("temperature", tracevocab.RequestTemperature, func(r *RequestRow) Opt[float64] { return r.Temperature }),
+		cOptF64("top_p", tracevocab.RequestTopP, func(r *RequestRow) Opt[float64] { return r.TopP }),
 	},
 	eventTimeCols("arrived", false, func(r *RequestRow) *EventTime { return &r.Arrived }),
 	eventTimeCols("handoff_to_core", false, func(r *RequestRow) *EventTime { return &r.HandoffToCore }),
@@ -238,20 +251,20 @@ var journeyCols = concat(
 		cStr("event", "event name", func(r *JourneyEventRow) string { return r.Event }),
 		cI64("time_unix_nano", "event wall-clock time, Unix nanoseconds", func(r *JourneyEventRow) int64 { return wallNs(r.TimeUnixNano) }),
 		cOptF64("event_ts_monotonic", "event attribute event.ts.monotonic (api.* events)", func(r *JourneyEventRow) Opt[float64] { return r.EventTSMono }),
-		jAttrStr("event.type", func(r *JourneyEventRow) Opt[string] { return r.EventType }),
+		jAttrStr(tracevocab.EventType, func(r *JourneyEventRow) Opt[string] { return r.EventType }),
 		cOptF64("ts_monotonic", "event attribute ts.monotonic (journey.* events)", func(r *JourneyEventRow) Opt[float64] { return r.TSMonotonic }),
-		jAttrI64("ts.monotonic_ns", func(r *JourneyEventRow) Opt[int64] { return r.TSMonotonicNs }),
-		jAttrI64("scheduler.step", func(r *JourneyEventRow) Opt[int64] { return r.SchedulerStep }),
-		jAttrStr("phase", func(r *JourneyEventRow) Opt[string] { return r.Phase }),
-		jAttrI64("prefill.done_tokens", func(r *JourneyEventRow) Opt[int64] { return r.PrefillDone }),
-		jAttrI64("prefill.total_tokens", func(r *JourneyEventRow) Opt[int64] { return r.PrefillTotal }),
-		jAttrI64("decode.done_tokens", func(r *JourneyEventRow) Opt[int64] { return r.DecodeDone }),
-		jAttrI64("decode.max_tokens", func(r *JourneyEventRow) Opt[int64] { return r.DecodeMax }),
-		jAttrI64("num_preemptions", func(r *JourneyEventRow) Opt[int64] { return r.NumPreemptions }),
-		jAttrStr("schedule.kind", func(r *JourneyEventRow) Opt[string] { return r.ScheduleKind }),
-		jAttrStr("finish.status", func(r *JourneyEventRow) Opt[string] { return r.FinishStatus }),
-		jAttrStr("reason", func(r *JourneyEventRow) Opt[string] { return r.Reason }),
-		jAttrStr("error", func(r *JourneyEventRow) Opt[string] { return r.Error }),
+		jAttrI64(tracevocab.TSMonotonicNs, func(r *JourneyEventRow) Opt[int64] { return r.TSMonotonicNs }),
+		jAttrI64(tracevocab.SchedulerStep, func(r *JourneyEventRow) Opt[int64] { return r.SchedulerStep }),
+		jAttrStr(tracevocab.Phase, func(r *JourneyEventRow) Opt[string] { return r.Phase }),
+		jAttrI64(tracevocab.PrefillDoneTokens, func(r *JourneyEventRow) Opt[int64] { return r.PrefillDone }),
+		jAttrI64(tracevocab.PrefillTotalTokens, func(r *JourneyEventRow) Opt[int64] { return r.PrefillTotal }),
+		jAttrI64(tracevocab.DecodeDoneTokens, func(r *JourneyEventRow) Opt[int64] { return r.DecodeDone }),
+		jAttrI64(tracevocab.DecodeMaxTokens, func(r *JourneyEventRow) Opt[int64] { return r.DecodeMax }),
+		jAttrI64(tracevocab.NumPreemptions, func(r *JourneyEventRow) Opt[int64] { return r.NumPreemptions }),
+		jAttrStr(tracevocab.ScheduleKind, func(r *JourneyEventRow) Opt[string] { return r.ScheduleKind }),
+		jAttrStr(tracevocab.FinishStatus, func(r *JourneyEventRow) Opt[string] { return r.FinishStatus }),
+		jAttrStr(tracevocab.AbortReason, func(r *JourneyEventRow) Opt[string] { return r.Reason }),
+		jAttrStr(tracevocab.AbortError, func(r *JourneyEventRow) Opt[string] { return r.Error }),
 	},
 )
 
@@ -266,19 +279,19 @@ var stepCols = concat(
 		cI64("time_unix_nano", "event wall-clock time, Unix nanoseconds", func(r *StepRow) int64 { return wallNs(r.TimeUnixNano) }),
 		cI64("step_id", "event attribute step.id", func(r *StepRow) int64 { return r.StepID }),
 		cI64("step_ts_start_ns", "event attribute step.ts_start_ns (monotonic); consecutive differences are the step cycle time", func(r *StepRow) int64 { return r.TSStartNs }),
-		sAttr("step.ts_end_ns", func(r *StepRow) Opt[int64] { return r.TSEndNs }),
+		sAttr(tracevocab.StepTSEndNs, func(r *StepRow) Opt[int64] { return r.TSEndNs }),
 		cOptI64("step_duration_us", "event attribute step.duration_us: scheduler CPU time only, NOT the step time", func(r *StepRow) Opt[int64] { return r.DurationUs }),
-		sAttr("queue.running_depth", func(r *StepRow) Opt[int64] { return r.RunningDepth }),
-		sAttr("queue.waiting_depth", func(r *StepRow) Opt[int64] { return r.WaitingDepth }),
-		sAttr("batch.num_prefill_reqs", func(r *StepRow) Opt[int64] { return r.NumPrefillReqs }),
-		sAttr("batch.num_decode_reqs", func(r *StepRow) Opt[int64] { return r.NumDecodeReqs }),
-		sAttr("batch.scheduled_tokens", func(r *StepRow) Opt[int64] { return r.ScheduledTokens }),
-		sAttr("batch.prefill_tokens", func(r *StepRow) Opt[int64] { return r.PrefillTokens }),
-		sAttr("batch.decode_tokens", func(r *StepRow) Opt[int64] { return r.DecodeTokens }),
-		sAttr("batch.num_finished", func(r *StepRow) Opt[int64] { return r.NumFinished }),
-		sAttr("batch.num_preempted", func(r *StepRow) Opt[int64] { return r.NumPreempted }),
-		sAttr("kv.blocks_total_gpu", func(r *StepRow) Opt[int64] { return r.KVBlocksTotalGPU }),
-		sAttr("kv.blocks_free_gpu", func(r *StepRow) Opt[int64] { return r.KVBlocksFreeGPU }),
+		sAttr(tracevocab.QueueRunningDepth, func(r *StepRow) Opt[int64] { return r.RunningDepth }),
+		sAttr(tracevocab.QueueWaitingDepth, func(r *StepRow) Opt[int64] { return r.WaitingDepth }),
+		sAttr(tracevocab.BatchNumPrefillReqs, func(r *StepRow) Opt[int64] { return r.NumPrefillReqs }),
+		sAttr(tracevocab.BatchNumDecodeReqs, func(r *StepRow) Opt[int64] { return r.NumDecodeReqs }),
+		sAttr(tracevocab.BatchScheduledTokens, func(r *StepRow) Opt[int64] { return r.ScheduledTokens }),
+		sAttr(tracevocab.BatchPrefillTokens, func(r *StepRow) Opt[int64] { return r.PrefillTokens }),
+		sAttr(tracevocab.BatchDecodeTokens, func(r *StepRow) Opt[int64] { return r.DecodeTokens }),
+		sAttr(tracevocab.BatchNumFinished, func(r *StepRow) Opt[int64] { return r.NumFinished }),
+		sAttr(tracevocab.BatchNumPreempted, func(r *StepRow) Opt[int64] { return r.NumPreempted }),
+		sAttr(tracevocab.KVBlocksTotalGPU, func(r *StepRow) Opt[int64] { return r.KVBlocksTotalGPU }),
+		sAttr(tracevocab.KVBlocksFreeGPU, func(r *StepRow) Opt[int64] { return r.KVBlocksFreeGPU }),
 		cOptF64("kv_usage_gpu_ratio", "event attribute kv.usage_gpu_ratio", func(r *StepRow) Opt[float64] { return r.KVUsageGPURatio }),
 		cBool("has_rich_snapshots", "a step.REQUEST_SNAPSHOT with this step id is in the same span", func(r *StepRow) bool { return r.HasRichSnapshots }),
 	},
@@ -296,14 +309,14 @@ var snapshotCols = concat(
 		cI64("step_id", "event attribute step.id", func(r *SnapshotRow) int64 { return r.StepID }),
 		cStr("request_id", "event attribute request.id (engine id)", func(r *SnapshotRow) string { return r.RequestID }),
 		cOptStr("request_phase", "event attribute request.phase (PREFILL or DECODE)", func(r *SnapshotRow) Opt[string] { return r.Phase }),
-		snAttr("request.num_prompt_tokens", func(r *SnapshotRow) Opt[int64] { return r.NumPromptTokens }),
-		snAttr("request.num_computed_tokens", func(r *SnapshotRow) Opt[int64] { return r.NumComputedTokens }),
-		snAttr("request.num_output_tokens", func(r *SnapshotRow) Opt[int64] { return r.NumOutputTokens }),
-		snAttr("request.num_preemptions", func(r *SnapshotRow) Opt[int64] { return r.NumPreemptions }),
-		snAttr("request.scheduled_tokens_this_step", func(r *SnapshotRow) Opt[int64] { return r.ScheduledTokensThisStep }),
-		snAttr("kv.blocks_allocated_gpu", func(r *SnapshotRow) Opt[int64] { return r.KVBlocksAllocatedGPU }),
-		snAttr("kv.blocks_cached_gpu", func(r *SnapshotRow) Opt[int64] { return r.KVBlocksCachedGPU }),
-		snAttr("request.effective_prompt_len", func(r *SnapshotRow) Opt[int64] { return r.EffectivePromptLen }),
+		snAttr(tracevocab.SnapshotPromptTokens, func(r *SnapshotRow) Opt[int64] { return r.NumPromptTokens }),
+		snAttr(tracevocab.SnapshotComputedTokens, func(r *SnapshotRow) Opt[int64] { return r.NumComputedTokens }),
+		snAttr(tracevocab.SnapshotOutputTokens, func(r *SnapshotRow) Opt[int64] { return r.NumOutputTokens }),
+		snAttr(tracevocab.SnapshotPreemptions, func(r *SnapshotRow) Opt[int64] { return r.NumPreemptions }),
+		snAttr(tracevocab.SnapshotScheduledTokens, func(r *SnapshotRow) Opt[int64] { return r.ScheduledTokensThisStep }),
+		snAttr(tracevocab.SnapshotBlocksAllocated, func(r *SnapshotRow) Opt[int64] { return r.KVBlocksAllocatedGPU }),
+		snAttr(tracevocab.SnapshotBlocksCached, func(r *SnapshotRow) Opt[int64] { return r.KVBlocksCachedGPU }),
+		snAttr(tracevocab.SnapshotEffectivePromptLen, func(r *SnapshotRow) Opt[int64] { return r.EffectivePromptLen }),
 	},
 )
 
@@ -360,7 +373,7 @@ func arrowSchema[R any](table string, defs []colDef[R]) *arrow.Schema {
 	for i, d := range defs {
 		fields[i] = arrow.Field{Name: d.Name, Type: d.typ, Nullable: d.Nullable}
 	}
-	md := arrow.NewMetadata([]string{"blis.table", "blis.schema_version"}, []string{table, fmt.Sprint(SchemaVersion)})
+	md := arrow.NewMetadata([]string{tracevocab.MetaTable, tracevocab.MetaSchemaVersion}, []string{table, fmt.Sprint(SchemaVersion)})
 	return arrow.NewSchema(fields, &md)
 }
 
@@ -378,6 +391,10 @@ type tableWriter[R any] struct {
 	fw   *pqarrow.FileWriter
 	rows int64
 	open int // rows in the builder
+	// dataLen is each string column's bytes in the last batch: a new batch
+	// reserves that much, and batchRows values in every column, up front,
+	// rather than growing its buffers by doubling and copying.
+	dataLen []int
 }
 
 func newTableWriter[R any](name string, defs []colDef[R], w io.Writer, createdBy string) (*tableWriter[R], error) {
@@ -386,16 +403,24 @@ func newTableWriter[R any](name string, defs []colDef[R], w io.Writer, createdBy
 		parquet.WithCompression(compress.Codecs.Snappy),
 		parquet.WithCreatedBy(createdBy),
 		parquet.WithMaxRowGroupLength(batchRows),
+		// A column chunk whose dictionary outgrows the limit falls back to
+		// plain pages, and then the writer lists its two page encodings in
+		// the footer in map order, which changes from run to run. Without
+		// the fallback the file is the same every time; the dictionary is
+		// at most the column chunk's own values, which the record batch
+		// holds anyway. (Chunks under the default 1 MiB limit are written
+		// exactly as before.)
+		parquet.WithDictionaryPageSizeLimit(math.MaxInt32),
 	)
 	fw, err := pqarrow.NewFileWriter(schema, w, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	// Parquet-level metadata too, for readers that do not restore the Arrow schema's.
-	if err := fw.AppendKeyValueMetadata("blis.table", name); err != nil {
+	if err := fw.AppendKeyValueMetadata(tracevocab.MetaTable, name); err != nil {
 		return nil, err
 	}
-	if err := fw.AppendKeyValueMetadata("blis.schema_version", fmt.Sprint(SchemaVersion)); err != nil {
+	if err := fw.AppendKeyValueMetadata(tracevocab.MetaSchemaVersion, fmt.Sprint(SchemaVersion)); err != nil {
 		return nil, err
 	}
 	t := &tableWriter[R]{name: name, rb: array.NewRecordBuilder(memory.DefaultAllocator, schema), fw: fw}
@@ -407,6 +432,9 @@ func newTableWriter[R any](name string, defs []colDef[R], w io.Writer, createdBy
 
 func (t *tableWriter[R]) append(rows []R) error {
 	for i := range rows {
+		if t.open == 0 {
+			t.reserve()
+		}
 		for _, a := range t.app {
 			a(&rows[i])
 		}
@@ -421,9 +449,29 @@ func (t *tableWriter[R]) append(rows []R) error {
 	return nil
 }
 
+// reserve sizes the builders for a whole batch. It changes no output:
+// the values appended are the same, only their buffers are allocated once.
+func (t *tableWriter[R]) reserve() {
+	fields := t.rb.Fields()
+	if t.dataLen == nil {
+		t.dataLen = make([]int, len(fields))
+	}
+	for i, b := range fields {
+		b.Reserve(batchRows)
+		if sb, ok := b.(*array.StringBuilder); ok && t.dataLen[i] > 0 {
+			sb.ReserveData(t.dataLen[i] + t.dataLen[i]/8)
+		}
+	}
+}
+
 func (t *tableWriter[R]) flush() error {
 	if t.open == 0 {
 		return nil
+	}
+	for i, b := range t.rb.Fields() {
+		if sb, ok := b.(*array.StringBuilder); ok {
+			t.dataLen[i] = sb.DataLen()
+		}
 	}
 	rec := t.rb.NewRecord()
 	defer rec.Release()

@@ -22,6 +22,7 @@ type ingestOpts struct {
 	allowEmpty bool
 	workers    int
 	maxDetails int
+	maxRecord  int // MiB
 	quiet      bool
 }
 
@@ -41,10 +42,11 @@ file-exporter output as JSON lines, a single JSON document or length-prefixed
 proto; vLLM's KV events subscriber JSON lines; any of them gzip- or
 zstd-compressed. A trace may span several files, in any order.
 
-Damaged or unexpected input (malformed lines, truncated compression, wrong
-attribute types, missing attributes, unknown events, duplicate spans, events
-the SDK dropped, requests missing one of their two spans) is counted and
-listed with file and line; --strict makes the first one an error instead.
+Damaged or unexpected input (malformed lines, lines longer than
+--max-record-mib, truncated compression, wrong attribute types, missing
+attributes, unknown events, duplicate spans, events the SDK dropped,
+requests missing one of their two spans) is counted and listed with file
+and line; --strict makes the first one an error instead.
 Inputs that hold neither a span nor a KV event (an empty file, "{}", bytes
 that are no trace) are an error, "no spans found", naming them; nothing is
 written unless --allow-empty is given.
@@ -67,6 +69,9 @@ depend only on the inputs and their order.`,
 			if o.maxDetails < 1 {
 				return fmt.Errorf("--max-issue-details must be >= 1 (issues listed per kind; the counts are always complete), got %d", o.maxDetails)
 			}
+			if o.maxRecord < 1 || o.maxRecord > 1<<20 {
+				return fmt.Errorf("--max-record-mib must be in [1, %d], got %d", 1<<20, o.maxRecord)
+			}
 			return runIngest(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, o)
 		},
 	}
@@ -76,6 +81,7 @@ depend only on the inputs and their order.`,
 	f.BoolVar(&o.allowEmpty, "allow-empty", false, "write empty tables when the inputs hold neither a span nor a KV event (default: fail with \"no spans found\")")
 	f.IntVar(&o.workers, "workers", 0, "decoding goroutines, at most 256 (0: one per core)")
 	f.IntVar(&o.maxDetails, "max-issue-details", 100, "issues listed with their location in the manifest, per kind (counts are always complete)")
+	f.IntVar(&o.maxRecord, "max-record-mib", otlpingest.DefaultMaxRecordBytes>>20, "longest JSON line or document, or proto message, in MiB: a longer line is skipped and counted as record_too_large after reading at most this much of it")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress or timing on stderr")
 	return cmd
 }
@@ -170,8 +176,9 @@ func runIngest(stdout, stderr io.Writer, args []string, o ingestOpts) error {
 	}()
 	m, err := otlpingest.Ingest(otlpingest.FileSources(files), otlpingest.Options{
 		OutDir: o.out, Workers: o.workers, Strict: o.strict, AllowEmpty: o.allowEmpty, MaxIssueDetails: o.maxDetails,
-		Tool:     "blis calibrate ingest (schema v" + fmt.Sprint(otlpingest.SchemaVersion) + ")",
-		Progress: func(n int64) { read.Store(n) },
+		MaxRecordBytes: o.maxRecord << 20,
+		Tool:           "blis calibrate ingest (schema v" + fmt.Sprint(otlpingest.SchemaVersion) + ")",
+		Progress:       func(n int64) { read.Store(n) },
 	})
 	close(stop)
 	<-done

@@ -6,8 +6,7 @@ import (
 	"hash/fnv"
 
 	imix "github.com/blis-sim/blis/internal/mix"
-
-	"github.com/blis-sim/blis/otlpingest"
+	"github.com/blis-sim/blis/internal/otlpspan"
 )
 
 // Identifiers are derived from the simulator's request id (or the step
@@ -56,8 +55,8 @@ const (
 
 // traceID is the trace id of n in a domain; salt is 0, or an instance's
 // salt for step spans.
-func traceID(domain byte, n int64, salt uint64) otlpingest.TraceID {
-	var t otlpingest.TraceID
+func traceID(domain byte, n int64, salt uint64) otlpspan.TraceID {
+	var t otlpspan.TraceID
 	hi := mix(uint64(n) ^ saltTraceHi ^ salt) // a bijection of n: unique per domain and salt
 	binary.BigEndian.PutUint64(t[:8], hi)
 	// Two salts give equal ids only with equal hi, so n^n' = salt^salt',
@@ -88,8 +87,8 @@ func runSalt(id uint64) uint64 {
 	return mix(id^saltRun)&^(1<<63) | 1
 }
 
-func spanID(salt uint64, n int64) otlpingest.SpanID {
-	var s otlpingest.SpanID
+func spanID(salt uint64, n int64) otlpspan.SpanID {
+	var s otlpspan.SpanID
 	binary.BigEndian.PutUint64(s[:], mix(uint64(n)^salt)) // never 0: n != salt
 	return s
 }

@@ -3,6 +3,8 @@ package simtrace
 import (
 	"io"
 	"strconv"
+
+	"github.com/blis-sim/blis/internal/tracevocab"
 )
 
 // kvLines writes the KV events subscriber's JSON lines, [ts, [event, ...]],
@@ -58,10 +60,11 @@ func (k *kvLines) transfer(req, src, dst string, blocks, step int64) {
 	for _, done := range [2]bool{false, true} {
 		k.open()
 		if done {
-			k.buf = append(k.buf, `"TransferCompleted",`...)
+			k.buf = appendQuoted(k.buf, tracevocab.KVTransferCompleted)
 		} else {
-			k.buf = append(k.buf, `"TransferInitiated",`...)
+			k.buf = appendQuoted(k.buf, tracevocab.KVTransferInitiated)
 		}
+		k.buf = append(k.buf, ',')
 		k.buf = strconv.AppendInt(k.buf, id, 10)
 		k.buf = append(k.buf, ',')
 		k.buf = appendQuoted(k.buf, req)
@@ -96,20 +99,25 @@ func (k *kvLines) committed(typ, req, medium string, blocks, step int64) {
 }
 
 func (k *kvLines) store(blocks, step int64) {
-	k.committed("CacheStoreCommitted", "", "CPU", blocks, step)
+	k.committed(tracevocab.KVCacheStoreCommitted, "", tracevocab.MediumCPU, blocks, step)
 	k.newStores = append(k.newStores, blocks)
 }
 
 func (k *kvLines) load(req string, blocks, step int64) {
-	k.committed("CacheLoadCommitted", req, "CPU", blocks, step)
-	k.transfer(req, "CPU", "GPU", blocks, step)
+	k.committed(tracevocab.KVCacheLoadCommitted, req, tracevocab.MediumCPU, blocks, step)
+	k.transfer(req, tracevocab.MediumCPU, tracevocab.MediumGPU, blocks, step)
 }
 
 func (k *kvLines) cpuEviction(blocks, step int64) {
 	k.open()
-	k.buf = append(k.buf, `"CacheEviction","CPU",`...)
+	k.buf = appendQuoted(k.buf, tracevocab.KVCacheEviction)
+	k.buf = append(k.buf, ',')
+	k.buf = appendQuoted(k.buf, tracevocab.MediumCPU)
+	k.buf = append(k.buf, ',')
 	k.buf = strconv.AppendInt(k.buf, blocks, 10)
-	k.buf = append(k.buf, `,"lru",`...)
+	k.buf = append(k.buf, ',')
+	k.buf = appendQuoted(k.buf, tracevocab.EvictionLRU)
+	k.buf = append(k.buf, ',')
 	k.buf = strconv.AppendInt(k.buf, step, 10)
 	k.buf = append(k.buf, ",null]"...)
 }
@@ -120,7 +128,7 @@ func (k *kvLines) cpuEviction(blocks, step int64) {
 func (k *kvLines) endStep(id int64, tsNs int64) error {
 	err := k.flush(tsNs)
 	for _, b := range k.newStores {
-		k.transfer("", "GPU", "CPU", b, id+1)
+		k.transfer("", tracevocab.MediumGPU, tracevocab.MediumCPU, b, id+1)
 	}
 	k.newStores = k.newStores[:0]
 	return err

@@ -1,6 +1,10 @@
 package simtrace
 
-import "github.com/blis-sim/blis/otlpingest"
+import (
+	"github.com/blis-sim/blis/internal/otlpspan"
+	"github.com/blis-sim/blis/internal/tracevocab"
+	"github.com/blis-sim/blis/sim"
+)
 
 // spanBuf is one span being recorded. Its events live in a ring that keeps
 // the last max events, as the OpenTelemetry Python SDK does: a span's
@@ -12,27 +16,27 @@ import "github.com/blis-sim/blis/otlpingest"
 // so that steady-state tracing allocates little.
 type spanBuf struct {
 	kind    spanKind
-	sp      otlpingest.Span
-	ring    []otlpingest.Event // slots; each keeps its Attrs capacity across reuse
-	start   int                // oldest event once the ring is full
-	n       int                // events held
+	sp      otlpspan.Span
+	ring    []otlpspan.Event // slots; each keeps its Attrs capacity across reuse
+	start   int              // oldest event once the ring is full
+	n       int              // events held
 	dropped int64
 }
 
 func (b *spanBuf) reset() {
 	sp := &b.sp
-	*sp = otlpingest.Span{Attrs: sp.Attrs[:0], Events: sp.Events[:0]}
+	*sp = otlpspan.Span{Attrs: sp.Attrs[:0], Events: sp.Events[:0]}
 	b.start, b.n, b.dropped = 0, 0, 0
 }
 
 // add appends an event, dropping the oldest when max are held, and
 // returns it with its attributes emptied for the caller to fill.
-func (b *spanBuf) add(max int, timeNs uint64, name string) *otlpingest.Event {
-	var e *otlpingest.Event
+func (b *spanBuf) add(max int, timeNs uint64, name string) *otlpspan.Event {
+	var e *otlpspan.Event
 	if b.n < max {
 		// Not full: start is 0 and the slots 0..n-1 are in use.
 		if b.n == len(b.ring) {
-			b.ring = append(b.ring, otlpingest.Event{})
+			b.ring = append(b.ring, otlpspan.Event{})
 		}
 		e = &b.ring[b.n]
 		b.n++
@@ -86,14 +90,26 @@ const (
 
 // Attribute helpers.
 
-func sv(k, v string) otlpingest.KeyValue {
-	return otlpingest.KeyValue{Key: k, Value: otlpingest.Value{Type: otlpingest.ValString, Str: v}}
+func sv(k, v string) otlpspan.KeyValue {
+	return otlpspan.KeyValue{Key: k, Value: otlpspan.Value{Type: otlpspan.ValString, Str: v}}
 }
 
-func iv(k string, v int64) otlpingest.KeyValue {
-	return otlpingest.KeyValue{Key: k, Value: otlpingest.Value{Type: otlpingest.ValInt, Int: v}}
+func iv(k string, v int64) otlpspan.KeyValue {
+	return otlpspan.KeyValue{Key: k, Value: otlpspan.Value{Type: otlpspan.ValInt, Int: v}}
 }
 
-func dv(k string, v float64) otlpingest.KeyValue {
-	return otlpingest.KeyValue{Key: k, Value: otlpingest.Value{Type: otlpingest.ValDouble, Double: v}}
+func dv(k string, v float64) otlpspan.KeyValue {
+	return otlpspan.KeyValue{Key: k, Value: otlpspan.Value{Type: otlpspan.ValDouble, Double: v}}
+}
+
+// phaseName is vLLM's name of a request phase (the phase and
+// request.phase attributes).
+func phaseName(p sim.Phase) string {
+	switch p {
+	case sim.PhasePrefill:
+		return tracevocab.PhasePrefill
+	case sim.PhaseDecode:
+		return tracevocab.PhaseDecode
+	}
+	return tracevocab.PhaseWaiting
 }

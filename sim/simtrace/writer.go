@@ -1,7 +1,7 @@
 // Package simtrace writes a simulation run as vLLM with journey and step
 // tracing would trace it: OTLP JSON lines in the OpenTelemetry Collector
 // file exporter's format (one ExportTraceServiceRequest per line, written
-// with otlpingest.AppendJSON), and optionally the KV events subscriber's
+// with otlpspan.AppendJSON), and optionally the KV events subscriber's
 // JSON lines, as ../shared/vllm-tracing-schema.md describes and otlpingest
 // reads them.
 //
@@ -67,7 +67,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 
-	"github.com/blis-sim/blis/otlpingest"
+	"github.com/blis-sim/blis/internal/otlpspan"
+	"github.com/blis-sim/blis/internal/tracevocab"
 	"github.com/blis-sim/blis/sim"
 )
 
@@ -120,7 +121,7 @@ type Writer struct {
 	freeBufs [numKinds][]*spanBuf // by kind, so that reused event slots fit
 	freeReqs []*reqState
 	pending  []*spanBuf // finished spans not yet written
-	spans    []otlpingest.Span
+	spans    []otlpspan.Span
 	line     []byte
 
 	// The open step span (nil: none yet, or the last one was just closed).
@@ -254,7 +255,7 @@ func (w *Writer) flushLine() {
 		w.spans = append(w.spans, b.sp)
 	}
 	if w.err == nil {
-		w.line = otlpingest.AppendJSON(w.line[:0], w.spans)
+		w.line = otlpspan.AppendJSON(w.line[:0], w.spans)
 		w.line = append(w.line, '\n')
 		n, err := w.trace.Write(w.line)
 		if err == nil && n < len(w.line) {
@@ -271,9 +272,9 @@ func (w *Writer) flushLine() {
 	w.pending = w.pending[:0]
 }
 
-func (w *Writer) apiEvent(b *spanBuf, name string, us int64) *otlpingest.Event {
+func (w *Writer) apiEvent(b *spanBuf, name string, us int64) *otlpspan.Event {
 	e := b.add(w.opt.MaxEventsPerSpan, w.wallNs(us), name)
-	e.Attrs = append(e.Attrs, dv("event.ts.monotonic", float64(w.monoNs(us))/1e9))
+	e.Attrs = append(e.Attrs, dv(tracevocab.EventTSMonotonic, float64(w.monoNs(us))/1e9))
 	return e
 }
 
@@ -295,34 +296,34 @@ func (w *Writer) Arrived(spec *sim.RequestSpec) {
 
 	api := w.newBuf(kindAPI)
 	sp := &api.sp
-	sp.Service, sp.Instance, sp.Scope, sp.Name, sp.Kind = ServiceAPI, w.opt.InstanceID, otlpingest.ScopeAPI, otlpingest.SpanRequest, 2
+	sp.Service, sp.Instance, sp.Scope, sp.Name, sp.Kind = ServiceAPI, w.opt.InstanceID, tracevocab.ScopeAPI, tracevocab.SpanRequest, 2
 	sp.TraceID, sp.SpanID = tid, spanID(saltAPISpan^w.run, spec.ID)
 	sp.StartUnixNano = w.wallNs(spec.ArrivalUs)
-	sp.Attrs = append(sp.Attrs, sv("gen_ai.request.id", st.apiID), sv("http.route", w.opt.Route))
+	sp.Attrs = append(sp.Attrs, sv(tracevocab.RequestID, st.apiID), sv(tracevocab.HTTPRoute, w.opt.Route))
 	if w.opt.Model != "" {
-		sp.Attrs = append(sp.Attrs, sv("gen_ai.response.model", w.opt.Model))
+		sp.Attrs = append(sp.Attrs, sv(tracevocab.ResponseModel, w.opt.Model))
 	}
-	sp.Attrs = append(sp.Attrs, iv("gen_ai.usage.prompt_tokens", spec.PromptTokens),
-		dv("gen_ai.request.temperature", 1), dv("gen_ai.request.top_p", 1),
-		iv("gen_ai.request.max_tokens", spec.OutputTokens), iv("gen_ai.request.n", 1))
-	w.apiEvent(api, "api.ARRIVED", spec.ArrivalUs)
+	sp.Attrs = append(sp.Attrs, iv(tracevocab.UsagePromptTokens, spec.PromptTokens),
+		dv(tracevocab.RequestTemperature, 1), dv(tracevocab.RequestTopP, 1),
+		iv(tracevocab.RequestMaxTokens, spec.OutputTokens), iv(tracevocab.RequestN, 1))
+	w.apiEvent(api, tracevocab.APIArrived, spec.ArrivalUs)
 
 	core := w.newBuf(kindCore)
 	sp = &core.sp
-	sp.Service, sp.Instance, sp.Scope, sp.Name, sp.Kind = ServiceEngine, w.opt.InstanceID, otlpingest.ScopeScheduler, otlpingest.SpanCore, 1
+	sp.Service, sp.Instance, sp.Scope, sp.Name, sp.Kind = ServiceEngine, w.opt.InstanceID, tracevocab.ScopeScheduler, tracevocab.SpanCore, 1
 	sp.TraceID, sp.SpanID, sp.ParentSpanID = tid, spanID(saltCoreSpan^w.run, spec.ID), api.sp.SpanID
-	sp.Attrs = append(sp.Attrs, sv("gen_ai.request.id", st.engineID))
+	sp.Attrs = append(sp.Attrs, sv(tracevocab.RequestID, st.engineID))
 
 	st.api, st.core = api, core
 	w.reqs[spec.ID] = st
 }
 
 var journeyNames = [...]string{
-	sim.JourneyQueued:     "journey.QUEUED",
-	sim.JourneyScheduled:  "journey.SCHEDULED",
-	sim.JourneyFirstToken: "journey.FIRST_TOKEN",
-	sim.JourneyPreempted:  "journey.PREEMPTED",
-	sim.JourneyFinished:   "journey.FINISHED",
+	sim.JourneyQueued:     tracevocab.JourneyQueued,
+	sim.JourneyScheduled:  tracevocab.JourneyScheduled,
+	sim.JourneyFirstToken: tracevocab.JourneyFirstToken,
+	sim.JourneyPreempted:  tracevocab.JourneyPreempted,
+	sim.JourneyFinished:   tracevocab.JourneyFinished,
 }
 
 // Journey implements sim.Observer.
@@ -338,33 +339,33 @@ func (w *Writer) Journey(ev *sim.JourneyEvent) {
 	mono := w.monoNs(ev.AtUs)
 	e := core.add(w.opt.MaxEventsPerSpan, w.wallNs(ev.AtUs), journeyNames[ev.Kind])
 	e.Attrs = append(e.Attrs,
-		sv("event.type", ev.Kind.String()),
-		dv("ts.monotonic", float64(mono)/1e9),
-		iv("ts.monotonic_ns", mono),
-		iv("scheduler.step", ev.Step),
-		sv("phase", ev.Phase.String()),
-		iv("prefill.done_tokens", ev.PrefillDone),
-		iv("prefill.total_tokens", ev.PrefillTotal),
-		iv("decode.done_tokens", ev.DecodeDone),
-		iv("decode.max_tokens", ev.DecodeMax),
-		iv("num_preemptions", ev.NumPreemptions))
+		sv(tracevocab.EventType, ev.Kind.String()),
+		dv(tracevocab.TSMonotonic, float64(mono)/1e9),
+		iv(tracevocab.TSMonotonicNs, mono),
+		iv(tracevocab.SchedulerStep, ev.Step),
+		sv(tracevocab.Phase, phaseName(ev.Phase)),
+		iv(tracevocab.PrefillDoneTokens, ev.PrefillDone),
+		iv(tracevocab.PrefillTotalTokens, ev.PrefillTotal),
+		iv(tracevocab.DecodeDoneTokens, ev.DecodeDone),
+		iv(tracevocab.DecodeMaxTokens, ev.DecodeMax),
+		iv(tracevocab.NumPreemptions, ev.NumPreemptions))
 	switch ev.Kind {
 	case sim.JourneyQueued:
 		if w.chat && st.api != nil {
-			w.apiEvent(st.api, "api.HANDOFF_TO_CORE", ev.AtUs)
+			w.apiEvent(st.api, tracevocab.APIHandoffToCore, ev.AtUs)
 		}
 	case sim.JourneyScheduled:
-		kind := "FIRST"
+		kind := tracevocab.ScheduleFirst
 		if ev.Resume {
-			kind = "RESUME"
+			kind = tracevocab.ScheduleResume
 		}
-		e.Attrs = append(e.Attrs, sv("schedule.kind", kind))
+		e.Attrs = append(e.Attrs, sv(tracevocab.ScheduleKind, kind))
 	case sim.JourneyFirstToken:
 		if w.chat && st.api != nil {
-			w.apiEvent(st.api, "api.FIRST_RESPONSE_FROM_CORE", ev.AtUs)
+			w.apiEvent(st.api, tracevocab.APIFirstResponseFromCore, ev.AtUs)
 		}
 	case sim.JourneyFinished:
-		e.Attrs = append(e.Attrs, sv("finish.status", ev.FinishStatus))
+		e.Attrs = append(e.Attrs, sv(tracevocab.FinishStatus, ev.FinishStatus))
 		core.sp.EndUnixNano = w.wallNs(ev.AtUs)
 		st.core = nil
 		w.emit(core)
@@ -399,7 +400,7 @@ func (w *Writer) Departed(req int64, atUs int64) {
 		st.core.sp.EndUnixNano = w.wallNs(atUs)
 		w.emit(st.core)
 	}
-	w.apiEvent(st.api, "api.DEPARTED", atUs)
+	w.apiEvent(st.api, tracevocab.APIDeparted, atUs)
 	st.api.sp.EndUnixNano = w.wallNs(atUs)
 	w.emit(st.api)
 	w.recycle(st)
@@ -412,8 +413,8 @@ func (w *Writer) Dropped(req int64, atUs int64, reason string) {
 	if st == nil {
 		return
 	}
-	e := w.apiEvent(st.api, "api.ABORTED", atUs)
-	e.Attrs = append(e.Attrs, sv("reason", AbortReasonRejected), sv("error", reason))
+	e := w.apiEvent(st.api, tracevocab.APIAborted, atUs)
+	e.Attrs = append(e.Attrs, sv(tracevocab.AbortReason, AbortReasonRejected), sv(tracevocab.AbortError, reason))
 	st.api.sp.EndUnixNano = w.wallNs(atUs)
 	w.emit(st.api)
 	if st.core != nil {
@@ -436,10 +437,10 @@ func (w *Writer) Aborted(req int64, atUs int64) {
 	// token due at the end of the step in flight may already be recorded;
 	// the API server never sent it to the gone client.
 	if w.chat {
-		st.api.dropLastAfter(w.wallNs(atUs), "api.FIRST_RESPONSE_FROM_CORE")
+		st.api.dropLastAfter(w.wallNs(atUs), tracevocab.APIFirstResponseFromCore)
 	}
-	e := w.apiEvent(st.api, "api.ABORTED", atUs)
-	e.Attrs = append(e.Attrs, sv("reason", AbortReasonClient), sv("error", "client disconnected"))
+	e := w.apiEvent(st.api, tracevocab.APIAborted, atUs)
+	e.Attrs = append(e.Attrs, sv(tracevocab.AbortReason, AbortReasonClient), sv(tracevocab.AbortError, "client disconnected"))
 	st.api.sp.EndUnixNano = w.wallNs(atUs)
 	w.emit(st.api)
 	st.api = nil
@@ -502,39 +503,39 @@ func (w *Writer) closeStep(rangeEnd, endUs int64) {
 	b := w.step
 	w.step = nil
 	sp := &b.sp
-	sp.Service, sp.Instance, sp.Scope, sp.Kind = ServiceEngine, w.opt.InstanceID, otlpingest.ScopeStep, 1
-	sp.Name = otlpingest.StepSpanPrefix + strconv.FormatInt(w.stepSeq, 10)
+	sp.Service, sp.Instance, sp.Scope, sp.Kind = ServiceEngine, w.opt.InstanceID, tracevocab.ScopeStep, 1
+	sp.Name = tracevocab.StepSpanPrefix + strconv.FormatInt(w.stepSeq, 10)
 	sp.TraceID, sp.SpanID = traceID(domainStep, w.stepSeq, w.salt^w.run), spanID(saltStepSpan^w.salt^w.run, w.stepSeq)
 	sp.StartUnixNano, sp.EndUnixNano = w.wallNs(w.stepStartUs), w.wallNs(endUs)
 	// Attribute order as the SDK keeps it: set at start, then at closure.
 	sp.Attrs = append(sp.Attrs[:0],
-		iv("scheduler.span_sequence", w.stepSeq),
-		iv("scheduler.step_range_start", w.stepRangeStart),
-		iv("scheduler.closure_interval", w.opt.ClosureInterval),
-		iv("scheduler.step_range_end", rangeEnd))
+		iv(tracevocab.SpanSequence, w.stepSeq),
+		iv(tracevocab.StepRangeStart, w.stepRangeStart),
+		iv(tracevocab.ClosureInterval, w.opt.ClosureInterval),
+		iv(tracevocab.StepRangeEnd, rangeEnd))
 	w.emit(b)
 }
 
 func (w *Writer) summary(s *sim.StepSummary) {
 	endUs := s.StartUs + s.SchedulerUs
-	e := w.step.add(w.opt.MaxEventsPerSpan, w.wallNs(endUs), "step.BATCH_SUMMARY")
+	e := w.step.add(w.opt.MaxEventsPerSpan, w.wallNs(endUs), tracevocab.StepBatchSummary)
 	e.Attrs = append(e.Attrs,
-		iv("step.id", s.ID),
-		iv("step.ts_start_ns", w.monoNs(s.StartUs)),
-		iv("step.ts_end_ns", w.monoNs(endUs)),
-		iv("step.duration_us", s.SchedulerUs),
-		iv("queue.running_depth", s.Running),
-		iv("queue.waiting_depth", s.Waiting),
-		iv("batch.num_prefill_reqs", s.NumPrefill),
-		iv("batch.num_decode_reqs", s.NumDecode),
-		iv("batch.scheduled_tokens", s.Scheduled),
-		iv("batch.prefill_tokens", s.PrefillTok),
-		iv("batch.decode_tokens", s.DecodeTok),
-		iv("batch.num_finished", s.NumFinished),
-		iv("batch.num_preempted", s.NumPreempted),
-		dv("kv.usage_gpu_ratio", s.KVUsage),
-		iv("kv.blocks_total_gpu", s.KVTotal),
-		iv("kv.blocks_free_gpu", s.KVFree))
+		iv(tracevocab.StepID, s.ID),
+		iv(tracevocab.StepTSStartNs, w.monoNs(s.StartUs)),
+		iv(tracevocab.StepTSEndNs, w.monoNs(endUs)),
+		iv(tracevocab.StepDurationUs, s.SchedulerUs),
+		iv(tracevocab.QueueRunningDepth, s.Running),
+		iv(tracevocab.QueueWaitingDepth, s.Waiting),
+		iv(tracevocab.BatchNumPrefillReqs, s.NumPrefill),
+		iv(tracevocab.BatchNumDecodeReqs, s.NumDecode),
+		iv(tracevocab.BatchScheduledTokens, s.Scheduled),
+		iv(tracevocab.BatchPrefillTokens, s.PrefillTok),
+		iv(tracevocab.BatchDecodeTokens, s.DecodeTok),
+		iv(tracevocab.BatchNumFinished, s.NumFinished),
+		iv(tracevocab.BatchNumPreempted, s.NumPreempted),
+		dv(tracevocab.KVUsageGPURatio, s.KVUsage),
+		iv(tracevocab.KVBlocksTotalGPU, s.KVTotal),
+		iv(tracevocab.KVBlocksFreeGPU, s.KVFree))
 }
 
 func (w *Writer) snapshots(s *sim.StepSummary, src sim.SnapshotSource) {
@@ -545,18 +546,18 @@ func (w *Writer) snapshots(s *sim.StepSummary, src sim.SnapshotSource) {
 	t := w.wallNs(s.StartUs + s.SchedulerUs)
 	for i := range w.snaps {
 		r := &w.snaps[i]
-		e := w.step.add(w.opt.MaxEventsPerSpan, t, "step.REQUEST_SNAPSHOT")
+		e := w.step.add(w.opt.MaxEventsPerSpan, t, tracevocab.StepRequestSnapshot)
 		e.Attrs = append(e.Attrs,
-			iv("step.id", s.ID),
-			sv("request.id", w.engineID(r.Req)),
-			sv("request.phase", r.Phase.String()),
-			iv("request.num_prompt_tokens", r.PromptTokens),
-			iv("request.num_computed_tokens", r.ComputedTokens),
-			iv("request.num_output_tokens", r.OutputTokens),
-			iv("request.num_preemptions", r.Preemptions),
-			iv("request.scheduled_tokens_this_step", r.ScheduledThisStep),
-			iv("kv.blocks_allocated_gpu", r.BlocksAllocated),
-			iv("kv.blocks_cached_gpu", r.BlocksCached))
+			iv(tracevocab.StepID, s.ID),
+			sv(tracevocab.SnapshotRequestID, w.engineID(r.Req)),
+			sv(tracevocab.SnapshotPhase, phaseName(r.Phase)),
+			iv(tracevocab.SnapshotPromptTokens, r.PromptTokens),
+			iv(tracevocab.SnapshotComputedTokens, r.ComputedTokens),
+			iv(tracevocab.SnapshotOutputTokens, r.OutputTokens),
+			iv(tracevocab.SnapshotPreemptions, r.Preemptions),
+			iv(tracevocab.SnapshotScheduledTokens, r.ScheduledThisStep),
+			iv(tracevocab.SnapshotBlocksAllocated, r.BlocksAllocated),
+			iv(tracevocab.SnapshotBlocksCached, r.BlocksCached))
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/blis-sim/blis/internal/pqread"
+	"github.com/blis-sim/blis/internal/tracevocab"
 	"github.com/blis-sim/blis/sim"
 	"github.com/blis-sim/blis/sim/workload/records"
 )
@@ -257,7 +258,7 @@ func replayParquet(rep *ReplayReport, opt ReplayOptions) ([]sim.RequestSpec, err
 	}
 	defer f.Close()
 	// Catch another ingest table passed by mistake (steps.parquet, ...).
-	if v := f.Meta("blis.table"); v != "" && v != "requests" {
+	if v := f.Meta(tracevocab.MetaTable); v != "" && v != tracevocab.TableRequests {
 		return nil, fmt.Errorf("%s is the %q table of calibrate ingest; replay needs the \"requests\" table", path, v)
 	}
 	var missing []string

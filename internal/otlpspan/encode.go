@@ -1,17 +1,19 @@
-package otlpingest
+package otlpspan
 
 import (
 	"encoding/hex"
 	"encoding/json"
 	"math"
 	"strconv"
+
+	"github.com/blis-sim/blis/internal/tracevocab"
 )
 
 // AppendJSON appends spans as one ExportTraceServiceRequest in the OTLP
 // JSON mapping the Collector's file exporter writes: hex ids, 64-bit
 // integers as decimal strings, enums as integers. Consecutive spans with
 // the same resource (service and instance) and scope share a
-// resourceSpans/scopeSpans entry, and span order is kept, so DecodeJSON
+// resourceSpans/scopeSpans entry, and span order is kept, so otlpingest.DecodeJSON
 // gives the spans back. The resource attribute service.instance.id is
 // written only for a non-empty Instance. No newline is appended; a
 // JSON-lines writer adds one per request.
@@ -25,10 +27,10 @@ func AppendJSON(dst []byte, spans []Span) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = append(dst, `{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":`...)
+		dst = append(dst, `{"resource":{"attributes":[{"key":"`+tracevocab.ServiceName+`","value":{"stringValue":`...)
 		dst = appendJSONString(dst, spans[i].Service)
 		if spans[i].Instance != "" {
-			dst = append(dst, `}},{"key":"service.instance.id","value":{"stringValue":`...)
+			dst = append(dst, `}},{"key":"`+tracevocab.ServiceInstanceID+`","value":{"stringValue":`...)
 			dst = appendJSONString(dst, spans[i].Instance)
 		}
 		dst = append(dst, `}}]},"scopeSpans":[`...)
