@@ -4,8 +4,8 @@ import (
 	"encoding/base64"
 	"fmt"
 
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -13,9 +13,12 @@ import (
 )
 
 // protoDecoder decodes binary ExportTraceServiceRequest messages, reusing
-// one message value between calls.
+// one message value between calls. They are decoded as TracesData, which
+// has the same fields (resource_spans, field 1) by the OTLP specification:
+// the collector service's package links gRPC and its gateway into every
+// binary that imports it.
 type protoDecoder struct {
-	msg coltracepb.ExportTraceServiceRequest
+	msg tracepb.TracesData
 }
 
 // decode appends the spans of one message to out.

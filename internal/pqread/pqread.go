@@ -1,47 +1,54 @@
 // Package pqread reads whole columns of a Parquet file into Go slices.
 //
-// Every read runs on the caller's goroutine: the Arrow reader panics on some
-// corrupt files (nil column chunk metadata, for example), and only a panic on
-// the caller's goroutine can be recovered and turned into an error that names
-// the file and column. Nulls come back as a validity slice.
+// It reads flat (top-level, non-repeated) columns of four types with the
+// Parquet reader's typed column chunk readers, one row group after another;
+// it does not go through Arrow arrays (parquet/pqarrow pulls Arrow Flight and
+// gRPC into every binary that links it). Nulls come back as a validity slice.
 //
-// A damaged file must not take the machine's memory either: the Arrow reader
-// allocates what page headers claim (and, in v17, keeps every buffer of the
-// pages it skips until the column chunk ends), so all its allocations go
-// through an allocator with a budget; a footer row count is checked
-// against the row groups, and columns are sized from it only up to
-// MaxPrealloc rows, beyond which they grow with the values actually read:
-// counts that agree can still be damaged (or crafted) together.
+// Every read runs on the caller's goroutine: the Parquet reader panics on
+// some corrupt files (nil column chunk metadata, for example), and only a
+// panic on the caller's goroutine can be recovered and turned into an error
+// that names the file and column.
+//
+// A damaged file must not take the machine's memory or hang the reader
+// either: the Parquet reader allocates what page headers claim, so all its
+// allocations go through an allocator with a budget; page framing is
+// checked when the file is opened (pages.go), and every data page's
+// definition levels are checked to hold its values before the column
+// reader decodes them (its batch loop never ends when they do not); a
+// footer row count is checked against the row groups, and columns are
+// sized from it only up to MaxPrealloc rows, beyond which they grow with
+// the values actually read: counts that agree can still be damaged (or
+// crafted) together.
 package pqread
 
 import (
-	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"math/bits"
 	"os"
+	"unsafe"
 
-	"github.com/apache/arrow/go/v17/arrow"
-	"github.com/apache/arrow/go/v17/arrow/array"
 	"github.com/apache/arrow/go/v17/arrow/memory"
 	"github.com/apache/arrow/go/v17/parquet"
 	"github.com/apache/arrow/go/v17/parquet/file"
-	"github.com/apache/arrow/go/v17/parquet/pqarrow"
+	"github.com/apache/arrow/go/v17/parquet/schema"
 )
 
 // File is an open Parquet file.
 type File struct {
-	Path   string
-	f      *os.File
-	pr     *file.Reader
-	fr     *pqarrow.FileReader
-	schema *arrow.Schema
-	rows   int64
-	mem    *budget
+	Path string
+	f    *os.File
+	pr   *file.Reader
+	rows int64
+	mem  *budget
 }
 
-// MemoryBudget bounds the bytes the Arrow reader may hold at once while
-// reading one file. A valid file needs a few pages and one batch (tens of
-// MiB); only a damaged page header asks for more.
+// MemoryBudget bounds the bytes the Parquet reader may hold at once while
+// reading one file. A valid file needs a column chunk and a few pages (tens
+// of MiB); only a damaged page header asks for more.
 const MemoryBudget = 1 << 30
 
 var errBudget = errors.New("page sizes exceed the reader's memory budget")
@@ -118,15 +125,7 @@ func Open(path string) (_ *File, err error) {
 	if err := checkChunks(f, st.Size(), pr); err != nil {
 		return nil, fmt.Errorf("%s: corrupt Parquet file: %w", path, err)
 	}
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{}, mem)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	sc, err := fr.Schema()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &File{Path: path, f: f, pr: pr, fr: fr, schema: sc, rows: rows, mem: mem}, nil
+	return &File{Path: path, f: f, pr: pr, rows: rows, mem: mem}, nil
 }
 
 // Close closes the file.
@@ -145,7 +144,19 @@ func (f *File) Meta(key string) string {
 }
 
 // Has reports whether the file has a column named col.
-func (f *File) Has(col string) bool { return len(f.schema.FieldIndices(col)) > 0 }
+func (f *File) Has(col string) bool { return len(f.fields(col)) > 0 }
+
+// fields returns the top-level schema fields named col.
+func (f *File) fields(col string) []schema.Node {
+	root := f.pr.MetaData().Schema.Root()
+	var out []schema.Node
+	for i := range root.NumFields() {
+		if n := root.Field(i); n.Name() == col {
+			out = append(out, n)
+		}
+	}
+	return out
+}
 
 // Column is one column read whole. Valid is nil when no value is null.
 type Column[T any] struct {
@@ -156,46 +167,54 @@ type Column[T any] struct {
 // OK reports whether row i is not null.
 func (c *Column[T]) OK(i int) bool { return c.Valid == nil || c.Valid[i] }
 
+// Type names, as Arrow names the types the columns are read as.
+const (
+	typeInt64   = "int64"
+	typeFloat64 = "float64"
+	typeBool    = "bool"
+	typeString  = "utf8"
+)
+
 // Int64 reads an int64 column.
 func (f *File) Int64(col string) (Column[int64], error) {
-	c := Column[int64]{V: make([]int64, 0, prealloc(f.NumRows()))}
-	err := f.read(col, arrow.PrimitiveTypes.Int64, func(a arrow.Array) {
-		c.V = append(c.V, a.(*array.Int64).Int64Values()...)
-	}, &c.Valid)
-	return c, err
+	return read(f, col, typeInt64, copyValues[int64])
 }
 
 // Float64 reads a double column.
 func (f *File) Float64(col string) (Column[float64], error) {
-	c := Column[float64]{V: make([]float64, 0, prealloc(f.NumRows()))}
-	err := f.read(col, arrow.PrimitiveTypes.Float64, func(a arrow.Array) {
-		c.V = append(c.V, a.(*array.Float64).Float64Values()...)
-	}, &c.Valid)
-	return c, err
+	return read(f, col, typeFloat64, copyValues[float64])
 }
 
 // Bool reads a boolean column.
 func (f *File) Bool(col string) (Column[bool], error) {
-	c := Column[bool]{V: make([]bool, 0, prealloc(f.NumRows()))}
-	err := f.read(col, arrow.FixedWidthTypes.Boolean, func(a arrow.Array) {
-		b := a.(*array.Boolean)
-		for i := range b.Len() {
-			c.V = append(c.V, b.Value(i))
-		}
-	}, &c.Valid)
-	return c, err
+	return read(f, col, typeBool, copyValues[bool])
 }
 
 // String reads a string column.
 func (f *File) String(col string) (Column[string], error) {
-	c := Column[string]{V: make([]string, 0, prealloc(f.NumRows()))}
-	err := f.read(col, arrow.BinaryTypes.String, func(a arrow.Array) {
-		s := a.(*array.String)
-		for i := range s.Len() {
-			c.V = append(c.V, s.Value(i))
-		}
-	}, &c.Valid)
-	return c, err
+	return read(f, col, typeString, appendStrings)
+}
+
+func copyValues[T any](dst []T, src []T) []T { return append(dst, src...) }
+
+// appendStrings appends src as strings that share one allocation per call
+// (the byte arrays point into the reader's page buffers).
+func appendStrings(dst []string, src []parquet.ByteArray) []string {
+	n := 0
+	for _, b := range src {
+		n += len(b)
+	}
+	buf := make([]byte, 0, n)
+	for _, b := range src {
+		buf = append(buf, b...)
+	}
+	all := unsafe.String(unsafe.SliceData(buf), len(buf))
+	off := 0
+	for _, b := range src {
+		dst = append(dst, all[off:off+len(b)])
+		off += len(b)
+	}
+	return dst
 }
 
 // MaxPrealloc is the most rows a column is sized for before it is read
@@ -210,65 +229,285 @@ func prealloc(rows int64) int64 { return min(max(rows, 0), MaxPrealloc) }
 // batchRows is the rows read per column at a time.
 const batchRows = 256 * 1024
 
-func (f *File) read(col string, typ arrow.DataType, add func(arrow.Array), valid *[]bool) (err error) {
+// batchReader is a typed column chunk reader (file.Int64ColumnChunkReader
+// and its kind) reading values of physical type P.
+type batchReader[P any] interface {
+	ReadBatch(batchSize int64, values []P, defLvls, repLvls []int16) (total int64, valuesRead int, err error)
+	Err() error
+}
+
+// typeName names the type a top-level schema field is read as, as Arrow
+// (pqarrow) names it, or describes it when no reader here reads it.
+func typeName(n schema.Node) string {
+	p, ok := n.(*schema.PrimitiveNode)
+	if !ok {
+		return "struct"
+	}
+	if n.RepetitionType() == parquet.Repetitions.Repeated {
+		return "list"
+	}
+	lt := p.LogicalType()
+	if lt == nil || !lt.IsValid() {
+		return "invalid"
+	}
+	if lt.Equals(schema.NullLogicalType{}) {
+		return "null"
+	}
+	intName := func(def string) string {
+		if lt.IsNone() {
+			return def
+		}
+		if it, ok := lt.(*schema.IntLogicalType); ok {
+			if it.IsSigned() {
+				return fmt.Sprintf("int%d", it.BitWidth())
+			}
+			return fmt.Sprintf("uint%d", it.BitWidth())
+		}
+		return fmt.Sprintf("%s (%s)", p.PhysicalType(), lt)
+	}
+	switch p.PhysicalType() {
+	case parquet.Types.Boolean:
+		return typeBool
+	case parquet.Types.Int32:
+		return intName("int32")
+	case parquet.Types.Int64:
+		return intName(typeInt64)
+	case parquet.Types.Float:
+		return "float32"
+	case parquet.Types.Double:
+		return typeFloat64
+	case parquet.Types.ByteArray:
+		if _, ok := lt.(schema.StringLogicalType); ok {
+			return typeString
+		}
+		if lt.IsNone() {
+			return "binary"
+		}
+	}
+	if lt.IsNone() {
+		return p.PhysicalType().String()
+	}
+	return fmt.Sprintf("%s (%s)", p.PhysicalType(), lt)
+}
+
+// read reads column col, whose type must be want, appending values of
+// physical type P to the column with add.
+func read[T, P any](f *File, col, want string, add func([]T, []P) []T) (c Column[T], err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%s: column %s: corrupt Parquet file: %v", f.Path, col, p)
 			if p == errBudget {
 				err = fmt.Errorf("%s: column %s: corrupt Parquet file: %w (%d MiB)", f.Path, col, errBudget, MemoryBudget>>20)
 			}
+			c = Column[T]{}
 		}
 	}()
-	fi := f.schema.FieldIndices(col)
-	if len(fi) == 0 {
-		return fmt.Errorf("%s: no column %s", f.Path, col)
+	fs := f.fields(col)
+	if len(fs) == 0 {
+		return c, fmt.Errorf("%s: no column %s", f.Path, col)
 	}
-	if got := f.schema.Field(fi[0]).Type; len(fi) > 1 || !arrow.TypeEqual(got, typ) {
-		return fmt.Errorf("%s: column %s has type %s, want %s", f.Path, col, got, typ)
+	if got := typeName(fs[0]); len(fs) > 1 || got != want {
+		return c, fmt.Errorf("%s: column %s has type %s, want %s", f.Path, col, got, want)
 	}
-	// GetColumn starts no goroutines (unlike GetRecordReader), so the
-	// recover above sees every panic of the reader.
-	cr, err := f.fr.GetColumn(context.Background(), fi[0])
-	if err != nil {
-		return fmt.Errorf("%s: column %s: %w", f.Path, col, err)
+	md := f.pr.MetaData()
+	idx := md.Schema.ColumnIndexByNode(fs[0])
+	if idx < 0 {
+		return c, fmt.Errorf("%s: no column %s", f.Path, col)
 	}
-	defer cr.Release()
+	desc := md.Schema.Column(idx)
+	maxDef := desc.MaxDefinitionLevel()
+	corrupt := func(format string, a ...any) error {
+		return fmt.Errorf("%s: column %s: corrupt Parquet file: "+format, append([]any{f.Path, col}, a...)...)
+	}
+
 	total := f.NumRows()
-	var nulls []bool
+	c.V = make([]T, 0, prealloc(total))
+	vals := make([]P, min(batchRows, max(total, 1)))
+	var defs []int16
+	if maxDef > 0 {
+		defs = make([]int16, len(vals))
+	}
+	var valid []bool
 	anyNull := false
-	var rows int64
-	for read := int64(0); read < total; {
-		n := min(total-read, batchRows)
-		ch, err := cr.NextBatch(n)
+	for g := range f.pr.NumRowGroups() {
+		rg := f.pr.RowGroup(g)
+		pages, err := rg.GetColumnPageReader(idx)
 		if err != nil {
-			return fmt.Errorf("%s: column %s: %w", f.Path, col, err)
+			return c, corrupt("row group %d: %w", g, err)
 		}
-		if int64(ch.Len()) != n {
-			ch.Release()
-			return fmt.Errorf("%s: column %s: corrupt Parquet file: read %d values, want %d", f.Path, col, ch.Len(), n)
+		lc := &levelCheck{PageReader: pages, maxDef: maxDef}
+		br, ok := file.NewColumnReader(desc, lc, f.mem, f.pr.BufferPool()).(batchReader[P])
+		if !ok {
+			return c, fmt.Errorf("%s: column %s: no %s reader for physical type %s", f.Path, col, want, desc.PhysicalType())
 		}
-		for _, a := range ch.Chunks() {
-			add(a)
-			if a.NullN() > 0 && !anyNull {
-				// Validity is materialized from the first null on.
-				anyNull = true
-				nulls = make([]bool, rows, max(rows, prealloc(total)))
-				for i := range nulls {
-					nulls[i] = true
+		rows := rg.NumRows()
+		for got := int64(0); got < rows; {
+			k := min(rows-got, int64(len(vals)))
+			var d []int16
+			if defs != nil {
+				d = defs[:k]
+			}
+			n, nv, err := br.ReadBatch(k, vals[:k], d, nil)
+			if err == nil {
+				err = br.Err()
+			}
+			if err != nil {
+				return c, corrupt("row group %d: %w", g, err)
+			}
+			if n <= 0 || n > k {
+				return c, corrupt("row group %d: read %d values, want %d", g, got+max(n, 0), rows)
+			}
+			v := vals[:n]
+			if int64(nv) != n {
+				// Nulls: spread the nv values over the rows whose
+				// definition level is the maximum, from the back.
+				j := nv - 1
+				var zero P
+				for i := n - 1; i >= 0; i-- {
+					if defs[i] == maxDef {
+						if j < 0 {
+							return c, corrupt("row group %d: more definition levels than values", g)
+						}
+						v[i] = v[j]
+						j--
+					} else {
+						v[i] = zero
+					}
+				}
+				if j != -1 {
+					return c, corrupt("row group %d: %d values for %d defined rows", g, nv, nv-j-1)
+				}
+				if !anyNull {
+					// Validity is materialized from the first null on.
+					anyNull = true
+					valid = make([]bool, len(c.V), max(int64(len(c.V)), prealloc(total)))
+					for i := range valid {
+						valid[i] = true
+					}
 				}
 			}
 			if anyNull {
-				for i := range a.Len() {
-					nulls = append(nulls, a.IsValid(i))
+				for i := range v {
+					valid = append(valid, defs == nil || defs[i] == maxDef)
 				}
 			}
-			rows += int64(a.Len())
+			c.V = add(c.V, v)
+			got += n
 		}
-		ch.Release()
-		read += n
+	}
+	if int64(len(c.V)) != total {
+		return Column[T]{}, corrupt("read %d values, want %d", len(c.V), total)
 	}
 	if anyNull {
-		*valid = nulls
+		c.Valid = valid
+	}
+	return c, nil
+}
+
+// levelCheck checks the definition levels of every data page before the
+// column reader decodes them. The reader's batch loop (v17) makes no
+// progress on a page whose levels end before its values do, and never
+// ends: they must hold the page's value count, and no level may exceed
+// the column's maximum. Levels must also lie within the length the page
+// gives them (the reader would read on into the values). Once a page
+// fails, no further page is read.
+type levelCheck struct {
+	file.PageReader
+	maxDef int16
+	err    error
+}
+
+func (p *levelCheck) Next() bool {
+	if p.err != nil || !p.PageReader.Next() {
+		return false
+	}
+	if p.maxDef > 0 {
+		if err := checkLevels(p.Page(), p.maxDef); err != nil {
+			p.err = err
+			return false
+		}
+	}
+	return true
+}
+
+func (p *levelCheck) Err() error {
+	if p.err != nil {
+		return p.err
+	}
+	return p.PageReader.Err()
+}
+
+// checkLevels checks the definition levels of a data page of a flat column.
+func checkLevels(pg file.Page, maxDef int16) error {
+	var levels []byte
+	switch pg := pg.(type) {
+	case *file.DataPageV1:
+		if pg.DefinitionLevelEncoding() != parquet.Encodings.RLE {
+			return nil // bit-packed levels are length-checked by the reader
+		}
+		data := pg.Data()
+		if len(data) < 4 {
+			return errors.New("definition levels shorter than their length")
+		}
+		n := binary.LittleEndian.Uint32(data)
+		if uint64(n) > uint64(len(data)-4) {
+			return errors.New("definition levels longer than the page")
+		}
+		levels = data[4 : 4+n]
+	case *file.DataPageV2:
+		data := pg.Data()
+		rep, def := int64(pg.RepetitionLevelByteLen()), int64(pg.DefinitionLevelByteLen())
+		if rep < 0 || def < 0 || rep+def > int64(len(data)) {
+			return errors.New("levels longer than the page")
+		}
+		levels = data[rep : rep+def]
+	default:
+		return nil
+	}
+	return checkRLE(levels, bits.Len16(uint16(maxDef)), uint64(maxDef), int64(pg.NumValues()))
+}
+
+// checkRLE checks that the RLE / bit-packed hybrid runs in b hold at least
+// n values of width bits, each at most maxVal, in runs the Arrow decoder
+// accepts (no empty runs).
+func checkRLE(b []byte, width int, maxVal uint64, n int64) error {
+	valueBytes := (width + 7) / 8
+	for have := int64(0); have < n; {
+		h, k := binary.Uvarint(b)
+		if k <= 0 {
+			return fmt.Errorf("definition levels end after %d of %d values", have, n)
+		}
+		b = b[k:]
+		count := h >> 1
+		if h&1 != 0 {
+			// Bit-packed groups of 8 values. Values of one bit cannot
+			// exceed a maximum level of 1; wider ones are not checked.
+			if count == 0 || count > math.MaxInt32/8 {
+				return fmt.Errorf("definition levels: bit-packed run of %d groups", count)
+			}
+			nb := count * uint64(width)
+			if nb > uint64(len(b)) {
+				return fmt.Errorf("definition levels end after %d of %d values", have, n)
+			}
+			b = b[nb:]
+			have += int64(count) * 8
+			continue
+		}
+		if count == 0 || count > math.MaxInt32 {
+			return fmt.Errorf("definition levels: run of %d values", count)
+		}
+		if len(b) < valueBytes {
+			return fmt.Errorf("definition levels end after %d of %d values", have, n)
+		}
+		var v uint64
+		for i := range valueBytes {
+			v |= uint64(b[i]) << (8 * i)
+		}
+		if v > maxVal {
+			return fmt.Errorf("definition level %d above the column's %d", v, maxVal)
+		}
+		b = b[valueBytes:]
+		have += int64(count)
 	}
 	return nil
 }

@@ -42,7 +42,7 @@ func makeTable(n int) table {
 }
 
 // writeFile writes t to a Parquet file in row groups of rowGroup rows.
-func writeFile(tb testing.TB, path string, t table, rowGroup int64, codec compress.Compression) {
+func writeFile(tb testing.TB, path string, t table, rowGroup int64, codec compress.Compression, opts ...parquet.WriterProperty) {
 	tb.Helper()
 	schema := arrow.NewSchema([]arrow.Field{
 		{Name: "i64", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
@@ -62,7 +62,7 @@ func writeFile(tb testing.TB, path string, t table, rowGroup int64, codec compre
 	rec := array.NewRecord(schema, []arrow.Array{bi.NewArray(), bf.NewArray(), bb.NewArray(), bs.NewArray()}, int64(len(t.f64)))
 	defer rec.Release()
 	var buf bytes.Buffer
-	props := parquet.NewWriterProperties(parquet.WithCompression(codec), parquet.WithMaxRowGroupLength(rowGroup))
+	props := parquet.NewWriterProperties(append([]parquet.WriterProperty{parquet.WithCompression(codec), parquet.WithMaxRowGroupLength(rowGroup)}, opts...)...)
 	w, err := pqarrow.NewFileWriter(schema, &buf, props, pqarrow.DefaultWriterProps())
 	require.NoError(tb, err)
 	require.NoError(tb, w.Write(rec))
@@ -125,16 +125,20 @@ func TestRoundTrip(t *testing.T) {
 		rows     int
 		rowGroup int64
 		codec    compress.Compression
+		opts     []parquet.WriterProperty
 	}{
-		{"one group", 10, 64, compress.Codecs.Uncompressed},
-		{"three groups snappy", 10, 4, compress.Codecs.Snappy},
-		{"zstd", 50, 7, compress.Codecs.Zstd},
-		{"one row", 1, 1, compress.Codecs.Snappy},
+		{"one group", 10, 64, compress.Codecs.Uncompressed, nil},
+		{"three groups snappy", 10, 4, compress.Codecs.Snappy, nil},
+		{"zstd", 50, 7, compress.Codecs.Zstd, nil},
+		{"one row", 1, 1, compress.Codecs.Snappy, nil},
+		{"data pages v2", 50, 7, compress.Codecs.Snappy, []parquet.WriterProperty{parquet.WithDataPageVersion(parquet.DataPageV2)}},
+		{"plain, small pages", 3000, 1000, compress.Codecs.Uncompressed, []parquet.WriterProperty{parquet.WithDictionaryDefault(false), parquet.WithDataPageSize(512), parquet.WithBatchSize(128)}},
+		{"plain v2", 3000, 1000, compress.Codecs.Snappy, []parquet.WriterProperty{parquet.WithDictionaryDefault(false), parquet.WithDataPageSize(512), parquet.WithBatchSize(128), parquet.WithDataPageVersion(parquet.DataPageV2)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "t.parquet")
 			want := makeTable(tc.rows)
-			writeFile(t, path, want, tc.rowGroup, tc.codec)
+			writeFile(t, path, want, tc.rowGroup, tc.codec, tc.opts...)
 			got, err := readAll(t, path)
 			require.NoError(t, err)
 			for r := range tc.rows {
@@ -173,6 +177,12 @@ func TestErrors(t *testing.T) {
 	require.ErrorContains(t, err, "no column nope")
 	_, err = f.Float64("i64")
 	require.ErrorContains(t, err, "column i64 has type int64, want float64")
+	_, err = f.Bool("s")
+	require.ErrorContains(t, err, "column s has type utf8, want bool")
+	_, err = f.String("b")
+	require.ErrorContains(t, err, "column b has type bool, want utf8")
+	_, err = f.Int64("f64")
+	require.ErrorContains(t, err, "column f64 has type float64, want int64")
 	require.True(t, f.Has("s"))
 	require.False(t, f.Has("t"))
 
@@ -436,4 +446,36 @@ func TestDamagedDictionaryIndexWidth(t *testing.T) {
 		}
 	}
 	require.Positive(t, found, "no index width byte was found and refused")
+}
+
+// The typed column chunk reader (v17) loops forever, without allocating,
+// on a data page whose definition levels end before its values do: its
+// batch loop makes no progress and does not stop. (pqarrow's record
+// reader stopped there.) Here the levels of an all-null page, one RLE run
+// of 10 zeros with nothing after it, get a run length of 0.
+func TestShortDefinitionLevelsDoNotHang(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.parquet")
+	tb := makeTable(10)
+	for i := range tb.i64ok {
+		tb.i64ok[i] = false
+	}
+	writeFile(t, good, tb, 64, compress.Codecs.Uncompressed)
+	got, err := readAll(t, good)
+	require.NoError(t, err)
+	require.Equal(t, make([]bool, 10), got.i64ok)
+
+	data, err := os.ReadFile(good)
+	require.NoError(t, err)
+	// Levels of 2 bytes: run header 10<<1, level 0.
+	i := bytes.Index(data, []byte{2, 0, 0, 0, 10 << 1, 0})
+	require.GreaterOrEqual(t, i, 0, "definition levels not found")
+	require.Equal(t, -1, bytes.Index(data[i+1:], []byte{2, 0, 0, 0, 10 << 1, 0}), "definition levels found twice")
+	bad := bytes.Clone(data)
+	bad[i+4] = 0
+	path := filepath.Join(dir, "bad.parquet")
+	require.NoError(t, os.WriteFile(path, bad, 0o644))
+	_, err = readAll(t, path)
+	require.ErrorContains(t, err, path)
+	require.ErrorContains(t, err, "column i64: corrupt Parquet file: row group 0: definition levels: run of 0 values")
 }
