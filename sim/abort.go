@@ -94,7 +94,7 @@ func (e *Engine) Abort(id int64, atUs int64) (ok bool, err error) {
 		e.arriving--
 		e.transition(r, stArriving, stTimedOut)
 	case stQueued:
-		if !e.waiting.remove(i) {
+		if !e.waiting.remove(e.reqs, i) {
 			e.fail("INV-2", "request %d is queued but not in the waiting queue", id)
 		}
 		e.transition(r, stQueued, stTimedOut)

@@ -74,3 +74,41 @@ func BenchmarkRun(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSchedulerOverload runs each queue policy under overload (10^5
+// requests/s, ~500 times what the instance serves), where the waiting
+// queue holds nearly the whole workload: the cost per request must stay
+// flat as the workload grows (O(log n) queue operations).
+//
+//	go test ./sim -run '^$' -bench SchedulerOverload -benchmem
+func BenchmarkSchedulerOverload(b *testing.B) {
+	cfgP := llamaH100(b)
+	policies := []Policies{
+		{Scheduler: FCFS},
+		{Scheduler: PriorityFCFS, Priority: PriorityPolicy{Kind: PrioritySLOBased, AgeWeight: 1}},
+		{Scheduler: SJF},
+		{Scheduler: ReversePriority, Priority: PriorityPolicy{Kind: PriorityInvertedSLO, AgeWeight: 1}},
+	}
+	for _, n := range []int{100_000, 400_000} {
+		reqs := benchWorkload(n, 1e5)
+		for i := range reqs {
+			reqs[i].Priority = int32(i % 4)
+		}
+		for _, pol := range policies {
+			b.Run(fmt.Sprintf("%s/requests=%d", pol.Scheduler, n), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					s, err := New(Config{Engine: EngineConfig{VLLMKnobs: cfgP.Knobs, Pipeline: DefaultPipeline()}, Policies: pol,
+						Latency: DefaultRoofline(cfgP), Options: Options{BoundedMemory: true}}, reqs)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := s.Run(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n)/1000, "µs/req")
+			})
+		}
+	}
+}

@@ -227,8 +227,10 @@ type request struct {
 	prefillDone int64
 
 	preemptions int64
-	sortKey     float64
-	scheduled   int64 // tokens scheduled in the current step
+	// qticket is the ticket of the request's waiting-queue entry, 0 when
+	// it is not queued.
+	qticket   uint64
+	scheduled int64 // tokens scheduled in the current step
 	// joinStep is the first step that may admit the request: with async
 	// scheduling, a request queued at a step boundary misses the step that
 	// was composed before it.
@@ -533,8 +535,7 @@ func (e *Engine) onQueued(i int32) {
 	}
 	e.arriving--
 	e.transition(r, stArriving, stQueued)
-	r.sortKey = e.sortKey(r)
-	e.waiting.push(e.reqs, i)
+	e.waiting.push(r, i, e.sortKey(r))
 	e.journey(r, JourneyQueued, e.now)
 	e.ensureStep(e.now)
 }

@@ -178,9 +178,14 @@ func (e *Engine) checkExhaustive() {
 	if q != int64(e.waiting.len()) || run != int64(len(e.running)) {
 		e.fail("INV-2", "states say %d queued and %d running; the queue holds %d and the batch %d", q, run, e.waiting.len(), len(e.running))
 	}
-	for i := 0; i < e.waiting.len(); i++ {
-		if e.reqs[e.waiting.at(i)].state != stQueued {
-			e.fail("INV-2", "request %d is in the waiting queue in state %d", e.waiting.at(i), e.reqs[e.waiting.at(i)].state)
+	var held int
+	e.waiting.each(e.reqs, func(i int32) {
+		held++
+		if e.reqs[i].state != stQueued {
+			e.fail("INV-2", "request %d is in the waiting queue in state %d", e.reqs[i].spec.ID, e.reqs[i].state)
 		}
+	})
+	if held != e.waiting.len() {
+		e.fail("INV-2", "the waiting queue holds %d requests but counts %d", held, e.waiting.len())
 	}
 }

@@ -98,15 +98,15 @@ func (e *Engine) preempt(idx int32) {
 	e.transition(r, stRunning, stQueued)
 	e.journey(r, JourneyPreempted, e.now)
 	if e.waiting.keyed {
-		e.waiting.push(e.reqs, idx)
+		e.waiting.push(r, idx, e.sortKey(r))
 	} else {
-		e.waiting.pushFront(idx)
+		e.waiting.pushFront(r, idx)
 	}
 }
 
 func (e *Engine) admitWaiting(budget int64) {
 	for e.waiting.len() > 0 && int64(len(e.running)) < e.cfg.Engine.MaxNumSeqs && budget > 0 {
-		idx := e.waiting.front()
+		idx := e.waiting.front(e.reqs)
 		r := &e.reqs[idx]
 		// With async scheduling a request queued at this step's start was
 		// not yet known when the step was composed; it joins the next one,
@@ -142,7 +142,7 @@ func (e *Engine) admitWaiting(budget int64) {
 			e.m.kvAllocFailures++
 			break
 		}
-		e.waiting.popFront()
+		e.waiting.popFront(e.reqs)
 		if cap(r.blocks) == 0 {
 			r.blocks = make([]int32, 0, e.blockCap(r))
 		}
