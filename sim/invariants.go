@@ -76,11 +76,11 @@ func (e *Engine) checkEnd() {
 	e.checkKV(true)
 }
 
-func (e *Engine) checkCausality(r *request) {
-	if !(r.arrival <= r.enqueued && r.enqueued <= r.firstScheduled && r.firstScheduled <= r.firstToken &&
-		r.firstToken <= r.finished && r.finished <= r.departed) {
+func (e *Engine) checkCausality(r *request, departed int64) {
+	if !(r.spec.ArrivalUs <= r.enqueued && r.enqueued <= r.firstScheduled && r.firstScheduled <= r.firstToken &&
+		r.firstToken <= r.finished && r.finished <= departed) {
 		e.fail("INV-5", "request %d: arrival %d, enqueue %d, schedule %d, first token %d, finish %d, departure %d",
-			r.spec.ID, r.arrival, r.enqueued, r.firstScheduled, r.firstToken, r.finished, r.departed)
+			r.spec.ID, r.spec.ArrivalUs, r.enqueued, r.firstScheduled, r.firstToken, r.finished, departed)
 	}
 }
 
@@ -118,14 +118,14 @@ func (e *Engine) checkKV(full bool) {
 			refs[b]++
 		}
 	}
-	// The free list is the blocks never used (implicit) and the linked list.
+	// The free list is the blocks never used (implicit) and the ring.
 	onList := kv.fresh()
-	for b := kv.head; b >= 0; b = kv.blocks[b].next {
+	kv.eachReleased(func(b int32) {
 		onList++
-		if onList > kv.total() {
-			e.fail("INV-4", "free list has a cycle")
+		if kv.blocks[b].ref != 0 {
+			e.fail("INV-4", "block %d is on the free list with refcount %d", b, kv.blocks[b].ref)
 		}
-	}
+	})
 	if onList != kv.numFree {
 		e.fail("INV-4", "free list holds %d blocks (%d never used), counter says %d", onList, kv.fresh(), kv.numFree)
 	}

@@ -6,9 +6,10 @@ import (
 	"github.com/blis-sim/blis/internal/hashindex"
 )
 
-// kvBlock is one GPU KV block. Free blocks sit on a doubly linked LRU list:
-// allocation takes from the head, release appends at the tail, so the block
-// freed longest ago is reused (and its cached prefix evicted) first.
+// kvBlock is one GPU KV block. Free blocks sit on an LRU list (kvCache's
+// free ring): allocation takes from the head, release appends at the tail,
+// so the block freed longest ago is reused (and its cached prefix evicted)
+// first.
 //
 // A hashed block holds cached content. Shared content (a group's prefix)
 // is registered in the prefix index, where any request can find it. A
@@ -17,12 +18,23 @@ import (
 // the blocks it filled (request.holder), which spares the index an insert
 // and a delete for most blocks (own marks those).
 type kvBlock struct {
-	hash       uint64 // the prefix hash, when hashed
-	ref        int32
-	prev, next int32 // free-list links, -1 at the ends
-	hashed     bool  // holds cached content under hash
-	own        bool  // hashed own content, not in the index
-	onFree     bool
+	hash    uint64 // the prefix hash, when hashed
+	ref     int32
+	freePos uint32 // its entry's position in the free ring, when onFree
+	hashed  bool   // holds cached content under hash
+	own     bool   // hashed own content, not in the index
+	// gone marks own content of a request that has left, registered
+	// without its hash (which nothing reads without a CPU tier): still
+	// cached content, whose reuse is an eviction, but no one's to find.
+	gone   bool
+	onFree bool
+}
+
+// holds says whether block b still holds the content hashed h (a
+// request's own block, found through its holder record).
+func (c *kvCache) holds(b int32, h uint64) bool {
+	blk := &c.blocks[b]
+	return blk.hashed && !blk.gone && blk.hash == h
 }
 
 // kvCache is the GPU block pool with hierarchical prefix caching (vLLM's
@@ -35,12 +47,24 @@ type kvBlock struct {
 // every released block is appended after them), so they are implicit:
 // ids len(blocks)..n-1, handed out before the linked list's head. A cache
 // of 2^31 blocks thus costs nothing until a workload fills it.
+//
+// The released blocks on the free list are a FIFO ring of ids rather than
+// a linked list, so that allocating a block reads only that block, not
+// its neighbours on the list (each one a cache miss: the list's order is
+// unrelated to the blocks' addresses). A block taken off the list from
+// the middle (a prefix hit on a free block) leaves its entry behind,
+// stale: an entry is live when its block is on the list at that position.
+// Allocation skips stale entries; they are dropped when they outnumber
+// the live ones.
 type kvCache struct {
-	blockSize  int64
-	n          int64            // blocks in the cache
-	blocks     []kvBlock        // the blocks used so far, ids 0..len-1
-	head, tail int32            // the linked part of the free list (released blocks)
-	numFree    int64            // free blocks: never used ones and the linked list
+	blockSize int64
+	n         int64     // blocks in the cache
+	blocks    []kvBlock // the blocks used so far, ids 0..len-1
+	// ring holds the released part of the free list, from position head
+	// to tail (wrapping uint32 positions; index pos & (len(ring)-1)).
+	ring       []int32
+	head, tail uint32
+	numFree    int64            // free blocks: never used ones and the ring's live entries
 	prefix     bool             // prefix caching on
 	index      *hashindex.Index // hash → block holding that prefix
 	cpu        *cpuTier         // nil without CPU offload
@@ -61,8 +85,6 @@ func newKVCache(total, blockSize int64, prefix bool, cpu *cpuTier) *kvCache {
 		blockSize: blockSize,
 		n:         total,
 		blocks:    make([]kvBlock, 0, min(total, eagerBlocks)),
-		head:      -1,
-		tail:      -1,
 		numFree:   total,
 		prefix:    prefix,
 		cpu:       cpu,
@@ -81,32 +103,82 @@ func (c *kvCache) total() int64 { return c.n }
 func (c *kvCache) fresh() int64 { return c.n - int64(len(c.blocks)) }
 func (c *kvCache) used() int64  { return c.total() - c.numFree }
 
+// released is the number of live entries in the ring.
+func (c *kvCache) released() int64 { return c.numFree - c.fresh() }
+
+// pushTail puts a released block at the tail of the free list.
 func (c *kvCache) pushTail(b int32) {
-	blk := &c.blocks[b]
-	blk.prev, blk.next, blk.onFree = c.tail, -1, true
-	if c.tail >= 0 {
-		c.blocks[c.tail].next = b
-	} else {
-		c.head = b
+	if int(c.tail-c.head) == len(c.ring) {
+		c.growRing()
 	}
-	c.tail = b
+	blk := &c.blocks[b]
+	blk.freePos, blk.onFree = c.tail, true
+	c.ring[c.tail&uint32(len(c.ring)-1)] = b
+	c.tail++
 	c.numFree++
 }
 
+// growRing doubles the ring. Positions are kept: an entry's index is its
+// position modulo the ring's length.
+func (c *kvCache) growRing() {
+	ring := make([]int32, max(64, 2*len(c.ring)))
+	for pos := c.head; pos != c.tail; pos++ {
+		ring[pos&uint32(len(ring)-1)] = c.ring[pos&uint32(len(c.ring)-1)]
+	}
+	c.ring = ring
+}
+
+// popHead takes the block at the head of the free list (the ring must
+// hold a live entry).
+func (c *kvCache) popHead() int32 {
+	for {
+		pos := c.head
+		b := c.ring[pos&uint32(len(c.ring)-1)]
+		c.head++
+		if blk := &c.blocks[b]; blk.onFree && blk.freePos == pos {
+			blk.onFree = false
+			c.numFree--
+			return b
+		}
+	}
+}
+
+// unlink takes a free block off the list wherever it is; its ring entry
+// goes stale.
 func (c *kvCache) unlink(b int32) {
-	blk := &c.blocks[b]
-	if blk.prev >= 0 {
-		c.blocks[blk.prev].next = blk.next
-	} else {
-		c.head = blk.next
-	}
-	if blk.next >= 0 {
-		c.blocks[blk.next].prev = blk.prev
-	} else {
-		c.tail = blk.prev
-	}
-	blk.prev, blk.next, blk.onFree = -1, -1, false
+	c.blocks[b].onFree = false
 	c.numFree--
+	if stale := int64(c.tail-c.head) - c.released(); stale > max(c.released(), 64) {
+		c.compactRing()
+	}
+}
+
+// compactRing drops the stale entries, keeping the live ones' order: O(n),
+// paid for by the more than n/2 unlinks since the last one. The live
+// entries stay fewer than 2^31 and the stale ones at most as many (or 64),
+// so positions in use never wrap onto one another.
+func (c *kvCache) compactRing() {
+	m := uint32(len(c.ring) - 1)
+	w := c.head
+	for pos := c.head; pos != c.tail; pos++ {
+		b := c.ring[pos&m]
+		if blk := &c.blocks[b]; blk.onFree && blk.freePos == pos {
+			c.ring[w&m] = b
+			blk.freePos = w
+			w++
+		}
+	}
+	c.tail = w
+}
+
+// eachReleased calls f with every block on the ring, head first.
+func (c *kvCache) eachReleased(f func(int32)) {
+	for pos := c.head; pos != c.tail; pos++ {
+		b := c.ring[pos&uint32(len(c.ring)-1)]
+		if blk := &c.blocks[b]; blk.onFree && blk.freePos == pos {
+			f(b)
+		}
+	}
 }
 
 // match counts the leading hashes whose blocks the prefix index holds:
@@ -151,11 +223,10 @@ func (c *kvCache) allocate(n int64, dst []int32) ([]int32, bool) {
 			if len(c.blocks) == cap(c.blocks) {
 				c.blocks = slices.Grow(c.blocks, int(min(c.fresh(), int64(len(c.blocks)))))
 			}
-			c.blocks = append(c.blocks, kvBlock{prev: -1, next: -1})
+			c.blocks = append(c.blocks, kvBlock{})
 			c.numFree--
 		} else {
-			b = c.head
-			c.unlink(b)
+			b = c.popHead()
 		}
 		blk := &c.blocks[b]
 		if blk.hashed {
@@ -175,7 +246,7 @@ func (c *kvCache) evict(b int32) {
 	if !blk.own {
 		c.index.Del(h, b)
 	}
-	blk.hashed, blk.own = false, false
+	blk.hashed, blk.own, blk.gone = false, false, false
 	c.evictions++
 	if c.cpu != nil && c.cpu.pressure(c) {
 		if c.cpu.store(h, c.now) {
@@ -187,10 +258,21 @@ func (c *kvCache) evict(b int32) {
 
 // release drops one reference on each block, last block first, so that a
 // sequence's tail is evicted before its head (its head is likelier shared).
-func (c *kvCache) release(blocks []int32) {
+func (c *kvCache) release(blocks []int32) { c.releaseOwn(blocks, nil, 0, 0) }
+
+// releaseOwn is release, registering blocks[from:to] first as a request's
+// own content (they are its own blocks: only it holds them) under
+// hashes[from:to], or as gone with hashes nil.
+func (c *kvCache) releaseOwn(blocks []int32, hashes []uint64, from, to int64) {
 	for i := len(blocks) - 1; i >= 0; i-- {
 		b := blocks[i]
 		blk := &c.blocks[b]
+		if k := int64(i); k >= from && k < to {
+			blk.hashed, blk.own, blk.gone = true, true, hashes == nil
+			if hashes != nil {
+				blk.hash = hashes[k]
+			}
+		}
 		blk.ref--
 		if blk.ref == 0 {
 			c.pushTail(b)

@@ -103,8 +103,8 @@ func (e *Engine) ensureHashes(r *request, n int64) {
 	if int64(len(r.hashes)) >= n {
 		return
 	}
-	if cap(r.hashes) == 0 {
-		r.hashes = make([]uint64, 0, e.blockCap(r))
+	if n > int64(cap(r.hashes)) {
+		r.hashes = e.uint64s.grow(r.hashes, max(n, e.blockCap(r))-int64(len(r.hashes)))
 	}
 	r.hashes = AppendBlockHashes(r.hashes, &r.spec, e.blockSize, n)
 }

@@ -46,6 +46,9 @@ func (e *Engine) scheduleBatch() int64 {
 		}
 		need := e.blocksFor(r.computed+n) - int64(len(r.blocks))
 		self := false
+		if need > 0 {
+			r.blocks = e.int32s.grow(r.blocks, need)
+		}
 		for need > 0 {
 			var ok bool
 			if r.blocks, ok = e.kv.allocate(need, r.blocks); ok {
@@ -90,8 +93,7 @@ func (e *Engine) newTokens(r *request, budget int64) int64 {
 func (e *Engine) preempt(idx int32) {
 	r := &e.reqs[idx]
 	e.running = e.running[:len(e.running)-1]
-	e.kv.release(r.blocks)
-	r.blocks = r.blocks[:0]
+	e.releaseBlocks(r, false)
 	r.computed, r.committed, r.cached, r.scheduled = 0, 0, 0, 0
 	r.preemptions++
 	e.m.preemptions++
@@ -122,9 +124,9 @@ func (e *Engine) admitWaiting(budget int64) {
 		var hits, hitsFree, reload int64
 		e.hit = e.hit[:0]
 		if e.cfg.Engine.PrefixCachingEnabled {
-			e.ensureHashes(r, maxHit)
 			hits, hitsFree = e.matchPrefix(r, maxHit)
 			if e.kv.cpu != nil {
+				e.ensureHashes(r, maxHit)
 				reload = e.kv.cpu.match(r.hashes[hits:maxHit])
 			}
 		}
@@ -143,9 +145,7 @@ func (e *Engine) admitWaiting(budget int64) {
 			break
 		}
 		e.waiting.popFront(e.reqs)
-		if cap(r.blocks) == 0 {
-			r.blocks = make([]int32, 0, e.blockCap(r))
-		}
+		r.blocks = e.int32s.grow(r.blocks, max(hits+fresh, e.blockCap(r)))
 		if reload > 0 {
 			// Read the CPU copies before allocating: allocation may evict
 			// GPU blocks into the CPU tier and push these out of it.
@@ -169,6 +169,15 @@ func (e *Engine) admitWaiting(budget int64) {
 		r.cached = hits
 		r.computed = computed
 		r.committed = hits + reload
+		// Blocks reloaded from the CPU count as committed but are not
+		// registered on the GPU; a holder record over them (-1: none)
+		// keeps releaseBlocks from registering them.
+		if n := r.committed - int64(len(r.holder)); n > 0 && reload > 0 {
+			r.holder = e.int32s.grow(r.holder, n)
+			for range n {
+				r.holder = append(r.holder, -1)
+			}
+		}
 		r.scheduled = n
 		e.running = append(e.running, idx)
 		budget -= n
@@ -234,14 +243,18 @@ func (e *Engine) executeBatch(preempted int64) int64 {
 	// which is this step's start, waited exactly dt for this one: those
 	// inter-token latencies are counted together.
 	var sinceLastStep int64
+	prefix := e.cfg.Engine.PrefixCachingEnabled
 	for _, idx := range e.running {
 		r := &e.reqs[idx]
 		if r.scheduled == 0 {
 			continue
 		}
 		r.computed += r.scheduled
-		r.prefillDone = max(r.prefillDone, min(r.computed, r.spec.PromptTokens))
-		if full := e.fullBlocks(r.computed); full > r.committed && e.cfg.Engine.PrefixCachingEnabled {
+		if r.outputs == 0 {
+			// Once a token is out the whole prompt was computed once.
+			r.prefillDone = max(r.prefillDone, min(r.computed, r.spec.PromptTokens))
+		}
+		if full := e.fullBlocks(r.computed); full > r.committed && prefix {
 			e.commitFull(r, full)
 		}
 		if r.computed == r.spec.PromptTokens+r.outputs {
@@ -284,28 +297,64 @@ func (e *Engine) emitOffload() {
 }
 
 // commitFull registers the request's newly filled blocks, up to full, as
-// cached content.
+// cached content. Shared content (block i < SharedBlocks) goes to the
+// prefix index at once, for other requests to find. The request's own
+// blocks are registered when it releases them (releaseBlocks), in the pass
+// that touches each block anyway: only the request itself can look them up
+// and it does not while it holds them, so the deferral changes nothing but
+// the cache misses. Own blocks it registered before a preemption (those
+// its holder record covers) are the exception, done here, since whether
+// the old copy is still cached is a question about now.
 func (e *Engine) commitFull(r *request, full int64) {
-	e.ensureHashes(r, full)
-	for i := r.committed; i < full; i++ {
-		if blockShared(&r.spec, i, e.blockSize) {
+	i := r.committed
+	if shared := min(full, SharedBlocks(&r.spec, e.blockSize)); i < shared {
+		e.ensureHashes(r, shared)
+		for ; i < shared; i++ {
 			e.kv.commit(r.blocks[i], r.hashes[i])
-		} else {
+		}
+	}
+	if again := min(full, int64(len(r.holder))); i < again {
+		e.ensureHashes(r, again)
+		for ; i < again; i++ {
 			e.commitOwn(r, i)
 		}
 	}
 	r.committed = full
 }
 
-// commitOwn registers the request's own block i as cached content, unless
-// an earlier copy of it is still cached (it then stays anonymous, as a
-// shared block whose prefix another block holds does).
-func (e *Engine) commitOwn(r *request, i int64) {
-	for int64(len(r.holder)) <= i {
-		r.holder = append(r.holder, -1)
+// releaseBlocks releases the request's blocks, registering first the own
+// blocks commitFull left to it (from the end of its holder record, or of
+// its shared blocks, to its committed ones). A request that stays (a
+// preemption) records them in its holder record to find them again; for
+// one that leaves they are gone content, hashed only if a CPU tier may
+// store them when they are evicted.
+func (e *Engine) releaseBlocks(r *request, leaving bool) {
+	from, to := max(int64(len(r.holder)), SharedBlocks(&r.spec, e.blockSize)), r.committed
+	var hashes []uint64
+	switch {
+	case !e.cfg.Engine.PrefixCachingEnabled || from >= to:
+		from, to = 0, 0
+	case !leaving:
+		r.holder = e.int32s.grow(r.holder, to-int64(len(r.holder)))
+		for int64(len(r.holder)) < from {
+			r.holder = append(r.holder, -1)
+		}
+		r.holder = append(r.holder, r.blocks[from:to]...)
+		fallthrough
+	case e.kv.cpu != nil:
+		e.ensureHashes(r, to)
+		hashes = r.hashes
 	}
+	e.kv.releaseOwn(r.blocks, hashes, from, to)
+	r.blocks = r.blocks[:0]
+}
+
+// commitOwn registers the request's own block i (< len(holder)) as cached
+// content, unless an earlier copy of it is still cached (it then stays
+// anonymous, as a shared block whose prefix another block holds does).
+func (e *Engine) commitOwn(r *request, i int64) {
 	h := r.hashes[i]
-	if old := r.holder[i]; old >= 0 && e.kv.blocks[old].hashed && e.kv.blocks[old].hash == h {
+	if old := r.holder[i]; old >= 0 && e.kv.holds(old, h) {
 		return
 	}
 	b := r.blocks[i]
@@ -318,22 +367,31 @@ func (e *Engine) commitOwn(r *request, i int64) {
 // cached on the GPU: shared ones in the prefix index, the request's own
 // where it last registered them. It leaves their ids in e.hit and returns
 // how many there are and how many of those are free.
+//
+// Hashes are computed as far as the match can go: the shared blocks, then
+// the own blocks the request's holder record covers (none for a request
+// never preempted), so a new request hashes its own blocks only if it has
+// to register them (releaseBlocks).
 func (e *Engine) matchPrefix(r *request, n int64) (hits, hitsFree int64) {
 	kv := e.kv
+	shared := SharedBlocks(&r.spec, e.blockSize)
 	for i := int64(0); i < n; i++ {
-		h := r.hashes[i]
 		var b int32
-		if blockShared(&r.spec, i, e.blockSize) {
+		if i < shared {
+			e.ensureHashes(r, min(n, shared))
 			var ok bool
-			if b, ok = kv.index.Get(h); !ok {
+			if b, ok = kv.index.Get(r.hashes[i]); !ok {
 				break
 			}
 		} else {
 			if i >= int64(len(r.holder)) {
 				break
 			}
-			b = r.holder[i]
-			if b < 0 || !kv.blocks[b].hashed || kv.blocks[b].hash != h {
+			if b = r.holder[i]; b < 0 {
+				break
+			}
+			e.ensureHashes(r, min(n, int64(len(r.holder))))
+			if !kv.holds(b, r.hashes[i]) {
 				break
 			}
 		}
@@ -362,21 +420,20 @@ func (e *Engine) processCompletions(dt int64) {
 		}
 		e.transition(r, stRunning, stFinished)
 		r.finished = end
-		e.kv.release(r.blocks)
-		r.blocks = r.blocks[:0]
+		e.releaseBlocks(r, true)
 		// The response closes (api.DEPARTED) the departure overhead after
 		// the step, and never before its last token reached the client:
 		// a departure overhead fitted from traces (FINISHED → DEPARTED)
 		// already includes the output path.
-		r.departed = end + max(e.outDelay, e.cfg.Latency.DepartureOverheadUs(r.outputs))
+		departed := end + max(e.outDelay, e.cfg.Latency.DepartureOverheadUs(r.outputs))
 		e.journey(r, JourneyFinished, end)
 		if o := e.cfg.Observer; o != nil {
-			o.Departed(r.spec.ID, r.departed)
+			o.Departed(r.spec.ID, departed)
 		}
-		e.m.complete(r)
-		e.checkCausality(r)
-		e.done = append(e.done, Completion{ID: r.spec.ID, ArrivalUs: r.arrival, InjectedUs: r.injected, EnqueuedUs: r.enqueued,
-			FirstScheduledUs: r.firstScheduled, FirstTokenUs: r.firstToken + e.outDelay, FinishedUs: r.finished + e.outDelay, DepartedUs: r.departed,
+		e.m.complete(r, departed)
+		e.checkCausality(r, departed)
+		e.done = append(e.done, Completion{ID: r.spec.ID, ArrivalUs: r.spec.ArrivalUs, InjectedUs: r.injected, EnqueuedUs: r.enqueued,
+			FirstScheduledUs: r.firstScheduled, FirstTokenUs: r.firstToken + e.outDelay, FinishedUs: r.finished + e.outDelay, DepartedUs: departed,
 			PromptTokens: r.spec.PromptTokens, OutputTokens: r.outputs, CachedTokens: r.firstCached, Preemptions: r.preemptions,
 			Tenant: r.spec.Tenant, SLOClass: r.spec.SLOClass})
 		e.release(idx)
