@@ -509,7 +509,7 @@ func (e *Engine) blockCap(r *request) int64 {
 // fullBlocks is the number of blocks n tokens fill.
 func (e *Engine) fullBlocks(n int64) int64 {
 	if e.blockShift >= 0 {
-		return n >> e.blockShift
+		return n >> (e.blockShift & 63) // the mask spares an over-wide shift check
 	}
 	return n / e.blockSize
 }

@@ -33,40 +33,31 @@ func (e *Engine) step() {
 // blocks last. It returns the number of requests preempted.
 func (e *Engine) scheduleBatch() int64 {
 	budget := e.cfg.Engine.MaxBatchedTokens
+	threshold := e.cfg.Engine.LongPrefillThreshold
 	var preempted int64
 	e.batch.Beta = features.BetaInput{}
 	e.finishing = 0
+	// The loop runs for every running request every step: the block
+	// allocation (one step in a block's worth) is out of line.
+	reqs := e.reqs
 	for i := 0; i < len(e.running); i++ {
 		idx := e.running[i]
-		r := &e.reqs[idx]
+		r := &reqs[idx]
 		r.scheduled = 0
-		n := e.newTokens(r, budget)
-		if n == 0 {
+		// What the request can compute this step.
+		n := r.spec.PromptTokens + r.outputs - r.computed
+		if threshold > 0 && n > threshold {
+			n = threshold
+		}
+		if n = min(n, budget); n == 0 {
 			continue
 		}
-		need := e.blocksFor(r.computed+n) - int64(len(r.blocks))
-		self := false
-		if need > 0 {
-			r.blocks = e.int32s.grow(r.blocks, need)
-		}
-		for need > 0 {
-			var ok bool
-			if r.blocks, ok = e.kv.allocate(need, r.blocks); ok {
+		if need := e.blocksFor(r.computed+n) - int64(len(r.blocks)); need > 0 {
+			p, ok := e.reserve(idx, need)
+			preempted += p
+			if !ok {
 				break
 			}
-			// Evict from the tail, which is never before i: requests
-			// already scheduled this step keep their blocks.
-			e.m.kvAllocFailures++
-			victim := e.running[len(e.running)-1]
-			e.preempt(victim)
-			preempted++
-			if victim == idx {
-				self = true
-				break
-			}
-		}
-		if self {
-			break
 		}
 		r.scheduled = n
 		budget -= n
@@ -78,13 +69,27 @@ func (e *Engine) scheduleBatch() int64 {
 	return preempted
 }
 
-// newTokens is what a request can compute this step.
-func (e *Engine) newTokens(r *request, budget int64) int64 {
-	n := r.spec.PromptTokens + r.outputs - r.computed
-	if t := e.cfg.Engine.LongPrefillThreshold; t > 0 && n > t {
-		n = t
+// reserve allocates need more blocks to running request idx, preempting
+// from the tail of the batch while they are short. It returns the number
+// preempted and false if idx itself was.
+func (e *Engine) reserve(idx int32, need int64) (preempted int64, ok bool) {
+	r := &e.reqs[idx]
+	r.blocks = e.int32s.grow(r.blocks, need)
+	for {
+		var ok bool
+		if r.blocks, ok = e.kv.allocate(need, r.blocks); ok {
+			return preempted, true
+		}
+		// Evict from the tail, which is never before idx: requests
+		// already scheduled this step keep their blocks.
+		e.m.kvAllocFailures++
+		victim := e.running[len(e.running)-1]
+		e.preempt(victim)
+		preempted++
+		if victim == idx {
+			return preempted, false
+		}
 	}
-	return min(n, budget)
 }
 
 // preempt evicts a running request by recompute: its blocks are released
@@ -197,7 +202,7 @@ func (e *Engine) compose(r *request, n int64) {
 		e.finishing++
 	}
 	if r.outputs == 0 {
-		in.AddPrefill(r.computed, n)
+		e.composePrefill(r, n)
 		return
 	}
 	// A decode-phase request: one token, or its whole stream again after a
@@ -208,6 +213,10 @@ func (e *Engine) compose(r *request, n int64) {
 	in.DecodeContextTokens += r.computed + n
 	in.SumDecodeKVBlocks += int64(len(r.blocks))
 }
+
+// composePrefill is compose for a request still in its prefill, out of
+// line so that compose, which runs for every scheduled request, inlines.
+func (e *Engine) composePrefill(r *request, n int64) { e.batch.Beta.AddPrefill(r.computed, n) }
 
 // executeBatch completes the step's composition (scheduling built it),
 // asks the latency model for its time and advances every scheduled
@@ -242,10 +251,11 @@ func (e *Engine) executeBatch(preempted int64) int64 {
 	// A request that produced a token at the end of the previous step,
 	// which is this step's start, waited exactly dt for this one: those
 	// inter-token latencies are counted together.
-	var sinceLastStep int64
+	var sinceLastStep, tokens int64
 	prefix := e.cfg.Engine.PrefixCachingEnabled
+	reqs, now := e.reqs, e.now
 	for _, idx := range e.running {
-		r := &e.reqs[idx]
+		r := &reqs[idx]
 		if r.scheduled == 0 {
 			continue
 		}
@@ -254,24 +264,27 @@ func (e *Engine) executeBatch(preempted int64) int64 {
 			// Once a token is out the whole prompt was computed once.
 			r.prefillDone = max(r.prefillDone, min(r.computed, r.spec.PromptTokens))
 		}
-		if full := e.fullBlocks(r.computed); full > r.committed && prefix {
-			e.commitFull(r, full)
+		if prefix && e.fullBlocks(r.computed) > r.committed {
+			e.commitFull(r, e.fullBlocks(r.computed))
 		}
-		if r.computed == r.spec.PromptTokens+r.outputs {
-			// The stream is caught up: the step samples a token.
-			r.outputs++
-			if r.outputs == 1 {
-				r.firstToken = end
-				e.journey(r, JourneyFirstToken, end)
-			} else if r.lastToken == e.now {
-				sinceLastStep++
-			} else {
-				e.m.itl.add(end - r.lastToken)
-			}
-			r.lastToken = end
-			e.m.outputTokens++
+		if r.computed != r.spec.PromptTokens+r.outputs {
+			continue
 		}
+		// The stream is caught up: the step samples a token.
+		r.outputs++
+		tokens++
+		switch {
+		case r.outputs == 1:
+			r.firstToken = end
+			e.journey(r, JourneyFirstToken, end)
+		case r.lastToken == now:
+			sinceLastStep++
+		default:
+			e.m.itl.add(end - r.lastToken)
+		}
+		r.lastToken = end
 	}
+	e.m.outputTokens += tokens
 	e.m.itl.addN(dt, sinceLastStep)
 	e.batch.ReloadBlocks = 0
 	// Blocks stored to the CPU during this step's scheduling are copied in
