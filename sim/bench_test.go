@@ -112,3 +112,37 @@ func BenchmarkSchedulerOverload(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSteadyState serves the BenchmarkRun workload of 10^4 requests
+// again and again on one engine (each pass shifted in time and ids), after
+// a first pass that warms it: the cost of a request in steady state, with
+// allocs/op the allocations of a whole pass (0: none per request).
+// Bounded memory is on, as exact percentiles keep a sample per request.
+//
+//	go test ./sim -run '^$' -bench SteadyState -benchmem
+func BenchmarkSteadyState(b *testing.B) {
+	cfgP := llamaH100(b)
+	e, err := NewEngine(Config{Engine: EngineConfig{VLLMKnobs: cfgP.Knobs, Pipeline: DefaultPipeline()},
+		Latency: DefaultRoofline(cfgP), Options: Options{BoundedMemory: true}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	reqs := benchWorkload(10_000, 20)
+	pass := make([]RequestSpec, len(reqs))
+	var shift int64
+	serve := func() {
+		for i, r := range reqs {
+			r.ArrivalUs += e.Now() + 1_000_000
+			r.ID += shift
+			pass[i] = r
+		}
+		shift += int64(len(reqs))
+		drive(b, e, pass)
+	}
+	serve()
+	b.ReportAllocs()
+	for b.Loop() {
+		serve()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(reqs))/1000, "µs/req")
+}

@@ -48,21 +48,20 @@ func (c *kvCache) holds(b int32, h uint64) bool {
 // ids len(blocks)..n-1, handed out before the linked list's head. A cache
 // of 2^31 blocks thus costs nothing until a workload fills it.
 //
-// The released blocks on the free list are a FIFO ring of ids rather than
-// a linked list, so that allocating a block reads only that block, not
-// its neighbours on the list (each one a cache miss: the list's order is
-// unrelated to the blocks' addresses). A block taken off the list from
-// the middle (a prefix hit on a free block) leaves its entry behind,
-// stale: an entry is live when its block is on the list at that position.
-// Allocation skips stale entries; they are dropped when they outnumber
-// the live ones.
+// The released blocks on the free list are a FIFO ring (freeEnt) rather
+// than a linked list, so that allocating a block reads the ring in order
+// and writes the block, instead of reading the block and its neighbours on
+// the list first (each one a cache miss: the list's order is unrelated to
+// the blocks' addresses). A block taken off the list from the middle (a
+// prefix hit on a free block) leaves its entry behind, stale. Allocation
+// skips stale entries; they are dropped when they outnumber the live ones.
 type kvCache struct {
 	blockSize int64
 	n         int64     // blocks in the cache
 	blocks    []kvBlock // the blocks used so far, ids 0..len-1
 	// ring holds the released part of the free list, from position head
 	// to tail (wrapping uint32 positions; index pos & (len(ring)-1)).
-	ring       []int32
+	ring       []freeEnt
 	head, tail uint32
 	numFree    int64            // free blocks: never used ones and the ring's live entries
 	prefix     bool             // prefix caching on
@@ -103,6 +102,17 @@ func (c *kvCache) total() int64 { return c.n }
 func (c *kvCache) fresh() int64 { return c.n - int64(len(c.blocks)) }
 func (c *kvCache) used() int64  { return c.total() - c.numFree }
 
+// freeEnt is a ring entry: a released block and the kind of content it
+// held when released, which cannot change while it is free (only
+// allocation evicts it), so that taking a block from the head reads the
+// ring, in order, and only writes the block, unless its content was
+// shared (the prefix index needs its hash). b is -1 once the block was
+// taken off the list from the middle (a prefix hit on a free block).
+type freeEnt struct {
+	b           int32
+	hashed, own bool
+}
+
 // released is the number of live entries in the ring.
 func (c *kvCache) released() int64 { return c.numFree - c.fresh() }
 
@@ -113,7 +123,7 @@ func (c *kvCache) pushTail(b int32) {
 	}
 	blk := &c.blocks[b]
 	blk.freePos, blk.onFree = c.tail, true
-	c.ring[c.tail&uint32(len(c.ring)-1)] = b
+	c.ring[c.tail&uint32(len(c.ring)-1)] = freeEnt{b: b, hashed: blk.hashed, own: blk.own}
 	c.tail++
 	c.numFree++
 }
@@ -121,24 +131,22 @@ func (c *kvCache) pushTail(b int32) {
 // growRing doubles the ring. Positions are kept: an entry's index is its
 // position modulo the ring's length.
 func (c *kvCache) growRing() {
-	ring := make([]int32, max(64, 2*len(c.ring)))
+	ring := make([]freeEnt, max(64, 2*len(c.ring)))
 	for pos := c.head; pos != c.tail; pos++ {
 		ring[pos&uint32(len(ring)-1)] = c.ring[pos&uint32(len(c.ring)-1)]
 	}
 	c.ring = ring
 }
 
-// popHead takes the block at the head of the free list (the ring must
-// hold a live entry).
-func (c *kvCache) popHead() int32 {
+// popHead takes the entry at the head of the free list (the ring must
+// hold a live one).
+func (c *kvCache) popHead() freeEnt {
 	for {
-		pos := c.head
-		b := c.ring[pos&uint32(len(c.ring)-1)]
+		e := c.ring[c.head&uint32(len(c.ring)-1)]
 		c.head++
-		if blk := &c.blocks[b]; blk.onFree && blk.freePos == pos {
-			blk.onFree = false
+		if e.b >= 0 {
 			c.numFree--
-			return b
+			return e
 		}
 	}
 }
@@ -146,7 +154,9 @@ func (c *kvCache) popHead() int32 {
 // unlink takes a free block off the list wherever it is; its ring entry
 // goes stale.
 func (c *kvCache) unlink(b int32) {
-	c.blocks[b].onFree = false
+	blk := &c.blocks[b]
+	blk.onFree = false
+	c.ring[blk.freePos&uint32(len(c.ring)-1)].b = -1
 	c.numFree--
 	if stale := int64(c.tail-c.head) - c.released(); stale > max(c.released(), 64) {
 		c.compactRing()
@@ -161,10 +171,9 @@ func (c *kvCache) compactRing() {
 	m := uint32(len(c.ring) - 1)
 	w := c.head
 	for pos := c.head; pos != c.tail; pos++ {
-		b := c.ring[pos&m]
-		if blk := &c.blocks[b]; blk.onFree && blk.freePos == pos {
-			c.ring[w&m] = b
-			blk.freePos = w
+		if e := c.ring[pos&m]; e.b >= 0 {
+			c.ring[w&m] = e
+			c.blocks[e.b].freePos = w
 			w++
 		}
 	}
@@ -174,9 +183,8 @@ func (c *kvCache) compactRing() {
 // eachReleased calls f with every block on the ring, head first.
 func (c *kvCache) eachReleased(f func(int32)) {
 	for pos := c.head; pos != c.tail; pos++ {
-		b := c.ring[pos&uint32(len(c.ring)-1)]
-		if blk := &c.blocks[b]; blk.onFree && blk.freePos == pos {
-			f(b)
+		if e := c.ring[pos&uint32(len(c.ring)-1)]; e.b >= 0 {
+			f(e.b)
 		}
 	}
 }
@@ -223,16 +231,18 @@ func (c *kvCache) allocate(n int64, dst []int32) ([]int32, bool) {
 			if len(c.blocks) == cap(c.blocks) {
 				c.blocks = slices.Grow(c.blocks, int(min(c.fresh(), int64(len(c.blocks)))))
 			}
-			c.blocks = append(c.blocks, kvBlock{})
+			c.blocks = append(c.blocks, kvBlock{ref: 1})
 			c.numFree--
 		} else {
-			b = c.popHead()
+			// Only writes to the block: its content is in the entry.
+			e := c.popHead()
+			b = e.b
+			if e.hashed {
+				c.evict(e)
+			}
+			blk := &c.blocks[b]
+			blk.ref, blk.onFree = 1, false
 		}
-		blk := &c.blocks[b]
-		if blk.hashed {
-			c.evict(b)
-		}
-		blk.ref = 1
 		dst = append(dst, b)
 	}
 	return dst, true
@@ -240,16 +250,15 @@ func (c *kvCache) allocate(n int64, dst []int32) ([]int32, bool) {
 
 // evict drops a cached block's prefix entry as the block is reused. Under
 // memory pressure the content is first stored to the CPU tier.
-func (c *kvCache) evict(b int32) {
-	blk := &c.blocks[b]
-	h := blk.hash
-	if !blk.own {
-		c.index.Del(h, b)
+func (c *kvCache) evict(e freeEnt) {
+	blk := &c.blocks[e.b]
+	if !e.own {
+		c.index.Del(blk.hash, e.b)
 	}
 	blk.hashed, blk.own, blk.gone = false, false, false
 	c.evictions++
 	if c.cpu != nil && c.cpu.pressure(c) {
-		if c.cpu.store(h, c.now) {
+		if c.cpu.store(blk.hash, c.now) {
 			c.offloaded++
 			c.stepStored++
 		}
