@@ -116,14 +116,15 @@ type freeEnt struct {
 // released is the number of live entries in the ring.
 func (c *kvCache) released() int64 { return c.numFree - c.fresh() }
 
-// pushTail puts a released block at the tail of the free list.
-func (c *kvCache) pushTail(b int32) {
+// pushTail puts a released block, whose content is of the kind given, at
+// the tail of the free list.
+func (c *kvCache) pushTail(b int32, hashed, own bool) {
 	if int(c.tail-c.head) == len(c.ring) {
 		c.growRing()
 	}
 	blk := &c.blocks[b]
 	blk.freePos, blk.onFree = c.tail, true
-	c.ring[c.tail&uint32(len(c.ring)-1)] = freeEnt{b: b, hashed: blk.hashed, own: blk.own}
+	c.ring[c.tail&uint32(len(c.ring)-1)] = freeEnt{b: b, hashed: hashed, own: own}
 	c.tail++
 	c.numFree++
 }
@@ -267,24 +268,32 @@ func (c *kvCache) evict(e freeEnt) {
 
 // release drops one reference on each block, last block first, so that a
 // sequence's tail is evicted before its head (its head is likelier shared).
-func (c *kvCache) release(blocks []int32) { c.releaseOwn(blocks, nil, 0, 0) }
+func (c *kvCache) release(blocks []int32) { c.releaseOwn(blocks, nil, int64(len(blocks)), 0) }
 
-// releaseOwn is release, registering blocks[from:to] first as a request's
-// own content (they are its own blocks: only it holds them) under
-// hashes[from:to], or as gone with hashes nil.
+// releaseOwn is release for a request whose blocks from index from on are
+// its own, held by it alone and holding no cached content, except that
+// blocks[from:to] are registered now as its own content under
+// hashes[from:to] (as gone content with hashes nil). Those blocks are
+// written, not read: one cache miss less per block.
 func (c *kvCache) releaseOwn(blocks []int32, hashes []uint64, from, to int64) {
 	for i := len(blocks) - 1; i >= 0; i-- {
 		b := blocks[i]
 		blk := &c.blocks[b]
-		if k := int64(i); k >= from && k < to {
-			blk.hashed, blk.own, blk.gone = true, true, hashes == nil
-			if hashes != nil {
-				blk.hash = hashes[k]
+		if k := int64(i); k >= from {
+			hashed := k < to
+			if hashed {
+				blk.hashed, blk.own, blk.gone = true, true, hashes == nil
+				if hashes != nil {
+					blk.hash = hashes[k]
+				}
 			}
+			blk.ref = 0
+			c.pushTail(b, hashed, hashed)
+			continue
 		}
 		blk.ref--
 		if blk.ref == 0 {
-			c.pushTail(b)
+			c.pushTail(b, blk.hashed, blk.own)
 		}
 	}
 }

@@ -341,12 +341,27 @@ func (e *Engine) commitFull(r *request, full int64) {
 // preemption) records them in its holder record to find them again; for
 // one that leaves they are gone content, hashed only if a CPU tier may
 // store them when they are evicted.
+//
+// The blocks from there on are the request's own and no one else's (own
+// content is found only through its owner's holder record, and these
+// are past it), fresh since their allocation cleared them: the release
+// need not read them.
 func (e *Engine) releaseBlocks(r *request, leaving bool) {
-	from, to := max(int64(len(r.holder)), SharedBlocks(&r.spec, e.blockSize)), r.committed
+	var from, to int64 // without prefix caching no block is shared or cached
+	if e.cfg.Engine.PrefixCachingEnabled {
+		from = max(int64(len(r.holder)), SharedBlocks(&r.spec, e.blockSize))
+		to = max(from, r.committed)
+	}
+	if e.cfg.Options.Exhaustive {
+		for _, b := range r.blocks[min(from, int64(len(r.blocks))):] {
+			if blk := &e.kv.blocks[b]; blk.ref != 1 || blk.hashed {
+				e.fail("INV-4", "request %d releases block %d as its own alone, but its refcount is %d and hashed %v", r.spec.ID, b, blk.ref, blk.hashed)
+			}
+		}
+	}
 	var hashes []uint64
 	switch {
-	case !e.cfg.Engine.PrefixCachingEnabled || from >= to:
-		from, to = 0, 0
+	case from >= to:
 	case !leaving:
 		r.holder = e.int32s.grow(r.holder, to-int64(len(r.holder)))
 		for int64(len(r.holder)) < from {
