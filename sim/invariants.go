@@ -144,7 +144,7 @@ func (e *Engine) checkKV(full bool) {
 		if !blk.hashed || blk.own {
 			continue
 		}
-		if got, ok := kv.index.Get(blk.hash); !ok || got != int32(b) {
+		if got, ok := kv.index.Get(kv.hashes[b]); !ok || got != int32(b) {
 			e.fail("INV-4", "block %d is marked cached but the prefix index does not point to it", b)
 		}
 	}

@@ -17,11 +17,13 @@ import (
 // again (after a preemption), so it finds it through its own record of
 // the blocks it filled (request.holder), which spares the index an insert
 // and a delete for most blocks (own marks those).
+//
+// A block's hash is kept apart (kvCache.hashes), so that this state, which
+// allocation and release touch for every block, is 12 bytes a block.
 type kvBlock struct {
-	hash    uint64 // the prefix hash, when hashed
 	ref     int32
 	freePos uint32 // its entry's position in the free ring, when onFree
-	hashed  bool   // holds cached content under hash
+	hashed  bool   // holds cached content under its hash
 	own     bool   // hashed own content, not in the index
 	// gone marks own content of a request that has left, registered
 	// without its hash (which nothing reads without a CPU tier): still
@@ -34,7 +36,7 @@ type kvBlock struct {
 // request's own block, found through its holder record).
 func (c *kvCache) holds(b int32, h uint64) bool {
 	blk := &c.blocks[b]
-	return blk.hashed && !blk.gone && blk.hash == h
+	return blk.hashed && !blk.gone && c.hashes[b] == h
 }
 
 // kvCache is the GPU block pool with hierarchical prefix caching (vLLM's
@@ -59,6 +61,7 @@ type kvCache struct {
 	blockSize int64
 	n         int64     // blocks in the cache
 	blocks    []kvBlock // the blocks used so far, ids 0..len-1
+	hashes    []uint64  // hashes[b] is block b's prefix hash, when it is hashed
 	// ring holds the released part of the free list, from position head
 	// to tail (wrapping uint32 positions; index pos & (len(ring)-1)).
 	ring       []freeEnt
@@ -84,6 +87,7 @@ func newKVCache(total, blockSize int64, prefix bool, cpu *cpuTier) *kvCache {
 		blockSize: blockSize,
 		n:         total,
 		blocks:    make([]kvBlock, 0, min(total, eagerBlocks)),
+		hashes:    make([]uint64, 0, min(total, eagerBlocks)),
 		numFree:   total,
 		prefix:    prefix,
 		cpu:       cpu,
@@ -91,7 +95,7 @@ func newKVCache(total, blockSize int64, prefix bool, cpu *cpuTier) *kvCache {
 	if prefix {
 		// The index keeps only tags; a match is confirmed against the
 		// block's own hash, which the lookup reads next anyway.
-		c.index = hashindex.New(total, func(b int32) uint64 { return c.blocks[b].hash })
+		c.index = hashindex.New(total, func(b int32) uint64 { return c.hashes[b] })
 	}
 	return c
 }
@@ -230,9 +234,12 @@ func (c *kvCache) allocate(n int64, dst []int32) ([]int32, bool) {
 			// The next block never used: it was the free list's head.
 			b = int32(len(c.blocks))
 			if len(c.blocks) == cap(c.blocks) {
-				c.blocks = slices.Grow(c.blocks, int(min(c.fresh(), int64(len(c.blocks)))))
+				more := int(min(c.fresh(), int64(len(c.blocks))))
+				c.blocks = slices.Grow(c.blocks, more)
+				c.hashes = slices.Grow(c.hashes, more)
 			}
 			c.blocks = append(c.blocks, kvBlock{ref: 1})
+			c.hashes = append(c.hashes, 0)
 			c.numFree--
 		} else {
 			// Only writes to the block: its content is in the entry.
@@ -254,12 +261,12 @@ func (c *kvCache) allocate(n int64, dst []int32) ([]int32, bool) {
 func (c *kvCache) evict(e freeEnt) {
 	blk := &c.blocks[e.b]
 	if !e.own {
-		c.index.Del(blk.hash, e.b)
+		c.index.Del(c.hashes[e.b], e.b)
 	}
 	blk.hashed, blk.own, blk.gone = false, false, false
 	c.evictions++
 	if c.cpu != nil && c.cpu.pressure(c) {
-		if c.cpu.store(blk.hash, c.now) {
+		if c.cpu.store(c.hashes[e.b], c.now) {
 			c.offloaded++
 			c.stepStored++
 		}
@@ -284,7 +291,7 @@ func (c *kvCache) releaseOwn(blocks []int32, hashes []uint64, from, to int64) {
 			if hashed {
 				blk.hashed, blk.own, blk.gone = true, true, hashes == nil
 				if hashes != nil {
-					blk.hash = hashes[k]
+					c.hashes[b] = hashes[k]
 				}
 			}
 			blk.ref = 0
@@ -306,7 +313,7 @@ func (c *kvCache) commit(b int32, h uint64) {
 		return
 	}
 	if c.index.Put(h, b) {
-		c.blocks[b].hash, c.blocks[b].hashed = h, true
+		c.hashes[b], c.blocks[b].hashed = h, true
 	}
 }
 

@@ -388,7 +388,7 @@ func (e *Engine) commitOwn(r *request, i int64) {
 	b := r.blocks[i]
 	r.holder[i] = b
 	blk := &e.kv.blocks[b]
-	blk.hash, blk.hashed, blk.own = h, true, true
+	e.kv.hashes[b], blk.hashed, blk.own = h, true, true
 }
 
 // matchPrefix finds the leading blocks of r's stream, up to n, that are
