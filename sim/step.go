@@ -38,8 +38,11 @@ func (e *Engine) scheduleBatch() int64 {
 	e.batch.Beta = features.BetaInput{}
 	e.finishing = 0
 	// The loop runs for every running request every step: the block
-	// allocation (one step in a block's worth) is out of line.
+	// allocation (one step in a block's worth) is out of line, and a decode
+	// step that is not the request's last, compose's usual case, is
+	// composed here, into sums added to the batch after the loop.
 	reqs := e.reqs
+	var decTokens, decReqs, decContext, decBlocks int64
 	for i := 0; i < len(e.running); i++ {
 		idx := e.running[i]
 		r := &reqs[idx]
@@ -61,8 +64,21 @@ func (e *Engine) scheduleBatch() int64 {
 		}
 		r.scheduled = n
 		budget -= n
+		if r.outputs > 0 && r.outputs+1 < r.spec.OutputTokens {
+			decTokens += n
+			decReqs++
+			decContext += r.computed + n
+			decBlocks += int64(len(r.blocks))
+			continue
+		}
 		e.compose(r, n)
 	}
+	in := &e.batch.Beta
+	in.DecodeTokens += decTokens
+	in.ScheduledTokens += decTokens
+	in.NumDecodeReqs += decReqs
+	in.DecodeContextTokens += decContext
+	in.SumDecodeKVBlocks += decBlocks
 	if preempted == 0 {
 		e.admitWaiting(budget)
 	}
@@ -193,7 +209,8 @@ func (e *Engine) admitWaiting(budget int64) {
 // compose adds a request scheduled for n tokens to the step's composition,
 // in scheduling order (the running batch's order), as it is scheduled.
 // Requests scheduled earlier in a step are never preempted later in it, so
-// what is added stays.
+// what is added stays. (scheduleBatch adds most decode requests itself:
+// their terms are integer sums, whose order does not matter.)
 func (e *Engine) compose(r *request, n int64) {
 	in := &e.batch.Beta
 	// It finishes this step if it catches up with its stream and that
