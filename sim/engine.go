@@ -287,6 +287,7 @@ type Engine struct {
 
 	batch   Batch
 	hit     []int32 // the cached blocks the last prefix match found
+	rare    []int32 // executeBatch's scratch: the requests off its usual path
 	jev     JourneyEvent
 	kev     KVEvent
 	summary StepSummary

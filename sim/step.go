@@ -270,12 +270,36 @@ func (e *Engine) executeBatch(preempted int64) int64 {
 	// inter-token latencies are counted together.
 	var sinceLastStep, tokens int64
 	prefix := e.cfg.Engine.PrefixCachingEnabled
-	reqs, now := e.reqs, e.now
-	for _, idx := range e.running {
+	reqs, now, running := e.reqs, e.now, e.running
+	// The usual case first, in a loop without calls: a decode step that
+	// samples the request's next token one step after its last and fills
+	// no block. The others follow in order; the two sets touch disjoint
+	// requests and only commutative sums besides.
+	if cap(e.rare) < len(running) {
+		e.rare = make([]int32, len(running), 2*len(running))
+	}
+	rare := e.rare[:len(running)]
+	k := 0
+	for _, idx := range running {
 		r := &reqs[idx]
-		if r.scheduled == 0 {
+		n := r.scheduled
+		if n == 0 {
 			continue
 		}
+		if c := r.computed + n; r.outputs > 0 && c == r.spec.PromptTokens+r.outputs && r.lastToken == now &&
+			(!prefix || e.fullBlocks(c) <= r.committed) {
+			r.computed = c
+			r.outputs++
+			r.lastToken = end
+			tokens++
+			sinceLastStep++
+			continue
+		}
+		rare[k] = idx
+		k++
+	}
+	for _, idx := range rare[:k] {
+		r := &reqs[idx]
 		r.computed += r.scheduled
 		if r.outputs == 0 {
 			// Once a token is out the whole prompt was computed once.
