@@ -32,7 +32,9 @@ func chain(h, v uint64) uint64 {
 // blockShared says whether block i of spec's stream is shared content (it
 // lies wholly inside the group's prefix). Any other block is the request's
 // own, and since a block's hash chains every block before it, only the
-// request itself can ever look that block up again.
+// request itself can ever look that block up again. Shared blocks are a
+// leading run: the engine tests i < SharedBlocks, which a test checks
+// equals this definition.
 func blockShared(spec *RequestSpec, i, blockSize int64) bool {
 	return inGroupPrefix(spec, i, blockSize) || inContent(spec, i, blockSize) ||
 		spec.Session > 0 && (i+1)*blockSize <= spec.PromptTokens+spec.OutputTokens

@@ -219,7 +219,7 @@ func (e *Engine) compose(r *request, n int64) {
 		e.finishing++
 	}
 	if r.outputs == 0 {
-		e.composePrefill(r, n)
+		in.AddPrefill(r.computed, n)
 		return
 	}
 	// A decode-phase request: one token, or its whole stream again after a
@@ -230,10 +230,6 @@ func (e *Engine) compose(r *request, n int64) {
 	in.DecodeContextTokens += r.computed + n
 	in.SumDecodeKVBlocks += int64(len(r.blocks))
 }
-
-// composePrefill is compose for a request still in its prefill, out of
-// line so that compose, which runs for every scheduled request, inlines.
-func (e *Engine) composePrefill(r *request, n int64) { e.batch.Beta.AddPrefill(r.computed, n) }
 
 // executeBatch completes the step's composition (scheduling built it),
 // asks the latency model for its time and advances every scheduled
