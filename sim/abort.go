@@ -67,8 +67,8 @@ func (e *Engine) Abort(id int64, atUs int64) (ok bool, err error) {
 		return false, fmt.Errorf("request %d: aborted at %d µs but the engine has an event at %d µs to process first (Advance)", id, atUs, t)
 	}
 	i, found := e.lookup(id)
-	if found && atUs < e.reqs[i].arrival {
-		return false, fmt.Errorf("request %d: aborted at %d µs, before its arrival_us %d", id, atUs, e.reqs[i].arrival)
+	if found && atUs < e.reqs[i].spec.ArrivalUs {
+		return false, fmt.Errorf("request %d: aborted at %d µs, before its arrival_us %d", id, atUs, e.reqs[i].spec.ArrivalUs)
 	}
 	e.done = e.done[:0]
 	if !found || e.reqs[i].aborted {
@@ -94,7 +94,7 @@ func (e *Engine) Abort(id int64, atUs int64) (ok bool, err error) {
 		e.arriving--
 		e.transition(r, stArriving, stTimedOut)
 	case stQueued:
-		if !e.waiting.remove(i) {
+		if !e.waiting.remove(e.reqs, i) {
 			e.fail("INV-2", "request %d is queued but not in the waiting queue", id)
 		}
 		e.transition(r, stQueued, stTimedOut)
@@ -132,8 +132,7 @@ func (e *Engine) onAbort(i int32) {
 // released as a completed request's are, and its Completion reported.
 func (e *Engine) timeOut(i int32, at int64) {
 	r := &e.reqs[i]
-	e.kv.release(r.blocks)
-	r.blocks = r.blocks[:0]
+	e.releaseBlocks(r, true)
 	// A token produced after the client left (at the end of the step that
 	// was in flight) never reached it.
 	// A token reaches the client OutputDelayUs after the engine produced it;
@@ -147,15 +146,15 @@ func (e *Engine) timeOut(i int32, at int64) {
 	if delivered > 0 && r.firstToken+e.outDelay > abortAt {
 		delivered = 0
 	}
-	c := Completion{ID: r.spec.ID, TimedOut: true, ArrivalUs: r.arrival, InjectedUs: r.injected, EnqueuedUs: r.enqueued,
+	c := Completion{ID: r.spec.ID, TimedOut: true, ArrivalUs: r.spec.ArrivalUs, InjectedUs: r.injected, EnqueuedUs: r.enqueued,
 		FirstScheduledUs: r.firstScheduled, DepartedUs: at, PromptTokens: r.spec.PromptTokens, OutputTokens: delivered,
 		CachedTokens: r.firstCached, Preemptions: r.preemptions, Tenant: r.spec.Tenant, SLOClass: r.spec.SLOClass}
 	if delivered > 0 {
 		c.FirstTokenUs = r.firstToken + e.outDelay
 	}
-	if !(r.arrival <= abortAt && abortAt <= at && delivered >= 0 && c.FirstTokenUs <= abortAt) {
+	if !(r.spec.ArrivalUs <= abortAt && abortAt <= at && delivered >= 0 && c.FirstTokenUs <= abortAt) {
 		e.fail("INV-5", "request %d: arrival %d, aborted at %d, left at %d, first token delivered at %d (%d tokens)",
-			r.spec.ID, r.arrival, abortAt, at, c.FirstTokenUs, delivered)
+			r.spec.ID, r.spec.ArrivalUs, abortAt, at, c.FirstTokenUs, delivered)
 	}
 	e.m.timedOut++
 	e.m.lastDepart = max(e.m.lastDepart, at)

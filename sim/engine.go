@@ -201,6 +201,17 @@ const (
 // once the request has left, so an engine's memory follows its concurrency,
 // not the number of requests it has served.
 type request struct {
+	// The fields every step reads and writes for every running request
+	// come first, in one 64-byte cache line (the struct is five lines), and
+	// the spec's token counts in the next: a step touches two lines per
+	// request, not one per field.
+	computed  int64 // tokens whose KV exists
+	outputs   int64 // tokens generated
+	scheduled int64 // tokens scheduled in the current step
+	committed int64 // full blocks registered as cached content
+	lastToken int64
+	blocks    []int32
+
 	spec  RequestSpec
 	state reqState
 	// aborted marks a request whose client gave up (Abort) at the time
@@ -208,15 +219,11 @@ type request struct {
 	// flight, and leaves when that step ends.
 	aborted bool
 
-	computed int64 // tokens whose KV exists
-	outputs  int64 // tokens generated
-	blocks   []int32
-	cached   int64 // leading blocks taken from the prefix cache at the last admission
+	cached int64 // leading blocks taken from the prefix cache at the last admission
 	// firstCached is the prompt tokens served from caches at first admission.
 	firstCached int64
 	// hashes[i] is the chained prefix hash of block i of the token stream.
-	hashes    []uint64
-	committed int64 // full blocks registered as cached content
+	hashes []uint64
 	// holder[i] is the block last registered with the request's own block
 	// i (-1: none): where the request finds its own content again after a
 	// preemption, if that block still holds it.
@@ -227,8 +234,9 @@ type request struct {
 	prefillDone int64
 
 	preemptions int64
-	sortKey     float64
-	scheduled   int64 // tokens scheduled in the current step
+	// qticket is the ticket of the request's waiting-queue entry, 0 when
+	// it is not queued.
+	qticket uint64
 	// joinStep is the first step that may admit the request: with async
 	// scheduling, a request queued at a step boundary misses the step that
 	// was composed before it.
@@ -237,8 +245,8 @@ type request struct {
 	// finished is when the last token was produced; for an aborted
 	// request, which never finishes, when its client gave up (the field is
 	// reused rather than added: the request slots are the hot loop's data).
-	arrival, injected, enqueued, firstScheduled, firstToken, finished, departed int64
-	lastToken                                                                   int64
+	// The arrival is spec.ArrivalUs.
+	injected, enqueued, firstScheduled, firstToken, finished int64
 }
 
 // Engine is one vLLM instance as a caller-driven state machine. Create it
@@ -253,6 +261,10 @@ type Engine struct {
 	finishing  int64 // requests the current step finishes
 	reqs       []request
 	free       []int32 // free slots of reqs
+	// The arrays of requests that left, for the next ones: block tables
+	// and holder records, hash chains.
+	int32s  arrayPool[int32]
+	uint64s arrayPool[uint64]
 
 	now    int64
 	events eventHeap
@@ -275,6 +287,7 @@ type Engine struct {
 
 	batch   Batch
 	hit     []int32 // the cached blocks the last prefix match found
+	rare    []int32 // executeBatch's scratch: the requests off its usual path
 	jev     JourneyEvent
 	kev     KVEvent
 	summary StepSummary
@@ -368,7 +381,6 @@ func (e *Engine) Inject(spec RequestSpec, atUs int64) error {
 	r := &e.reqs[i]
 	r.spec = spec
 	r.state = stPending
-	r.arrival = spec.ArrivalUs
 	r.injected = atUs
 	e.injected++
 	if e.byID != nil {
@@ -379,13 +391,12 @@ func (e *Engine) Inject(spec RequestSpec, atUs int64) error {
 }
 
 // slot returns a cleared request slot, reusing a free one when there is
-// one; the block and hash slices keep their capacity.
+// one.
 func (e *Engine) slot() int32 {
 	if n := len(e.free); n > 0 {
 		i := e.free[n-1]
 		e.free = e.free[:n-1]
-		r := &e.reqs[i]
-		*r = request{blocks: r.blocks[:0], hashes: r.hashes[:0], holder: r.holder[:0]}
+		e.reqs[i] = request{}
 		return i
 	}
 	e.reqs = append(e.reqs, request{})
@@ -396,7 +407,12 @@ func (e *Engine) release(i int32) {
 	if e.byID != nil {
 		delete(e.byID, e.reqs[i].spec.ID)
 	}
-	e.reqs[i].state = stFree
+	r := &e.reqs[i]
+	r.state = stFree
+	e.int32s.put(r.blocks)
+	e.int32s.put(r.holder)
+	e.uint64s.put(r.hashes)
+	r.blocks, r.holder, r.hashes = nil, nil, nil
 	e.free = append(e.free, i)
 }
 
@@ -471,7 +487,7 @@ func (e *Engine) onArrival(i int32) {
 	e.arrived++
 	e.arriving++
 	if !e.hasArrival {
-		e.firstArrival, e.hasArrival = r.arrival, true
+		e.firstArrival, e.hasArrival = r.spec.ArrivalUs, true
 	}
 	if o := e.cfg.Observer; o != nil {
 		o.Arrived(&r.spec)
@@ -483,9 +499,10 @@ func (e *Engine) onArrival(i int32) {
 func (e *Engine) blocksFor(n int64) int64 { return e.fullBlocks(n + e.blockSize - 1) }
 
 // blockCap is the capacity a request's block table and hash chain start
-// with: the blocks its whole stream needs, up to eagerBlocks. Beyond that
-// they grow as the request fills blocks, so that a request of a billion
-// tokens allocates for what it computes, not for its length up front.
+// with (rounded up to a power of two by the pool): the blocks its whole
+// stream needs, up to eagerBlocks. Beyond that they grow as the request
+// fills blocks, so that a request of a billion tokens allocates for what
+// it computes, not for its length up front.
 func (e *Engine) blockCap(r *request) int64 {
 	return min(e.blocksFor(r.spec.PromptTokens+r.spec.OutputTokens), eagerBlocks)
 }
@@ -493,7 +510,7 @@ func (e *Engine) blockCap(r *request) int64 {
 // fullBlocks is the number of blocks n tokens fill.
 func (e *Engine) fullBlocks(n int64) int64 {
 	if e.blockShift >= 0 {
-		return n >> e.blockShift
+		return n >> (e.blockShift & 63) // the mask spares an over-wide shift check
 	}
 	return n / e.blockSize
 }
@@ -533,8 +550,7 @@ func (e *Engine) onQueued(i int32) {
 	}
 	e.arriving--
 	e.transition(r, stArriving, stQueued)
-	r.sortKey = e.sortKey(r)
-	e.waiting.push(e.reqs, i)
+	e.waiting.push(r, i, e.sortKey(r))
 	e.journey(r, JourneyQueued, e.now)
 	e.ensureStep(e.now)
 }
@@ -557,7 +573,7 @@ func (e *Engine) refuse(i int32, count *int64, tooLong bool, reason string) {
 	if o := e.cfg.Observer; o != nil {
 		o.Dropped(r.spec.ID, e.now, reason)
 	}
-	e.done = append(e.done, Completion{ID: r.spec.ID, Dropped: !tooLong, TooLong: tooLong, Reason: reason, ArrivalUs: r.arrival,
+	e.done = append(e.done, Completion{ID: r.spec.ID, Dropped: !tooLong, TooLong: tooLong, Reason: reason, ArrivalUs: r.spec.ArrivalUs,
 		InjectedUs: r.injected, EnqueuedUs: e.now, DepartedUs: e.now, PromptTokens: r.spec.PromptTokens,
 		Tenant: r.spec.Tenant, SLOClass: r.spec.SLOClass})
 	e.release(i)

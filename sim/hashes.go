@@ -1,6 +1,10 @@
 package sim
 
-import "github.com/blis-sim/blis/internal/mix"
+import (
+	"slices"
+
+	"github.com/blis-sim/blis/internal/mix"
+)
 
 // Block identity. Block i of a request's token stream (its prompt, then
 // its output) is, in this order of precedence:
@@ -28,7 +32,9 @@ func chain(h, v uint64) uint64 {
 // blockShared says whether block i of spec's stream is shared content (it
 // lies wholly inside the group's prefix). Any other block is the request's
 // own, and since a block's hash chains every block before it, only the
-// request itself can ever look that block up again.
+// request itself can ever look that block up again. Shared blocks are a
+// leading run: the engine tests i < SharedBlocks, which a test checks
+// equals this definition.
 func blockShared(spec *RequestSpec, i, blockSize int64) bool {
 	return inGroupPrefix(spec, i, blockSize) || inContent(spec, i, blockSize) ||
 		spec.Session > 0 && (i+1)*blockSize <= spec.PromptTokens+spec.OutputTokens
@@ -89,12 +95,25 @@ func blockContent(spec *RequestSpec, i, blockSize int64) uint64 {
 // A router hashes a request's prompt with n = PromptTokens / blockSize
 // (the full blocks).
 func AppendBlockHashes(dst []uint64, spec *RequestSpec, blockSize, n int64) []uint64 {
-	for i := int64(len(dst)); i < n; i++ {
-		var parent uint64
-		if i > 0 {
-			parent = dst[i-1]
-		}
-		dst = append(dst, chain(parent, blockContent(spec, i, blockSize)))
+	i := int64(len(dst))
+	if i >= n {
+		return dst
+	}
+	dst = slices.Grow(dst, int(n-i))
+	var parent uint64
+	if i > 0 {
+		parent = dst[i-1]
+	}
+	// The shared kinds cover leading blocks; every block past them is the
+	// request's own, whose content needs no case analysis.
+	for shared := min(n, SharedBlocks(spec, blockSize)); i < shared; i++ {
+		parent = chain(parent, blockContent(spec, i, blockSize))
+		dst = append(dst, parent)
+	}
+	own := uint64(spec.ID) << 24
+	for ; i < n; i++ {
+		parent = chain(parent, (own^uint64(i))&^(3<<62))
+		dst = append(dst, parent)
 	}
 	return dst
 }

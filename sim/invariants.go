@@ -76,11 +76,11 @@ func (e *Engine) checkEnd() {
 	e.checkKV(true)
 }
 
-func (e *Engine) checkCausality(r *request) {
-	if !(r.arrival <= r.enqueued && r.enqueued <= r.firstScheduled && r.firstScheduled <= r.firstToken &&
-		r.firstToken <= r.finished && r.finished <= r.departed) {
+func (e *Engine) checkCausality(r *request, departed int64) {
+	if !(r.spec.ArrivalUs <= r.enqueued && r.enqueued <= r.firstScheduled && r.firstScheduled <= r.firstToken &&
+		r.firstToken <= r.finished && r.finished <= departed) {
 		e.fail("INV-5", "request %d: arrival %d, enqueue %d, schedule %d, first token %d, finish %d, departure %d",
-			r.spec.ID, r.arrival, r.enqueued, r.firstScheduled, r.firstToken, r.finished, r.departed)
+			r.spec.ID, r.spec.ArrivalUs, r.enqueued, r.firstScheduled, r.firstToken, r.finished, departed)
 	}
 }
 
@@ -118,14 +118,14 @@ func (e *Engine) checkKV(full bool) {
 			refs[b]++
 		}
 	}
-	// The free list is the blocks never used (implicit) and the linked list.
+	// The free list is the blocks never used (implicit) and the ring.
 	onList := kv.fresh()
-	for b := kv.head; b >= 0; b = kv.blocks[b].next {
+	kv.eachReleased(func(b int32) {
 		onList++
-		if onList > kv.total() {
-			e.fail("INV-4", "free list has a cycle")
+		if kv.blocks[b].ref != 0 {
+			e.fail("INV-4", "block %d is on the free list with refcount %d", b, kv.blocks[b].ref)
 		}
-	}
+	})
 	if onList != kv.numFree {
 		e.fail("INV-4", "free list holds %d blocks (%d never used), counter says %d", onList, kv.fresh(), kv.numFree)
 	}
@@ -144,7 +144,7 @@ func (e *Engine) checkKV(full bool) {
 		if !blk.hashed || blk.own {
 			continue
 		}
-		if got, ok := kv.index.Get(blk.hash); !ok || got != int32(b) {
+		if got, ok := kv.index.Get(kv.hashes[b]); !ok || got != int32(b) {
 			e.fail("INV-4", "block %d is marked cached but the prefix index does not point to it", b)
 		}
 	}
@@ -178,9 +178,14 @@ func (e *Engine) checkExhaustive() {
 	if q != int64(e.waiting.len()) || run != int64(len(e.running)) {
 		e.fail("INV-2", "states say %d queued and %d running; the queue holds %d and the batch %d", q, run, e.waiting.len(), len(e.running))
 	}
-	for i := 0; i < e.waiting.len(); i++ {
-		if e.reqs[e.waiting.at(i)].state != stQueued {
-			e.fail("INV-2", "request %d is in the waiting queue in state %d", e.waiting.at(i), e.reqs[e.waiting.at(i)].state)
+	var held int
+	e.waiting.each(e.reqs, func(i int32) {
+		held++
+		if e.reqs[i].state != stQueued {
+			e.fail("INV-2", "request %d is in the waiting queue in state %d", e.reqs[i].spec.ID, e.reqs[i].state)
 		}
+	})
+	if held != e.waiting.len() {
+		e.fail("INV-2", "the waiting queue holds %d requests but counts %d", held, e.waiting.len())
 	}
 }

@@ -6,9 +6,10 @@ import (
 	"github.com/blis-sim/blis/internal/hashindex"
 )
 
-// kvBlock is one GPU KV block. Free blocks sit on a doubly linked LRU list:
-// allocation takes from the head, release appends at the tail, so the block
-// freed longest ago is reused (and its cached prefix evicted) first.
+// kvBlock is one GPU KV block. Free blocks sit on an LRU list (kvCache's
+// free ring): allocation takes from the head, release appends at the tail,
+// so the block freed longest ago is reused (and its cached prefix evicted)
+// first.
 //
 // A hashed block holds cached content. Shared content (a group's prefix)
 // is registered in the prefix index, where any request can find it. A
@@ -16,13 +17,26 @@ import (
 // again (after a preemption), so it finds it through its own record of
 // the blocks it filled (request.holder), which spares the index an insert
 // and a delete for most blocks (own marks those).
+//
+// A block's hash is kept apart (kvCache.hashes), so that this state, which
+// allocation and release touch for every block, is 12 bytes a block.
 type kvBlock struct {
-	hash       uint64 // the prefix hash, when hashed
-	ref        int32
-	prev, next int32 // free-list links, -1 at the ends
-	hashed     bool  // holds cached content under hash
-	own        bool  // hashed own content, not in the index
-	onFree     bool
+	ref     int32
+	freePos uint32 // its entry's position in the free ring, when onFree
+	hashed  bool   // holds cached content under its hash
+	own     bool   // hashed own content, not in the index
+	// gone marks own content of a request that has left, registered
+	// without its hash (which nothing reads without a CPU tier): still
+	// cached content, whose reuse is an eviction, but no one's to find.
+	gone   bool
+	onFree bool
+}
+
+// holds says whether block b still holds the content hashed h (a
+// request's own block, found through its holder record).
+func (c *kvCache) holds(b int32, h uint64) bool {
+	blk := &c.blocks[b]
+	return blk.hashed && !blk.gone && c.hashes[b] == h
 }
 
 // kvCache is the GPU block pool with hierarchical prefix caching (vLLM's
@@ -35,12 +49,24 @@ type kvBlock struct {
 // every released block is appended after them), so they are implicit:
 // ids len(blocks)..n-1, handed out before the linked list's head. A cache
 // of 2^31 blocks thus costs nothing until a workload fills it.
+//
+// The released blocks on the free list are a FIFO ring (freeEnt) rather
+// than a linked list, so that allocating a block reads the ring in order
+// and writes the block, instead of reading the block and its neighbours on
+// the list first (each one a cache miss: the list's order is unrelated to
+// the blocks' addresses). A block taken off the list from the middle (a
+// prefix hit on a free block) leaves its entry behind, stale. Allocation
+// skips stale entries; they are dropped when they outnumber the live ones.
 type kvCache struct {
-	blockSize  int64
-	n          int64            // blocks in the cache
-	blocks     []kvBlock        // the blocks used so far, ids 0..len-1
-	head, tail int32            // the linked part of the free list (released blocks)
-	numFree    int64            // free blocks: never used ones and the linked list
+	blockSize int64
+	n         int64     // blocks in the cache
+	blocks    []kvBlock // the blocks used so far, ids 0..len-1
+	hashes    []uint64  // hashes[b] is block b's prefix hash, when it is hashed
+	// ring holds the released part of the free list, from position head
+	// to tail (wrapping uint32 positions; index pos & (len(ring)-1)).
+	ring       []freeEnt
+	head, tail uint32
+	numFree    int64            // free blocks: never used ones and the ring's live entries
 	prefix     bool             // prefix caching on
 	index      *hashindex.Index // hash → block holding that prefix
 	cpu        *cpuTier         // nil without CPU offload
@@ -61,8 +87,7 @@ func newKVCache(total, blockSize int64, prefix bool, cpu *cpuTier) *kvCache {
 		blockSize: blockSize,
 		n:         total,
 		blocks:    make([]kvBlock, 0, min(total, eagerBlocks)),
-		head:      -1,
-		tail:      -1,
+		hashes:    make([]uint64, 0, min(total, eagerBlocks)),
 		numFree:   total,
 		prefix:    prefix,
 		cpu:       cpu,
@@ -70,7 +95,7 @@ func newKVCache(total, blockSize int64, prefix bool, cpu *cpuTier) *kvCache {
 	if prefix {
 		// The index keeps only tags; a match is confirmed against the
 		// block's own hash, which the lookup reads next anyway.
-		c.index = hashindex.New(total, func(b int32) uint64 { return c.blocks[b].hash })
+		c.index = hashindex.New(total, func(b int32) uint64 { return c.hashes[b] })
 	}
 	return c
 }
@@ -81,32 +106,92 @@ func (c *kvCache) total() int64 { return c.n }
 func (c *kvCache) fresh() int64 { return c.n - int64(len(c.blocks)) }
 func (c *kvCache) used() int64  { return c.total() - c.numFree }
 
-func (c *kvCache) pushTail(b int32) {
-	blk := &c.blocks[b]
-	blk.prev, blk.next, blk.onFree = c.tail, -1, true
-	if c.tail >= 0 {
-		c.blocks[c.tail].next = b
-	} else {
-		c.head = b
+// freeEnt is a ring entry: a released block and the kind of content it
+// held when released, which cannot change while it is free (only
+// allocation evicts it), so that taking a block from the head reads the
+// ring, in order, and only writes the block, unless its content was
+// shared (the prefix index needs its hash). b is -1 once the block was
+// taken off the list from the middle (a prefix hit on a free block).
+type freeEnt struct {
+	b           int32
+	hashed, own bool
+}
+
+// released is the number of live entries in the ring.
+func (c *kvCache) released() int64 { return c.numFree - c.fresh() }
+
+// pushTail puts a released block, whose content is of the kind given, at
+// the tail of the free list.
+func (c *kvCache) pushTail(b int32, hashed, own bool) {
+	if int(c.tail-c.head) == len(c.ring) {
+		c.growRing()
 	}
-	c.tail = b
+	blk := &c.blocks[b]
+	blk.freePos, blk.onFree = c.tail, true
+	c.ring[c.tail&uint32(len(c.ring)-1)] = freeEnt{b: b, hashed: hashed, own: own}
+	c.tail++
 	c.numFree++
 }
 
+// growRing doubles the ring. Positions are kept: an entry's index is its
+// position modulo the ring's length.
+func (c *kvCache) growRing() {
+	ring := make([]freeEnt, max(64, 2*len(c.ring)))
+	for pos := c.head; pos != c.tail; pos++ {
+		ring[pos&uint32(len(ring)-1)] = c.ring[pos&uint32(len(c.ring)-1)]
+	}
+	c.ring = ring
+}
+
+// popHead takes the entry at the head of the free list (the ring must
+// hold a live one).
+func (c *kvCache) popHead() freeEnt {
+	for {
+		e := c.ring[c.head&uint32(len(c.ring)-1)]
+		c.head++
+		if e.b >= 0 {
+			c.numFree--
+			return e
+		}
+	}
+}
+
+// unlink takes a free block off the list wherever it is; its ring entry
+// goes stale.
 func (c *kvCache) unlink(b int32) {
 	blk := &c.blocks[b]
-	if blk.prev >= 0 {
-		c.blocks[blk.prev].next = blk.next
-	} else {
-		c.head = blk.next
-	}
-	if blk.next >= 0 {
-		c.blocks[blk.next].prev = blk.prev
-	} else {
-		c.tail = blk.prev
-	}
-	blk.prev, blk.next, blk.onFree = -1, -1, false
+	blk.onFree = false
+	c.ring[blk.freePos&uint32(len(c.ring)-1)].b = -1
 	c.numFree--
+	if stale := int64(c.tail-c.head) - c.released(); stale > max(c.released(), 64) {
+		c.compactRing()
+	}
+}
+
+// compactRing drops the stale entries, keeping the live ones' order: O(n),
+// paid for by the more than n/2 unlinks since the last one. The live
+// entries stay fewer than 2^31 and the stale ones at most as many (or 64),
+// so positions in use never wrap onto one another.
+func (c *kvCache) compactRing() {
+	m := uint32(len(c.ring) - 1)
+	w := c.head
+	for pos := c.head; pos != c.tail; pos++ {
+		if e := c.ring[pos&m]; e.b >= 0 {
+			c.ring[w&m] = e
+			c.blocks[e.b].freePos = w
+			w++
+		}
+	}
+	c.tail = w
+}
+
+// eachReleased calls f with every block on the ring, head first.
+func (c *kvCache) eachReleased(f func(int32)) {
+	for pos := c.head; pos != c.tail; pos++ {
+		if e := c.ring[pos&uint32(len(c.ring)-1)]; e.b >= 0 {
+			f(e.b)
+		}
+	}
 }
 
 // match counts the leading hashes whose blocks the prefix index holds:
@@ -149,19 +234,23 @@ func (c *kvCache) allocate(n int64, dst []int32) ([]int32, bool) {
 			// The next block never used: it was the free list's head.
 			b = int32(len(c.blocks))
 			if len(c.blocks) == cap(c.blocks) {
-				c.blocks = slices.Grow(c.blocks, int(min(c.fresh(), int64(len(c.blocks)))))
+				more := int(min(c.fresh(), int64(len(c.blocks))))
+				c.blocks = slices.Grow(c.blocks, more)
+				c.hashes = slices.Grow(c.hashes, more)
 			}
-			c.blocks = append(c.blocks, kvBlock{prev: -1, next: -1})
+			c.blocks = append(c.blocks, kvBlock{ref: 1})
+			c.hashes = append(c.hashes, 0)
 			c.numFree--
 		} else {
-			b = c.head
-			c.unlink(b)
+			// Only writes to the block: its content is in the entry.
+			e := c.popHead()
+			b = e.b
+			if e.hashed {
+				c.evict(e)
+			}
+			blk := &c.blocks[b]
+			blk.ref, blk.onFree = 1, false
 		}
-		blk := &c.blocks[b]
-		if blk.hashed {
-			c.evict(b)
-		}
-		blk.ref = 1
 		dst = append(dst, b)
 	}
 	return dst, true
@@ -169,16 +258,15 @@ func (c *kvCache) allocate(n int64, dst []int32) ([]int32, bool) {
 
 // evict drops a cached block's prefix entry as the block is reused. Under
 // memory pressure the content is first stored to the CPU tier.
-func (c *kvCache) evict(b int32) {
-	blk := &c.blocks[b]
-	h := blk.hash
-	if !blk.own {
-		c.index.Del(h, b)
+func (c *kvCache) evict(e freeEnt) {
+	blk := &c.blocks[e.b]
+	if !e.own {
+		c.index.Del(c.hashes[e.b], e.b)
 	}
-	blk.hashed, blk.own = false, false
+	blk.hashed, blk.own, blk.gone = false, false, false
 	c.evictions++
 	if c.cpu != nil && c.cpu.pressure(c) {
-		if c.cpu.store(h, c.now) {
+		if c.cpu.store(c.hashes[e.b], c.now) {
 			c.offloaded++
 			c.stepStored++
 		}
@@ -187,13 +275,32 @@ func (c *kvCache) evict(b int32) {
 
 // release drops one reference on each block, last block first, so that a
 // sequence's tail is evicted before its head (its head is likelier shared).
-func (c *kvCache) release(blocks []int32) {
+func (c *kvCache) release(blocks []int32) { c.releaseOwn(blocks, nil, int64(len(blocks)), 0) }
+
+// releaseOwn is release for a request whose blocks from index from on are
+// its own, held by it alone and holding no cached content, except that
+// blocks[from:to] are registered now as its own content under
+// hashes[from:to] (as gone content with hashes nil). Those blocks are
+// written, not read: one cache miss less per block.
+func (c *kvCache) releaseOwn(blocks []int32, hashes []uint64, from, to int64) {
 	for i := len(blocks) - 1; i >= 0; i-- {
 		b := blocks[i]
 		blk := &c.blocks[b]
+		if k := int64(i); k >= from {
+			hashed := k < to
+			if hashed {
+				blk.hashed, blk.own, blk.gone = true, true, hashes == nil
+				if hashes != nil {
+					c.hashes[b] = hashes[k]
+				}
+			}
+			blk.ref = 0
+			c.pushTail(b, hashed, hashed)
+			continue
+		}
 		blk.ref--
 		if blk.ref == 0 {
-			c.pushTail(b)
+			c.pushTail(b, blk.hashed, blk.own)
 		}
 	}
 }
@@ -206,7 +313,7 @@ func (c *kvCache) commit(b int32, h uint64) {
 		return
 	}
 	if c.index.Put(h, b) {
-		c.blocks[b].hash, c.blocks[b].hashed = h, true
+		c.hashes[b], c.blocks[b].hashed = h, true
 	}
 }
 

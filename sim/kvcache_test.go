@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -91,4 +93,64 @@ func TestKVCacheGrowsPastEagerBlocks(t *testing.T) {
 	eager, err := s.Run()
 	require.NoError(t, err)
 	require.Equal(t, lazy, eager)
+}
+
+// TestFreeRingIsLRU drives the cache's free ring and a reference LRU list
+// (a slice: release appends, allocation takes the front, a hit on a free
+// block removes it where it is) with the same random releases, cache hits
+// and allocations, and requires the same blocks allocated, in order. Hits
+// on free blocks are frequent, so that stale entries pile up and the ring
+// compacts and grows.
+func TestFreeRingIsLRU(t *testing.T) {
+	for seed := range uint64(10) {
+		r := rand.New(rand.NewPCG(seed, 3))
+		const total = 300
+		c := newKVCache(total, 16, false, nil)
+		var ref []int32  // the released free blocks, LRU first
+		var held []int32 // blocks with one reference
+		var fresh int32  // the next block never used
+		for range 20_000 {
+			switch op := r.IntN(10); {
+			case op < 4: // allocate
+				n := int64(1 + r.IntN(4))
+				var got []int32
+				got, ok := c.allocate(n, got)
+				require.Equal(t, n <= c.numFree+int64(len(got)), ok)
+				if !ok {
+					continue
+				}
+				for _, b := range got {
+					if fresh < total { // blocks never used come first, in id order
+						require.Equal(t, fresh, b)
+						fresh++
+						continue
+					}
+					require.Equal(t, ref[0], b, "LRU order")
+					ref = ref[1:]
+				}
+				held = append(held, got...)
+			case op < 7: // release
+				if len(held) == 0 {
+					continue
+				}
+				k := r.IntN(len(held))
+				b := held[k]
+				held = slices.Delete(held, k, k+1)
+				c.release([]int32{b})
+				ref = append(ref, b)
+			default: // a prefix hit on a free block
+				if len(ref) == 0 {
+					continue
+				}
+				k := r.IntN(len(ref))
+				b := ref[k]
+				ref = slices.Delete(ref, k, k+1)
+				held = c.acquire([]int32{b}, held)
+			}
+			require.Equal(t, int64(total-len(held)), c.numFree)
+			var live []int32
+			c.eachReleased(func(b int32) { live = append(live, b) })
+			require.True(t, slices.Equal(ref, live), "free list %v, want %v", live, ref)
+		}
+	}
 }

@@ -183,9 +183,9 @@ func (m *metrics) init(o Options, p Pipeline) {
 	m.keepRecords = o.RecordRequests
 }
 
-func (m *metrics) complete(r *request) {
+func (m *metrics) complete(r *request, departed int64) {
 	m.completed++
-	ttft, e2e, sched := r.firstToken+m.outDelay-r.arrival, r.departed-r.arrival, r.firstScheduled-r.arrival
+	ttft, e2e, sched := r.firstToken+m.outDelay-r.spec.ArrivalUs, departed-r.spec.ArrivalUs, r.firstScheduled-r.spec.ArrivalUs
 	m.ttftH.add(ttft)
 	m.e2eH.add(e2e)
 	m.schedH.add(sched)
@@ -194,12 +194,12 @@ func (m *metrics) complete(r *request) {
 		m.e2e = append(m.e2e, e2e)
 		m.sched = append(m.sched, sched)
 	}
-	m.lastDepart = max(m.lastDepart, r.departed)
+	m.lastDepart = max(m.lastDepart, departed)
 	if m.keepRecords {
 		m.records = append(m.records, RequestRecord{
-			ID: r.spec.ID, ArrivalUs: r.arrival, PromptTokens: r.spec.PromptTokens, OutputTokens: r.outputs,
+			ID: r.spec.ID, ArrivalUs: r.spec.ArrivalUs, PromptTokens: r.spec.PromptTokens, OutputTokens: r.outputs,
 			CachedTokens: r.firstCached, Preemptions: r.preemptions, SchedulingDelay: sched,
-			TTFT: ttft, E2E: e2e, DepartedUs: r.departed,
+			TTFT: ttft, E2E: e2e, DepartedUs: departed,
 			MeanITLUs: meanITL(r.finished-r.firstToken, r.outputs),
 		})
 	}

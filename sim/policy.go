@@ -85,7 +85,7 @@ func (p PriorityPolicy) Score(spec *RequestSpec, nowUs int64) float64 {
 // sortKey is the request's place in a keyed queue, smallest first. Every
 // score above is its value at time 0 plus ±AgeWeight × now, a shift common
 // to all requests, so the order the scores induce never changes over time:
-// the queue is kept sorted on insertion instead of re-sorted every step.
+// each request is placed once, on insertion, instead of re-sorting every step.
 func (e *Engine) sortKey(r *request) float64 {
 	switch e.cfg.Policies.Scheduler {
 	case PriorityFCFS:
@@ -98,82 +98,13 @@ func (e *Engine) sortKey(r *request) float64 {
 	return 0
 }
 
-// queue is the waiting queue: a slice with a movable head. In keyed mode it
-// is sorted by (sortKey, arrival, id).
-type queue struct {
-	items []int32
-	head  int
-	keyed bool
-}
-
-func (q *queue) len() int       { return len(q.items) - q.head }
-func (q *queue) front() int32   { return q.items[q.head] }
-func (q *queue) popFront()      { q.head++; q.compact() }
-func (q *queue) at(i int) int32 { return q.items[q.head+i] }
-
-// remove takes request i out of the queue wherever it is, keeping the
-// others' order; it reports whether i was there.
-func (q *queue) remove(i int32) bool {
-	k := slices.Index(q.items[q.head:], i)
-	if k < 0 {
-		return false
-	}
-	q.items = slices.Delete(q.items, q.head+k, q.head+k+1)
-	return true
-}
-
-func (q *queue) compact() {
-	if q.head > 1024 && q.head*2 > len(q.items) {
-		n := copy(q.items, q.items[q.head:])
-		q.items = q.items[:n]
-		q.head = 0
-	}
-}
-
-func (q *queue) pushFront(i int32) {
-	if q.head == 0 {
-		q.items = slices.Insert(q.items, 0, i)
-		return
-	}
-	q.head--
-	q.items[q.head] = i
-}
-
-func (q *queue) push(reqs []request, i int32) {
-	if !q.keyed {
-		q.items = append(q.items, i)
-		return
-	}
-	r := &reqs[i]
-	live := q.items[q.head:]
-	pos, _ := slices.BinarySearchFunc(live, i, func(e, _ int32) int {
-		o := &reqs[e]
-		switch {
-		case o.sortKey != r.sortKey:
-			if o.sortKey < r.sortKey {
-				return -1
-			}
-			return 1
-		case o.spec.ArrivalUs != r.spec.ArrivalUs:
-			if o.spec.ArrivalUs < r.spec.ArrivalUs {
-				return -1
-			}
-			return 1
-		case o.spec.ID < r.spec.ID:
-			return -1
-		}
-		return 1
-	})
-	q.items = slices.Insert(q.items, q.head+pos, i)
-}
-
 // ensureHashes computes the chained hashes of the request's first n blocks.
 func (e *Engine) ensureHashes(r *request, n int64) {
 	if int64(len(r.hashes)) >= n {
 		return
 	}
-	if cap(r.hashes) == 0 {
-		r.hashes = make([]uint64, 0, e.blockCap(r))
+	if n > int64(cap(r.hashes)) {
+		r.hashes = e.uint64s.grow(r.hashes, max(n, e.blockCap(r))-int64(len(r.hashes)))
 	}
 	r.hashes = AppendBlockHashes(r.hashes, &r.spec, e.blockSize, n)
 }

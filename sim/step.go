@@ -33,55 +33,79 @@ func (e *Engine) step() {
 // blocks last. It returns the number of requests preempted.
 func (e *Engine) scheduleBatch() int64 {
 	budget := e.cfg.Engine.MaxBatchedTokens
+	threshold := e.cfg.Engine.LongPrefillThreshold
 	var preempted int64
 	e.batch.Beta = features.BetaInput{}
 	e.finishing = 0
+	// The loop runs for every running request every step: the block
+	// allocation (one step in a block's worth) is out of line, and a decode
+	// step that is not the request's last, compose's usual case, is
+	// composed here, into sums added to the batch after the loop.
+	reqs := e.reqs
+	var decTokens, decReqs, decContext, decBlocks int64
 	for i := 0; i < len(e.running); i++ {
 		idx := e.running[i]
-		r := &e.reqs[idx]
+		r := &reqs[idx]
 		r.scheduled = 0
-		n := e.newTokens(r, budget)
-		if n == 0 {
+		// What the request can compute this step.
+		n := r.spec.PromptTokens + r.outputs - r.computed
+		if threshold > 0 && n > threshold {
+			n = threshold
+		}
+		if n = min(n, budget); n == 0 {
 			continue
 		}
-		need := e.blocksFor(r.computed+n) - int64(len(r.blocks))
-		self := false
-		for need > 0 {
-			var ok bool
-			if r.blocks, ok = e.kv.allocate(need, r.blocks); ok {
+		if need := e.blocksFor(r.computed+n) - int64(len(r.blocks)); need > 0 {
+			p, ok := e.reserve(idx, need)
+			preempted += p
+			if !ok {
 				break
 			}
-			// Evict from the tail, which is never before i: requests
-			// already scheduled this step keep their blocks.
-			e.m.kvAllocFailures++
-			victim := e.running[len(e.running)-1]
-			e.preempt(victim)
-			preempted++
-			if victim == idx {
-				self = true
-				break
-			}
-		}
-		if self {
-			break
 		}
 		r.scheduled = n
 		budget -= n
+		if r.outputs > 0 && r.outputs+1 < r.spec.OutputTokens {
+			decTokens += n
+			decReqs++
+			decContext += r.computed + n
+			decBlocks += int64(len(r.blocks))
+			continue
+		}
 		e.compose(r, n)
 	}
+	in := &e.batch.Beta
+	in.DecodeTokens += decTokens
+	in.ScheduledTokens += decTokens
+	in.NumDecodeReqs += decReqs
+	in.DecodeContextTokens += decContext
+	in.SumDecodeKVBlocks += decBlocks
 	if preempted == 0 {
 		e.admitWaiting(budget)
 	}
 	return preempted
 }
 
-// newTokens is what a request can compute this step.
-func (e *Engine) newTokens(r *request, budget int64) int64 {
-	n := r.spec.PromptTokens + r.outputs - r.computed
-	if t := e.cfg.Engine.LongPrefillThreshold; t > 0 && n > t {
-		n = t
+// reserve allocates need more blocks to running request idx, preempting
+// from the tail of the batch while they are short. It returns the number
+// preempted and false if idx itself was.
+func (e *Engine) reserve(idx int32, need int64) (preempted int64, ok bool) {
+	r := &e.reqs[idx]
+	r.blocks = e.int32s.grow(r.blocks, need)
+	for {
+		var ok bool
+		if r.blocks, ok = e.kv.allocate(need, r.blocks); ok {
+			return preempted, true
+		}
+		// Evict from the tail, which is never before idx: requests
+		// already scheduled this step keep their blocks.
+		e.m.kvAllocFailures++
+		victim := e.running[len(e.running)-1]
+		e.preempt(victim)
+		preempted++
+		if victim == idx {
+			return preempted, false
+		}
 	}
-	return min(n, budget)
 }
 
 // preempt evicts a running request by recompute: its blocks are released
@@ -90,23 +114,22 @@ func (e *Engine) newTokens(r *request, budget int64) int64 {
 func (e *Engine) preempt(idx int32) {
 	r := &e.reqs[idx]
 	e.running = e.running[:len(e.running)-1]
-	e.kv.release(r.blocks)
-	r.blocks = r.blocks[:0]
+	e.releaseBlocks(r, false)
 	r.computed, r.committed, r.cached, r.scheduled = 0, 0, 0, 0
 	r.preemptions++
 	e.m.preemptions++
 	e.transition(r, stRunning, stQueued)
 	e.journey(r, JourneyPreempted, e.now)
 	if e.waiting.keyed {
-		e.waiting.push(e.reqs, idx)
+		e.waiting.push(r, idx, e.sortKey(r))
 	} else {
-		e.waiting.pushFront(idx)
+		e.waiting.pushFront(r, idx)
 	}
 }
 
 func (e *Engine) admitWaiting(budget int64) {
 	for e.waiting.len() > 0 && int64(len(e.running)) < e.cfg.Engine.MaxNumSeqs && budget > 0 {
-		idx := e.waiting.front()
+		idx := e.waiting.front(e.reqs)
 		r := &e.reqs[idx]
 		// With async scheduling a request queued at this step's start was
 		// not yet known when the step was composed; it joins the next one,
@@ -122,9 +145,9 @@ func (e *Engine) admitWaiting(budget int64) {
 		var hits, hitsFree, reload int64
 		e.hit = e.hit[:0]
 		if e.cfg.Engine.PrefixCachingEnabled {
-			e.ensureHashes(r, maxHit)
 			hits, hitsFree = e.matchPrefix(r, maxHit)
 			if e.kv.cpu != nil {
+				e.ensureHashes(r, maxHit)
 				reload = e.kv.cpu.match(r.hashes[hits:maxHit])
 			}
 		}
@@ -142,10 +165,8 @@ func (e *Engine) admitWaiting(budget int64) {
 			e.m.kvAllocFailures++
 			break
 		}
-		e.waiting.popFront()
-		if cap(r.blocks) == 0 {
-			r.blocks = make([]int32, 0, e.blockCap(r))
-		}
+		e.waiting.popFront(e.reqs)
+		r.blocks = e.int32s.grow(r.blocks, max(hits+fresh, e.blockCap(r)))
 		if reload > 0 {
 			// Read the CPU copies before allocating: allocation may evict
 			// GPU blocks into the CPU tier and push these out of it.
@@ -169,6 +190,15 @@ func (e *Engine) admitWaiting(budget int64) {
 		r.cached = hits
 		r.computed = computed
 		r.committed = hits + reload
+		// Blocks reloaded from the CPU count as committed but are not
+		// registered on the GPU; a holder record over them (-1: none)
+		// keeps releaseBlocks from registering them.
+		if n := r.committed - int64(len(r.holder)); n > 0 && reload > 0 {
+			r.holder = e.int32s.grow(r.holder, n)
+			for range n {
+				r.holder = append(r.holder, -1)
+			}
+		}
 		r.scheduled = n
 		e.running = append(e.running, idx)
 		budget -= n
@@ -179,7 +209,8 @@ func (e *Engine) admitWaiting(budget int64) {
 // compose adds a request scheduled for n tokens to the step's composition,
 // in scheduling order (the running batch's order), as it is scheduled.
 // Requests scheduled earlier in a step are never preempted later in it, so
-// what is added stays.
+// what is added stays. (scheduleBatch adds most decode requests itself:
+// their terms are integer sums, whose order does not matter.)
 func (e *Engine) compose(r *request, n int64) {
 	in := &e.batch.Beta
 	// It finishes this step if it catches up with its stream and that
@@ -233,32 +264,64 @@ func (e *Engine) executeBatch(preempted int64) int64 {
 	// A request that produced a token at the end of the previous step,
 	// which is this step's start, waited exactly dt for this one: those
 	// inter-token latencies are counted together.
-	var sinceLastStep int64
-	for _, idx := range e.running {
-		r := &e.reqs[idx]
-		if r.scheduled == 0 {
+	var sinceLastStep, tokens int64
+	prefix := e.cfg.Engine.PrefixCachingEnabled
+	reqs, now, running := e.reqs, e.now, e.running
+	// The usual case first, in a loop without calls: a decode step that
+	// samples the request's next token one step after its last and fills
+	// no block. The others follow in order; the two sets touch disjoint
+	// requests and only commutative sums besides.
+	if cap(e.rare) < len(running) {
+		e.rare = make([]int32, len(running), 2*len(running))
+	}
+	rare := e.rare[:len(running)]
+	k := 0
+	for _, idx := range running {
+		r := &reqs[idx]
+		n := r.scheduled
+		if n == 0 {
 			continue
 		}
-		r.computed += r.scheduled
-		r.prefillDone = max(r.prefillDone, min(r.computed, r.spec.PromptTokens))
-		if full := e.fullBlocks(r.computed); full > r.committed && e.cfg.Engine.PrefixCachingEnabled {
-			e.commitFull(r, full)
-		}
-		if r.computed == r.spec.PromptTokens+r.outputs {
-			// The stream is caught up: the step samples a token.
+		if c := r.computed + n; r.outputs > 0 && c == r.spec.PromptTokens+r.outputs && r.lastToken == now &&
+			(!prefix || e.fullBlocks(c) <= r.committed) {
+			r.computed = c
 			r.outputs++
-			if r.outputs == 1 {
-				r.firstToken = end
-				e.journey(r, JourneyFirstToken, end)
-			} else if r.lastToken == e.now {
-				sinceLastStep++
-			} else {
-				e.m.itl.add(end - r.lastToken)
-			}
 			r.lastToken = end
-			e.m.outputTokens++
+			tokens++
+			sinceLastStep++
+			continue
 		}
+		rare[k] = idx
+		k++
 	}
+	for _, idx := range rare[:k] {
+		r := &reqs[idx]
+		r.computed += r.scheduled
+		if r.outputs == 0 {
+			// Once a token is out the whole prompt was computed once.
+			r.prefillDone = max(r.prefillDone, min(r.computed, r.spec.PromptTokens))
+		}
+		if prefix && e.fullBlocks(r.computed) > r.committed {
+			e.commitFull(r, e.fullBlocks(r.computed))
+		}
+		if r.computed != r.spec.PromptTokens+r.outputs {
+			continue
+		}
+		// The stream is caught up: the step samples a token.
+		r.outputs++
+		tokens++
+		switch {
+		case r.outputs == 1:
+			r.firstToken = end
+			e.journey(r, JourneyFirstToken, end)
+		case r.lastToken == now:
+			sinceLastStep++
+		default:
+			e.m.itl.add(end - r.lastToken)
+		}
+		r.lastToken = end
+	}
+	e.m.outputTokens += tokens
 	e.m.itl.addN(dt, sinceLastStep)
 	e.batch.ReloadBlocks = 0
 	// Blocks stored to the CPU during this step's scheduling are copied in
@@ -284,56 +347,116 @@ func (e *Engine) emitOffload() {
 }
 
 // commitFull registers the request's newly filled blocks, up to full, as
-// cached content.
+// cached content. Shared content (block i < SharedBlocks) goes to the
+// prefix index at once, for other requests to find. The request's own
+// blocks are registered when it releases them (releaseBlocks), in the pass
+// that touches each block anyway: only the request itself can look them up
+// and it does not while it holds them, so the deferral changes nothing but
+// the cache misses. Own blocks it registered before a preemption (those
+// its holder record covers) are the exception, done here, since whether
+// the old copy is still cached is a question about now.
 func (e *Engine) commitFull(r *request, full int64) {
-	e.ensureHashes(r, full)
-	for i := r.committed; i < full; i++ {
-		if blockShared(&r.spec, i, e.blockSize) {
+	i := r.committed
+	if shared := min(full, SharedBlocks(&r.spec, e.blockSize)); i < shared {
+		e.ensureHashes(r, shared)
+		for ; i < shared; i++ {
 			e.kv.commit(r.blocks[i], r.hashes[i])
-		} else {
+		}
+	}
+	if again := min(full, int64(len(r.holder))); i < again {
+		e.ensureHashes(r, again)
+		for ; i < again; i++ {
 			e.commitOwn(r, i)
 		}
 	}
 	r.committed = full
 }
 
-// commitOwn registers the request's own block i as cached content, unless
-// an earlier copy of it is still cached (it then stays anonymous, as a
-// shared block whose prefix another block holds does).
-func (e *Engine) commitOwn(r *request, i int64) {
-	for int64(len(r.holder)) <= i {
-		r.holder = append(r.holder, -1)
+// releaseBlocks releases the request's blocks, registering first the own
+// blocks commitFull left to it (from the end of its holder record, or of
+// its shared blocks, to its committed ones). A request that stays (a
+// preemption) records them in its holder record to find them again; for
+// one that leaves they are gone content, hashed only if a CPU tier may
+// store them when they are evicted.
+//
+// The blocks from there on are the request's own and no one else's (own
+// content is found only through its owner's holder record, and these
+// are past it), fresh since their allocation cleared them: the release
+// need not read them.
+func (e *Engine) releaseBlocks(r *request, leaving bool) {
+	var from, to int64 // without prefix caching no block is shared or cached
+	if e.cfg.Engine.PrefixCachingEnabled {
+		from = max(int64(len(r.holder)), SharedBlocks(&r.spec, e.blockSize))
+		to = max(from, r.committed)
 	}
+	if e.cfg.Options.Exhaustive {
+		for _, b := range r.blocks[min(from, int64(len(r.blocks))):] {
+			if blk := &e.kv.blocks[b]; blk.ref != 1 || blk.hashed {
+				e.fail("INV-4", "request %d releases block %d as its own alone, but its refcount is %d and hashed %v", r.spec.ID, b, blk.ref, blk.hashed)
+			}
+		}
+	}
+	var hashes []uint64
+	switch {
+	case from >= to:
+	case !leaving:
+		r.holder = e.int32s.grow(r.holder, to-int64(len(r.holder)))
+		for int64(len(r.holder)) < from {
+			r.holder = append(r.holder, -1)
+		}
+		r.holder = append(r.holder, r.blocks[from:to]...)
+		fallthrough
+	case e.kv.cpu != nil:
+		e.ensureHashes(r, to)
+		hashes = r.hashes
+	}
+	e.kv.releaseOwn(r.blocks, hashes, from, to)
+	r.blocks = r.blocks[:0]
+}
+
+// commitOwn registers the request's own block i (< len(holder)) as cached
+// content, unless an earlier copy of it is still cached (it then stays
+// anonymous, as a shared block whose prefix another block holds does).
+func (e *Engine) commitOwn(r *request, i int64) {
 	h := r.hashes[i]
-	if old := r.holder[i]; old >= 0 && e.kv.blocks[old].hashed && e.kv.blocks[old].hash == h {
+	if old := r.holder[i]; old >= 0 && e.kv.holds(old, h) {
 		return
 	}
 	b := r.blocks[i]
 	r.holder[i] = b
 	blk := &e.kv.blocks[b]
-	blk.hash, blk.hashed, blk.own = h, true, true
+	e.kv.hashes[b], blk.hashed, blk.own = h, true, true
 }
 
 // matchPrefix finds the leading blocks of r's stream, up to n, that are
 // cached on the GPU: shared ones in the prefix index, the request's own
 // where it last registered them. It leaves their ids in e.hit and returns
 // how many there are and how many of those are free.
+//
+// Hashes are computed as far as the match can go: the shared blocks, then
+// the own blocks the request's holder record covers (none for a request
+// never preempted), so a new request hashes its own blocks only if it has
+// to register them (releaseBlocks).
 func (e *Engine) matchPrefix(r *request, n int64) (hits, hitsFree int64) {
 	kv := e.kv
+	shared := SharedBlocks(&r.spec, e.blockSize)
 	for i := int64(0); i < n; i++ {
-		h := r.hashes[i]
 		var b int32
-		if blockShared(&r.spec, i, e.blockSize) {
+		if i < shared {
+			e.ensureHashes(r, min(n, shared))
 			var ok bool
-			if b, ok = kv.index.Get(h); !ok {
+			if b, ok = kv.index.Get(r.hashes[i]); !ok {
 				break
 			}
 		} else {
 			if i >= int64(len(r.holder)) {
 				break
 			}
-			b = r.holder[i]
-			if b < 0 || !kv.blocks[b].hashed || kv.blocks[b].hash != h {
+			if b = r.holder[i]; b < 0 {
+				break
+			}
+			e.ensureHashes(r, min(n, int64(len(r.holder))))
+			if !kv.holds(b, r.hashes[i]) {
 				break
 			}
 		}
@@ -362,21 +485,20 @@ func (e *Engine) processCompletions(dt int64) {
 		}
 		e.transition(r, stRunning, stFinished)
 		r.finished = end
-		e.kv.release(r.blocks)
-		r.blocks = r.blocks[:0]
+		e.releaseBlocks(r, true)
 		// The response closes (api.DEPARTED) the departure overhead after
 		// the step, and never before its last token reached the client:
 		// a departure overhead fitted from traces (FINISHED → DEPARTED)
 		// already includes the output path.
-		r.departed = end + max(e.outDelay, e.cfg.Latency.DepartureOverheadUs(r.outputs))
+		departed := end + max(e.outDelay, e.cfg.Latency.DepartureOverheadUs(r.outputs))
 		e.journey(r, JourneyFinished, end)
 		if o := e.cfg.Observer; o != nil {
-			o.Departed(r.spec.ID, r.departed)
+			o.Departed(r.spec.ID, departed)
 		}
-		e.m.complete(r)
-		e.checkCausality(r)
-		e.done = append(e.done, Completion{ID: r.spec.ID, ArrivalUs: r.arrival, InjectedUs: r.injected, EnqueuedUs: r.enqueued,
-			FirstScheduledUs: r.firstScheduled, FirstTokenUs: r.firstToken + e.outDelay, FinishedUs: r.finished + e.outDelay, DepartedUs: r.departed,
+		e.m.complete(r, departed)
+		e.checkCausality(r, departed)
+		e.done = append(e.done, Completion{ID: r.spec.ID, ArrivalUs: r.spec.ArrivalUs, InjectedUs: r.injected, EnqueuedUs: r.enqueued,
+			FirstScheduledUs: r.firstScheduled, FirstTokenUs: r.firstToken + e.outDelay, FinishedUs: r.finished + e.outDelay, DepartedUs: departed,
 			PromptTokens: r.spec.PromptTokens, OutputTokens: r.outputs, CachedTokens: r.firstCached, Preemptions: r.preemptions,
 			Tenant: r.spec.Tenant, SLOClass: r.spec.SLOClass})
 		e.release(idx)
