@@ -894,6 +894,9 @@ func describe(o *runOpts, r *resolved) runConfig {
 // flagError prefixes a workload error with "--" when it starts with the
 // field's flag name, so that "rate must be > 0" reads "--rate must be > 0".
 func flagError(err error) error {
+	if errors.Is(err, workload.ErrArrivalOverflow) {
+		return fmt.Errorf("--rate, --requests: %w", err)
+	}
 	msg := err.Error()
 	for _, f := range []string{"requests", "rate", "arrival", "gamma-cv", "prefix-groups", "prefix-tokens", "prefix-fraction"} {
 		field := strings.ReplaceAll(f, "-", "_")

@@ -248,6 +248,8 @@ func TestRunBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{"--otlp-trace", "/tmp/t.jsonl", "--trace-max-events-per-span", "0"}, "--trace-max-events-per-span: must be > 0, got 0"},
 		{[]string{"--otlp-trace", "/tmp/t.jsonl", "--trace-route", "/v1/x", "--num-instances", "2"}, `--trace-route: must be /v1/completions or /v1/chat/completions, got "/v1/x"`},
 		{[]string{"--priority-base", "Inf"}, "--priority-base: must be finite, got +Inf"},
+		{[]string{"--rate", "1e-300"}, "--rate, --requests: request 0: arrival time overflows int64 microseconds"},
+		{[]string{"--rate", "1e-300", "--num-instances", "2"}, "--rate, --requests: request 0: arrival time overflows int64 microseconds"},
 		{[]string{"--priority-age-weight", "Inf"}, "--priority-age-weight: must be finite and >= 0, got +Inf"},
 		{[]string{"--kv-blocks-cpu", "100", "--kv-offload-threshold", "1.5"}, "--kv-offload-threshold"},
 		{[]string{"--latency", "roofline", "--roofline-compute-eff", "0"}, "--roofline"},

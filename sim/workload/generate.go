@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -247,6 +248,10 @@ func (g *Generator) stream(seed, which uint64) *rand.Rand {
 
 // Next returns the next request; it is an error to call it when Remaining
 // is 0.
+// ErrArrivalOverflow is Next's error when a rate too low for the number of
+// requests puts an arrival beyond the int64 microsecond clock.
+var ErrArrivalOverflow = errors.New("arrival time overflows int64 microseconds")
+
 func (g *Generator) Next() (sim.RequestSpec, error) {
 	if g.i >= g.s.Requests {
 		return sim.RequestSpec{}, fmt.Errorf("the workload's %d requests are all generated", g.s.Requests)
@@ -257,7 +262,7 @@ func (g *Generator) Next() (sim.RequestSpec, error) {
 	g.t += g.gap(g.stream(gapSeed, streamGap))
 	us := math.Round(g.t * 1e6)
 	if us > math.MaxInt64/2 || int64(us) > math.MaxInt64-s.StartUs {
-		return sim.RequestSpec{}, fmt.Errorf("request %d: arrival time overflows int64 microseconds; raise rate or lower requests", i)
+		return sim.RequestSpec{}, fmt.Errorf("request %d: %w; raise rate or lower requests", i, ErrArrivalOverflow)
 	}
 	// One statement per stream: sub is shared, so each sample must
 	// finish before the next reseed.

@@ -278,6 +278,7 @@ func TestGenerateIDsAndOverflow(t *testing.T) {
 	s.Rate, s.StartUs = 1e-12, math.MaxInt64-10
 	_, err = Generate(s, seeded(9))
 	require.ErrorContains(t, err, "request 0: arrival time overflows int64 microseconds")
+	require.ErrorIs(t, err, ErrArrivalOverflow)
 }
 
 // Issue 18 defect 0: blis run --requests 9999999999999 panicked in
@@ -290,6 +291,7 @@ func TestHugeRequestCountsAreNotPreallocated(t *testing.T) {
 	s.Rate, s.StartUs = 1e-12, math.MaxInt64-10 // the first arrival overflows
 	_, err := Generate(s, seeded(9))
 	require.ErrorContains(t, err, "request 0: arrival time overflows int64 microseconds")
+	require.ErrorIs(t, err, ErrArrivalOverflow)
 
 	s = baseSpec()
 	s.Requests = 9_999_999_999_999
