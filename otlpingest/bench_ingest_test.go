@@ -32,10 +32,10 @@ import (
 func genTrace(w *bufio.Writer, size int64) error {
 	rng := rand.New(rand.NewPCG(1, 2))
 	type req struct {
-		id                          int
-		prompt, out, done, preempts int
-		queued, sched, first        float64 // ms
-		sent                        bool
+		id                   int
+		prompt, out, done    int
+		queued, sched, first float64 // ms
+		sent                 bool
 	}
 	var written int64
 	var line []byte

@@ -60,9 +60,6 @@ const (
 
 func tid(n byte) TraceID { return TraceID{0x7a, 0x11, 14: 0xbe, 15: n} }
 func sid(n byte) SpanID  { return SpanID{0x5c, 7: n} }
-func bvKV(k string, v bool) KeyValue {
-	return KeyValue{Key: k, Value: Value{Type: ValBool, Bool: v}}
-}
 
 // Times: wall clock starts at base; monotonic seconds at 1000.
 const baseWall = uint64(1_763_700_000_000_000_000)
