@@ -532,11 +532,14 @@ func (e *Engine) onQueued(i int32) {
 		return
 	}
 	r := &e.reqs[i]
-	if reason := e.unservable(r); reason != "" {
+	if noKV, reason := e.unservable(r); reason != "" {
 		// The most KV a request ever holds is its prompt and all but its
 		// last output token; one that cannot fit an empty cache would be
 		// preempted forever, so it is refused (seed 004,
 		// DroppedUnservable).
+		if e.m.firstDropped == nil {
+			e.m.firstDropped = &DroppedRequest{ID: r.spec.ID, NoKV: noKV, Reason: reason}
+		}
 		e.refuse(i, &e.m.dropped, false, reason)
 		return
 	}
@@ -567,9 +570,6 @@ func (e *Engine) refuse(i int32, count *int64, tooLong bool, reason string) {
 		e.m.firstTooLong = &TooLongRequest{ID: r.spec.ID, PromptTokens: r.spec.PromptTokens, OutputTokens: r.spec.OutputTokens,
 			MaxModelLen: e.cfg.Engine.MaxModelLen}
 	}
-	if !tooLong && e.m.firstDropped == nil {
-		e.m.firstDropped = &DroppedRequest{ID: r.spec.ID, Reason: reason}
-	}
 	if o := e.cfg.Observer; o != nil {
 		o.Dropped(r.spec.ID, e.now, reason)
 	}
@@ -579,19 +579,20 @@ func (e *Engine) refuse(i int32, count *int64, tooLong bool, reason string) {
 	e.release(i)
 }
 
-// unservable says why a request can never complete, or "". Its longest
+// unservable says why a request can never complete, or "", and whether
+// the reason is the KV cache's size (else the token budget). Its longest
 // stream is the prompt and all but the last output token: it must fit the
 // whole KV cache, and without chunked prefill (where a prefill, including a
 // recompute after preemption, runs in one step) the token budget too.
-func (e *Engine) unservable(r *request) string {
+func (e *Engine) unservable(r *request) (noKV bool, reason string) {
 	longest := r.spec.PromptTokens + r.spec.OutputTokens - 1
 	if need := e.blocksFor(longest); need > e.kv.total() {
-		return fmt.Sprintf("needs %d KV blocks, the cache has %d", need, e.kv.total())
+		return true, fmt.Sprintf("needs %d KV blocks, the cache has %d", need, e.kv.total())
 	}
 	if !e.cfg.Engine.ChunkedPrefillEnabled && longest > e.cfg.Engine.MaxBatchedTokens {
-		return fmt.Sprintf("a %d-token prefill exceeds the %d-token budget and chunked prefill is off", longest, e.cfg.Engine.MaxBatchedTokens)
+		return false, fmt.Sprintf("a %d-token prefill exceeds the %d-token budget and chunked prefill is off", longest, e.cfg.Engine.MaxBatchedTokens)
 	}
-	return ""
+	return false, ""
 }
 
 // ensureStep keeps the engine busy while there is work (INV-8). A step

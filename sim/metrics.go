@@ -127,9 +127,11 @@ type Result struct {
 }
 
 // DroppedRequest is a request dropped as unservable (Counts.Dropped) and
-// why: it can never fit the KV cache, or its prefill never fits a step.
+// why: it can never fit the KV cache (NoKV), or, without chunked prefill,
+// its prefill never fits a step's token budget.
 type DroppedRequest struct {
 	ID     int64
+	NoKV   bool
 	Reason string
 }
 

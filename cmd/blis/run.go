@@ -241,7 +241,7 @@ func printDropped(stderr io.Writer, prefix string, dropped, offered int64, first
 		return
 	}
 	hint := "give the instance more KV blocks (--kv-blocks-gpu, --gpu-memory-utilization) or send shorter requests"
-	if !strings.Contains(first.Reason, "KV blocks") {
+	if !first.NoKV {
 		hint = "raise --max-num-batched-tokens or turn chunked prefill on (--enable-chunked-prefill)"
 	}
 	fmt.Fprintf(stderr, "warning: %s%d of %d requests dropped as unservable (requests.dropped_unservable): the first, request %d, %s; %s\n",
