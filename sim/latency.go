@@ -125,9 +125,10 @@ func (m *Blackbox) Validate() error {
 }
 
 // Roofline is an analytical step time from the model and hardware: one
-// fused forward pass bounded by compute or memory bandwidth, plus the
-// tensor-parallel all-reduces, CPU-tier transfers and a fixed per-step and
-// per-request overhead.
+// forward pass whose linear layers and attention are each bounded by
+// compute or memory bandwidth (they are separate kernels, run one after the
+// other), plus the tensor- and expert-parallel collectives, CPU-tier
+// transfers and a fixed per-step and per-request overhead.
 type Roofline struct {
 	Cfg *physics.PhysicsConfig
 	// ComputeEfficiency and BandwidthEfficiency are the shares of peak FLOP/s
@@ -194,17 +195,22 @@ func (m *Roofline) StepSeconds(b *Batch) float64 {
 	tokens := float64(in.ScheduledTokens)
 	t := (m.StepOverheadUs + m.PerRequestOverheadUs*float64(in.RunningDepth)) * 1e-6
 	if in.ScheduledTokens > 0 {
-		// Linear layers, plus attention: a prefill chunk's queries against
-		// its context (causal, so half of the 4·q_dim per pair) and each
-		// decode query against its whole context.
-		flops := tokens*c.FlopsLinearPerToken +
-			in.SumPrefillAttnWork*c.AttnFlopsPerWorkUnit +
-			float64(in.DecodeContextTokens)*2*c.AttnFlopsPerWorkUnit
-		// Weights once, the KV the step reads (decode blocks, prefill
-		// context) and the KV it writes.
+		// Linear layers and attention are separate kernels that run one
+		// after the other, so each has its own roofline. Linear layers
+		// read the weights once; vLLM computes logits only at each
+		// scheduled request's last position (gpu_model_runner's
+		// logits_indices), so the LM head costs one token per request.
+		// Attention: a prefill chunk's queries against its context
+		// (causal, so half of the 4·q_dim per pair) and each decode query
+		// against its whole context, reading that KV (decode blocks,
+		// prefill context) and writing the step's.
+		sampled := float64(in.NumPrefillReqs + in.NumDecodeReqs)
+		linFlops := tokens*(c.FlopsLinearPerToken-c.FlopsLMHead) + sampled*c.FlopsLMHead
+		attnFlops := in.SumPrefillAttnWork*c.AttnFlopsPerWorkUnit + float64(in.DecodeContextTokens)*2*c.AttnFlopsPerWorkUnit
 		kvRead := float64(in.SumDecodeKVBlocks)*c.BlockSizeBytes + prefillContextBytes(in, c)
-		bytes := c.ExpertWeightBytesEP(in.ScheduledTokens) + kvRead + tokens*c.KVBytesPerToken
-		t += math.Max(flops/(c.HWPeakFlops*m.ComputeEfficiency), bytes/(c.HWPeakBandwidth*m.BandwidthEfficiency))
+		fc, bw := c.HWPeakFlops*m.ComputeEfficiency, c.HWPeakBandwidth*m.BandwidthEfficiency
+		t += math.Max(linFlops/fc, c.ExpertWeightBytesEP(in.ScheduledTokens)/bw)
+		t += math.Max(attnFlops/fc, (kvRead+tokens*c.KVBytesPerToken)/bw)
 		if m.Cfg.TP > 1 {
 			t += tokens*c.CommBytesPerToken/c.HWInterconnectBW + float64(2*c.Model.NumLayers)*m.AllReduceLatencyUs*1e-6
 		}
