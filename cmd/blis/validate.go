@@ -67,14 +67,16 @@ at the engine core is compared without the output delay
 (--output-delay-us 0 unless given). Data parallelism runs the engines
 behind vLLM's own load balancer (the vllm-dp routing policy).
 
---calibrate fits the pipeline's parameters to the run before comparing:
-the engine core's fixed cost per step (--roofline-step-overhead-us, with the
-roofline latency model) and, for records measured at the client, the
-output delay (--output-delay-us). The search is coordinate descent with a
-golden-section search per parameter over a fixed range (log scale), two
-rounds of 16 simulations each, minimizing the sum of squared log ratios of
-the simulated to the measured mean TTFT, ITL and E2E. It is deterministic;
-it prints the parameters as flags, to predict other runs with them.`,
+--calibrate fits the simulator to the run before comparing: with the
+roofline latency model, its step-time parameters (--roofline-compute-eff,
+share of peak FLOP/s in (0.1, 1); --roofline-bandwidth-eff, share of peak
+memory bandwidth in (0.3, 1); --roofline-step-overhead-us, the engine
+core's fixed cost per step in 50 µs – 50 ms), and for records measured at
+the client the output delay (--output-delay-us, 10 µs – 200 ms). The
+search is coordinate descent with a golden-section search per parameter
+over its range (log scale), two rounds of 16 simulations each, minimizing
+the sum of squared log ratios of the simulated to the measured mean TTFT,
+ITL and E2E. It is deterministic; it prints the parameters as flags, to predict other runs with them.`,
 		Example: `  blis validate shared/data/vllm-runs/RTX4090/Llama-3.1-8B/vllm/requests.jsonl
   blis validate runs/qwen/requests.jsonl --hardware rtx-pro-6000 --plot qwen.png
   blis validate bench.json --format vllm-bench --model llama-2-7b --hardware h100-sxm --max-num-seqs 256`,
@@ -90,7 +92,7 @@ it prints the parameters as flags, to predict other runs with them.`,
 	f.BoolVar(&o.strict, "strict", false, "fail on the first unreadable row instead of skipping it (skips are counted in the report)")
 	f.StringVar(&o.plot, "plot", "", "draw simulated against measured TTFT, ITL and E2E per request to `FILE` (.png, .svg or .pdf)")
 	f.BoolVar(&o.asJSON, "json", false, "print the report as JSON instead of a table")
-	f.BoolVar(&o.calibrate, "calibrate", false, "fit the request pipeline's parameters to this run first (the roofline's per-step engine overhead, and the output delay for records measured at the client) by a deterministic search that runs the simulator inside the fit, print them as flags, then compare with them")
+	f.BoolVar(&o.calibrate, "calibrate", false, "fit the simulator to this run first (the roofline's compute and bandwidth efficiency and per-step overhead, and the output delay for records measured at the client) by a deterministic search that runs the simulator inside the fit, print them as flags, then compare with them")
 	addInstanceFlags(f, &o.run)
 	f.Int64Var(&o.run.seed, "seed", 42, "random seed")
 	f.BoolVarP(&o.run.quiet, "quiet", "q", false, "no diagnostics on stderr but warnings")
@@ -217,7 +219,7 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 	if cal != nil {
 		fmt.Fprintf(out, "calibrated:")
 		for _, k := range sortedKeys(cal.Flags) {
-			fmt.Fprintf(out, " --%s %.0f", k, cal.Flags[k])
+			fmt.Fprintf(out, " --%s %g", k, cal.Flags[k])
 		}
 		fmt.Fprintf(out, " (loss %.4f -> %.4f, %d simulations)\n", cal.StartLoss, cal.Loss, cal.Simulations)
 	}
@@ -338,32 +340,41 @@ func calibratePipeline(spec *deploy.InstanceSpec, at string, recs []records.Reco
 		set   func(*deploy.InstanceSpec, float64)
 	}
 	var knobs []knob
-	// The per-step overhead is the roofline's; probe which model the spec
-	// chooses.
+	// The step-time parameters are the roofline's; probe which model the
+	// spec chooses.
 	in, err := spec.Build(sim.NewRNG(seed), 0)
 	if err != nil {
 		return nil, deploy.FlagError(err)
 	}
+	var withRoofline *deploy.RooflineParams // the roofline parameters to start from, nil without the roofline
 	if in.LatencyName == "roofline" {
 		rp := deploy.DefaultRooflineParams
 		if spec.Latency.Roofline != nil {
 			rp = *spec.Latency.Roofline
 		}
-		knobs = append(knobs, knob{validate.Param{Name: "step overhead", Lo: 50, Hi: 50000, Log: true}, "roofline-step-overhead-us",
-			func() float64 { return rp.StepOverheadUs },
-			func(s *deploy.InstanceSpec, v float64) {
-				p := rp
-				p.StepOverheadUs = math.Round(v)
-				s.Latency.Roofline = &p
-			}})
+		// The roofline's own parameters, the GPU's and engine's: compute
+		// and bandwidth efficiency first, so that the per-step overhead
+		// takes what they leave rather than absorbing a step-time error
+		// that scales with the batch.
+		knobs = append(knobs,
+			knob{validate.Param{Name: "compute efficiency", Lo: 0.1, Hi: 1, Log: true}, "roofline-compute-eff",
+				func() float64 { return rp.ComputeEff },
+				func(s *deploy.InstanceSpec, v float64) { s.Latency.Roofline.ComputeEff = v }},
+			knob{validate.Param{Name: "bandwidth efficiency", Lo: 0.3, Hi: 1, Log: true}, "roofline-bandwidth-eff",
+				func() float64 { return rp.BandwidthEff },
+				func(s *deploy.InstanceSpec, v float64) { s.Latency.Roofline.BandwidthEff = v }},
+			knob{validate.Param{Name: "step overhead", Lo: 50, Hi: 50000, Log: true}, "roofline-step-overhead-us",
+				func() float64 { return rp.StepOverheadUs },
+				func(s *deploy.InstanceSpec, v float64) { s.Latency.Roofline.StepOverheadUs = v }})
+		withRoofline = &rp
 	}
 	if at == records.AtClient {
 		knobs = append(knobs, knob{validate.Param{Name: "output delay", Lo: 10, Hi: 200000, Log: true}, "output-delay-us",
 			func() float64 { return float64(max(spec.OutputDelayUs, 10)) },
-			func(s *deploy.InstanceSpec, v float64) { s.OutputDelayUs = int64(math.Round(v)) }})
+			func(s *deploy.InstanceSpec, v float64) { s.OutputDelayUs = int64(v) }})
 	}
 	if len(knobs) == 0 {
-		return nil, errors.New("--calibrate: nothing to calibrate: the per-step overhead needs the roofline latency model, and records measured at the engine core have no output delay")
+		return nil, errors.New("--calibrate: nothing to calibrate: the step-time parameters need the roofline latency model, and records measured at the engine core have no output delay")
 	}
 	search := validate.Search{Rounds: 2, Evals: 16}
 	start := make([]float64, len(knobs))
@@ -371,10 +382,16 @@ func calibratePipeline(spec *deploy.InstanceSpec, at string, recs []records.Reco
 		search.Params = append(search.Params, k.param)
 		start[i] = min(max(k.get(), k.param.Lo), k.param.Hi)
 	}
+	// apply sets the parameters, rounded as their flags print them, on a
+	// copy of spec (with its own roofline parameters).
 	apply := func(x []float64) deploy.InstanceSpec {
 		s := *spec
+		if withRoofline != nil {
+			p := *withRoofline
+			s.Latency.Roofline = &p
+		}
 		for i, k := range knobs {
-			k.set(&s, x[i])
+			k.set(&s, roundFlag(k.param, x[i]))
 		}
 		return s
 	}
@@ -394,9 +411,18 @@ func calibratePipeline(spec *deploy.InstanceSpec, at string, recs []records.Reco
 	cal := &calibration{Flags: map[string]float64{}, Loss: res.Loss, StartLoss: res.StartLoss, Simulations: res.Evaluation,
 		WallS: time.Since(t0).Seconds()}
 	for i, k := range knobs {
-		cal.Flags[k.flag] = math.Round(res.Best[i])
+		cal.Flags[k.flag] = roundFlag(k.param, res.Best[i])
 	}
 	return cal, nil
+}
+
+// roundFlag rounds a calibrated value as its flag is set: shares to three
+// decimals, microseconds to whole ones.
+func roundFlag(p validate.Param, v float64) float64 {
+	if p.Hi <= 1 {
+		return math.Round(v*1000) / 1000
+	}
+	return math.Round(v)
 }
 
 func sortedKeys(m map[string]float64) []string {

@@ -147,8 +147,8 @@ func TestValidateCalibrate(t *testing.T) {
 	a.Calibrated.WallS, b.Calibrated.WallS = 0, 0
 	require.Equal(t, a, b)
 	require.Less(t, a.Calibrated.Loss, a.Calibrated.StartLoss)
-	require.Contains(t, a.Calibrated.Flags, "roofline-step-overhead-us")
-	again := validateJSON(t, path, "--hardware", "rtx-pro-6000", "--roofline-step-overhead-us", fmt.Sprint(a.Calibrated.Flags["roofline-step-overhead-us"]))
+	require.Equal(t, []string{"roofline-bandwidth-eff", "roofline-compute-eff", "roofline-step-overhead-us"}, sortedKeys(a.Calibrated.Flags))
+	again := validateJSON(t, append([]string{path, "--hardware", "rtx-pro-6000"}, calibratedArgs(a.Calibrated)...)...)
 	require.Equal(t, a.Compare, again.Compare)
 
 	_, _, err := runCLI(t, "validate", path, "--hardware", "rtx-pro-6000", "--latency", "blackbox", "--calibrate")
@@ -161,9 +161,18 @@ func TestValidateCalibrate(t *testing.T) {
 	require.Equal(t, "client", v.MeasuredAt)
 	require.Equal(t, int64(1500), v.Deployment.OutputDelay)
 	c := validateJSON(t, bench, "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--latency", "roofline", "--calibrate")
-	require.Len(t, c.Calibrated.Flags, 2)
+	require.Len(t, c.Calibrated.Flags, 4)
 	require.Equal(t, int64(c.Calibrated.Flags["output-delay-us"]), c.Deployment.OutputDelay)
 	require.Less(t, c.Calibrated.Loss, c.Calibrated.StartLoss)
+}
+
+// calibratedArgs are the flags --calibrate printed.
+func calibratedArgs(c *calibration) []string {
+	var a []string
+	for _, k := range sortedKeys(c.Flags) {
+		a = append(a, "--"+k, fmt.Sprint(c.Flags[k]))
+	}
+	return a
 }
 
 // TestValidationTableInREADME recomputes the README's validation table:
@@ -193,11 +202,10 @@ func TestValidationTableInREADME(t *testing.T) {
 		return append(a, extra...)
 	}
 	def := make([]errs, len(vllmRuns))
-	steps := make([]float64, len(vllmRuns))
+	cals := make([]*calibration, len(vllmRuns))
 	for i := range vllmRuns {
 		def[i] = get(validateJSON(t, args(i)...))
-		c := validateJSON(t, args(i, "--calibrate")...)
-		steps[i] = c.Calibrated.Flags["roofline-step-overhead-us"]
+		cals[i] = validateJSON(t, args(i, "--calibrate")...).Calibrated
 	}
 	held := make([]errs, len(vllmRuns))
 	for i := range vllmRuns {
@@ -206,7 +214,7 @@ func TestValidationTableInREADME(t *testing.T) {
 			if j == i {
 				continue
 			}
-			e := get(validateJSON(t, args(i, "--roofline-step-overhead-us", fmt.Sprint(steps[j]))...))
+			e := get(validateJSON(t, args(i, calibratedArgs(cals[j])...)...))
 			for k := range e {
 				per[k] = append(per[k], e[k])
 			}
@@ -226,10 +234,11 @@ func TestValidationTableInREADME(t *testing.T) {
 		return fmt.Sprintf("%.1f %%", 100*(a[1]+a[2])/2)
 	}
 	var b strings.Builder
-	b.WriteString("| run | TTFT | ITL | E2E | TTFT, calibrated elsewhere | ITL | E2E | step overhead calibrated on it |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| run | TTFT | ITL | E2E | TTFT, calibrated elsewhere | ITL | E2E | calibrated on it: compute, bandwidth efficiency, step overhead |\n|---|---|---|---|---|---|---|---|\n")
 	for i, r := range vllmRuns {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %.0f µs |\n", r.dir, pct(def[i][0]), pct(def[i][1]), pct(def[i][2]),
-			pct(held[i][0]), pct(held[i][1]), pct(held[i][2]), steps[i])
+		f := cals[i].Flags
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %.3g, %.3g, %.0f µs |\n", r.dir, pct(def[i][0]), pct(def[i][1]), pct(def[i][2]),
+			pct(held[i][0]), pct(held[i][1]), pct(held[i][2]), f["roofline-compute-eff"], f["roofline-bandwidth-eff"], f["roofline-step-overhead-us"])
 	}
 	fmt.Fprintf(&b, "| median \\|error\\| | %s | %s | %s | %s | %s | %s | |\n", median(def, 0), median(def, 1), median(def, 2),
 		median(held, 0), median(held, 1), median(held, 2))
