@@ -59,16 +59,24 @@ type Window struct {
 	QueueDepth, Running   int64
 	KVUtilMean, KVUtilMax float64
 	InFlight              int64
+	// PromptTokens and GenerationTokens are what vLLM's
+	// vllm:prompt_tokens_total and vllm:generation_tokens_total counters
+	// (sim.Status) grew by in the window, summed over the instances: the
+	// per-second rates vLLM's own stat logger prints.
+	PromptTokens, GenerationTokens int64
 }
 
 // windowSample is the cluster's state at a window's end.
 type windowSample struct {
 	queue, running, inflight int64
 	kvMean, kvMax            float64
+	prompt, generation       int64 // the counters' totals
 }
 
 // windower accumulates the open window and keeps the closed ones.
 type windower struct {
+	// counted are the token counters' totals at the last window's end.
+	counted struct{ prompt, generation int64 }
 	d       int64
 	end     int64 // the open window's end
 	started bool  // the first event has opened a window
@@ -116,6 +124,8 @@ func (w *windower) close(s *windowSample) {
 	}
 	r.QueueDepth, r.Running, r.InFlight = s.queue, s.running, s.inflight
 	r.KVUtilMean, r.KVUtilMax = s.kvMean, s.kvMax
+	r.PromptTokens, r.GenerationTokens = s.prompt-w.counted.prompt, s.generation-w.counted.generation
+	w.counted.prompt, w.counted.generation = s.prompt, s.generation
 	w.rows = append(w.rows, r)
 	w.cur = Window{}
 	w.end = satAdd(w.end, w.d)
@@ -133,6 +143,8 @@ func (c *Sim) sampleWindow() windowSample {
 		s.inflight += c.inflight[i]
 		kv += st.KVUtilization
 		s.kvMax = max(s.kvMax, st.KVUtilization)
+		s.prompt += st.PromptTokens
+		s.generation += st.GenerationTokens
 	}
 	s.kvMean = kv / float64(len(c.eng))
 	return s
@@ -206,6 +218,8 @@ var windowColumns = []windowColumn{
 	{name: "kv_utilization_mean", float: func(w *Window) (float64, bool) { return w.KVUtilMean, true }},
 	{name: "kv_utilization_max", float: func(w *Window) (float64, bool) { return w.KVUtilMax, true }},
 	{name: "in_flight", int: func(w *Window) int64 { return w.InFlight }},
+	{name: "prompt_tokens", int: func(w *Window) int64 { return w.PromptTokens }},
+	{name: "generation_tokens", int: func(w *Window) int64 { return w.GenerationTokens }},
 }
 
 // WindowColumns are the columns of the window files, in order: the CSV

@@ -119,6 +119,9 @@ func TestStatusFollowsTheEngine(t *testing.T) {
 	// 100 prompt tokens + the first output token's slot: 7 blocks of 16.
 	require.Equal(t, int64(1000-7), st.FreeKVBlocks)
 	require.InDelta(t, 7.0/1000, st.KVUtilization, 1e-12)
+	// vLLM's token counters count the step's tokens when it is scheduled:
+	// request 0's prompt and its first token.
+	require.Equal(t, [2]int64{100, 1}, [2]int64{st.PromptTokens, st.GenerationTokens})
 	require.Zero(t, testing.AllocsPerRun(100, func() { _ = e.Status() }), "Status allocates nothing")
 	for {
 		if _, ok := e.NextEventUs(); !ok {
@@ -129,6 +132,7 @@ func TestStatusFollowsTheEngine(t *testing.T) {
 	st = e.Status()
 	require.Zero(t, st.InFlight)
 	require.Equal(t, st.TotalKVBlocks, st.FreeKVBlocks)
+	require.Equal(t, [2]int64{140, 5}, [2]int64{st.PromptTokens, st.GenerationTokens}, "both prompts, every token once")
 }
 
 func TestCachedPrefixBlocksSeesTheGroupPrefix(t *testing.T) {

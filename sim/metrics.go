@@ -169,6 +169,7 @@ type metrics struct {
 	preemptions, kvAllocFailures    int64
 	promptTokens, cachedTokens      int64
 	outputTokens, steps             int64
+	prefilledTokens                 int64 // prompts of the requests that produced a first token
 	busyUs, lastStepEnd, lastDepart int64
 	ttft, e2e, sched                []int64 // exact samples, unless bounded
 	exact                           bool

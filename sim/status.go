@@ -20,17 +20,25 @@ type Status struct {
 	// at first admission over prompt tokens admitted, since the start (0
 	// before any admission).
 	PrefixCacheHitRate float64
+	// PromptTokens and GenerationTokens are vLLM's counters
+	// vllm:prompt_tokens_total and vllm:generation_tokens_total since the
+	// start: a request's whole prompt (prefix-cache hits included) when it
+	// produces its first token, and every token produced. Both count a
+	// step's tokens when the step is scheduled, not when it ends.
+	PromptTokens, GenerationTokens int64
 }
 
 // Status returns the instance's current status.
 func (e *Engine) Status() Status {
 	st := Status{
-		AtUs:          e.now,
-		QueueDepth:    int64(e.waiting.len()),
-		BatchSize:     int64(len(e.running)),
-		InFlight:      e.injected - e.m.completed - e.m.dropped - e.m.timedOut,
-		FreeKVBlocks:  e.kv.numFree,
-		TotalKVBlocks: e.kv.total(),
+		AtUs:             e.now,
+		QueueDepth:       int64(e.waiting.len()),
+		BatchSize:        int64(len(e.running)),
+		InFlight:         e.injected - e.m.completed - e.m.dropped - e.m.timedOut,
+		FreeKVBlocks:     e.kv.numFree,
+		TotalKVBlocks:    e.kv.total(),
+		PromptTokens:     e.m.prefilledTokens,
+		GenerationTokens: e.m.outputTokens,
 	}
 	st.KVUtilization = float64(e.kv.used()) / float64(e.kv.total())
 	if e.m.promptTokens > 0 {

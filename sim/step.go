@@ -313,6 +313,7 @@ func (e *Engine) executeBatch(preempted int64) int64 {
 		switch {
 		case r.outputs == 1:
 			r.firstToken = end
+			e.m.prefilledTokens += r.spec.PromptTokens
 			e.journey(r, JourneyFirstToken, end)
 		case r.lastToken == now:
 			sinceLastStep++
