@@ -35,7 +35,7 @@ families=(
   "kv-events ./otlpingest:FuzzDecodeKVLine"
   "coefficients ./coefficients:FuzzParse"
   "workload ./sim/workload:FuzzParseDist ./sim/workload:FuzzParseSpec ./sim/workload:FuzzReplayCSV"
-  "records ./sim/workload/records:FuzzReadAzure ./sim/workload/records:FuzzParseRunMeta ./sim/workload/records:FuzzReadMooncake ./sim/workload/records:FuzzReadVLLMBench ./sim/workload/records:FuzzReadInferencePerf ./sim/workload/records:FuzzReadVLLMRuns"
+  "records ./sim/workload/records:FuzzReadAzure ./sim/workload/records:FuzzParseRunMeta ./sim/workload/records:FuzzReadMooncake ./sim/workload/records:FuzzReadVLLMBench ./sim/workload/records:FuzzReadInferencePerf ./sim/workload/records:FuzzReadVLLMRuns ./sim/workload/records:FuzzReadCounters"
   "parquet ./internal/pqread:FuzzRead ./internal/pqread:FuzzDamagedFile"
   "manifest ./cmd/calibrate:FuzzReadManifest"
   "deployment ./deploy:FuzzParseDeployment"

@@ -34,6 +34,7 @@ type validateOpts struct {
 	plot      string
 	asJSON    bool
 	calibrate bool
+	counters  string
 }
 
 func newValidateCmd() *cobra.Command {
@@ -67,6 +68,13 @@ at the engine core is compared without the output delay
 (--output-delay-us 0 unless given). Data parallelism runs the engines
 behind vLLM's own load balancer (the vllm-dp routing policy).
 
+With the run's engine counters (--counters, or the timeseries.csv next to
+a vllm-runs file), it also compares the engine phase by phase: the step
+time (running requests ÷ generated tokens per second) of the ticks with
+only decode steps, by running requests per engine, and the step time and
+token throughput of the ticks that prefill while requests wait, measured
+against the simulation's own counters over windows of the same length.
+
 --calibrate fits the simulator to the run before comparing: with the
 roofline latency model, its step-time parameters (--roofline-compute-eff,
 share of peak FLOP/s in (0.1, 1); --roofline-bandwidth-eff, share of peak
@@ -89,6 +97,7 @@ ITL and E2E. It is deterministic; it prints the parameters as flags, to predict 
 	f.SortFlags = false
 	f.StringVar(&o.format, "format", "auto", "format of RECORDS: auto, vllm-runs, vllm-bench, inference-perf (auto: detected from the content)")
 	f.StringVar(&o.meta, "meta", "", "vllm-runs meta.json describing the deployment (default: meta.json next to RECORDS, when there is one)")
+	f.StringVar(&o.counters, "counters", "", "vLLM's per-tick engine counters of the run (a vllm-runs timeseries.csv: prompt and generated tokens per second, running and waiting requests) to compare phase by phase with the simulation's (default: timeseries.csv next to a vllm-runs RECORDS, when there is one)")
 	f.BoolVar(&o.strict, "strict", false, "fail on the first unreadable row instead of skipping it (skips are counted in the report)")
 	f.StringVar(&o.plot, "plot", "", "draw simulated against measured TTFT, ITL and E2E per request to `FILE` (.png, .svg or .pdf)")
 	f.BoolVar(&o.asJSON, "json", false, "print the report as JSON instead of a table")
@@ -110,6 +119,10 @@ type validateReport struct {
 	Engines    int             `json:"engines"`
 	Compare    validate.Report `json:"compare"`
 	Calibrated *calibration    `json:"calibrated,omitempty"`
+	// Counters and Phases compare the engine counters, when the run has
+	// them.
+	Counters *records.Report  `json:"counters,omitempty"`
+	Phases   []validate.Phase `json:"phases,omitempty"`
 }
 
 // calibration is what --calibrate found.
@@ -136,7 +149,8 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 		}
 	}
 	ins := append(instanceInputs(&o.run), atomicfile.Named{Label: "RECORDS", Path: path}, atomicfile.Named{Label: "--meta", Path: o.meta},
-		atomicfile.Named{Label: "meta.json of RECORDS", Path: records.MetaPath(path)})
+		atomicfile.Named{Label: "meta.json of RECORDS", Path: records.MetaPath(path)}, atomicfile.Named{Label: "--counters", Path: o.counters},
+		atomicfile.Named{Label: "timeseries.csv of RECORDS", Path: records.CountersPath(path)})
 	if err := atomicfile.Check(ins, []atomicfile.Named{{Label: "--plot", Path: o.plot}}); err != nil {
 		return err
 	}
@@ -168,6 +182,10 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 			return err
 		}
 	}
+	counters, err := readCounters(stderr, o, path, rep.Format)
+	if err != nil {
+		return err
+	}
 	if at == records.AtEngine && !flags.Changed("output-delay-us") {
 		spec.OutputDelayUs = 0
 	}
@@ -192,12 +210,16 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 		printModelNotes(stderr, m) // a model that does not load is reported by the simulation
 	}
 	start := time.Now()
-	res, desc, engines, err := simulateRecords(spec, reqs, o.run.seed)
+	res, desc, engines, err := simulateRecords(spec, reqs, o.run.seed, counters.tickUs)
 	if err != nil {
 		return err
 	}
 	pairs := pairUp(recs, reqs, res)
 	cmp := validate.Compare(pairs)
+	var phases []validate.Phase
+	if counters.tickUs > 0 {
+		phases = validate.ComparePhases(counters.ticks, simulatedTicks(res.Windows), engines)
+	}
 	fmt.Fprintf(stderr, "blis: %d requests replayed on %d engine(s) in %.2f s wall\n", len(reqs), engines, time.Since(start).Seconds())
 	if o.plot != "" {
 		title := fmt.Sprintf("%s on %d × %s (TP %d)", desc.Model, engines, desc.Hardware, desc.TP)
@@ -209,7 +231,11 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 	if o.asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		vr := validateReport{Tool: "blis validate", Version: 1, Records: rep, MeasuredAt: at, Deployment: desc, Engines: engines, Compare: cmp, Calibrated: cal}
+		vr := validateReport{Tool: "blis validate", Version: 1, Records: rep, MeasuredAt: at, Deployment: desc, Engines: engines, Compare: cmp, Calibrated: cal,
+			Phases: phases}
+		if phases != nil {
+			vr.Counters = &counters.rep
+		}
 		if meta != nil {
 			vr.Meta = meta.Path
 		}
@@ -225,7 +251,15 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 	}
 	fmt.Fprintf(out, "deployment: %s on %d × %s, TP %d, max_num_seqs %d, max_num_batched_tokens %d, %d KV blocks, async scheduling %v, output delay %d µs, latency model %s\n\n",
 		desc.Model, engines, desc.Hardware, desc.TP, desc.VLLM.MaxNumSeqs, desc.VLLM.MaxBatchedTokens, desc.VLLM.TotalKVBlocksGPU, desc.Async, desc.OutputDelay, desc.Latency)
-	return cmp.WriteTable(out)
+	if err := cmp.WriteTable(out); err != nil {
+		return err
+	}
+	if phases == nil {
+		return nil
+	}
+	fmt.Fprintf(out, "\nengine counters: %s, %d ticks of %g s measured, %d simulated; step = running requests / generated tokens per second, per engine\n",
+		counters.path, len(counters.ticks), float64(counters.tickUs)/1e6, len(res.Windows))
+	return validate.WritePhases(out, phases)
 }
 
 // applyMeta sets what a vllm-runs meta.json says on spec, for every
@@ -285,7 +319,9 @@ func applyMeta(flags *pflag.FlagSet, m *records.RunMeta, spec *deploy.InstanceSp
 
 // simulateRecords runs the requests on the deployment spec describes: one
 // engine, or spec.DP engines behind vLLM's data-parallel balancer.
-func simulateRecords(spec deploy.InstanceSpec, reqs []sim.RequestSpec, seed int64) (*cluster.Result, instanceConfig, int, error) {
+// simulateRecords runs the requests on the deployment; windowUs > 0 also
+// cuts the run into windows of that length (cluster.Config.WindowUs).
+func simulateRecords(spec deploy.InstanceSpec, reqs []sim.RequestSpec, seed, windowUs int64) (*cluster.Result, instanceConfig, int, error) {
 	d, err := deploy.Server(spec)
 	if err != nil {
 		return nil, instanceConfig{}, 0, deploy.FlagError(err)
@@ -295,6 +331,7 @@ func simulateRecords(spec deploy.InstanceSpec, reqs []sim.RequestSpec, seed int6
 		return nil, instanceConfig{}, 0, deploy.FlagError(err)
 	}
 	b.Config.RecordRequests = true
+	b.Config.WindowUs = windowUs
 	cs, err := cluster.New(b.Config, cluster.NewSliceSource(reqs))
 	if err != nil {
 		return nil, instanceConfig{}, 0, err
@@ -398,7 +435,7 @@ func calibratePipeline(spec *deploy.InstanceSpec, at string, recs []records.Reco
 	t0 := time.Now()
 	res, err := search.Run(start, func(x []float64) (float64, error) {
 		s := apply(x)
-		r, _, _, err := simulateRecords(s, reqs, seed)
+		r, _, _, err := simulateRecords(s, reqs, seed, 0)
 		if err != nil {
 			return 0, err
 		}
@@ -450,4 +487,65 @@ func writePlot(path, format string, pairs []validate.Pair, title string) error {
 		return fmt.Errorf("--plot %s: %w", path, err)
 	}
 	return f.Commit()
+}
+
+// runCounters are a run's per-tick engine counters (--counters); tickUs is
+// 0 when there are none.
+type runCounters struct {
+	path   string
+	rep    records.Report
+	ticks  []validate.CounterSecond
+	tickUs int64
+}
+
+// readCounters reads --counters, or the timeseries.csv next to a vllm-runs
+// RECORDS when there is one, and finds the tick length: the median spacing
+// of the ticks, which must be a positive whole number of µs within 1 %.
+func readCounters(stderr io.Writer, o *validateOpts, path, format string) (runCounters, error) {
+	c := runCounters{path: o.counters}
+	if c.path == "" && format == records.VLLMRuns {
+		if _, err := os.Stat(records.CountersPath(path)); err == nil {
+			c.path = records.CountersPath(path)
+		}
+	}
+	if c.path == "" {
+		return c, nil
+	}
+	rows, rep, err := records.ReadCounters(c.path, records.Options{Strict: o.strict})
+	if err != nil {
+		return c, fmt.Errorf("--counters: %w", err)
+	}
+	for _, s := range rep.Skipped {
+		fmt.Fprintf(stderr, "blis: %s: skipped %d rows: %s (first at line %d)\n", c.path, s.Count, s.Reason, s.FirstLine)
+	}
+	if len(rows) < 2 {
+		return c, fmt.Errorf("--counters: %s: %d usable row; the tick length needs two", c.path, len(rows))
+	}
+	gaps := make([]float64, len(rows)-1)
+	for i := range gaps {
+		gaps[i] = rows[i+1].T - rows[i].T
+	}
+	slices.Sort(gaps)
+	tick := gaps[(len(gaps)-1)/2]
+	c.tickUs = int64(math.Round(tick * 1e6))
+	if c.tickUs <= 0 || c.tickUs > sim.MaxDurationUs || math.Abs(float64(c.tickUs)-tick*1e6) > 0.01*tick*1e6 {
+		return c, fmt.Errorf("--counters: %s: ticks %v s apart (the median spacing of column t) is not a usable window", c.path, tick)
+	}
+	c.rep = rep
+	c.ticks = make([]validate.CounterSecond, len(rows))
+	for i, r := range rows {
+		c.ticks[i] = validate.CounterSecond{PromptPerS: r.PromptPerS, GenerationPerS: r.GenerationPerS, Running: r.Running, Waiting: r.Waiting}
+	}
+	return c, nil
+}
+
+// simulatedTicks are the simulation's windows as engine counters.
+func simulatedTicks(ws []cluster.Window) []validate.CounterSecond {
+	out := make([]validate.CounterSecond, len(ws))
+	for i, w := range ws {
+		d := float64(w.EndUs-w.StartUs) / 1e6
+		out[i] = validate.CounterSecond{PromptPerS: float64(w.PromptTokens) / d, GenerationPerS: float64(w.GenerationTokens) / d,
+			Running: w.Running, Waiting: w.QueueDepth}
+	}
+	return out
 }

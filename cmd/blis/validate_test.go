@@ -49,6 +49,22 @@ type validateOut struct {
 		} `json:"metrics"`
 	} `json:"compare"`
 	Calibrated *calibration `json:"calibrated"`
+	Counters   *struct {
+		Rows int64 `json:"Rows"`
+		Read int64 `json:"Read"`
+	} `json:"counters"`
+	Phases []struct {
+		Phase    string `json:"phase"`
+		Unit     string `json:"unit"`
+		Measured struct {
+			Ticks  int      `json:"ticks"`
+			Median *float64 `json:"median"`
+		} `json:"measured"`
+		Simulated struct {
+			Ticks  int      `json:"ticks"`
+			Median *float64 `json:"median"`
+		} `json:"simulated"`
+	} `json:"phases"`
 }
 
 func validateJSON(t *testing.T, args ...string) validateOut {
@@ -135,6 +151,52 @@ func TestValidateErrors(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, out, "1 requests (2 rows, 1 skipped)")
 	require.Contains(t, stderr, "skipped 1 rows: negative (first at line 2)")
+}
+
+// The engine counters next to a vllm-runs file are compared phase by phase
+// with the simulation's windows of the same tick; --counters names another
+// file (for any records), and a bad one is an error naming it.
+func TestValidateEngineCounters(t *testing.T) {
+	path := runsPath("RTXPRO6000/Llama-3.1-8B")
+	v := validateJSON(t, path, "--hardware", "rtx-pro-6000")
+	require.NotNil(t, v.Counters)
+	require.Equal(t, int64(67), v.Counters.Read)
+	require.Len(t, v.Phases, 6)
+	decode := v.Phases[3] // 128+ running: the full batch of max_num_seqs 128
+	require.Equal(t, "decode only, 128+ running per engine", decode.Phase)
+	require.Equal(t, "ms", decode.Unit)
+	require.Positive(t, decode.Measured.Ticks)
+	require.Positive(t, decode.Simulated.Ticks)
+	// 128 requests over generated tokens per second, measured: 27 ms.
+	require.InDelta(t, 27.0, *decode.Measured.Median, 0.5)
+	out, _, err := runCLI(t, "validate", "-q", path, "--hardware", "rtx-pro-6000")
+	require.NoError(t, err)
+	require.Contains(t, out, "engine counters: "+filepath.Join(filepath.Dir(path), "timeseries.csv")+", 67 ticks of 1 s measured")
+
+	// Records of another format: no counters unless named.
+	bench := filepath.Join("..", "..", "sim", "workload", "records", "testdata", "vllm_bench.json")
+	b := validateJSON(t, bench, "--model", "llama-3.1-8b")
+	require.Nil(t, b.Counters)
+	require.Empty(t, b.Phases)
+	c := validateJSON(t, bench, "--model", "llama-3.1-8b", "--counters", filepath.Join(filepath.Dir(path), "timeseries.csv"))
+	require.Len(t, c.Phases, 6)
+
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "ts.csv")
+	require.NoError(t, os.WriteFile(bad, []byte("t,prompt_throughput,gen_throughput,running\n1,1,1,1\n"), 0o644))
+	_, _, err = runCLI(t, "validate", "-q", bench, "--model", "llama-3.1-8b", "--counters", bad)
+	require.ErrorContains(t, err, "--counters: "+bad+":1: missing column waiting")
+	one := filepath.Join(dir, "one.csv")
+	require.NoError(t, os.WriteFile(one, []byte("t,prompt_throughput,gen_throughput,running,waiting\n1,1,1,1,0\n"), 0o644))
+	_, _, err = runCLI(t, "validate", "-q", bench, "--model", "llama-3.1-8b", "--counters", one)
+	require.ErrorContains(t, err, "the tick length needs two")
+	skips := filepath.Join(dir, "skips.csv")
+	require.NoError(t, os.WriteFile(skips, []byte("t,prompt_throughput,gen_throughput,running,waiting\n1,1,1,1,0\n2,-1,1,1,0\n3,1,1,1,0\n"), 0o644))
+	_, stderr, err := runCLI(t, "validate", bench, "--model", "llama-3.1-8b", "--counters", skips)
+	require.NoError(t, err)
+	require.Contains(t, stderr, skips+": skipped 1 rows: negative (first at line 3)")
+	_, _, err = runCLI(t, "validate", "-q", path, "--hardware", "rtx-pro-6000", "--counters", skips, "--strict")
+	require.ErrorContains(t, err, skips+":3: prompt_throughput: -1 is negative")
 }
 
 // --calibrate lowers the loss, is deterministic, and its flags reproduce

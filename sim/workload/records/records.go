@@ -190,6 +190,12 @@ func (r *reader) add(line int64, t int64, rec Record, e *rowError) error {
 		r.recs = append(r.recs, rec)
 		return nil
 	}
+	return r.reject(line, e)
+}
+
+// reject counts the row at line as skipped for e's reason, or with Strict
+// returns an error naming file:line and field.
+func (r *reader) reject(line int64, e *rowError) error {
 	if r.opt.Strict {
 		if e.field == "" {
 			return fmt.Errorf("%s:%d: %s", r.path, line, e.msg)
