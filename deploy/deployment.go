@@ -43,6 +43,7 @@ import (
 //	      long_prefill_token_threshold: 0
 //	      max_model_len: 0          # vLLM --max-model-len; 0: the model's context
 //	      async_scheduling: true    # vLLM --async-scheduling
+//	      scheduler_reserve_full_isl: true  # admit only when the whole prompt fits
 //	      output_delay_us: 1500     # step end to the client, per token
 //	    scheduler: fcfs
 //	    priority: constant
@@ -154,6 +155,7 @@ type vllmYAML struct {
 	LongPrefill          *int64   `yaml:"long_prefill_token_threshold"`
 	MaxModelLen          *int64   `yaml:"max_model_len"`
 	AsyncScheduling      *bool    `yaml:"async_scheduling"`
+	ReserveFullISL       *bool    `yaml:"scheduler_reserve_full_isl"`
 	OutputDelayUs        *int64   `yaml:"output_delay_us"`
 }
 
@@ -329,6 +331,7 @@ func (d *Deployment) pool(py poolYAML, key string, i int, dir string) (Pool, err
 		set(&s.LongPrefillThreshold, v.LongPrefill)
 		set(&s.MaxModelLen, v.MaxModelLen)
 		set(&s.AsyncScheduling, v.AsyncScheduling)
+		set(&s.ReserveFullSequence, v.ReserveFullISL)
 		set(&s.OutputDelayUs, v.OutputDelayUs)
 		if v.KVBlocksGPU != nil && *v.KVBlocksGPU != "auto" {
 			n, err := strconv.ParseInt(*v.KVBlocksGPU, 10, 64)

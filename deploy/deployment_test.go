@@ -21,6 +21,8 @@ func TestDeploymentBuildsPoolsInOrder(t *testing.T) {
       total_kv_blocks_gpu: 20000
   - name: small
     hardware: a100-80gb
+    vllm:
+      scheduler_reserve_full_isl: false
     latency:
       model: roofline
       roofline: {compute_eff: 0.5}
@@ -49,6 +51,8 @@ admission:
 	require.Equal(t, int64(128), b.Config.Instances[0].Config.Engine.MaxNumSeqs)
 	require.Equal(t, int64(20000), b.Config.Instances[1].Config.Engine.TotalKVBlocksGPU)
 	require.Equal(t, "A100-80GB", b.Pools[1].Phys.Hardware.Name)
+	require.True(t, b.Config.Instances[0].Config.Engine.ReserveFullSequence, "vLLM's default")
+	require.False(t, b.Config.Instances[2].Config.Engine.ReserveFullSequence)
 	require.Equal(t, "roofline+noise", b.Config.Instances[2].Config.Latency.Name())
 	require.Equal(t, "weighted", b.Config.Routing.Name())
 	require.Equal(t, "token-bucket", b.Config.Admission.Name())

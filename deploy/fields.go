@@ -30,6 +30,7 @@ var keyFlag = []struct{ key, flag string }{
 	{"vllm.max_model_len", "--max-model-len"},
 	{"vllm.offload_threshold", "--kv-offload-threshold"},
 	{"vllm.async_scheduling", "--async-scheduling"},
+	{"vllm.scheduler_reserve_full_isl", "--scheduler-reserve-full-isl"},
 	{"vllm.output_delay_us", "--output-delay-us"},
 	{"scheduler", "--scheduler"},
 	{"priority", "--priority"},

@@ -51,6 +51,9 @@ type InstanceSpec struct {
 	// engine core schedules one step ahead, so a new request joins one
 	// step later.
 	AsyncScheduling bool
+	// ReserveFullSequence is vLLM's scheduler_reserve_full_isl (on by
+	// default; sim.EngineConfig.ReserveFullSequence).
+	ReserveFullSequence bool
 	// OutputDelayUs is the delay from a token's step end to the client
 	// (sim.Pipeline.OutputDelayUs), µs.
 	OutputDelayUs int64
@@ -106,16 +109,17 @@ var (
 // fcfs scheduling and the automatic latency model choice.
 func DefaultInstanceSpec() InstanceSpec {
 	return InstanceSpec{
-		Model:             "llama-3.1-8b",
-		Hardware:          "h100-sxm",
-		TP:                1,
-		VLLM:              physics.DefaultVLLMKnobs(),
-		OffloadThreshold:  0.9,
-		AsyncScheduling:   true,
-		OutputDelayUs:     sim.DefaultOutputDelayUs,
-		Scheduler:         "fcfs",
-		Priority:          "constant",
-		PriorityAgeWeight: 1,
+		Model:               "llama-3.1-8b",
+		Hardware:            "h100-sxm",
+		TP:                  1,
+		VLLM:                physics.DefaultVLLMKnobs(),
+		OffloadThreshold:    0.9,
+		AsyncScheduling:     true,
+		ReserveFullSequence: true,
+		OutputDelayUs:       sim.DefaultOutputDelayUs,
+		Scheduler:           "fcfs",
+		Priority:            "constant",
+		PriorityAgeWeight:   1,
 	}
 }
 
@@ -232,7 +236,7 @@ func (s InstanceSpec) Build(rng sim.RNG, index int) (*Instance, error) {
 	}
 	in.Config = sim.Config{
 		Engine: sim.EngineConfig{VLLMKnobs: cfg.Knobs, LongPrefillThreshold: s.LongPrefillThreshold, OffloadThreshold: s.OffloadThreshold,
-			Pipeline: pipe, MaxModelLen: maxLen},
+			Pipeline: pipe, MaxModelLen: maxLen, ReserveFullSequence: s.ReserveFullSequence},
 		Policies: sim.Policies{Scheduler: sched, Priority: sim.PriorityPolicy{Kind: prio, Base: s.PriorityBase, AgeWeight: s.PriorityAgeWeight}},
 		Latency:  lat,
 	}

@@ -58,6 +58,13 @@ type EngineConfig struct {
 	// OffloadThreshold is the GPU usage share above which evicted prefix
 	// blocks are stored to the CPU tier, in [0, 1].
 	OffloadThreshold float64
+	// ReserveFullSequence is vLLM's scheduler_reserve_full_isl (on by
+	// default in vLLM): a waiting request, new or preempted, is admitted
+	// only when the free blocks hold its whole sequence so far (prompt,
+	// and the tokens it generated before a preemption), less its
+	// prefix-cache hits, not only the chunk it computes first. Its blocks
+	// are still allocated chunk by chunk.
+	ReserveFullSequence bool
 	// Pipeline is the request path around the engine core's step loop.
 	Pipeline Pipeline
 }

@@ -339,3 +339,44 @@ func TestContentIDsSharePrefixes(t *testing.T) {
 	require.Equal(t, int64(96), SharedBlocks(&b, 16), "the fourth chunk lies beyond the prompt")
 	require.Error(t, RequestSpec{ID: 1, PromptTokens: 5, OutputTokens: 1, Content: []uint64{1}}.Validate())
 }
+
+// vLLM's scheduler_reserve_full_isl: a waiting request is admitted only
+// when its whole prompt fits in the free blocks, though it computes (and
+// is allocated) only a chunk this step. 20 blocks of 16 tokens: request 0
+// (160 tokens, 10 blocks) leaves 10; request 1's 200-token prompt needs
+// 13 blocks, its first 96-token chunk (the budget's rest) 6.
+func TestReserveFullSequenceGatesAdmission(t *testing.T) {
+	for _, tc := range []struct {
+		reserve bool
+		batch   int64
+	}{{false, 2}, {true, 1}} {
+		cfg := baseConfig()
+		cfg.Engine.TotalKVBlocksGPU = 20
+		cfg.Engine.MaxBatchedTokens = 256
+		cfg.Engine.ReserveFullSequence = tc.reserve
+		e, err := NewEngine(cfg)
+		require.NoError(t, err)
+		for _, q := range specs([3]int64{0, 160, 50}, [3]int64{0, 200, 2}) {
+			require.NoError(t, e.Inject(q, 0))
+		}
+		require.NoError(t, e.Advance()) // t=0: both arrive
+		require.NoError(t, e.Advance()) // t=100: both queue; the first step
+		st := e.Status()
+		require.Equal(t, tc.batch, st.BatchSize, "reserve %v", tc.reserve)
+		if tc.reserve {
+			require.Equal(t, int64(1), st.QueueDepth)
+			require.Equal(t, int64(20-10), st.FreeKVBlocks, "request 1 holds nothing while it waits")
+		} else {
+			require.Equal(t, int64(20-10-6), st.FreeKVBlocks, "request 1's first chunk only")
+		}
+		for {
+			if _, ok := e.NextEventUs(); !ok {
+				break
+			}
+			require.NoError(t, e.Advance())
+		}
+		res, err := e.Finish()
+		require.NoError(t, err)
+		require.Equal(t, int64(2), res.Requests.Completed, "both finish either way (reserve %v)", tc.reserve)
+	}
+}

@@ -161,7 +161,11 @@ func (e *Engine) admitWaiting(budget int64) {
 		}
 		n = min(n, budget)
 		fresh := e.blocksFor(computed+n) - hits
-		if fresh > e.kv.numFree-hitsFree {
+		need := fresh
+		if e.cfg.Engine.ReserveFullSequence {
+			need = e.blocksFor(stream) - hits
+		}
+		if need > e.kv.numFree-hitsFree {
 			e.m.kvAllocFailures++
 			break
 		}

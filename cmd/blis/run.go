@@ -32,6 +32,7 @@ type runOpts struct {
 	longPrefill     int64
 	maxModelLen     int64
 	asyncSched      bool
+	reserveFullISL  bool
 	dataParallel    int
 	expertParallel  bool
 	outputDelayUs   int64
@@ -481,6 +482,7 @@ func addInstanceFlags(f *pflag.FlagSet, o *runOpts) {
 	f.IntVar(&o.dataParallel, "data-parallel-size", 1, "vLLM --data-parallel-size: the server is this many engines behind vLLM's own load balancer (the vllm-dp routing policy, counts refreshed every 100 ms); runs as a cluster")
 	f.BoolVar(&o.expertParallel, "enable-expert-parallel", false, "vLLM --enable-expert-parallel: a mixture-of-experts model's routed experts are sharded over the data-parallel × tensor-parallel ranks, with an all-gather and a reduce-scatter around every MoE layer")
 	f.BoolVar(&o.asyncSched, "async-scheduling", true, "vLLM --async-scheduling: the engine core schedules one step ahead, so a request arriving while steps run joins one step later (false: vLLM --no-async-scheduling)")
+	f.BoolVar(&o.reserveFullISL, "scheduler-reserve-full-isl", true, "vLLM --scheduler-reserve-full-isl: a waiting or preempted request is admitted only when the free KV blocks hold its whole sequence so far (less prefix-cache hits), not only its first chunk (false: vLLM --no-scheduler-reserve-full-isl)")
 	f.Int64Var(&o.outputDelayUs, "output-delay-us", sim.DefaultOutputDelayUs, "µs from the end of the step that produced a token to the client receiving it (output processing, detokenization, streaming); moves TTFT and E2E, not ITL; 0 to measure at the engine core's output")
 	f.BoolVar(&o.knobs.ChunkedPrefillEnabled, "enable-chunked-prefill", o.knobs.ChunkedPrefillEnabled, "vLLM --enable-chunked-prefill")
 	f.BoolVar(&o.knobs.PrefixCachingEnabled, "enable-prefix-caching", o.knobs.PrefixCachingEnabled, "vLLM --enable-prefix-caching")
@@ -808,6 +810,9 @@ func applyVLLMFlags(set func(string) bool, o *runOpts, spec *deploy.InstanceSpec
 	if set("async-scheduling") {
 		spec.AsyncScheduling = o.asyncSched
 	}
+	if set("scheduler-reserve-full-isl") {
+		spec.ReserveFullSequence = o.reserveFullISL
+	}
 	if set("output-delay-us") {
 		spec.OutputDelayUs = o.outputDelayUs
 	}
@@ -855,6 +860,7 @@ type instanceConfig struct {
 	LongPrefill  int64             `json:"long_prefill_token_threshold"`
 	MaxModelLen  int64             `json:"max_model_len,omitempty"` // when given: the model's otherwise
 	Async        bool              `json:"async_scheduling"`
+	ReserveFull  bool              `json:"scheduler_reserve_full_isl"`
 	OutputDelay  int64             `json:"output_delay_us"`
 	Scheduler    string            `json:"scheduler"`
 	Priority     string            `json:"priority"`
@@ -866,7 +872,7 @@ type instanceConfig struct {
 func describeInstance(spec *deploy.InstanceSpec, in *deploy.Instance) instanceConfig {
 	return instanceConfig{
 		Model: in.Phys.Model.Name, Hardware: in.Phys.Hardware.Name, TP: in.Phys.TP, VLLM: in.Phys.Knobs,
-		LongPrefill: spec.LongPrefillThreshold, MaxModelLen: spec.MaxModelLen, Async: spec.AsyncScheduling, OutputDelay: spec.OutputDelayUs, Scheduler: spec.Scheduler, Priority: spec.Priority,
+		LongPrefill: spec.LongPrefillThreshold, MaxModelLen: spec.MaxModelLen, Async: spec.AsyncScheduling, ReserveFull: spec.ReserveFullSequence, OutputDelay: spec.OutputDelayUs, Scheduler: spec.Scheduler, Priority: spec.Priority,
 		Latency: in.Config.Latency.Name(), Coefficients: in.CoefficientsSource, Noise: spec.Latency.Noise,
 	}
 }

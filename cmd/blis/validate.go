@@ -314,13 +314,16 @@ func applyMeta(flags *pflag.FlagSet, m *records.RunMeta, spec *deploy.InstanceSp
 	if set("async-scheduling") && m.AsyncScheduling != nil {
 		spec.AsyncScheduling = *m.AsyncScheduling
 	}
+	if set("scheduler-reserve-full-isl") && m.ReserveFullISL != nil {
+		spec.ReserveFullSequence = *m.ReserveFullISL
+	}
 	return nil
 }
 
 // simulateRecords runs the requests on the deployment spec describes: one
-// engine, or spec.DP engines behind vLLM's data-parallel balancer.
-// simulateRecords runs the requests on the deployment; windowUs > 0 also
-// cuts the run into windows of that length (cluster.Config.WindowUs).
+// engine, or spec.DP engines behind vLLM's data-parallel balancer;
+// windowUs > 0 also cuts the run into windows of that length
+// (cluster.Config.WindowUs).
 func simulateRecords(spec deploy.InstanceSpec, reqs []sim.RequestSpec, seed, windowUs int64) (*cluster.Result, instanceConfig, int, error) {
 	d, err := deploy.Server(spec)
 	if err != nil {

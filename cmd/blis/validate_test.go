@@ -105,6 +105,18 @@ func TestValidateDeploymentFromMeta(t *testing.T) {
 	require.False(t, v.Deployment.Async)
 	require.Equal(t, int64(700), v.Deployment.OutputDelay)
 
+	// scheduler_reserve_full_isl from the resolved config (true in these
+	// runs, vLLM's default), and a flag beats it.
+	require.True(t, d.ReserveFull)
+	meta, err := os.ReadFile(filepath.Join(filepath.Dir(runsPath("RTX4090/Llama-3.1-8B")), "meta.json"))
+	require.NoError(t, err)
+	off := strings.Replace(string(meta), `"scheduler_reserve_full_isl": true`, `"scheduler_reserve_full_isl": false`, 1)
+	require.NotEqual(t, string(meta), off)
+	offPath := filepath.Join(t.TempDir(), "meta.json")
+	require.NoError(t, os.WriteFile(offPath, []byte(off), 0o644))
+	require.False(t, validateJSON(t, runsPath("RTX4090/Llama-3.1-8B"), "--meta", offPath).Deployment.ReserveFull)
+	require.True(t, validateJSON(t, runsPath("RTX4090/Llama-3.1-8B"), "--meta", offPath, "--scheduler-reserve-full-isl").Deployment.ReserveFull)
+
 	// Data parallelism with expert parallelism: two engines.
 	v = validateJSON(t, runsPath("RTXPRO6000/Qwen3-30B-A3B-Instruct-2507"), "--hardware", "rtx-pro-6000")
 	require.Equal(t, 2, v.Engines)

@@ -30,6 +30,7 @@ type RunMeta struct {
 	PrefixCaching        *bool
 	ChunkedPrefill       *bool
 	AsyncScheduling      *bool
+	ReserveFullISL       *bool // scheduler_reserve_full_isl
 	// Device is the GPU's name as CUDA reports it ("" when not recorded).
 	Device string
 }
@@ -78,6 +79,7 @@ func ParseRunMeta(data []byte, path string) (*RunMeta, error) {
 			Scheduler *struct {
 				AsyncScheduling *bool `json:"async_scheduling"`
 				ChunkedPrefill  *bool `json:"enable_chunked_prefill"`
+				ReserveFullISL  *bool `json:"scheduler_reserve_full_isl"`
 			} `json:"scheduler_config"`
 		} `json:"resolved_config"`
 	}
@@ -160,6 +162,7 @@ func ParseRunMeta(data []byte, path string) (*RunMeta, error) {
 	if r := f.Resolved; r != nil && r.Scheduler != nil {
 		m.AsyncScheduling = r.Scheduler.AsyncScheduling
 		m.ChunkedPrefill = r.Scheduler.ChunkedPrefill
+		m.ReserveFullISL = r.Scheduler.ReserveFullISL
 	}
 	return m, nil
 }
