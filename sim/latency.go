@@ -142,6 +142,10 @@ type Roofline struct {
 	// AllReduceLatencyUs is the fixed latency of one all-reduce (two per
 	// layer at TP > 1).
 	AllReduceLatencyUs float64
+	// SmallAllReduceBusShare is the share of the interconnect's bandwidth
+	// that an all-reduce of at most SmallAllReduceMaxBytes reaches, in
+	// (0, 1] (allReduceSeconds).
+	SmallAllReduceBusShare float64
 	// TransferBaseUs is the fixed cost of a step that moves KV blocks over
 	// PCIe.
 	TransferBaseUs float64
@@ -159,8 +163,14 @@ func DefaultRoofline(cfg *physics.PhysicsConfig) *Roofline {
 		StepOverheadUs:       900,
 		PerRequestOverheadUs: 4,
 		AllReduceLatencyUs:   8,
-		TransferBaseUs:       50,
-		Overheads:            DefaultOverheads(),
+		// vLLM's custom all-reduce on H100 SXM (NVLink, 450 GB/s each
+		// way) takes 12.9 / 17.7 / 26.6 µs at 256 KiB / 512 KiB / 1 MiB
+		// and TP 2, 20.6 / 26.9 / 40.2 µs at TP 4, 24.1 / 30.4 / 45.0 µs
+		// at TP 8 (sgl-project/sglang pull 2904): a bus bandwidth of
+		// 57-66 GB/s between those sizes, 0.13 of the link.
+		SmallAllReduceBusShare: 0.13,
+		TransferBaseUs:         50,
+		Overheads:              DefaultOverheads(),
 	}
 }
 
@@ -177,6 +187,9 @@ func (m *Roofline) Validate() error {
 	}
 	if !(m.ComputeEfficiency > 0 && m.ComputeEfficiency <= 1) || !(m.BandwidthEfficiency > 0 && m.BandwidthEfficiency <= 1) {
 		return fmt.Errorf("roofline efficiencies must be in (0, 1], got compute %v, bandwidth %v", m.ComputeEfficiency, m.BandwidthEfficiency)
+	}
+	if !(m.SmallAllReduceBusShare > 0 && m.SmallAllReduceBusShare <= 1) {
+		return fmt.Errorf("roofline small all-reduce bus share must be in (0, 1], got %v", m.SmallAllReduceBusShare)
 	}
 	for _, v := range []float64{m.StepOverheadUs, m.PerRequestOverheadUs, m.AllReduceLatencyUs, m.TransferBaseUs} {
 		if !(v >= 0) || math.IsInf(v, 0) {
@@ -212,7 +225,7 @@ func (m *Roofline) StepSeconds(b *Batch) float64 {
 		t += math.Max(linFlops/fc, c.ExpertWeightBytesEP(in.ScheduledTokens)/bw)
 		t += math.Max(attnFlops/fc, (kvRead+tokens*c.KVBytesPerToken)/bw)
 		if m.Cfg.TP > 1 {
-			t += tokens*c.CommBytesPerToken/c.HWInterconnectBW + float64(2*c.Model.NumLayers)*m.AllReduceLatencyUs*1e-6
+			t += m.allReduceSeconds(tokens)
 		}
 		if m.Cfg.EP > 1 {
 			// The expert-parallel all-gather and reduce-scatter around every
@@ -225,6 +238,28 @@ func (m *Roofline) StepSeconds(b *Batch) float64 {
 	}
 	return t
 }
+
+// allReduceSeconds is the time of a step's tensor-parallel all-reduces,
+// two per layer, each of the step's tokens' hidden states: a latency and
+// the bytes each device sends over the bandwidth a message of that size
+// reaches. Up to SmallAllReduceMaxBytes vLLM's custom all-reduce runs,
+// which reaches only SmallAllReduceBusShare of the link (its kernels read
+// the peers' buffers with few blocks in flight); larger messages go to
+// NCCL's ring at the link's rate.
+func (m *Roofline) allReduceSeconds(tokens float64) float64 {
+	c := m.Cfg
+	n := float64(2 * c.Model.NumLayers)
+	msg := tokens * float64(c.Model.HiddenSize) * c.Model.BytesPerParam
+	bw := c.HWInterconnectBW
+	if msg <= SmallAllReduceMaxBytes {
+		bw *= m.SmallAllReduceBusShare
+	}
+	return n * (m.AllReduceLatencyUs*1e-6 + tokens*c.CommBytesPerToken/n/bw)
+}
+
+// SmallAllReduceMaxBytes is the largest message vLLM's custom all-reduce
+// takes (its max_size default, 8 MiB); larger ones go to NCCL.
+const SmallAllReduceMaxBytes = 8 << 20
 
 // prefillContextBytes is the KV a prefill chunk reads from its context.
 func prefillContextBytes(in *features.BetaInput, c *physics.PhysicsConfig) float64 {
