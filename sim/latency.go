@@ -146,6 +146,10 @@ type Roofline struct {
 	// that an all-reduce of at most SmallAllReduceMaxBytes reaches, in
 	// (0, 1] (allReduceSeconds).
 	SmallAllReduceBusShare float64
+	// NCCLLinkShare is the share of the interconnect's bandwidth that
+	// NCCL's collectives reach (larger all-reduces, the expert-parallel
+	// all-gather and reduce-scatter), in (0, 1].
+	NCCLLinkShare float64
 	// TransferBaseUs is the fixed cost of a step that moves KV blocks over
 	// PCIe.
 	TransferBaseUs float64
@@ -169,8 +173,13 @@ func DefaultRoofline(cfg *physics.PhysicsConfig) *Roofline {
 		// at TP 8 (sgl-project/sglang pull 2904): a bus bandwidth of
 		// 57-66 GB/s between those sizes, 0.13 of the link.
 		SmallAllReduceBusShare: 0.13,
-		TransferBaseUs:         50,
-		Overheads:              DefaultOverheads(),
+		// NCCL's topology model rates a link below its raw rate: 20.6 of
+		// 25 GB/s per H100 NVLink lane, 20 of 25 per A100 lane, 12 of 15.75
+		// GB/s for PCIe Gen3 x16 (src/graph/topo.h, SM90_NVLINK_BW,
+		// SM80_NVLINK_BW, PCI_BW): 0.76-0.82.
+		NCCLLinkShare:  0.8,
+		TransferBaseUs: 50,
+		Overheads:      DefaultOverheads(),
 	}
 }
 
@@ -188,8 +197,8 @@ func (m *Roofline) Validate() error {
 	if !(m.ComputeEfficiency > 0 && m.ComputeEfficiency <= 1) || !(m.BandwidthEfficiency > 0 && m.BandwidthEfficiency <= 1) {
 		return fmt.Errorf("roofline efficiencies must be in (0, 1], got compute %v, bandwidth %v", m.ComputeEfficiency, m.BandwidthEfficiency)
 	}
-	if !(m.SmallAllReduceBusShare > 0 && m.SmallAllReduceBusShare <= 1) {
-		return fmt.Errorf("roofline small all-reduce bus share must be in (0, 1], got %v", m.SmallAllReduceBusShare)
+	if !(m.SmallAllReduceBusShare > 0 && m.SmallAllReduceBusShare <= 1) || !(m.NCCLLinkShare > 0 && m.NCCLLinkShare <= 1) {
+		return fmt.Errorf("roofline collective shares must be in (0, 1], got small all-reduce %v, NCCL %v", m.SmallAllReduceBusShare, m.NCCLLinkShare)
 	}
 	for _, v := range []float64{m.StepOverheadUs, m.PerRequestOverheadUs, m.AllReduceLatencyUs, m.TransferBaseUs} {
 		if !(v >= 0) || math.IsInf(v, 0) {
@@ -230,7 +239,7 @@ func (m *Roofline) StepSeconds(b *Batch) float64 {
 		if m.Cfg.EP > 1 {
 			// The expert-parallel all-gather and reduce-scatter around every
 			// MoE layer: two collectives per layer.
-			t += tokens*c.EPExchangeBytesPerToken()/c.HWInterconnectBW + float64(2*c.Model.NumLayers)*m.AllReduceLatencyUs*1e-6
+			t += tokens*c.EPExchangeBytesPerToken()/(c.HWInterconnectBW*m.NCCLLinkShare) + float64(2*c.Model.NumLayers)*m.AllReduceLatencyUs*1e-6
 		}
 	}
 	if in.TransferBlocks > 0 {
@@ -245,14 +254,14 @@ func (m *Roofline) StepSeconds(b *Batch) float64 {
 // reaches. Up to SmallAllReduceMaxBytes vLLM's custom all-reduce runs,
 // which reaches only SmallAllReduceBusShare of the link (its kernels read
 // the peers' buffers with few blocks in flight); larger messages go to
-// NCCL's ring at the link's rate.
+// NCCL's ring at NCCLLinkShare of the link.
 func (m *Roofline) allReduceSeconds(tokens float64) float64 {
 	c := m.Cfg
 	n := float64(2 * c.Model.NumLayers)
 	msg := tokens * float64(c.Model.HiddenSize) * c.Model.BytesPerParam
-	bw := c.HWInterconnectBW
+	bw := c.HWInterconnectBW * m.NCCLLinkShare
 	if msg <= SmallAllReduceMaxBytes {
-		bw *= m.SmallAllReduceBusShare
+		bw = c.HWInterconnectBW * m.SmallAllReduceBusShare
 	}
 	return n * (m.AllReduceLatencyUs*1e-6 + tokens*c.CommBytesPerToken/n/bw)
 }
