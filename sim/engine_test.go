@@ -369,12 +369,7 @@ func TestReserveFullSequenceGatesAdmission(t *testing.T) {
 		} else {
 			require.Equal(t, int64(20-10-6), st.FreeKVBlocks, "request 1's first chunk only")
 		}
-		for {
-			if _, ok := e.NextEventUs(); !ok {
-				break
-			}
-			require.NoError(t, e.Advance())
-		}
+		drain(t, e)
 		res, err := e.Finish()
 		require.NoError(t, err)
 		require.Equal(t, int64(2), res.Requests.Completed, "both finish either way (reserve %v)", tc.reserve)
