@@ -52,7 +52,7 @@ import (
 //	    latency:
 //	      model: roofline           # physics, roofline, blackbox; default automatic
 //	      coefficients: c.yaml      # physics
-//	      roofline: {compute_eff: 0.6, bandwidth_eff: 0.8, step_overhead_us: 900}
+//	      roofline: {compute_eff: 0.8, bandwidth_eff: 0.8, step_overhead_us: 900} # compute: share of the GPU's sustained GEMM rate
 //	      blackbox: {alpha: [1200, 0.08, 1.5], beta: [6000, 0.2, 30]}
 //	      noise: 0
 //	admission:

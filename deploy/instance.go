@@ -87,7 +87,7 @@ type LatencySpec struct {
 
 // RooflineParams are the roofline's tunable efficiencies and overhead.
 type RooflineParams struct {
-	ComputeEff     float64 // share of peak FLOP/s reached, (0, 1]
+	ComputeEff     float64 // share of the card's sustained GEMM rate reached, (0, 1]
 	BandwidthEff   float64 // share of peak HBM bandwidth reached, (0, 1]
 	StepOverheadUs float64 // fixed CPU and launch cost per step, µs
 }
@@ -100,7 +100,7 @@ type BlackboxParams struct {
 
 // Defaults of the latency parameters.
 var (
-	DefaultRooflineParams = RooflineParams{ComputeEff: 0.6, BandwidthEff: 0.8, StepOverheadUs: 900}
+	DefaultRooflineParams = RooflineParams{ComputeEff: sim.DefaultComputeEfficiency, BandwidthEff: 0.8, StepOverheadUs: 900}
 	DefaultBlackboxParams = BlackboxParams{Alpha: [3]float64{1200, 0.08, 1.5}, Beta: [3]float64{6000, 0.2, 30}}
 )
 

@@ -26,6 +26,16 @@ func jsonKeys(t reflect.Type) []string {
 	return out
 }
 
+// DefaultGEMMShare is the share of its datasheet peak that a card without a
+// measured GEMM rate (HardwareSpec.GEMMTFlops) is assumed to sustain: H100
+// SXM's, whose cuBLAS BF16/FP16 GEMMs (FP32 accumulate) reach 726 and 750
+// of 989 TFLOP/s at 4096³ and 8192³ (docs/simulator.md, "Compute ceiling").
+const DefaultGEMMShare = 0.75
+
+// MaxGEMMOverPeak bounds GEMMTFlops / TFlopsPeak: a card may boost above its
+// rated clock, but not by half; a larger ratio is a unit or sparsity slip.
+const MaxGEMMOverPeak = 1.5
+
 // DefaultPCIeEfficiency is the share of the PCIe link that KV offload
 // transfers achieve when a hardware spec does not say (seed 003, Iteration 4).
 const DefaultPCIeEfficiency = 0.75
@@ -43,6 +53,15 @@ type HardwareSpec struct {
 	TFlopsPeak float64 `json:"TFlopsPeak"`
 	// BwPeakTBs is the HBM bandwidth in TB/s (1e12 bytes/s).
 	BwPeakTBs float64 `json:"BwPeakTBs"`
+	// GEMMTFlops is the dense matrix-multiply rate in TFLOP/s that the
+	// card sustains, measured (large GEMMs of the model's dtype, the kind
+	// a prefill chunk runs), with its source in Sources. Datasheet peaks
+	// are not equally reachable: a GeForce card boosts above its rated
+	// clock, a power-limited one throttles below it. 0 means not measured:
+	// SustainedTFlops then assumes DefaultGEMMShare of TFlopsPeak. Only the
+	// roofline latency model reads it; the physics features stay
+	// normalized by TFlopsPeak.
+	GEMMTFlops float64 `json:"gemm_tflops,omitempty"`
 	// PCIeBandwidthGBs is the host link's bandwidth in GB/s (1e9 bytes/s).
 	PCIeBandwidthGBs float64 `json:"pcie_bandwidth_gb_s"`
 	// PCIeEfficiency in (0, 1] scales PCIe bandwidth for contention and DMA
@@ -136,7 +155,20 @@ func (h HardwareSpec) validate(src string) error {
 	if h.PCIeEfficiency < 0 || h.PCIeEfficiency > 1 {
 		return fieldErr(src, "pcie_efficiency", "must be in (0, 1], got %v", h.PCIeEfficiency)
 	}
+	if !(h.GEMMTFlops >= 0 && h.GEMMTFlops <= MaxGEMMOverPeak*h.TFlopsPeak) {
+		return fieldErr(src, "gemm_tflops", "must be in [0, %g × TFlopsPeak = %g] TFLOP/s (0: not measured), got %v", MaxGEMMOverPeak, MaxGEMMOverPeak*h.TFlopsPeak, h.GEMMTFlops)
+	}
 	return nil
+}
+
+// SustainedTFlops is the GEMM rate the roofline takes as the card's compute
+// ceiling, in TFLOP/s: the measured GEMMTFlops, or DefaultGEMMShare of the
+// datasheet peak when there is no measurement.
+func (h HardwareSpec) SustainedTFlops() float64 {
+	if h.GEMMTFlops > 0 {
+		return h.GEMMTFlops
+	}
+	return h.TFlopsPeak * DefaultGEMMShare
 }
 
 func (h HardwareSpec) pcieEfficiency() float64 {

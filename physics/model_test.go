@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -204,6 +205,10 @@ func TestParseHardwareSpec(t *testing.T) {
 	h, err := ParseHardwareSpec([]byte(`{"TFlopsPeak":100,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32,"interconnect_bandwidth_gb_s":50}`), "hw.json")
 	require.NoError(t, err)
 	assert.Equal(t, DefaultPCIeEfficiency, h.PCIeEfficiency, "absent pcie_efficiency takes the default")
+	assert.InDelta(t, 100*DefaultGEMMShare, h.SustainedTFlops(), 1e-12, "absent gemm_tflops: the default share of the peak")
+	h, err = ParseHardwareSpec([]byte(`{"TFlopsPeak":100,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32,"gemm_tflops":104}`), "hw.json")
+	require.NoError(t, err)
+	assert.Equal(t, 104.0, h.SustainedTFlops(), "a measured rate, even above the rated peak (boost clocks), is taken as is")
 
 	for _, tc := range []struct{ json, field string }{
 		{`{"TFlopsPeak":0,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32}`, "TFlopsPeak"},
@@ -218,6 +223,11 @@ func TestParseHardwareSpec(t *testing.T) {
 		{`{"tflopspeak":1,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32}`, "tflopspeak"},
 		{`{"TFlopsPeak":1,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32,"nvlink":900}`, "nvlink"},
 		{`{"TFlopsPeak":1e9,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32}`, "TFlopsPeak"},
+		// A measured GEMM rate: not negative, not half again the peak
+		// (the sparsity figure or TFLOP/s given in GFLOP/s).
+		{`{"TFlopsPeak":100,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32,"gemm_tflops":-1}`, "gemm_tflops"},
+		{`{"TFlopsPeak":100,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32,"gemm_tflops":151}`, "gemm_tflops"},
+		{`{"TFlopsPeak":100,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32,"gemm_tflops":"75"}`, "gemm_tflops"},
 	} {
 		_, err := ParseHardwareSpec([]byte(tc.json), "hw.json")
 		var fe *FieldError
@@ -231,6 +241,10 @@ func TestParseHardwareSpec(t *testing.T) {
 		require.NoError(t, err)
 		assert.NotEmpty(t, h.Sources, "shipped spec %s cites its sources", name)
 		assert.Positive(t, h.MemoryGiB)
+		if h.GEMMTFlops > 0 {
+			assert.True(t, slices.ContainsFunc(h.Sources, func(s string) bool { return strings.HasPrefix(s, "gemm_tflops: ") }),
+				"shipped spec %s says where its measured GEMM rate comes from", name)
+		}
 	}
 }
 

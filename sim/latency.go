@@ -131,8 +131,10 @@ func (m *Blackbox) Validate() error {
 // transfers and a fixed per-step and per-request overhead.
 type Roofline struct {
 	Cfg *physics.PhysicsConfig
-	// ComputeEfficiency and BandwidthEfficiency are the shares of peak FLOP/s
-	// and HBM bandwidth that kernels reach, in (0, 1].
+	// ComputeEfficiency is the share of the card's sustained GEMM rate
+	// (physics.HardwareSpec.SustainedTFlops: measured, not the datasheet
+	// peak) that a forward pass's linear layers and attention reach, in
+	// (0, 1]; BandwidthEfficiency the share of peak HBM bandwidth.
 	ComputeEfficiency   float64
 	BandwidthEfficiency float64
 	// StepOverheadUs is the per-step CPU and launch cost (scheduler, sampler,
@@ -161,8 +163,11 @@ type Roofline struct {
 // docs/simulator.md.
 func DefaultRoofline(cfg *physics.PhysicsConfig) *Roofline {
 	return &Roofline{
-		Cfg:                  cfg,
-		ComputeEfficiency:    0.6,
+		Cfg: cfg,
+		// 0.8 of the sustained GEMM rate: with DefaultGEMMShare, 0.6 of
+		// the datasheet peak on a card without a measured rate, the
+		// default before cards had one.
+		ComputeEfficiency:    DefaultComputeEfficiency,
 		BandwidthEfficiency:  0.8,
 		StepOverheadUs:       900,
 		PerRequestOverheadUs: 4,
@@ -182,6 +187,10 @@ func DefaultRoofline(cfg *physics.PhysicsConfig) *Roofline {
 		Overheads:      DefaultOverheads(),
 	}
 }
+
+// DefaultComputeEfficiency is the roofline's default share of the sustained
+// GEMM rate (Roofline.ComputeEfficiency).
+const DefaultComputeEfficiency = 0.8
 
 // DefaultOverheads are request-level overheads of a vLLM API server for a
 // short prompt, estimates used by the roofline and as a blackbox default.
@@ -230,7 +239,7 @@ func (m *Roofline) StepSeconds(b *Batch) float64 {
 		linFlops := tokens*(c.FlopsLinearPerToken-c.FlopsLMHead) + sampled*c.FlopsLMHead
 		attnFlops := in.SumPrefillAttnWork*c.AttnFlopsPerWorkUnit + float64(in.DecodeContextTokens)*2*c.AttnFlopsPerWorkUnit
 		kvRead := float64(in.SumDecodeKVBlocks)*c.BlockSizeBytes + prefillContextBytes(in, c)
-		fc, bw := c.HWPeakFlops*m.ComputeEfficiency, c.HWPeakBandwidth*m.BandwidthEfficiency
+		fc, bw := c.Hardware.SustainedTFlops()*1e12*float64(c.TP)*m.ComputeEfficiency, c.HWPeakBandwidth*m.BandwidthEfficiency
 		t += math.Max(linFlops/fc, c.ExpertWeightBytesEP(in.ScheduledTokens)/bw)
 		t += math.Max(attnFlops/fc, (kvRead+tokens*c.KVBytesPerToken)/bw)
 		if m.Cfg.TP > 1 {

@@ -23,7 +23,7 @@ func TestRooflineBoundsLinearAndAttentionSeparately(t *testing.T) {
 		b.Beta.AddDecode(8000, 500)
 	}
 	in := &b.Beta
-	fc := cfg.HWPeakFlops * rl.ComputeEfficiency
+	fc := cfg.Hardware.SustainedTFlops() * 1e12 * rl.ComputeEfficiency
 	bw := cfg.HWPeakBandwidth * rl.BandwidthEfficiency
 	tokens := float64(in.ScheduledTokens)
 	sampled := float64(in.NumPrefillReqs + in.NumDecodeReqs)
@@ -47,7 +47,7 @@ func TestRooflineBoundsLinearAndAttentionSeparately(t *testing.T) {
 func TestRooflineLMHeadPerScheduledRequest(t *testing.T) {
 	cfg := llamaH100(t)
 	rl := DefaultRoofline(cfg)
-	fc := cfg.HWPeakFlops * rl.ComputeEfficiency
+	fc := cfg.Hardware.SustainedTFlops() * 1e12 * rl.ComputeEfficiency
 	one, four := Batch{}, Batch{}
 	one.Beta.AddPrefill(0, 4096)
 	for range 4 {
@@ -58,6 +58,37 @@ func TestRooflineLMHeadPerScheduledRequest(t *testing.T) {
 	// causal attention is a quarter of one 4096-token prompt's.
 	dAttn := (four.Beta.SumPrefillAttnWork - one.Beta.SumPrefillAttnWork) * cfg.AttnFlopsPerWorkUnit / fc
 	require.InDelta(t, 3*cfg.FlopsLMHead/fc+dAttn, rl.StepSeconds(&four)-rl.StepSeconds(&one), 1e-12)
+}
+
+// The compute ceiling is the card's sustained GEMM rate, not its datasheet
+// peak: the measured gemm_tflops when the spec has one, else
+// physics.DefaultGEMMShare of the peak. Two cards with the same datasheet
+// peak but different measured rates get prefill steps in the ratio of
+// the measurements.
+func TestRooflineComputeCeilingIsTheSustainedGEMMRate(t *testing.T) {
+	m, err := physics.LoadModel("llama-3.1-8b")
+	require.NoError(t, err)
+	h, err := physics.LoadHardware("h100-sxm")
+	require.NoError(t, err)
+	require.Greater(t, h.GEMMTFlops, 0.0, "the shipped H100 spec carries a measured rate")
+	prefill := func(h physics.HardwareSpec) float64 {
+		cfg, err := physics.NewPhysicsConfig(m, h, 1, physics.DefaultVLLMKnobs())
+		require.NoError(t, err)
+		rl := DefaultRoofline(cfg)
+		rl.StepOverheadUs, rl.PerRequestOverheadUs = 0, 0
+		var b Batch
+		b.Beta.AddPrefill(0, 8192)
+		return rl.StepSeconds(&b)
+	}
+	measured := prefill(h)
+	unmeasured := h
+	unmeasured.GEMMTFlops = 0
+	require.InDelta(t, h.TFlopsPeak*physics.DefaultGEMMShare, unmeasured.SustainedTFlops(), 1e-9)
+	// A compute-bound step scales with 1 / ceiling.
+	require.InDelta(t, unmeasured.SustainedTFlops()/h.GEMMTFlops, measured/prefill(unmeasured), 1e-9)
+	faster := h
+	faster.GEMMTFlops = 2 * h.GEMMTFlops
+	require.InDelta(t, 0.5, prefill(faster)/measured, 1e-9)
 }
 
 // The tensor-parallel all-reduce reproduces the measurements it comes

@@ -501,7 +501,7 @@ func addInstanceFlags(f *pflag.FlagSet, o *runOpts) {
 	f.StringVar(&o.coeffs, "coefficients", "", "coefficient YAML written by calibrate fit (physics model); the model, hardware, TP and vLLM settings no flag gives are its applies_to's. Any model, GPU, TP or settings may be given: outside the file's fitted_configs with a warning, another architecture family (dense, MoE) refused")
 	f.StringVar(&o.alphaBB, "alpha-coeffs", "1200,0.08,1.5", "blackbox alpha0,alpha1,alpha2: queueing µs + µs per prompt token; µs per output token at departure")
 	f.StringVar(&o.betaBB, "beta-coeffs", "6000,0.2,30", "blackbox beta0,beta1,beta2: step µs + µs per prefill token + µs per decode token")
-	f.Float64Var(&o.computeEff, "roofline-compute-eff", 0.6, "roofline: share of peak FLOP/s reached")
+	f.Float64Var(&o.computeEff, "roofline-compute-eff", deploy.DefaultRooflineParams.ComputeEff, "roofline: share of the GPU's sustained GEMM rate reached (the hardware spec's gemm_tflops, else 0.75 of its peak)")
 	f.Float64Var(&o.bandwidthEff, "roofline-bandwidth-eff", 0.8, "roofline: share of peak HBM bandwidth reached")
 	f.Float64Var(&o.stepOverhead, "roofline-step-overhead-us", 900, "roofline: fixed CPU and launch cost per step, µs")
 	f.Float64Var(&o.noise, "latency-noise", 0, "log-normal sigma of multiplicative, mean-one step-time noise (dimensionless: 0.05 is about 5 % per step; 0: none)")

@@ -77,15 +77,18 @@ against the simulation's own counters over windows of the same length.
 
 --calibrate fits the simulator to the run before comparing: with the
 roofline latency model, its step-time parameters (--roofline-compute-eff,
-share of peak FLOP/s in (0.1, 1); --roofline-bandwidth-eff, share of peak
-memory bandwidth in (0.3, 1); --roofline-step-overhead-us, the engine
-core's fixed cost per step in 50 µs – 50 ms), and for records measured at
-the client the output delay (--output-delay-us, 10 µs – 200 ms). The
-search is coordinate descent with a golden-section search per parameter
-over its range (log scale), two rounds of 16 simulations each, minimizing
-the sum of squared log ratios of the simulated to the measured mean TTFT,
-ITL and E2E. It is deterministic; it prints the parameters as flags, to
-predict other runs with them.`,
+share of the GPU's sustained GEMM rate in (0.1, 1);
+--roofline-bandwidth-eff, share of peak memory bandwidth in (0.3, 1);
+--roofline-step-overhead-us, the engine core's fixed cost per step in
+50 µs – 50 ms), and for records measured at the client the output delay
+(--output-delay-us, 10 µs – 200 ms). The search is coordinate descent with
+a golden-section search per parameter over its range (log scale), two
+rounds of 16 simulations each, minimizing the sum of squared log ratios of
+the simulated to the measured mean TTFT, ITL and E2E. It is deterministic.
+It prints the parameters as flags in two groups: the efficiencies, for
+runs of the same GPU, model and parallelism only (they absorb what is
+specific to this deployment's kernels), and the per-step cost and output
+delay, for any deployment on the same vLLM build and host.`,
 		Example: `  blis validate shared/data/vllm-runs/RTX4090/Llama-3.1-8B/vllm/requests.jsonl
   blis validate runs/qwen/requests.jsonl --hardware rtx-pro-6000 --plot qwen.png
   blis validate bench.json --format vllm-bench --model llama-2-7b --hardware h100-sxm --max-num-seqs 256`,
@@ -128,11 +131,17 @@ type validateReport struct {
 
 // calibration is what --calibrate found.
 type calibration struct {
-	Flags       map[string]float64 `json:"flags"`
-	Loss        float64            `json:"loss"`
-	StartLoss   float64            `json:"start_loss"`
-	Simulations int                `json:"simulations"`
-	WallS       float64            `json:"wall_s"`
+	Flags map[string]float64 `json:"flags"`
+	// Pipeline names the flags that carry to any deployment on the same
+	// vLLM build and host (the engine core's per-step cost, the output
+	// delay); the others (the roofline's efficiencies) describe this
+	// deployment's kernels and carry only to runs of the same GPU, model
+	// and parallelism.
+	Pipeline    []string `json:"pipeline_flags"`
+	Loss        float64  `json:"loss"`
+	StartLoss   float64  `json:"start_loss"`
+	Simulations int      `json:"simulations"`
+	WallS       float64  `json:"wall_s"`
 }
 
 func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
@@ -249,6 +258,21 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 			fmt.Fprintf(out, " --%s %g", k, cal.Flags[k])
 		}
 		fmt.Fprintf(out, " (loss %.4f -> %.4f, %d simulations)\n", cal.StartLoss, cal.Loss, cal.Simulations)
+		var dep, pipe []string
+		for _, k := range sortedKeys(cal.Flags) {
+			f := fmt.Sprintf("--%s %g", k, cal.Flags[k])
+			if slices.Contains(cal.Pipeline, k) {
+				pipe = append(pipe, f)
+			} else {
+				dep = append(dep, f)
+			}
+		}
+		if len(dep) > 0 {
+			fmt.Fprintf(out, "  for runs of this GPU, model and parallelism only: %s\n", strings.Join(dep, " "))
+		}
+		if len(pipe) > 0 {
+			fmt.Fprintf(out, "  for any deployment on this vLLM build and host: %s\n", strings.Join(pipe, " "))
+		}
 	}
 	fmt.Fprintf(out, "deployment: %s on %d × %s, TP %d, max_num_seqs %d, max_num_batched_tokens %d, %d KV blocks, async scheduling %v, output delay %d µs, latency model %s\n\n",
 		desc.Model, engines, desc.Hardware, desc.TP, desc.VLLM.MaxNumSeqs, desc.VLLM.MaxBatchedTokens, desc.VLLM.TotalKVBlocksGPU, desc.Async, desc.OutputDelay, desc.Latency)
@@ -375,10 +399,11 @@ func pairUp(recs []records.Record, reqs []sim.RequestSpec, res *cluster.Result) 
 // them on spec (validate.Search; --calibrate's help says how).
 func calibratePipeline(spec *deploy.InstanceSpec, at string, recs []records.Record, reqs []sim.RequestSpec, seed int64) (*calibration, error) {
 	type knob struct {
-		param validate.Param
-		flag  string
-		get   func() float64
-		set   func(*deploy.InstanceSpec, float64)
+		param    validate.Param
+		flag     string
+		get      func() float64
+		set      func(*deploy.InstanceSpec, float64)
+		pipeline bool // carries to other deployments (calibration.Pipeline)
 	}
 	var knobs []knob
 	// The step-time parameters are the roofline's; probe which model the
@@ -400,19 +425,19 @@ func calibratePipeline(spec *deploy.InstanceSpec, at string, recs []records.Reco
 		knobs = append(knobs,
 			knob{validate.Param{Name: "compute efficiency", Lo: 0.1, Hi: 1, Log: true}, "roofline-compute-eff",
 				func() float64 { return rp.ComputeEff },
-				func(s *deploy.InstanceSpec, v float64) { s.Latency.Roofline.ComputeEff = v }},
+				func(s *deploy.InstanceSpec, v float64) { s.Latency.Roofline.ComputeEff = v }, false},
 			knob{validate.Param{Name: "bandwidth efficiency", Lo: 0.3, Hi: 1, Log: true}, "roofline-bandwidth-eff",
 				func() float64 { return rp.BandwidthEff },
-				func(s *deploy.InstanceSpec, v float64) { s.Latency.Roofline.BandwidthEff = v }},
+				func(s *deploy.InstanceSpec, v float64) { s.Latency.Roofline.BandwidthEff = v }, false},
 			knob{validate.Param{Name: "step overhead", Lo: 50, Hi: 50000, Log: true}, "roofline-step-overhead-us",
 				func() float64 { return rp.StepOverheadUs },
-				func(s *deploy.InstanceSpec, v float64) { s.Latency.Roofline.StepOverheadUs = v }})
+				func(s *deploy.InstanceSpec, v float64) { s.Latency.Roofline.StepOverheadUs = v }, true})
 		withRoofline = &rp
 	}
 	if at == records.AtClient {
 		knobs = append(knobs, knob{validate.Param{Name: "output delay", Lo: 10, Hi: 200000, Log: true}, "output-delay-us",
 			func() float64 { return float64(max(spec.OutputDelayUs, 10)) },
-			func(s *deploy.InstanceSpec, v float64) { s.OutputDelayUs = int64(v) }})
+			func(s *deploy.InstanceSpec, v float64) { s.OutputDelayUs = int64(v) }, true})
 	}
 	if len(knobs) == 0 {
 		return nil, errors.New("--calibrate: nothing to calibrate: the step-time parameters need the roofline latency model, and records measured at the engine core have no output delay")
@@ -453,6 +478,9 @@ func calibratePipeline(spec *deploy.InstanceSpec, at string, recs []records.Reco
 		WallS: time.Since(t0).Seconds()}
 	for i, k := range knobs {
 		cal.Flags[k.flag] = roundFlag(k.param, res.Best[i])
+		if k.pipeline {
+			cal.Pipeline = append(cal.Pipeline, k.flag)
+		}
 	}
 	return cal, nil
 }

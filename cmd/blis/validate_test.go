@@ -222,7 +222,7 @@ func TestValidateCalibrate(t *testing.T) {
 	require.Equal(t, a, b)
 	require.Less(t, a.Calibrated.Loss, a.Calibrated.StartLoss)
 	require.Equal(t, []string{"roofline-bandwidth-eff", "roofline-compute-eff", "roofline-step-overhead-us"}, sortedKeys(a.Calibrated.Flags))
-	again := validateJSON(t, append([]string{path, "--hardware", "rtx-pro-6000"}, calibratedArgs(a.Calibrated)...)...)
+	again := validateJSON(t, append([]string{path, "--hardware", "rtx-pro-6000"}, calibratedArgs(a.Calibrated, false)...)...)
 	require.Equal(t, a.Compare, again.Compare)
 
 	_, _, err := runCLI(t, "validate", path, "--hardware", "rtx-pro-6000", "--latency", "blackbox", "--calibrate")
@@ -236,23 +236,29 @@ func TestValidateCalibrate(t *testing.T) {
 	require.Equal(t, int64(1500), v.Deployment.OutputDelay)
 	c := validateJSON(t, bench, "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--latency", "roofline", "--calibrate")
 	require.Len(t, c.Calibrated.Flags, 4)
+	require.Equal(t, []string{"roofline-step-overhead-us", "output-delay-us"}, c.Calibrated.Pipeline, "what carries to other deployments")
 	require.Equal(t, int64(c.Calibrated.Flags["output-delay-us"]), c.Deployment.OutputDelay)
 	require.Less(t, c.Calibrated.Loss, c.Calibrated.StartLoss)
 }
 
-// calibratedArgs are the flags --calibrate printed.
-func calibratedArgs(c *calibration) []string {
+// calibratedArgs are the flags --calibrate printed; with pipelineOnly,
+// those that carry to another deployment (calibration.Pipeline).
+func calibratedArgs(c *calibration, pipelineOnly bool) []string {
 	var a []string
 	for _, k := range sortedKeys(c.Flags) {
+		if pipelineOnly && !slices.Contains(c.Pipeline, k) {
+			continue
+		}
 		a = append(a, "--"+k, fmt.Sprint(c.Flags[k]))
 	}
 	return a
 }
 
 // TestValidationTableInREADME recomputes the README's validation table:
-// each run with the defaults, and each run predicted with the pipeline
-// parameters calibrated on each of the other three (the median of the
-// three predictions). Regenerate with go test ./cmd/blis -run
+// each run with the defaults, and each run predicted with what carries from
+// the calibration of each of the other three (the median of the three
+// predictions): the pipeline parameters, and the efficiencies too when the
+// other run is of the same GPU, model and parallelism. Regenerate with go test ./cmd/blis -run
 // ValidationTable -update.
 func TestValidationTableInREADME(t *testing.T) {
 	if testing.Short() {
@@ -277,9 +283,14 @@ func TestValidationTableInREADME(t *testing.T) {
 	}
 	def := make([]errs, len(vllmRuns))
 	cals := make([]*calibration, len(vllmRuns))
+	deps := make([]string, len(vllmRuns))
 	for i := range vllmRuns {
-		def[i] = get(validateJSON(t, args(i)...))
+		v := validateJSON(t, args(i)...)
+		def[i] = get(v)
+		deps[i] = fmt.Sprintf("%s on %d × %s, TP %d", v.Deployment.Model, v.Engines, v.Deployment.Hardware, v.Deployment.TP)
 		cals[i] = validateJSON(t, args(i, "--calibrate")...).Calibrated
+		require.Contains(t, cals[i].Pipeline, "roofline-step-overhead-us")
+		require.NotContains(t, cals[i].Pipeline, "roofline-compute-eff")
 	}
 	held := make([]errs, len(vllmRuns))
 	for i := range vllmRuns {
@@ -288,7 +299,7 @@ func TestValidationTableInREADME(t *testing.T) {
 			if j == i {
 				continue
 			}
-			e := get(validateJSON(t, args(i, calibratedArgs(cals[j])...)...))
+			e := get(validateJSON(t, args(i, calibratedArgs(cals[j], deps[i] != deps[j])...)...))
 			for k := range e {
 				per[k] = append(per[k], e[k])
 			}
