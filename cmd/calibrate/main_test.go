@@ -34,6 +34,10 @@ func TestPhysicsDefaultRun(t *testing.T) {
 	assert.Contains(t, out, "kv_bytes_per_token        131072")
 	assert.Contains(t, out, "16 bias")
 	assert.Contains(t, out, "11 queued_regime_bias")
+	assert.Contains(t, out, "(989.4 TFLOP/s peak, 726.4 sustained in GEMMs (measured; the roofline's ceiling)")
+	out, err = run(t, "physics", "--hardware", "a100-80gb")
+	require.NoError(t, err)
+	assert.Contains(t, out, "(312 TFLOP/s peak, 234 sustained in GEMMs (assumed: 0.75 of the peak;")
 }
 
 func TestPhysicsJSONMatchesLibrary(t *testing.T) {

@@ -175,7 +175,12 @@ func printPhysics(w io.Writer, c *physics.PhysicsConfig, ex []example) error {
 		mlp = "plain MLP"
 	}
 	fmt.Fprintf(w, "%s: %s, %s %d/%d heads, %s, %d layers, %g bytes/param\n", m.Name, kind, attn, m.NumHeads, m.NumKVHeads, mlp, m.NumLayers, m.BytesPerParam)
-	fmt.Fprintf(w, "on %d × %s (%.4g TFLOP/s, %.4g TB/s each)\n\n", c.TP, c.Hardware.Name, c.Hardware.TFlopsPeak, c.Hardware.BwPeakTBs)
+	gemm := "measured"
+	if c.Hardware.GEMMTFlops == 0 {
+		gemm = fmt.Sprintf("assumed: %g of the peak", physics.DefaultGEMMShare)
+	}
+	fmt.Fprintf(w, "on %d × %s (%.4g TFLOP/s peak, %.4g sustained in GEMMs (%s; the roofline's ceiling), %.4g TB/s each)\n\n",
+		c.TP, c.Hardware.Name, c.Hardware.TFlopsPeak, c.Hardware.SustainedTFlops(), gemm, c.Hardware.BwPeakTBs)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(name string, v float64, unit string) { fmt.Fprintf(tw, "  %s\t%.6g\t%s\n", name, v, unit) }
