@@ -277,3 +277,43 @@ func FuzzParseModelConfig(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseHardwareSpec: the parser never panics; whatever it accepts is
+// valid, has a positive compute ceiling no more than MaxGEMMOverPeak times
+// the peak, and survives a round trip.
+func FuzzParseHardwareSpec(f *testing.F) {
+	for _, name := range BuiltinHardware() {
+		data, _ := builtinFS.ReadFile("data/hardware/" + name + ".json")
+		f.Add(data)
+	}
+	f.Add([]byte(`{"TFlopsPeak":100,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32,"gemm_tflops":150}`))
+	f.Add([]byte(`{"TFlopsPeak":100,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32,"gemm_tflops":0}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, err := ParseHardwareSpec(data, "fuzz")
+		if err != nil {
+			return
+		}
+		if verr := h.Validate(); verr != nil {
+			t.Fatalf("accepted an invalid spec: %v", verr)
+		}
+		if s := h.SustainedTFlops(); !(s > 0 && s <= MaxGEMMOverPeak*h.TFlopsPeak) {
+			t.Fatalf("compute ceiling %v outside (0, %v × peak %v]", s, MaxGEMMOverPeak, h.TFlopsPeak)
+		}
+		out, err := json.Marshal(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := ParseHardwareSpec(out, "roundtrip")
+		// omitempty writes an empty list as nothing, which reads back as nil.
+		if len(h.Sources) == 0 {
+			h.Sources = nil
+		}
+		if len(h.DeviceNames) == 0 {
+			h.DeviceNames = nil
+		}
+		if err != nil || !reflect.DeepEqual(back, h) {
+			t.Fatalf("round trip changed %+v into %+v (%v)", h, back, err)
+		}
+	})
+}
