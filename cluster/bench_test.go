@@ -66,7 +66,6 @@ func benchCluster(b *testing.B, n, requests int, policy string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d.Routing.Policy = policy
 	built, err := d.Build(sim.NewRNG(1))
 	if err != nil {
 		b.Fatal(err)
@@ -85,7 +84,7 @@ func benchCluster(b *testing.B, n, requests int, policy string) {
 	b.ReportAllocs()
 	var res *cluster.Result
 	for b.Loop() {
-		if built.Config.Routing, err = d.Routing.Build(n); err != nil {
+		if built.Config.Routing, err = route.New(policy, n, route.Params{}); err != nil {
 			b.Fatal(err)
 		}
 		c, err := cluster.New(built.Config, newGenSource(b, requests, 8*float64(n), 1))

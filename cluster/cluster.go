@@ -8,8 +8,10 @@
 // View of the instances, the router's in-flight count for that instance
 // rises, and after the routing latency the request reaches the instance's
 // engine; when the engine reports it finished, it leaves at its departure
-// time and the in-flight count falls. A rejected request is counted with
-// its reason; an unservable one is counted as dropped; none disappears.
+// time and the in-flight count falls (and an admission policy that is an
+// admit.Observer learns of the departure). A rejected request is counted
+// with its reason; an unservable one is counted as dropped; none
+// disappears.
 //
 // Event order (seed 001, with seed 002's type priorities among cluster
 // events): at equal times, arrivals, then routing decisions, then
@@ -21,15 +23,17 @@
 //
 // Sim is itself a caller-driven state machine: Step processes the events
 // of the next instant, RunUntil steps to a time, Run to the end or the
-// horizon, and Finish checks the cluster invariants and aggregates the
-// metrics by merging the instances' histograms; with Config.WindowUs it
-// also reports the run in time windows (windows.go). Memory follows the
-// number of requests in flight, not the number served, unless per-request
-// records (or windows, one row each) are asked for. docs/cluster.md states
-// the rules.
+// horizon (RunContext also to a cancellation, with a partial result), and
+// Finish checks the cluster invariants and aggregates the metrics by
+// merging the instances' histograms; with Config.WindowUs it also reports
+// the run in time windows (windows.go). Memory follows the number of
+// requests in flight, not the number served, unless per-request records
+// (or windows, one row each) are asked for. docs/cluster.md states the
+// rules.
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -161,11 +165,17 @@ type Sim struct {
 	eng    []*sim.Engine
 	ids    []string
 	admit  admit.Policy
-	router route.Policy
-	needs  bool // the router reads prompt hashes
-	bs     int64
-	now    int64
-	events eventHeap
+	// adObs is the admission policy when it observes departures, and
+	// admitted then holds each admitted request until it leaves (by ID:
+	// looked up, never iterated), so that Left gets its spec.
+	adObs    admit.Observer
+	admitted map[int64]sim.RequestSpec
+	gone     sim.RequestSpec // the request being reported to adObs
+	router   route.Policy
+	needs    bool // the router reads prompt hashes
+	bs       int64
+	now      int64
+	events   eventHeap
 	// timeouts are the clients' deadlines (evTimeout), apart from events
 	// because, unlike them, they act on instances: parallel windows stop
 	// at the next one.
@@ -192,6 +202,11 @@ type Sim struct {
 
 	workers []*worker
 	merged  []doneAt
+	// windowEnd is the last parallel window's bound (0 before any): the
+	// instances have processed every event before it, the cluster maybe not
+	// yet the departures they reported before it (the only cluster events a
+	// window can pass: it stops at every other kind).
+	windowEnd int64
 
 	win *windower // nil without time windows
 
@@ -234,6 +249,9 @@ func New(cfg Config, src Source) (*Sim, error) {
 	c.obs, _ = src.(CompletionObserver)
 	if c.admit == nil {
 		c.admit = admit.AlwaysAdmit{}
+	}
+	if o, ok := c.admit.(admit.Observer); ok {
+		c.adObs, c.admitted = o, map[int64]sim.RequestSpec{}
 	}
 	if c.router == nil {
 		c.router = &route.RoundRobin{}
@@ -417,23 +435,68 @@ func (c *Sim) RunUntil(t int64) error {
 // Run processes events until none is left or the next one lies beyond the
 // horizon, then finishes the run. With Workers > 1 it advances instances
 // concurrently between cluster events (parallel.go), with the same result.
-func (c *Sim) Run() (*Result, error) {
+// It is RunContext(context.Background()).
+func (c *Sim) Run() (*Result, error) { return c.RunContext(context.Background()) }
+
+// ctxCheckEvery is how many loop iterations (instants or parallel windows)
+// RunContext runs between two looks at its context.
+const ctxCheckEvery = 1024
+
+// RunContext is Run, stopped early when ctx is done. It looks at ctx
+// before the first instant, then about every ctxCheckEvery instants and
+// before every parallel window (so it stops within about 1024 instants or
+// one window of the cancellation, and a context done before it starts
+// stops it before any event is processed), always at a point where every
+// event before the next one has been processed and none at or after it:
+// never inside an instant, nor with a parallel window's departures
+// pending. A stopped run finishes (Finish) exactly as a run with a horizon
+// just before that next event would: requests in the system are counted
+// as awaiting routing, in transit, in the API, queued or running, the
+// departures after the stop are reported to no one (source, admission
+// policy), and the requests the source still holds were never offered. It
+// returns that result and ctx.Err(), both non-nil. Any other error returns
+// a nil result, as Run does. The workers are stopped before it returns. A
+// context that is never done (context.Background) costs nothing and gives
+// Run's result.
+func (c *Sim) RunContext(ctx context.Context) (*Result, error) {
 	parallel := c.parallelOK()
 	if parallel {
 		c.startWorkers()
 		defer c.stopWorkers()
 	}
-	for {
+	done := ctx.Done() // nil for context.Background: never cancelled
+	var stopped error
+	var checkAt uint // the iteration of the next look at ctx
+	for iter := uint(0); ; iter++ {
 		at, ok := c.NextEventUs()
 		if !ok || (c.cfg.HorizonUs > 0 && at > c.cfg.HorizonUs) {
 			break
 		}
+		// Steps go through instants in time order, so once at reaches the
+		// last window's end, every event before at has been processed and
+		// none after: a stop here is a horizon just before at. (Before a
+		// window this always holds: the loop never opens a window while
+		// the previous one's departures are pending, as its bounding event
+		// is still ahead.)
+		settled := at >= c.windowEnd
+		if done != nil && settled && iter >= checkAt {
+			checkAt = iter + ctxCheckEvery
+			if stopped = ctx.Err(); stopped != nil {
+				break
+			}
+		}
 		if parallel && c.inst.len() > 0 {
 			if _, next := c.inst.top(); next >= at {
 				if b := c.bound(); next < b {
+					if done != nil && settled {
+						if stopped = ctx.Err(); stopped != nil {
+							break
+						}
+					}
 					if err := c.parallelWindow(b); err != nil {
 						return nil, err
 					}
+					c.windowEnd = b
 					continue
 				}
 			}
@@ -442,7 +505,11 @@ func (c *Sim) Run() (*Result, error) {
 			return nil, err
 		}
 	}
-	return c.Finish()
+	res, err := c.Finish()
+	if err != nil {
+		return nil, err
+	}
+	return res, stopped
 }
 
 func (c *Sim) arrive(spec *sim.RequestSpec) {
@@ -471,6 +538,9 @@ func (c *Sim) arrive(spec *sim.RequestSpec) {
 		return
 	}
 	c.agg.admitted++
+	if c.adObs != nil {
+		c.admitted[spec.ID] = *spec
+	}
 	if c.cfg.AdmissionLatencyUs == 0 {
 		c.route(spec)
 		return
@@ -510,10 +580,30 @@ func (c *Sim) handle(ev *cevent) {
 		if c.win != nil {
 			c.win.left(ev)
 		}
+		if c.adObs != nil {
+			c.leftAdmission(ev.id)
+		}
 		if c.obs != nil {
 			c.obs.RequestDone(ev.id, c.now, ev.out)
 		}
 	}
+}
+
+// leftAdmission tells the admission policy that admitted request id left,
+// at its departure (now). Every admitted request's way out, completed,
+// dropped, refused as too long or timed out, is a completion of its
+// instance and then this departure event, handled in the cluster's event
+// order on the caller's goroutine (with workers too), so Left is called
+// once per request, in the same order for any number of workers.
+func (c *Sim) leftAdmission(id int64) {
+	spec, ok := c.admitted[id]
+	if !ok {
+		c.fail("CL-1", "request %d left the cluster but was never admitted, or left twice", id)
+		return
+	}
+	delete(c.admitted, id)
+	c.gone = spec // a field: a pointer to a local would escape at every call
+	c.adObs.Left(&c.gone, c.now)
 }
 
 func (c *Sim) route(spec *sim.RequestSpec) {

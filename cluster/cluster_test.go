@@ -216,8 +216,9 @@ func TestRNGIsolation(t *testing.T) {
 		spec.Latency.Noise = 0.1
 		d, err := deploy.Uniform(spec, n)
 		require.NoError(t, err)
-		d.Routing.Policy = policy
 		b, err := d.Build(sim.NewRNG(5))
+		require.NoError(t, err)
+		b.Config.Routing, err = route.New(policy, n, route.Params{})
 		require.NoError(t, err)
 		b.Config.RecordRequests = true
 		c, err := cluster.New(b.Config, cluster.NewSliceSource(defaultWorkload(t, 200, 20, 5, 16384)))

@@ -39,8 +39,9 @@ import (
 //
 // Commands:
 //
-//	cluster n=2 routing=least-loaded [scorers=...] [refresh=µs] [refresh.SIGNAL=µs]
-//	        [admission=token-bucket capacity= refill=] [admission-latency=µs] [routing-latency=µs]
+//	cluster n=2 routing=least-loaded [scorers=...] [min-share=] [refresh=µs] [refresh.SIGNAL=µs]
+//	        [admission=token-bucket capacity= refill=] [admission=rate-limit rate= burst=] [per-tenant=1]
+//	        [admission=tenant-quota quota= [quotas=t0,t1,...]] [admission-latency=µs] [routing-latency=µs]
 //	        [step=µs arrive=µs depart=µs] [kv-blocks= max-seqs= budget= block=] [k=] [index=]
 //	        [slo.CLASS=ttft,tpot,e2e] (targets in µs, 0 = none) [window=µs]
 //	    a new cluster whose instances take a constant step time (default 1000
@@ -143,6 +144,16 @@ func num(t *testing.T, m map[string]string, k string, def int64) int64 {
 	return n
 }
 
+func fnum(t *testing.T, m map[string]string, k string, def float64) float64 {
+	v, ok := m[k]
+	if !ok {
+		return def
+	}
+	x, err := strconv.ParseFloat(v, 64)
+	require.NoError(t, err, "%s=%s", k, v)
+	return x
+}
+
 func (s *scenario) newCluster(a map[string]string) string {
 	t := s.t
 	n := int(num(t, a, "n", 2))
@@ -158,7 +169,7 @@ func (s *scenario) newCluster(a map[string]string) string {
 			Options: sim.Options{Exhaustive: true},
 		}})
 	}
-	rp := route.Params{PrefixIndexCapacity: int(num(t, a, "index", 0))}
+	rp := route.Params{PrefixIndexCapacity: int(num(t, a, "index", 0)), MinMatchShare: fnum(t, a, "min-share", 0)}
 	if sc, ok := a["scorers"]; ok {
 		ws, err := route.ParseScorers(sc)
 		require.NoError(t, err)
@@ -174,7 +185,17 @@ func (s *scenario) newCluster(a map[string]string) string {
 	if adm == "" {
 		adm = admit.AlwaysAdmitName
 	}
-	ap, err := admit.New(adm, admit.Params{TokenBucketCapacity: float64(num(t, a, "capacity", 1000)), TokenBucketRefillRate: float64(num(t, a, "refill", 0))})
+	ad := admit.Params{TokenBucketCapacity: float64(num(t, a, "capacity", 1000)), TokenBucketRefillRate: float64(num(t, a, "refill", 0)),
+		RatePerSecond: fnum(t, a, "rate", 0), Burst: fnum(t, a, "burst", 0), PerTenant: num(t, a, "per-tenant", 0) == 1,
+		MaxInFlight: num(t, a, "quota", 0)}
+	if qs, ok := a["quotas"]; ok {
+		for _, q := range strings.Split(qs, ",") {
+			n, err := strconv.ParseInt(q, 10, 64)
+			require.NoError(t, err, "quotas=%s", qs)
+			ad.TenantMaxInFlight = append(ad.TenantMaxInFlight, n)
+		}
+	}
+	ap, err := admit.New(adm, ad)
 	require.NoError(t, err)
 	fresh := Uniform(num(t, a, "refresh", 0))
 	for s := Signal(0); s < NumSignals; s++ {
@@ -196,7 +217,11 @@ func (s *scenario) newCluster(a map[string]string) string {
 		Decisions: decisionLog{&s.log}, CounterfactualK: int(num(t, a, "k", int64(n))), RecordRequests: true,
 		WindowUs: num(t, a, "window", 0)}, s.src)
 	require.NoError(t, err)
-	return fmt.Sprintf("ok: %d instances, %s routing, %s admission", n, r.Name(), ap.Name())
+	out := fmt.Sprintf("ok: %d instances, %s routing, %s admission", n, r.Name(), ap.Name())
+	if ad.PerTenant {
+		out += " per tenant"
+	}
+	return out
 }
 
 func (s *scenario) request(a map[string]string, id, at int64) sim.RequestSpec {

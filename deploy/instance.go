@@ -58,10 +58,10 @@ type InstanceSpec struct {
 	// (sim.Pipeline.OutputDelayUs), µs.
 	OutputDelayUs int64
 
-	Scheduler         string  // fcfs, priority-fcfs, sjf, reverse-priority
-	Priority          string  // constant, slo-based, inverted-slo
-	PriorityBase      float64 // base priority score
-	PriorityAgeWeight float64 // score per second of age
+	// Policies are the engine's scheduler and priority score (an
+	// experiment's policies.scheduler and policies.priority, built by
+	// package policy).
+	Policies sim.Policies
 
 	Latency LatencySpec
 }
@@ -117,9 +117,7 @@ func DefaultInstanceSpec() InstanceSpec {
 		AsyncScheduling:     true,
 		ReserveFullSequence: true,
 		OutputDelayUs:       sim.DefaultOutputDelayUs,
-		Scheduler:           "fcfs",
-		Priority:            "constant",
-		PriorityAgeWeight:   1,
+		Policies:            sim.Policies{Scheduler: sim.FCFS, Priority: sim.PriorityPolicy{Kind: sim.PriorityConstant}},
 	}
 }
 
@@ -208,14 +206,6 @@ func (s InstanceSpec) Build(rng sim.RNG, index int) (*Instance, error) {
 		}
 		return nil, asField(err, fields...)
 	}
-	sched, err := sim.ParseScheduler(s.Scheduler)
-	if err != nil {
-		return nil, fieldErr("scheduler", err)
-	}
-	prio, err := sim.ParsePriority(s.Priority)
-	if err != nil {
-		return nil, fieldErr("priority", err)
-	}
 	in := &Instance{Phys: cfg}
 	lat, err := s.latency(in)
 	if err != nil {
@@ -237,7 +227,7 @@ func (s InstanceSpec) Build(rng sim.RNG, index int) (*Instance, error) {
 	in.Config = sim.Config{
 		Engine: sim.EngineConfig{VLLMKnobs: cfg.Knobs, LongPrefillThreshold: s.LongPrefillThreshold, OffloadThreshold: s.OffloadThreshold,
 			Pipeline: pipe, MaxModelLen: maxLen, ReserveFullSequence: s.ReserveFullSequence},
-		Policies: sim.Policies{Scheduler: sched, Priority: sim.PriorityPolicy{Kind: prio, Base: s.PriorityBase, AgeWeight: s.PriorityAgeWeight}},
+		Policies: s.Policies,
 		Latency:  lat,
 	}
 	if err := in.Config.Engine.Validate(); err != nil {

@@ -53,9 +53,7 @@ func TestBuildErrorsNameTheKey(t *testing.T) {
 		{func(s *InstanceSpec) { s.LongPrefillThreshold = -1 }, "vllm.long_prefill_token_threshold"},
 		{func(s *InstanceSpec) { s.MaxModelLen = -1 }, "vllm.max_model_len"},
 		{func(s *InstanceSpec) { s.MaxModelLen = 131073 }, "vllm.max_model_len"},
-		{func(s *InstanceSpec) { s.Scheduler = "lifo" }, "scheduler"},
-		{func(s *InstanceSpec) { s.Priority = "vip" }, "priority"},
-		{func(s *InstanceSpec) { s.PriorityAgeWeight = -1 }, "priority_age_weight"},
+		{func(s *InstanceSpec) { s.Policies.Priority.AgeWeight = -1 }, "priority_age_weight"},
 		{func(s *InstanceSpec) { s.Latency.Model = "magic" }, "latency.model"},
 		{func(s *InstanceSpec) { s.Latency.Noise = 5 }, "latency.noise"},
 		{func(s *InstanceSpec) { s.Latency.Roofline = &RooflineParams{ComputeEff: 1, BandwidthEff: 1} }, "latency.roofline"},
@@ -73,9 +71,6 @@ func TestBuildErrorsNameTheKey(t *testing.T) {
 		var fe *FieldError
 		require.True(t, errors.As(err, &fe), "%v", err)
 		require.Equal(t, []string{tc.key}, fe.Fields, "%v", err)
-		flagged := FlagError(err).Error()
-		require.Contains(t, flagged, Flag(tc.key)+": ", "the CLI form names the flag: %s", flagged)
-		require.Equal(t, "--", flagged[:2], "and starts with it: %s", flagged)
 	}
 }
 
@@ -100,20 +95,13 @@ func TestMaxModelLen(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, tc.want, in.Config.Engine.MaxModelLen, "%s, given %d", tc.model, tc.given)
 	}
-	d, err := ParseDeployment([]byte("pools:\n  - model: gpt2\n    vllm:\n      max_model_len: 1025\n"), "d.yaml")
+	spec := DefaultInstanceSpec()
+	spec.Model, spec.MaxModelLen = "gpt2", 1025
+	d, err := Uniform(spec, 1)
 	require.NoError(t, err)
 	_, err = d.Build(sim.NewRNG(1))
+	var pe *PoolError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, 0, pe.Pool)
 	require.ErrorContains(t, err, "vllm.max_model_len: 1025 is more than the model's context of 1024 tokens")
-}
-
-func TestEveryKeyHasOneFlag(t *testing.T) {
-	seen := map[string]bool{}
-	for _, kf := range keyFlag {
-		require.False(t, seen[kf.key], "key %s listed twice", kf.key)
-		seen[kf.key] = true
-		require.Equal(t, kf.flag, Flag(kf.key))
-	}
-	require.Empty(t, Flag("no.such.key"))
-	plain := errors.New("plain")
-	require.Equal(t, plain, FlagError(plain))
 }

@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // Source yields a closed workload's requests in arrival order, one at a
 // time, so that a run holds one request of its workload, not all of them
@@ -74,13 +77,33 @@ func (s *Sim) Engine() *Engine { return s.e }
 // returns the metrics. Each request is injected at its arrival time, just
 // before the engine processes any event at that time, and only the next
 // one is ever pending, so the engine's memory follows its concurrency. It
-// returns an *InvariantError if an invariant is violated.
-func (s *Sim) Run() (*Result, error) {
+// returns an *InvariantError if an invariant is violated. It is
+// RunContext(context.Background()).
+func (s *Sim) Run() (*Result, error) { return s.RunContext(context.Background()) }
+
+// ctxCheckEvery is how many instants RunContext processes between two
+// looks at its context (a power of two; the look is a mask and a branch).
+const ctxCheckEvery = 1024
+
+// RunContext is Run, stopped early when ctx is done. It looks at ctx
+// before the first instant and then once every ctxCheckEvery instants (so
+// it stops within 1024 instants of the cancellation, and a context done
+// before it starts stops it before any event is processed), always
+// between two instants, never inside one. A stopped run finishes exactly
+// as a run with Options.HorizonUs = Engine().Now() would: the engine is
+// finished (Engine.Finish), requests in it are counted as still_* (or, if
+// their arrival is not yet processed, as offered but not injected), as are
+// requests the source still holds. It returns that result and ctx.Err(),
+// both non-nil. Any other error returns a nil result, as Run does. A
+// context that is never done (context.Background) costs nothing.
+func (s *Sim) RunContext(ctx context.Context) (*Result, error) {
 	e := s.e
 	horizon := e.cfg.Options.HorizonUs
+	done := ctx.Done() // nil for context.Background: never cancelled
 	var prevID, prevAt int64
 	injected := false
-	for {
+	var stopped error
+	for iter := uint(0); ; iter++ {
 		t, ok := e.NextEventUs()
 		// Every request arriving no later than the next event joins first.
 		for {
@@ -104,6 +127,12 @@ func (s *Sim) Run() (*Result, error) {
 		if !ok || (horizon > 0 && t > horizon) {
 			break
 		}
+		// Checked where the horizon is, so that a stop is a horizon at Now.
+		if done != nil && iter%ctxCheckEvery == 0 {
+			if stopped = ctx.Err(); stopped != nil {
+				break
+			}
+		}
 		if err := e.Advance(); err != nil {
 			return nil, err
 		}
@@ -114,5 +143,5 @@ func (s *Sim) Run() (*Result, error) {
 	}
 	// Requests never injected were offered but had not arrived.
 	res.Requests.Offered += s.src.Remaining()
-	return res, nil
+	return res, stopped
 }

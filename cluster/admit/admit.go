@@ -4,12 +4,16 @@
 // never reaches routing.
 //
 // Policies are deterministic and keep their own state; one policy value
-// serves one run. Decisions are made in arrival order.
+// serves one run. Decisions are made in arrival order. A policy that
+// counts the requests in the cluster (tenant-quota) learns of their
+// departures as an Observer; PerTenant gives any policy one state per
+// tenant.
 package admit
 
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/blis-sim/blis/sim"
@@ -24,21 +28,43 @@ type Policy interface {
 	Admit(req *sim.RequestSpec, nowUs int64) (ok bool, reason string)
 }
 
+// Observer is implemented by a policy that must learn when an admitted
+// request leaves the cluster (completed, dropped, timed out, or refused
+// by its instance as too long): Left is called once per admitted
+// request, at its departure time.
+//
+// The cluster calls Left in its event order, after the arrivals of the
+// same instant (a request arriving when another departs does not see the
+// departure), with nowUs non-decreasing across Admit and Left calls. A
+// departure later than the end of the run (a horizon or a cancellation) is
+// never reported. req is valid only during the call.
+type Observer interface {
+	Left(req *sim.RequestSpec, nowUs int64)
+}
+
 // Names of the built-in policies.
 const (
 	AlwaysAdmitName = "always-admit"
 	TokenBucketName = "token-bucket"
 	RejectAllName   = "reject-all"
+	RateLimitName   = "rate-limit"
+	TenantQuotaName = "tenant-quota"
 )
 
 // Names lists the built-in policies, the default first.
-var Names = []string{AlwaysAdmitName, TokenBucketName, RejectAllName}
+var Names = []string{AlwaysAdmitName, TokenBucketName, RejectAllName, RateLimitName, TenantQuotaName}
 
 // Rejection reasons.
 const (
 	ReasonRejectAll    = "reject-all"
 	ReasonNoTokens     = "token-bucket: not enough tokens"
 	ReasonOverCapacity = "token-bucket: input larger than the bucket"
+	ReasonRateLimited  = "rate-limit: over the rate"
+	ReasonOverQuota    = "tenant-quota: tenant at its in-flight limit"
+	// ReasonBadTenant rejects, in the per-tenant policies, a request whose
+	// tenant lies outside [0, MaxTenants): it cannot have a state of its
+	// own without unbounded memory.
+	ReasonBadTenant = "per-tenant: tenant index out of range"
 )
 
 // Params are the policies' parameters.
@@ -47,20 +73,73 @@ type Params struct {
 	// TokenBucketRefillRate the tokens added per simulated second (>= 0).
 	TokenBucketCapacity   float64
 	TokenBucketRefillRate float64
+	// RatePerSecond is the rate limit's refill in requests per simulated
+	// second (> 0), and Burst the requests its bucket holds (>= 1).
+	RatePerSecond, Burst float64
+	// PerTenant gives each tenant a bucket of its own (token-bucket and
+	// rate-limit only; PerTenant).
+	PerTenant bool
+	// MaxInFlight is tenant-quota's limit of admitted requests in the
+	// cluster per tenant (>= 1), and TenantMaxInFlight[t], when > 0, tenant
+	// t's own limit instead.
+	MaxInFlight       int64
+	TenantMaxInFlight []int64
 }
 
 // New returns the named policy. An unknown name is an error that lists the
-// valid ones.
+// valid ones; so is PerTenant with a policy other than token-bucket and
+// rate-limit. Parameters a policy does not use are ignored.
 func New(name string, p Params) (Policy, error) {
+	if p.PerTenant && name != TokenBucketName && name != RateLimitName {
+		if !slices.Contains(Names, name) {
+			return nil, unknown(name)
+		}
+		return nil, fmt.Errorf("admission policy %s has no per-tenant variant; only %s and %s do", name, TokenBucketName, RateLimitName)
+	}
 	switch name {
 	case AlwaysAdmitName:
 		return AlwaysAdmit{}, nil
 	case RejectAllName:
 		return RejectAll{}, nil
 	case TokenBucketName:
+		if p.PerTenant {
+			// Validated once here, so that the tenants' buckets cannot fail.
+			if _, err := NewTokenBucket(p.TokenBucketCapacity, p.TokenBucketRefillRate); err != nil {
+				return nil, err
+			}
+			return NewPerTenant(TokenBucketName, func() Policy {
+				b, _ := NewTokenBucket(p.TokenBucketCapacity, p.TokenBucketRefillRate)
+				return b
+			}), nil
+		}
 		return NewTokenBucket(p.TokenBucketCapacity, p.TokenBucketRefillRate)
+	case RateLimitName:
+		if p.PerTenant {
+			if _, err := NewRateLimit(p.RatePerSecond, p.Burst); err != nil {
+				return nil, err
+			}
+			return NewPerTenant(RateLimitName, func() Policy {
+				r, _ := NewRateLimit(p.RatePerSecond, p.Burst)
+				return r
+			}), nil
+		}
+		r, err := NewRateLimit(p.RatePerSecond, p.Burst)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	case TenantQuotaName:
+		q, err := NewTenantQuota(p.MaxInFlight, p.TenantMaxInFlight)
+		if err != nil {
+			return nil, err
+		}
+		return q, nil
 	}
-	return nil, fmt.Errorf("admission policy %q is not a policy; use one of %s", name, strings.Join(Names, ", "))
+	return nil, unknown(name)
+}
+
+func unknown(name string) error {
+	return fmt.Errorf("admission policy %q is not a policy; use one of %s", name, strings.Join(Names, ", "))
 }
 
 // AlwaysAdmit admits every request (the default).

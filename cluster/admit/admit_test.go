@@ -36,7 +36,7 @@ func TestTokenBucket(t *testing.T) {
 
 func TestPolicies(t *testing.T) {
 	for _, name := range Names {
-		p, err := New(name, Params{TokenBucketCapacity: 10, TokenBucketRefillRate: 1})
+		p, err := New(name, Params{TokenBucketCapacity: 10, TokenBucketRefillRate: 1, RatePerSecond: 1, Burst: 1, MaxInFlight: 1})
 		require.NoError(t, err)
 		require.Equal(t, name, p.Name())
 	}
@@ -47,8 +47,9 @@ func TestPolicies(t *testing.T) {
 	require.Equal(t, ReasonRejectAll, reason)
 
 	_, err := New("maybe", Params{})
-	require.ErrorContains(t, err, "use one of always-admit, token-bucket, reject-all")
-	for _, p := range []Params{{0, 1}, {-5, 1}, {10, -1}} {
+	require.ErrorContains(t, err, "use one of always-admit, token-bucket, reject-all, rate-limit, tenant-quota")
+	for _, p := range []Params{{TokenBucketCapacity: 0, TokenBucketRefillRate: 1}, {TokenBucketCapacity: -5, TokenBucketRefillRate: 1},
+		{TokenBucketCapacity: 10, TokenBucketRefillRate: -1}} {
 		_, err := New(TokenBucketName, p)
 		require.Error(t, err, "%+v", p)
 	}

@@ -98,15 +98,20 @@ const (
 )
 
 // Names lists the built-in policies, the default first.
-var Names = []string{RoundRobinName, LeastLoadedName, AlwaysBusiestName, WeightedName, VLLMDPName}
+var Names = []string{RoundRobinName, LeastLoadedName, AlwaysBusiestName, WeightedName, VLLMDPName, PrefixAffinityName}
 
 // Params are the policies' parameters.
 type Params struct {
 	// Scorers and their weights for the weighted policy (ParseScorers).
 	Scorers []WeightedScorer
 	// PrefixIndexCapacity is the router-side prefix index's size per
-	// instance, in blocks (default DefaultPrefixIndexCapacity).
+	// instance, in blocks (default DefaultPrefixIndexCapacity), for the
+	// weighted policy's prefix-affinity scorer and the prefix-affinity
+	// policy.
 	PrefixIndexCapacity int
+	// MinMatchShare is the prefix-affinity policy's hit threshold, in
+	// [0, 1) (PrefixAffinityPolicy).
+	MinMatchShare float64
 	// RefreshUs is how often the instances' queue depths are refreshed
 	// (the vllm-dp policy's publication interval).
 	RefreshUs int64
@@ -127,6 +132,16 @@ func New(name string, n int, p Params) (Policy, error) {
 		return AlwaysBusiest{}, nil
 	case VLLMDPName:
 		return NewVLLMDP(n, p.RefreshUs), nil
+	case PrefixAffinityName:
+		capacity := p.PrefixIndexCapacity
+		if capacity == 0 {
+			capacity = DefaultPrefixIndexCapacity
+		}
+		pa, err := NewPrefixAffinity(n, capacity, p.MinMatchShare)
+		if err != nil {
+			return nil, err
+		}
+		return pa, nil
 	case WeightedName:
 		ws := p.Scorers
 		if ws == nil {

@@ -17,14 +17,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/blis-sim/blis/cluster"
-	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/experiment"
 	"github.com/blis-sim/blis/otlpingest"
 )
 
 type clusterOutput struct {
-	Config  clusterConfig          `json:"config"`
-	Metrics cluster.Result         `json:"metrics"`
-	Fitness *cluster.FitnessResult `json:"fitness"`
+	Config  experiment.ClusterConfig `json:"config"`
+	Metrics cluster.Result           `json:"metrics"`
+	Fitness *cluster.FitnessResult   `json:"fitness"`
 }
 
 func parseCluster(t *testing.T, out string) clusterOutput {
@@ -118,24 +118,27 @@ func TestClusterBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--routing-policy", "random"}, "--routing-policy: routing policy \"random\" is not a policy; use one of round-robin, least-loaded, always-busiest, weighted"},
-		{[]string{"--admission-policy", "maybe"}, "use one of always-admit, token-bucket, reject-all"},
+		{[]string{"--routing-policy", "random"}, "--routing-policy: routing policy \"random\" is not a template; use one of round-robin, least-loaded, weighted, prefix-affinity, vllm-dp, always-busiest"},
+		{[]string{"--admission-policy", "maybe"}, "use one of always-admit, token-bucket, rate-limit, tenant-quota, reject-all"},
 		{[]string{"--routing-policy", "weighted", "--routing-scorers", "prefix-affinity:-1"}, "--routing-scorers: scorer prefix-affinity: weight \"-1\" must be a finite number >= 0"},
 		{[]string{"--routing-policy", "weighted", "--routing-scorers", "prefix-affinity:0,queue-depth:0"}, "--routing-scorers: scorer weights \"prefix-affinity:0,queue-depth:0\" are all 0"},
 		{[]string{"--routing-policy", "weighted", "--routing-scorers", "cache:1"}, "use one of prefix-affinity, queue-depth, kv-utilization, load-balance"},
 		{[]string{"--num-instances", "0"}, "--num-instances: must be in [1, 4096], got 0"},
-		{[]string{"--snapshot-refresh-interval", "-1"}, "--snapshot-refresh-interval must be >= 0"},
+		{[]string{"--snapshot-refresh-interval", "-1"}, "--snapshot-refresh-interval: must be within [0, 1099511627776] µs"},
 		{[]string{"--admission-policy", "token-bucket", "--token-bucket-capacity", "0"}, "--token-bucket-capacity: must be > 0"},
 		{[]string{"--admission-policy", "token-bucket", "--token-bucket-refill-rate", "-3"}, "--token-bucket-refill-rate: must be >= 0"},
 		{[]string{"--admission-latency", "-5"}, "--admission-latency: must be within [0, 1099511627776] µs, got -5"},
 		{[]string{"--routing-latency", "-5"}, "--routing-latency: must be within [0, 1099511627776] µs, got -5"},
-		{[]string{"--prefix-index-capacity", "0"}, "--prefix-index-capacity: must be within [1, 1073741824] blocks, got 0"},
-		{[]string{"--trace-level", "decisions"}, "--trace-level decisions needs --decision-trace FILE"},
-		{[]string{"--trace-level", "everything"}, "--trace-level \"everything\" is not a level"},
-		{[]string{"--decision-trace", "/tmp/d.jsonl"}, "--decision-trace needs --trace-level decisions"},
-		{[]string{"--counterfactual-k", "-1"}, "--counterfactual-k must be >= 0"},
-		{[]string{"--num-instances", "2", "--workers", "-1"}, "--workers must be >= 0"},
-		{[]string{"--workers", "2"}, "--workers is for cluster runs"},
+		{[]string{"--routing-policy", "weighted", "--prefix-index-capacity", "0"}, "--prefix-index-capacity: must be within [1, 1073741824] blocks, got 0"},
+		{[]string{"--prefix-index-capacity", "100"}, "--prefix-index-capacity: routing policy round-robin takes no parameters"},
+		{[]string{"--token-bucket-capacity", "100"}, "--token-bucket-capacity: admission policy always-admit takes no parameters"},
+		{[]string{"--admission-policy", "rate-limit", "--token-bucket-capacity", "100"}, `--token-bucket-capacity: admission policy rate-limit has no parameter "capacity"; use one of rate, burst, per_tenant`},
+		{[]string{"--trace-level", "decisions"}, "--trace-level: decisions needs --decision-trace FILE"},
+		{[]string{"--trace-level", "everything"}, "--trace-level: \"everything\" is not a level"},
+		{[]string{"--decision-trace", "/tmp/d.jsonl"}, "--decision-trace: needs --trace-level decisions"},
+		{[]string{"--counterfactual-k", "-1"}, "--counterfactual-k: must be >= 0"},
+		{[]string{"--num-instances", "2", "--workers", "-1"}, "--workers: must be >= 0"},
+		{[]string{"--workers", "2"}, "--workers: is for cluster runs"},
 		{[]string{"--fitness-weights", "speed:1"}, "--fitness-weights: fitness key \"speed\" is not a metric"},
 		{[]string{"--fitness-weights", "throughput:0"}, "are all 0"},
 		{[]string{"--num-instances", "2", "--max-num-seqs", "0"}, "--max-num-seqs: must be > 0"},
@@ -143,18 +146,18 @@ func TestClusterBadInput(t *testing.T) {
 		{[]string{"--deployment", unknown}, "unknown.yaml:3: unknown key \"gpus\" in a pool; use one of name, replicas"},
 		{[]string{"--deployment", good, "--num-instances", "3"}, "--num-instances cannot be combined with --deployment"},
 		{[]string{"--deployment", filepath.Join(dir, "missing.yaml")}, "--deployment: open"},
-		{[]string{"--window", "10", "--window-out", "w.csv"}, `--window "10" is not a duration; give a number and a unit, such as 10s, 500ms or 1m`},
-		{[]string{"--window", "ten seconds", "--window-out", "w.csv"}, `--window "ten seconds" is not a duration`},
-		{[]string{"--window", "0s", "--window-out", "w.csv"}, "--window must be > 0, got 0s"},
-		{[]string{"--window", "-5s", "--window-out", "w.csv"}, "--window must be > 0, got -5s"},
-		{[]string{"--window", "1500ns", "--window-out", "w.csv"}, "--window 1500ns is not a whole number of microseconds"},
-		{[]string{"--window", "1s"}, "--window needs --window-out FILE (.csv or .jsonl) or --window-plot FILE (.png, .svg or .pdf)"},
-		{[]string{"--window-out", "w.csv"}, "--window-out needs --window D"},
-		{[]string{"--window-plot", "w.png"}, "--window-plot needs --window D"},
-		{[]string{"--window", "1s", "--window-out", "w.txt"}, "--window-out w.txt: the extension must be .csv or .jsonl"},
-		{[]string{"--window", "1s", "--window-out", "windows"}, "--window-out windows: the extension must be .csv or .jsonl"},
-		{[]string{"--window", "1s", "--window-plot", "w.eps"}, "--window-plot w.eps: the extension must be .png, .svg or .pdf"},
-		{[]string{"--window", "1s", "--window-out", "w.csv", "--window-plot", "w.jpg"}, "--window-plot w.jpg: the extension must be .png, .svg or .pdf"},
+		{[]string{"--window", "10", "--window-out", "w.csv"}, `--window: "10" is not a duration; give a number and a unit, such as 10s, 500ms or 1m`},
+		{[]string{"--window", "ten seconds", "--window-out", "w.csv"}, `--window: "ten seconds" is not a duration`},
+		{[]string{"--window", "0s", "--window-out", "w.csv"}, "--window: must be > 0, got 0s"},
+		{[]string{"--window", "-5s", "--window-out", "w.csv"}, "--window: must be > 0, got -5s"},
+		{[]string{"--window", "1500ns", "--window-out", "w.csv"}, "--window: 1500ns is not a whole number of microseconds"},
+		{[]string{"--window", "1s"}, "--window: needs --window-out FILE (.csv or .jsonl) or --window-plot FILE (.png, .svg or .pdf)"},
+		{[]string{"--window-out", "w.csv"}, "--window-out: needs --window D"},
+		{[]string{"--window-plot", "w.png"}, "--window-plot: needs --window D"},
+		{[]string{"--window", "1s", "--window-out", "w.txt"}, "--window-out: w.txt: the extension must be .csv or .jsonl"},
+		{[]string{"--window", "1s", "--window-out", "windows"}, "--window-out: windows: the extension must be .csv or .jsonl"},
+		{[]string{"--window", "1s", "--window-plot", "w.eps"}, "--window-plot: w.eps: the extension must be .png, .svg or .pdf"},
+		{[]string{"--window", "1s", "--window-out", "w.csv", "--window-plot", "w.jpg"}, "--window-plot: w.jpg: the extension must be .png, .svg or .pdf"},
 		{[]string{"--window", "1s", "--window-out", filepath.Join(dir, "no", "such", "w.csv")}, "--window-out " + filepath.Join(dir, "no", "such", "w.csv") + ": open"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -228,16 +231,16 @@ func TestClusterTraceIngests(t *testing.T) {
 	}
 }
 
-// The deployment vocabulary (deploy's key-to-flag table) names only flags
-// that blis run defines, so an error rewritten in flag terms names a real
-// flag, and a renamed flag cannot leave the table behind.
-func TestDeployFlagsExist(t *testing.T) {
+// The experiment's vocabulary (its flag-to-key table) names only flags
+// that blis run defines, with the defaults the flags show, so an error
+// named in flag terms names a real flag.
+func TestExperimentFlagsExist(t *testing.T) {
 	cmd := newRunCmd()
-	flags := deploy.Flags()
-	require.NotEmpty(t, flags)
-	for _, f := range flags {
-		require.True(t, strings.HasPrefix(f, "--"), "%q", f)
-		require.NotNil(t, cmd.Flags().Lookup(strings.TrimPrefix(f, "--")), "deploy names %s, which blis run does not define", f)
+	require.NotEmpty(t, experiment.Flags)
+	for _, f := range experiment.Flags {
+		fl := cmd.Flags().Lookup(f.Name)
+		require.NotNil(t, fl, "experiment.Flags has --%s, which blis run does not define", f.Name)
+		require.Equal(t, f.Default, strings.TrimSuffix(fl.DefValue, ".0"), "--%s", f.Name)
 	}
 }
 
@@ -333,7 +336,7 @@ func TestClusterWindows(t *testing.T) {
 	require.NoError(t, os.WriteFile(trace, []byte("arrival_us,prompt_tokens,output_tokens\n0,100,5\n30000000,100,5\n"), 0o644))
 	short := filepath.Join(dir, "short.csv")
 	_, _, err = runCLI(t, "run", "--replay", trace, "--window", "1us", "--window-out", short)
-	require.ErrorContains(t, err, "--window 1us: too many time windows")
+	require.ErrorContains(t, err, "--window: too many time windows")
 	require.NoFileExists(t, short)
 	for _, e := range must(os.ReadDir(dir)) {
 		require.NotContains(t, e.Name(), ".tmp-", "no temporary file is left behind")

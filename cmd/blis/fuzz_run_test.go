@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/experiment"
 	"github.com/blis-sim/blis/otlpingest"
 	"github.com/blis-sim/blis/sim"
 	"github.com/blis-sim/blis/sim/workload"
@@ -329,8 +329,11 @@ func decodeRunArgs(t *testing.T, dir string, prog []byte, raw string, file []byt
 		}
 	}
 	if fileUse["deployment"] {
-		if d, err := deploy.ParseDeployment(file, "fuzz.yaml"); err == nil && d.NumInstances() > 4 {
-			return nil, false
+		d := experiment.NewDraft()
+		if err := d.ParseDeployment(file, "fuzz.yaml"); err == nil {
+			if e, err := d.Resolve(); err == nil && e.Deployment.NumInstances() > 4 {
+				return nil, false
+			}
 		}
 	}
 	spec, scenario := given["workload-spec"] != "", given["scenario"] != ""

@@ -203,7 +203,7 @@ func TestReplayOfDamagedParquetFooter(t *testing.T) {
 func TestPromptsAndPrefixesFollowOneRule(t *testing.T) {
 	for _, dist := range []string{"const:40", "const:512", "uniform:10,500", "exponential:mean=100,max=300", "histogram:1-100=1,300=2", "lognormal:mean=40,cv=0.5,max=100"} {
 		_, _, err := runCLI(t, "run", "-q", "--prompt-tokens", dist, "--requests", "10")
-		require.ErrorContains(t, err, "--prefix-tokens 512 must be < the longest prompt of ", dist)
+		require.ErrorContains(t, err, "--prefix-tokens: 512 must be < the longest prompt of ", dist)
 		require.ErrorContains(t, err, "a prompt's length includes its group's prefix", dist)
 	}
 	// Without prefixes, or with a shorter one, const:40 is const:40.
@@ -239,8 +239,8 @@ func TestFuzzFoundInputsAreRefused(t *testing.T) {
 		{[]string{"--num-instances", "2", "--routing-latency", "9223372036854775807"}, "--routing-latency: must be within [0, 1099511627776] µs, got 9223372036854775807"},
 		{[]string{"--deployment", dep}, "routing.latency_us: must be within [0, 1099511627776] µs"},
 		{[]string{"--num-instances", "2", "--routing-policy", "weighted", "--prefix-index-capacity", "2147483648"}, "--prefix-index-capacity: must be within [1, 1073741824] blocks, got 2147483648"},
-		{[]string{"--horizon", "1e300"}, "--horizon must be a number of seconds in [0, 2305843009213], got 1e+300"},
-		{[]string{"--horizon", "9.3e12", "--num-instances", "2"}, "--horizon must be a number of seconds in [0, 2305843009213], got 9.3e+12"},
+		{[]string{"--horizon", "1e300"}, "--horizon: must be a number of seconds in [0, 2305843009213], got 1e+300"},
+		{[]string{"--horizon", "9.3e12", "--num-instances", "2"}, "--horizon: must be a number of seconds in [0, 2305843009213], got 9.3e+12"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			_, _, err := runCLI(t, append([]string{"run", "-q", "--requests", "20"}, c.args...)...)

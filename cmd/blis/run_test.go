@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/blis-sim/blis/experiment"
+
 	"github.com/blis-sim/blis/coefficients"
 	"github.com/blis-sim/blis/features"
 	"github.com/blis-sim/blis/otlpingest"
@@ -30,8 +32,8 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, err error) {
 }
 
 type runOutput struct {
-	Config  runConfig  `json:"config"`
-	Metrics sim.Result `json:"metrics"`
+	Config  experiment.InstanceConfig `json:"config"`
+	Metrics sim.Result                `json:"metrics"`
 }
 
 func parse(t *testing.T, out string) runOutput {
@@ -250,7 +252,8 @@ func TestRunBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{"--priority-base", "Inf"}, "--priority-base: must be finite, got +Inf"},
 		{[]string{"--rate", "1e-300"}, "--rate, --requests: request 0: arrival time overflows int64 microseconds"},
 		{[]string{"--rate", "1e-300", "--num-instances", "2"}, "--rate, --requests: request 0: arrival time overflows int64 microseconds"},
-		{[]string{"--priority-age-weight", "Inf"}, "--priority-age-weight: must be finite and >= 0, got +Inf"},
+		{[]string{"--priority", "slo-based", "--priority-age-weight", "Inf"}, "--priority-age-weight: must be finite and >= 0 score per second, got +Inf"},
+		{[]string{"--priority-age-weight", "2"}, `--priority-age-weight: priority policy constant has no parameter "age_weight"; use one of base`},
 		{[]string{"--kv-blocks-cpu", "100", "--kv-offload-threshold", "1.5"}, "--kv-offload-threshold"},
 		{[]string{"--latency", "roofline", "--roofline-compute-eff", "0"}, "--roofline"},
 		{[]string{"--replay", "/nonexistent/requests.parquet"}, "--replay"},

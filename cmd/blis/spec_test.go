@@ -63,7 +63,7 @@ func TestSpecFlagConflicts(t *testing.T) {
 	}{
 		{[]string{"run", "--scenario", "agentic", "--rate", "3"}, "--rate cannot be combined with --scenario"},
 		{[]string{"run", "--scenario", "agentic", "--replay", "x.csv"}, "--replay cannot be combined with --scenario"},
-		{[]string{"run", "--scenario", "agentic", "--workload-spec", "x.yaml"}, "give --workload-spec or --scenario, not both"},
+		{[]string{"run", "--scenario", "agentic", "--workload-spec", "x.yaml"}, "--workload-spec cannot be combined with --scenario"},
 		{[]string{"run", "--scenario", "nope"}, `--scenario: no scenario "nope"; the scenarios are agentic,`},
 		{[]string{"run", "--print-spec"}, "--print-spec needs --scenario NAME or --workload-spec FILE"},
 		{[]string{"run", "--workload-spec", "/nonexistent.yaml"}, "--workload-spec: open /nonexistent.yaml"},

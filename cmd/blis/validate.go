@@ -2,18 +2,22 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/blis-sim/blis/experiment"
 
 	"github.com/blis-sim/blis/cluster"
 	"github.com/blis-sim/blis/deploy"
@@ -25,9 +29,9 @@ import (
 )
 
 // validateOpts are blis validate's own flags; the instance flags are
-// blis run's.
+// blis run's (experiment.Flags).
 type validateOpts struct {
-	run       runOpts
+	quiet     bool
 	format    string
 	meta      string
 	strict    bool
@@ -38,7 +42,7 @@ type validateOpts struct {
 }
 
 func newValidateCmd() *cobra.Command {
-	o := validateOpts{run: runOpts{knobs: physics.DefaultVLLMKnobs()}}
+	var o validateOpts
 	cmd := &cobra.Command{
 		Use:   "validate RECORDS",
 		Short: "Replay a real vLLM run and compare its measured latencies with the simulation",
@@ -106,23 +110,22 @@ delay, for any deployment on the same vLLM build and host.`,
 	f.StringVar(&o.plot, "plot", "", "draw simulated against measured TTFT, ITL and E2E per request to `FILE` (.png, .svg or .pdf)")
 	f.BoolVar(&o.asJSON, "json", false, "print the report as JSON instead of a table")
 	f.BoolVar(&o.calibrate, "calibrate", false, "fit the simulator to this run first (the roofline's compute and bandwidth efficiency and per-step overhead, and the output delay for records measured at the client) by a deterministic search that runs the simulator inside the fit, print them as flags, then compare with them")
-	addInstanceFlags(f, &o.run)
-	f.Int64Var(&o.run.seed, "seed", 42, "random seed")
-	f.BoolVarP(&o.run.quiet, "quiet", "q", false, "no diagnostics on stderr but warnings")
+	addExperimentFlags(f, validateFlag)
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "no diagnostics on stderr but warnings")
 	return cmd
 }
 
 // validateReport is blis validate's JSON output.
 type validateReport struct {
-	Tool       string          `json:"tool"`
-	Version    int             `json:"version"`
-	Records    records.Report  `json:"records"`
-	MeasuredAt string          `json:"measured_at"`
-	Meta       string          `json:"meta,omitempty"`
-	Deployment instanceConfig  `json:"deployment"`
-	Engines    int             `json:"engines"`
-	Compare    validate.Report `json:"compare"`
-	Calibrated *calibration    `json:"calibrated,omitempty"`
+	Tool       string                  `json:"tool"`
+	Version    int                     `json:"version"`
+	Records    records.Report          `json:"records"`
+	MeasuredAt string                  `json:"measured_at"`
+	Meta       string                  `json:"meta,omitempty"`
+	Deployment experiment.InstanceEcho `json:"deployment"`
+	Engines    int                     `json:"engines"`
+	Compare    validate.Report         `json:"compare"`
+	Calibrated *calibration            `json:"calibrated,omitempty"`
 	// Counters and Phases compare the engine counters, when the run has
 	// them.
 	Counters *records.Report  `json:"counters,omitempty"`
@@ -144,21 +147,36 @@ type calibration struct {
 	WallS       float64  `json:"wall_s"`
 }
 
+// validateFlag keeps the experiment flags that describe the instance
+// replaying the run, and the seed.
+func validateFlag(f experiment.Flag) bool {
+	switch f.Name {
+	case "data-parallel-size", "scheduler", "priority", "priority-base", "priority-age-weight", "seed":
+		return true
+	}
+	return strings.HasPrefix(f.Key, "deployment.pools[*].")
+}
+
 func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 	stderr := cmd.ErrOrStderr()
-	if o.run.quiet {
+	if o.quiet {
 		stderr = io.Discard
 	}
 	flags := cmd.Flags()
 	var plotFormat string
-	var err error
 	if o.plot != "" {
 		// Refused before the run, not after it.
-		if plotFormat, err = extFormat(o.plot, "--plot", validate.Formats...); err != nil {
-			return err
+		ext := strings.ToLower(strings.TrimPrefix(filepath.Ext(o.plot), "."))
+		if !slices.Contains(validate.Formats, ext) {
+			return fmt.Errorf("--plot %s: the extension must be .%s", o.plot, strings.Join(validate.Formats, ", ."))
 		}
+		plotFormat = ext
 	}
-	ins := append(instanceInputs(&o.run), atomicfile.Named{Label: "RECORDS", Path: path}, atomicfile.Named{Label: "--meta", Path: o.meta},
+	var ins []atomicfile.Named
+	for _, fl := range []string{"model", "hardware", "coefficients"} {
+		ins = append(ins, atomicfile.Named{Label: "--" + fl, Path: flags.Lookup(fl).Value.String()})
+	}
+	ins = append(ins, atomicfile.Named{Label: "RECORDS", Path: path}, atomicfile.Named{Label: "--meta", Path: o.meta},
 		atomicfile.Named{Label: "meta.json of RECORDS", Path: records.MetaPath(path)}, atomicfile.Named{Label: "--counters", Path: o.counters},
 		atomicfile.Named{Label: "timeseries.csv of RECORDS", Path: records.CountersPath(path)})
 	if err := atomicfile.Check(ins, []atomicfile.Named{{Label: "--plot", Path: o.plot}}); err != nil {
@@ -176,7 +194,7 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 	for _, s := range rep.Skipped {
 		fmt.Fprintf(stderr, "blis: %s: skipped %d rows: %s (first at line %d)\n", path, s.Count, s.Reason, s.FirstLine)
 	}
-	spec := deploy.DefaultInstanceSpec()
+	d := experiment.NewDraft()
 	var meta *records.RunMeta
 	metaPath := o.meta
 	if metaPath == "" && rep.Format == records.VLLMRuns {
@@ -188,7 +206,7 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 		if meta, err = records.ReadRunMeta(metaPath); err != nil {
 			return fmt.Errorf("--meta: %w", err)
 		}
-		if err := applyMeta(flags, meta, &spec); err != nil {
+		if err := applyMeta(d, flags, meta); err != nil {
 			return err
 		}
 	}
@@ -197,32 +215,38 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 		return err
 	}
 	if at == records.AtEngine && !flags.Changed("output-delay-us") {
-		spec.OutputDelayUs = 0
+		if err := d.SetFlagAs("output-delay-us", "0", "records measured at the engine core"); err != nil {
+			return err
+		}
 	}
-	if err := applyInstanceFlags(flags, &o.run, &spec, false); err != nil {
+	if err := applyFlags(d, flags); err != nil {
+		return err
+	}
+	e, err := d.Resolve()
+	if err != nil {
 		return err
 	}
 	reqs, _, err := records.ToRequests(recs)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if in, err := spec.Build(sim.NewRNG(o.run.seed), 0); err == nil { // an error comes back from the simulation below
-		printWarnings(cmd.ErrOrStderr(), "", in.Warnings)
-	}
 	var cal *calibration
 	if o.calibrate {
-		if cal, err = calibratePipeline(&spec, at, recs, reqs, o.run.seed); err != nil {
+		if cal, err = calibratePipeline(e, at, recs, reqs); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "blis: calibrated in %d simulations, %.1f s wall: loss %.4f -> %.4f\n", cal.Simulations, cal.WallS, cal.StartLoss, cal.Loss)
 	}
-	if m, err := physics.LoadModel(spec.Model); err == nil {
-		printModelNotes(stderr, m) // a model that does not load is reported by the simulation
-	}
 	start := time.Now()
-	res, desc, engines, err := simulateRecords(spec, reqs, o.run.seed, counters.tickUs)
+	res, desc, engines, run, err := simulateRecords(e, reqs, counters.tickUs)
 	if err != nil {
 		return err
+	}
+	for _, w := range run.Warnings {
+		fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+w)
+	}
+	for _, n := range run.Notes {
+		fmt.Fprintln(stderr, "blis: "+n)
 	}
 	pairs := pairUp(recs, reqs, res)
 	cmp := validate.Compare(pairs)
@@ -287,15 +311,20 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 	return validate.WritePhases(out, phases)
 }
 
-// applyMeta sets what a vllm-runs meta.json says on spec, for every
-// setting whose flag the user did not give (applyInstanceFlags then
-// applies those).
-func applyMeta(flags *pflag.FlagSet, m *records.RunMeta, spec *deploy.InstanceSpec) error {
-	set := func(flag string) bool { return !flags.Changed(flag) }
-	if set("model") {
-		spec.Model = m.Model
+// applyMeta sets what a vllm-runs meta.json says on the draft, with its
+// flags' meaning, for every setting whose flag the user did not give
+// (applyFlags then applies those).
+func applyMeta(d *experiment.Draft, flags *pflag.FlagSet, m *records.RunMeta) error {
+	set := func(flag, value string) error {
+		if flags.Changed(flag) {
+			return nil
+		}
+		return d.SetFlagAs(flag, value, m.Path)
 	}
-	if set("hardware") {
+	if err := set("model", m.Model); err != nil {
+		return err
+	}
+	if !flags.Changed("hardware") {
 		if m.Device == "" {
 			return fmt.Errorf("%s records no GPU: give --hardware (shipped: %s)", m.Path, strings.Join(physics.BuiltinHardware(), ", "))
 		}
@@ -303,72 +332,61 @@ func applyMeta(flags *pflag.FlagSet, m *records.RunMeta, spec *deploy.InstanceSp
 		if !ok {
 			return fmt.Errorf("%s: GPU %q is not a shipped hardware spec: give --hardware (a shipped name or a spec JSON)", m.Path, m.Device)
 		}
-		spec.Hardware = h.Name
+		if err := set("hardware", h.Name); err != nil {
+			return err
+		}
 	}
-	if set("tp") {
-		spec.TP = m.TP
+	vals := []struct {
+		flag, value string
+		given       bool
+	}{
+		{"tp", fmt.Sprint(m.TP), true},
+		{"data-parallel-size", fmt.Sprint(max(1, m.DP)), true},
+		{"enable-expert-parallel", fmt.Sprint(m.ExpertParallel), true},
+		{"max-num-seqs", fmt.Sprint(m.MaxNumSeqs), m.MaxNumSeqs > 0},
+		{"max-num-batched-tokens", fmt.Sprint(m.MaxBatchedTokens), m.MaxBatchedTokens > 0},
+		{"kv-blocks-gpu", fmt.Sprint(m.KVBlocksGPU), m.KVBlocksGPU > 0},
+		{"block-size", fmt.Sprint(m.BlockSize), m.BlockSize > 0},
+		{"gpu-memory-utilization", fmt.Sprint(m.GPUMemoryUtilization), m.GPUMemoryUtilization > 0},
+		{"enable-prefix-caching", fmtBool(m.PrefixCaching), m.PrefixCaching != nil},
+		{"enable-chunked-prefill", fmtBool(m.ChunkedPrefill), m.ChunkedPrefill != nil},
+		{"async-scheduling", fmtBool(m.AsyncScheduling), m.AsyncScheduling != nil},
+		{"scheduler-reserve-full-isl", fmtBool(m.ReserveFullISL), m.ReserveFullISL != nil},
 	}
-	if set("data-parallel-size") {
-		spec.DP = m.DP
-	}
-	if set("enable-expert-parallel") {
-		spec.ExpertParallel = m.ExpertParallel
-	}
-	k := &spec.VLLM
-	if set("max-num-seqs") && m.MaxNumSeqs > 0 {
-		k.MaxNumSeqs = m.MaxNumSeqs
-	}
-	if set("max-num-batched-tokens") && m.MaxBatchedTokens > 0 {
-		k.MaxBatchedTokens = m.MaxBatchedTokens
-	}
-	if set("kv-blocks-gpu") && m.KVBlocksGPU > 0 {
-		k.TotalKVBlocksGPU = m.KVBlocksGPU
-	}
-	if set("block-size") && m.BlockSize > 0 {
-		k.BlockSizeTokens = m.BlockSize
-	}
-	if set("gpu-memory-utilization") && m.GPUMemoryUtilization > 0 {
-		k.GPUMemoryUtilization = m.GPUMemoryUtilization
-	}
-	if set("enable-prefix-caching") && m.PrefixCaching != nil {
-		k.PrefixCachingEnabled = *m.PrefixCaching
-	}
-	if set("enable-chunked-prefill") && m.ChunkedPrefill != nil {
-		k.ChunkedPrefillEnabled = *m.ChunkedPrefill
-	}
-	if set("async-scheduling") && m.AsyncScheduling != nil {
-		spec.AsyncScheduling = *m.AsyncScheduling
-	}
-	if set("scheduler-reserve-full-isl") && m.ReserveFullISL != nil {
-		spec.ReserveFullSequence = *m.ReserveFullISL
+	for _, v := range vals {
+		if !v.given {
+			continue
+		}
+		if err := set(v.flag, v.value); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// simulateRecords runs the requests on the deployment spec describes: one
-// engine, or spec.DP engines behind vLLM's data-parallel balancer;
-// windowUs > 0 also cuts the run into windows of that length
-// (cluster.Config.WindowUs).
-func simulateRecords(spec deploy.InstanceSpec, reqs []sim.RequestSpec, seed, windowUs int64) (*cluster.Result, instanceConfig, int, error) {
-	d, err := deploy.Server(spec)
-	if err != nil {
-		return nil, instanceConfig{}, 0, deploy.FlagError(err)
+func fmtBool(b *bool) string {
+	if b == nil {
+		return ""
 	}
-	b, err := d.Build(sim.NewRNG(seed))
+	return fmt.Sprint(*b)
+}
+
+// simulateRecords runs the requests on the experiment's deployment: one
+// engine, or data-parallel engines behind vLLM's balancer, as a cluster
+// that keeps every request's record; windowUs > 0 also cuts the run into
+// windows of that length.
+func simulateRecords(e *experiment.Experiment, reqs []sim.RequestSpec, windowUs int64) (*cluster.Result, experiment.InstanceEcho, int, *experiment.Result, error) {
+	x := *e
+	x.Mode = experiment.ModeCluster
+	x.Workload = experiment.Workload{Kind: experiment.Requests, Requests: reqs}
+	x.Run.PerRequest = true
+	x.Run.WindowUs = windowUs
+	res, err := experiment.Run(context.Background(), &x, &experiment.MemSinks{})
 	if err != nil {
-		return nil, instanceConfig{}, 0, deploy.FlagError(err)
+		return nil, experiment.InstanceEcho{}, 0, nil, err
 	}
-	b.Config.RecordRequests = true
-	b.Config.WindowUs = windowUs
-	cs, err := cluster.New(b.Config, cluster.NewSliceSource(reqs))
-	if err != nil {
-		return nil, instanceConfig{}, 0, err
-	}
-	res, err := cs.Run()
-	if err != nil {
-		return nil, instanceConfig{}, 0, err
-	}
-	return res, describeInstance(&spec, b.Pools[0]), d.NumInstances(), nil
+	rep := res.Report.(*experiment.ClusterReport)
+	return res.Cluster, rep.Config.Pools[0].InstanceEcho, rep.Config.Instances, res, nil
 }
 
 // pairUp matches each record (sorted by arrival, as reqs[i] was made from
@@ -397,7 +415,8 @@ func pairUp(recs []records.Record, reqs []sim.RequestSpec, res *cluster.Result) 
 
 // calibratePipeline fits the pipeline's parameters to the records and sets
 // them on spec (validate.Search; --calibrate's help says how).
-func calibratePipeline(spec *deploy.InstanceSpec, at string, recs []records.Record, reqs []sim.RequestSpec, seed int64) (*calibration, error) {
+func calibratePipeline(e *experiment.Experiment, at string, recs []records.Record, reqs []sim.RequestSpec) (*calibration, error) {
+	spec := &e.Deployment.Pools[0].Instance
 	type knob struct {
 		param    validate.Param
 		flag     string
@@ -408,9 +427,10 @@ func calibratePipeline(spec *deploy.InstanceSpec, at string, recs []records.Reco
 	var knobs []knob
 	// The step-time parameters are the roofline's; probe which model the
 	// spec chooses.
-	in, err := spec.Build(sim.NewRNG(seed), 0)
+	in, err := spec.Build(sim.NewRNG(e.Run.Seed), 0)
 	if err != nil {
-		return nil, deploy.FlagError(err)
+		_, _, _, _, err := simulateRecords(e, reqs[:0], 0) // the error, placed
+		return nil, err
 	}
 	var withRoofline *deploy.RooflineParams // the roofline parameters to start from, nil without the roofline
 	if in.LatencyName == "roofline" {
@@ -463,8 +483,11 @@ func calibratePipeline(spec *deploy.InstanceSpec, at string, recs []records.Reco
 	}
 	t0 := time.Now()
 	res, err := search.Run(start, func(x []float64) (float64, error) {
-		s := apply(x)
-		r, _, _, err := simulateRecords(s, reqs, seed, 0)
+		x2 := *e
+		x2.Deployment.Pools = []deploy.Pool{e.Deployment.Pools[0]}
+		x2.Deployment.Pools[0].Replicas = e.Deployment.Pools[0].Replicas
+		x2.Deployment.Pools[0].Instance = apply(x)
+		r, _, _, _, err := simulateRecords(&x2, reqs, 0)
 		if err != nil {
 			return 0, err
 		}
@@ -473,7 +496,10 @@ func calibratePipeline(spec *deploy.InstanceSpec, at string, recs []records.Reco
 	if err != nil {
 		return nil, err
 	}
-	*spec = apply(res.Best)
+	best := apply(res.Best)
+	pools := append([]deploy.Pool(nil), e.Deployment.Pools...)
+	pools[0].Instance = best
+	e.Deployment.Pools = pools
 	cal := &calibration{Flags: map[string]float64{}, Loss: res.Loss, StartLoss: res.StartLoss, Simulations: res.Evaluation,
 		WallS: time.Since(t0).Seconds()}
 	for i, k := range knobs {

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/blis-sim/blis/experiment"
 )
 
 // vllmRuns are the four measured runs of testdata/vllm-runs, with the GPU
@@ -30,10 +32,10 @@ type validateOut struct {
 	Records struct {
 		Rows, Read int64
 	} `json:"records"`
-	MeasuredAt string         `json:"measured_at"`
-	Meta       string         `json:"meta"`
-	Deployment instanceConfig `json:"deployment"`
-	Engines    int            `json:"engines"`
+	MeasuredAt string                  `json:"measured_at"`
+	Meta       string                  `json:"meta"`
+	Deployment experiment.InstanceEcho `json:"deployment"`
+	Engines    int                     `json:"engines"`
 	Compare    struct {
 		Requests int `json:"requests"`
 		Metrics  []struct {

@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
-	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/experiment"
 	"github.com/blis-sim/blis/fit"
 	"github.com/blis-sim/blis/internal/atomicfile"
 	"github.com/blis-sim/blis/physics"
@@ -50,11 +50,11 @@ func addKnobFlags(f *pflag.FlagSet, k *physics.VLLMKnobs, kvHelp string) {
 // knobFlagError names the flag of a vLLM setting the physics library
 // refused ("--max-num-seqs: must be > 0, got 0" rather than the library's
 // `vllm: field "max_num_seqs"`), with the vocabulary blis run uses
-// (deploy.Flag); other errors are returned unchanged.
+// (experiment.PoolFlag); other errors are returned unchanged.
 func knobFlagError(err error) error {
 	var fe *physics.FieldError
 	if errors.As(err, &fe) && fe.Source == "vllm" {
-		if f := deploy.Flag("vllm." + fe.Field); f != "" {
+		if f := experiment.PoolFlag("vllm." + fe.Field); f != "" {
 			return fmt.Errorf("%s: %s", f, fe.Msg)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"reflect"
 	"regexp"
+	"sort"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -27,6 +28,9 @@ type Mapping struct {
 // Doc is a decoded file's key lines.
 type Doc struct {
 	Source string
+	// Prefix, when not empty, is the key path of the decoded mapping in
+	// its file (DecodeNode); Errorf writes it in front of the key.
+	Prefix string
 	lines  map[string]int
 }
 
@@ -73,11 +77,7 @@ func decodeError(source string, err error, mappings map[string]Mapping) error {
 		where, keys := "this mapping", ""
 		if t, ok := mappings[m[3]]; ok {
 			where = t.What
-			var names []string
-			for i := 0; i < t.Keys.NumField(); i++ {
-				names = append(names, strings.Split(t.Keys.Field(i).Tag.Get("yaml"), ",")[0])
-			}
-			keys = "; use one of " + strings.Join(names, ", ")
+			keys = "; use one of " + strings.Join(tagNames(t.Keys), ", ")
 		}
 		return fmt.Errorf("%s:%s: unknown key %q in %s%s", source, m[1], m[2], where, keys)
 	}
@@ -126,5 +126,132 @@ func (d *Doc) Line(key string) int {
 
 // Errorf is an error about key: "file:line: key: message".
 func (d *Doc) Errorf(key, format string, args ...any) error {
-	return fmt.Errorf("%s:%d: %s: %s", d.Source, d.Line(key), key, fmt.Sprintf(format, args...))
+	shown := key
+	if d.Prefix != "" {
+		shown = d.Prefix + "." + key
+	}
+	return fmt.Errorf("%s:%d: %s: %s", d.Source, d.Line(key), shown, fmt.Sprintf(format, args...))
+}
+
+// Has reports whether key itself is in the file.
+func (d *Doc) Has(key string) bool {
+	_, ok := d.lines[key]
+	return ok
+}
+
+// Keys lists the key paths under prefix (prefix itself excluded; "" for
+// all), sorted, for callers that translate one file's keys into another's.
+func (d *Doc) Keys(prefix string) []string {
+	var out []string
+	for k := range d.lines {
+		if prefix == "" || strings.HasPrefix(k, prefix+".") || strings.HasPrefix(k, prefix+"[") {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// DecodeNode is Decode for a mapping inside a file already read: n is the
+// node (its lines are the file's), source the file, and prefix the key
+// path of n in the file ("workload.spec"), which errors and Errorf put in
+// front of every key, while the Doc's own keys stay relative to n.
+func DecodeNode(n *yaml.Node, source, prefix string, out any, mappings map[string]Mapping) (*Doc, error) {
+	d := &Doc{Source: source, Prefix: prefix, lines: map[string]int{}}
+	d.index(n, "")
+	if err := checkKeys(n, reflect.TypeOf(out), source, mappings); err != nil {
+		return nil, err
+	}
+	if err := n.Decode(out); err != nil {
+		return nil, decodeError(source, err, mappings)
+	}
+	return d, nil
+}
+
+var nodeType = reflect.TypeOf(yaml.Node{})
+
+// checkKeys refuses a key of n that t (a struct, through pointers, slices
+// and maps) has no field for, as a strict decoder does.
+func checkKeys(n *yaml.Node, t reflect.Type, source string, mappings map[string]Mapping) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nodeType {
+		return nil
+	}
+	switch {
+	case n.Kind == yaml.DocumentNode:
+		for _, c := range n.Content {
+			if err := checkKeys(c, t, source, mappings); err != nil {
+				return err
+			}
+		}
+	case n.Kind == yaml.AliasNode:
+		return checkKeys(n.Alias, t, source, mappings)
+	case n.Kind == yaml.SequenceNode && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
+		for _, c := range n.Content {
+			if err := checkKeys(c, t.Elem(), source, mappings); err != nil {
+				return err
+			}
+		}
+	case n.Kind == yaml.MappingNode && t.Kind() == reflect.Map:
+		for i := 1; i < len(n.Content); i += 2 {
+			if err := checkKeys(n.Content[i], t.Elem(), source, mappings); err != nil {
+				return err
+			}
+		}
+	case n.Kind == yaml.MappingNode && t.Kind() == reflect.Struct:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			ft, ok := fieldByTag(t, n.Content[i].Value)
+			if !ok {
+				name := t.String()
+				where, keys := "this mapping", ""
+				if m, ok := mappings[name]; ok {
+					where = m.What
+					keys = "; use one of " + strings.Join(tagNames(m.Keys), ", ")
+				}
+				return fmt.Errorf("%s:%d: unknown key %q in %s%s", source, n.Content[i].Line, n.Content[i].Value, where, keys)
+			}
+			if err := checkKeys(n.Content[i+1], ft, source, mappings); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fieldByTag is the type of t's field whose yaml key is key, looking into
+// inline fields.
+func fieldByTag(t reflect.Type, key string) (reflect.Type, bool) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := strings.Split(f.Tag.Get("yaml"), ",")
+		if len(tag) > 1 && tag[1] == "inline" {
+			if ft, ok := fieldByTag(f.Type, key); ok {
+				return ft, true
+			}
+			continue
+		}
+		if tag[0] == key {
+			return f.Type, true
+		}
+	}
+	return nil, false
+}
+
+// tagNames lists the yaml keys of struct t, inline fields' included.
+func tagNames(t reflect.Type) []string {
+	var names []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := strings.Split(f.Tag.Get("yaml"), ",")
+		if len(tag) > 1 && tag[1] == "inline" {
+			names = append(names, tagNames(f.Type)...)
+			continue
+		}
+		if tag[0] != "" && tag[0] != "-" {
+			names = append(names, tag[0])
+		}
+	}
+	return names
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/blis-sim/blis/internal/yamlfile"
 	"github.com/blis-sim/blis/sim"
 )
@@ -344,6 +346,24 @@ func ParseSpec(data []byte, source string) (*WorkloadSpec, error) {
 	}
 	p := specParser{doc: doc}
 	return p.spec(&f)
+}
+
+// ParseSpecNode reads a spec written inside another YAML file (an
+// experiment file's workload.spec): n is its mapping, source the file and
+// prefix its key path there, which errors name with the file's lines.
+func ParseSpecNode(n *yaml.Node, source, prefix string) (*WorkloadSpec, error) {
+	var f specYAML
+	doc, err := yamlfile.DecodeNode(n, source, prefix, &f, specMappings)
+	if err != nil {
+		return nil, err
+	}
+	p := specParser{doc: doc}
+	s, err := p.spec(&f)
+	if err != nil {
+		return nil, err
+	}
+	s.Source = source + " (" + prefix + ")"
+	return s, nil
 }
 
 type specParser struct{ doc *yamlfile.Doc }

@@ -1,0 +1,140 @@
+package experiment
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/blis-sim/blis/cluster"
+	"github.com/blis-sim/blis/sim"
+	"github.com/blis-sim/blis/sim/simtrace"
+	"github.com/blis-sim/blis/sim/workload"
+)
+
+// What a run says on stderr besides its report: the warnings (shown even
+// when quiet) and notes, in the order blis run has always printed them.
+
+func (r *runner) warn(format string, args ...any) {
+	r.res.Warnings = append(r.res.Warnings, fmt.Sprintf(format, args...))
+}
+
+func (r *runner) note(format string, args ...any) {
+	r.res.Notes = append(r.res.Notes, fmt.Sprintf(format, args...))
+}
+
+// clamped describes the step times the engine clamped (prefix names the
+// instance in a cluster).
+func (r *runner) clamped(prefix string, c *sim.Clamped) {
+	if c == nil {
+		return
+	}
+	if c.ToOneUs > 0 {
+		r.warn("%s%d steps had a latency-model time below 1 µs and were clamped to 1 µs (step_times_clamped): the model extrapolates below zero on small steps", prefix, c.ToOneUs)
+	}
+	if c.ToMaxDuration > 0 {
+		r.warn("%s%d steps had a latency-model time above %d µs (2^40) and were clamped to it (step_times_clamped)", prefix, c.ToMaxDuration, sim.MaxDurationUs)
+	}
+}
+
+// tooLong reports the requests refused as longer than the model's context,
+// naming the first by its file and line when a replayed file holds it: the
+// workload asked for what the deployment cannot serve.
+func (r *runner) tooLong(n int64, first *sim.TooLongRequest, rep *workload.ReplayReport) {
+	if n == 0 || first == nil {
+		return
+	}
+	what := fmt.Sprintf("the first, request %d, has %d + %d > %d tokens", first.ID, first.PromptTokens, first.OutputTokens, first.MaxModelLen)
+	if rep != nil && rep.TooLong > 0 {
+		what = "the first in the --replay file: " + rep.TooLongAt
+	}
+	r.warn("%d requests rejected as vLLM rejects them (HTTP 400): prompt + output tokens exceed the model's context, max_model_len; "+
+		"%s (counted in requests.rejected_too_long; see --max-model-len)", n, what)
+}
+
+// skipped reports the replayed rows skipped as unreadable: the simulated
+// workload is not the whole file.
+func (r *runner) skipped(rep *workload.ReplayReport) {
+	if rep == nil || len(rep.Skipped) == 0 {
+		return
+	}
+	r.warn("--replay %s (replay.skipped in the output; --strict fails on the first)", rep)
+}
+
+// dropped reports requests dropped as unservable, naming the first and
+// why: a cache too small for a request is a configuration error the
+// summary's count alone hides.
+func (r *runner) dropped(prefix string, dropped, offered int64, first *sim.DroppedRequest) {
+	if dropped == 0 || first == nil {
+		return
+	}
+	hint := "give the instance more KV blocks (--kv-blocks-gpu, --gpu-memory-utilization) or send shorter requests"
+	if !first.NoKV {
+		hint = "raise --max-num-batched-tokens or turn chunked prefill on (--enable-chunked-prefill)"
+	}
+	r.warn("%s%d of %d requests dropped as unservable (requests.dropped_unservable): the first, request %d, %s; %s",
+		prefix, dropped, offered, first.ID, first.Reason, hint)
+}
+
+// raised says how many prompts of a prefix group were raised above the
+// prefix (docs/workloads.md), so that a run whose echoed distribution they
+// do not follow says so.
+func (r *runner) raised(gen *workload.Stream) {
+	if gen == nil {
+		return
+	}
+	if raised, grouped := gen.Raised(); raised > 0 {
+		p := r.e.Workload.Synthetic.PrefixTokens
+		r.note("%d of the %d prompts of a prefix group were sampled at most --prefix-tokens %d long and raised to %d tokens (the prompt length includes the prefix; docs/workloads.md)",
+			raised, grouped, p, p+1)
+	}
+}
+
+func (r *runner) partialNote() {
+	if r.res.Partial {
+		r.warn("the run was cancelled: the report is partial (\"partial\": true), its metrics those of a horizon where it stopped, and no output file was written")
+	}
+}
+
+func (r *runner) instanceDiagnostics(m *sim.Result, rep *workload.ReplayReport, gen *workload.Stream, tw *simtrace.Writer) {
+	r.partialNote()
+	r.skipped(rep)
+	r.tooLong(m.Requests.RejectedTooLong, m.FirstTooLong, rep)
+	r.dropped("", m.Requests.Dropped, r.res.offered, m.FirstDropped)
+	r.raised(gen)
+	offered := r.res.offered
+	r.res.summary = func(wall float64) string {
+		return fmt.Sprintf("%d requests (%d completed, %d dropped), %d steps, %.1f s simulated in %.2f s wall (%.1f µs per request)",
+			offered, m.Requests.Completed, m.Requests.Dropped, m.Steps, m.DurationS, wall, wall*1e6/float64(max(1, offered)))
+	}
+	r.clamped("", m.StepTimesClamped)
+	if tw != nil {
+		st := tw.Stats()
+		r.note("trace %s: %d spans, %d events (%d dropped by the %d-event limit), %d sampled steps (%d rich)",
+			r.e.Run.Outputs.OTLPTrace, st.Spans, st.Events, st.DroppedEvents, r.e.Run.OTLP.MaxEventsPerSpan, st.SampledSteps, st.RichSteps)
+	}
+}
+
+func (r *runner) clusterDiagnostics(m *cluster.Result, rep *workload.ReplayReport, gen *workload.Stream, n int) {
+	r.partialNote()
+	for _, in := range m.Instances {
+		r.clamped("instance "+in.ID+": ", in.Metrics.StepTimesClamped)
+		r.dropped("instance "+in.ID+": ", in.Metrics.Requests.Dropped, in.Metrics.Requests.Offered, in.Metrics.FirstDropped)
+	}
+	rq := m.Requests
+	var first *sim.TooLongRequest
+	for _, in := range m.Instances {
+		if f := in.Metrics.FirstTooLong; f != nil && (first == nil || f.ID < first.ID) {
+			first = f
+		}
+	}
+	r.skipped(rep)
+	r.tooLong(rq.RejectedTooLong, first, rep)
+	r.raised(gen)
+	offered, windows, win := r.res.offered, len(m.Windows), r.e.Run.WindowUs
+	r.res.summary = func(wall float64) string {
+		return fmt.Sprintf("%d instances, %d of %d requests arrived (%d completed, %d rejected, %d dropped), %.1f s simulated in %.2f s wall (%.1f µs per request)",
+			n, rq.Arrived, offered, rq.Completed, rq.Rejected, rq.DroppedUnservable, m.DurationS, wall, wall*1e6/float64(max(1, rq.Arrived)))
+	}
+	if win > 0 {
+		r.note("%d time windows of %s", windows, time.Duration(win)*time.Microsecond)
+	}
+}

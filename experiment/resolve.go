@@ -1,0 +1,539 @@
+package experiment
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/blis-sim/blis/cluster"
+	"github.com/blis-sim/blis/cluster/route"
+	"github.com/blis-sim/blis/cluster/windowplot"
+	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/policy"
+	"github.com/blis-sim/blis/sim"
+	"github.com/blis-sim/blis/sim/simtrace"
+	"github.com/blis-sim/blis/sim/workload"
+)
+
+// Resolve fills every default and checks every key; errors name where
+// the value at fault came from.
+func (d *Draft) Resolve() (*Experiment, error) {
+	e := &Experiment{draft: d}
+	f := &d.f
+	if err := d.resolveDeployment(e); err != nil {
+		return nil, err
+	}
+	if err := d.resolveWorkload(e); err != nil {
+		return nil, err
+	}
+	if err := d.resolvePolicies(e); err != nil {
+		return nil, err
+	}
+	if err := d.resolveRun(e); err != nil {
+		return nil, err
+	}
+	if err := d.resolveMode(e); err != nil {
+		return nil, err
+	}
+	_ = f
+	return e, d.checkDataParallel(e)
+}
+
+func (d *Draft) resolveDeployment(e *Experiment) error {
+	dp := d.f.Deployment
+	if dp == nil {
+		dp = &deploymentYAML{}
+	}
+	pools := dp.Pools
+	if len(pools) == 0 {
+		pools = []deploy.PoolYAML{{}}
+	}
+	total := 0
+	for i := range pools {
+		p, err := pools[i].Pool(i, "")
+		if err != nil {
+			return d.placePool(i, err)
+		}
+		for _, o := range e.Deployment.Pools {
+			if o.Name == p.Name {
+				return d.errf(fmt.Sprintf("deployment.pools[%d].name", i), "pool name %q is used twice", p.Name)
+			}
+		}
+		total += p.Replicas
+		if total > deploy.MaxInstances {
+			return d.errf(fmt.Sprintf("deployment.pools[%d].replicas", i), "the deployment has more than %d instances", deploy.MaxInstances)
+		}
+		e.Deployment.Pools = append(e.Deployment.Pools, p)
+	}
+	r := &e.Deployment.Router
+	if ry := dp.Router; ry != nil {
+		for _, l := range []struct {
+			key string
+			src *int64
+			dst *int64
+		}{
+			{"deployment.router.admission_latency_us", ry.AdmissionLatencyUs, &r.AdmissionLatencyUs},
+			{"deployment.router.routing_latency_us", ry.RoutingLatencyUs, &r.RoutingLatencyUs},
+		} {
+			if l.src == nil {
+				continue
+			}
+			// Bounded like every duration (sim.MaxDurationUs), so that the
+			// clock plus it cannot overflow.
+			if *l.src < 0 || *l.src > sim.MaxDurationUs {
+				return d.errf(l.key, "must be within [0, %d] µs, got %d", sim.MaxDurationUs, *l.src)
+			}
+			*l.dst = *l.src
+		}
+		if s := ry.SnapshotRefreshUs; s != nil {
+			for i, v := range s.signals() {
+				if *v == nil {
+					continue
+				}
+				key := "deployment.router.snapshot_refresh_us." + cluster.Signal(i).String()
+				if **v < 0 || **v > sim.MaxDurationUs {
+					return d.errf(key, "must be within [0, %d] µs (0: read at every decision), got %d", sim.MaxDurationUs, **v)
+				}
+				r.Freshness[i] = **v
+			}
+		}
+	}
+	return nil
+}
+
+func (d *Draft) resolveWorkload(e *Experiment) error {
+	w := &e.Workload
+	wy := d.f.Workload
+	if wy == nil {
+		wy = &workloadYAML{}
+	}
+	// Ordered so that a message names a spec last ("--rate cannot be
+	// combined with --scenario").
+	var given []string
+	if wy.Synthetic != nil {
+		given = append(given, "workload.synthetic")
+	}
+	if wy.Replay != nil {
+		given = append(given, "workload.replay")
+	}
+	if wy.Spec.Kind != 0 {
+		given = append(given, "workload.spec")
+	}
+	if wy.SpecFile != nil {
+		given = append(given, "workload.spec_file")
+	}
+	if wy.Scenario != nil {
+		given = append(given, "workload.scenario")
+	}
+	if len(given) > 1 {
+		a, b := d.given(given[0]), d.given(given[1])
+		return &Error{Msg: fmt.Sprintf("%s cannot be combined with %s: an experiment has one workload (synthetic, spec, spec_file, scenario or replay)", a, b),
+			Keys: given, Err: errors.New("more than one workload")}
+	}
+	switch {
+	case wy.Spec.Kind != 0:
+		node := wy.Spec
+		w.Kind, w.Node = SpecNode, &node
+		src := d.config
+		if src == "" {
+			src = "experiment"
+		}
+		s, err := workload.ParseSpecNode(&node, src, "workload.spec")
+		if err != nil {
+			return err
+		}
+		w.Spec = s
+	case wy.SpecFile != nil:
+		w.Kind, w.File = SpecFile, *wy.SpecFile
+		s, err := workload.LoadSpec(w.File)
+		if err != nil {
+			return d.errAt(err, "workload.spec_file")
+		}
+		w.Spec = s
+	case wy.Scenario != nil:
+		w.Kind, w.Scenario = Scenario, *wy.Scenario
+		s, err := workload.Scenario(w.Scenario)
+		if err != nil {
+			return d.errAt(err, "workload.scenario")
+		}
+		w.Spec = s
+	case wy.Replay != nil:
+		w.Kind = Replay
+		r := wy.Replay
+		if r.Path == nil || *r.Path == "" {
+			return d.errf("workload.replay.path", "give the trace to replay")
+		}
+		w.Replay = ReplaySource{Path: *r.Path, Format: deref(r.Format, workload.FormatAuto), Strict: deref(r.Strict, false)}
+		if !slices.Contains(workload.ReplayFormats(), w.Replay.Format) {
+			return d.errf("workload.replay.format", "%q is not a format; use one of %s", w.Replay.Format, strings.Join(workload.ReplayFormats(), ", "))
+		}
+	default:
+		return d.resolveSynthetic(w, wy.Synthetic)
+	}
+	return nil
+}
+
+func (d *Draft) resolveSynthetic(w *Workload, y *syntheticYAML) error {
+	if y == nil {
+		y = &syntheticYAML{}
+	}
+	w.Kind = Synthetic
+	s := &w.Synthetic
+	s.Requests = deref(y.Requests, 1000)
+	s.Rate = deref(y.Rate, 8)
+	s.Arrival = deref(y.Arrival, workload.ArrivalPoisson)
+	s.GammaCV = deref(y.GammaCV, 2)
+	s.PrefixGroups = deref(y.PrefixGroups, 8)
+	s.PrefixTokens = deref(y.PrefixTokens, 512)
+	s.PrefixFraction = deref(y.PrefixFraction, 0.5)
+	w.PromptDist = deref(y.PromptTokens, defaultPrompt)
+	w.OutputDist = deref(y.OutputTokens, defaultOutput)
+	var err error
+	if s.Prompt, err = workload.ParseDist(w.PromptDist); err != nil {
+		return d.errAt(err, "workload.synthetic.prompt_tokens")
+	}
+	if s.Output, err = workload.ParseDist(w.OutputDist); err != nil {
+		return d.errAt(err, "workload.synthetic.output_tokens")
+	}
+	if err := s.Validate(); err != nil {
+		return d.syntheticErr(err)
+	}
+	return nil
+}
+
+// syntheticErr places a workload.Spec error, which names the field by
+// its flag spelling ("rate must be > 0").
+func (d *Draft) syntheticErr(err error) error {
+	if errors.Is(err, workload.ErrArrivalOverflow) {
+		return d.errAt(err, "workload.synthetic.rate", "workload.synthetic.requests")
+	}
+	msg := err.Error()
+	for _, f := range []string{"requests", "rate", "arrival", "gamma-cv", "prompt-tokens", "output-tokens", "prefix-groups", "prefix-tokens", "prefix-fraction"} {
+		field := strings.ReplaceAll(f, "-", "_")
+		for _, name := range []string{f, field} {
+			if rest, ok := strings.CutPrefix(msg, name); ok && (strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, ":")) {
+				return d.errAt(errors.New(strings.TrimPrefix(strings.TrimPrefix(rest, ":"), " ")), "workload.synthetic."+field)
+			}
+		}
+	}
+	return d.errAt(err, "workload.synthetic")
+}
+
+func (d *Draft) resolvePolicies(e *Experiment) error {
+	e.Policies = policy.DefaultBundle()
+	p := d.f.Policies
+	if p == nil {
+		return nil
+	}
+	for i, r := range p.Raws() {
+		if r == nil {
+			continue
+		}
+		kind := policy.Kinds[i]
+		raw := *r
+		if raw.Type == "" {
+			// Parameters alone (a flag's): the section's default template.
+			raw.Type = policy.Names(kind)[0]
+		}
+		s, err := policy.ParseSection(kind, raw)
+		if err != nil {
+			return d.placeSection(kind, err)
+		}
+		*e.Policies.Section(kind) = s
+	}
+	return nil
+}
+
+func (d *Draft) resolveRun(e *Experiment) error {
+	ry := d.f.Run
+	if ry == nil {
+		ry = &runYAML{}
+	}
+	r := &e.Run
+	r.Seed = deref(ry.Seed, 42)
+	r.HorizonS = deref(ry.HorizonS, 0)
+	// Beyond sim.MaxTimeUs, seconds × 1e6 overflows int64.
+	const maxS = float64(sim.MaxTimeUs / 1_000_000)
+	if !(r.HorizonS >= 0 && r.HorizonS <= maxS) {
+		return d.errf("run.horizon_s", "must be a number of seconds in [0, %d], got %v", int64(maxS), r.HorizonS)
+	}
+	if r.HorizonS > 0 && math.Round(r.HorizonS*1e6) < 1 {
+		return d.errf("run.horizon_s", "%v s rounds to 0 µs, which means no horizon; give at least 1e-06", r.HorizonS)
+	}
+	r.PerRequest = deref(ry.PerRequest, false)
+	r.DebugInvariants = deref(ry.DebugInvariants, false)
+	r.Workers = deref(ry.Workers, 0)
+	if r.Workers < 0 {
+		return d.errf("run.workers", "must be >= 0, got %d", r.Workers)
+	}
+	r.TraceLevel = TraceLevel(deref(ry.TraceLevel, string(TraceNone)))
+	if r.TraceLevel != TraceNone && r.TraceLevel != TraceDecisions {
+		return d.errf("run.trace_level", "%q is not a level; use none or decisions", r.TraceLevel)
+	}
+	r.CounterfactualK = deref(ry.CounterfactualK, 3)
+	if r.CounterfactualK < 0 {
+		return d.errf("run.counterfactual_k", "must be >= 0, got %d", r.CounterfactualK)
+	}
+	if n := &ry.FitnessWeights; n.Kind != 0 {
+		text, err := weightsText(n)
+		if err != nil {
+			return d.errAt(err, "run.fitness_weights")
+		}
+		if r.Fitness, err = cluster.ParseFitnessWeights(text); err != nil {
+			return d.errAt(err, "run.fitness_weights")
+		}
+	}
+	out := ry.Outputs
+	if out == nil {
+		out = &outputsYAML{}
+	}
+	r.Outputs = Outputs{OTLPTrace: deref(out.OTLPTrace, ""), KVEvents: deref(out.KVEvents, ""), DecisionTrace: deref(out.DecisionTrace, ""),
+		WindowOut: deref(out.WindowOut, ""), WindowPlot: deref(out.WindowPlot, "")}
+	if err := d.resolveWindow(r); err != nil {
+		return err
+	}
+	switch {
+	case r.TraceLevel == TraceDecisions && r.Outputs.DecisionTrace == "":
+		return d.errf("run.trace_level", "decisions needs %s FILE", d.name("run.outputs.decision_trace"))
+	case r.TraceLevel == TraceNone && r.Outputs.DecisionTrace != "":
+		return d.errf("run.outputs.decision_trace", "needs %s decisions", d.name("run.trace_level"))
+	case ry.CounterfactualK != nil && r.TraceLevel != TraceDecisions:
+		return d.errf("run.counterfactual_k", "has no effect without %s decisions (it sizes the decision trace's candidate lists)", d.name("run.trace_level"))
+	case r.Outputs.KVEvents != "" && r.Outputs.OTLPTrace == "":
+		return d.errf("run.outputs.kv_events", "needs %s (and CPU KV blocks)", d.name("run.outputs.otlp_trace"))
+	}
+	return d.resolveOTLP(r, ry.OTLP)
+}
+
+// weightsText is a fitness weights mapping as "key:weight,...".
+func weightsText(n *yaml.Node) (string, error) {
+	if n.Kind != yaml.MappingNode || len(n.Content) == 0 {
+		return "", fmt.Errorf("must be a mapping of metric: weight")
+	}
+	var parts []string
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		parts = append(parts, n.Content[i].Value+":"+n.Content[i+1].Value)
+	}
+	return strings.Join(parts, ","), nil
+}
+
+func (d *Draft) resolveWindow(r *RunOptions) error {
+	wy := d.f.Run
+	if wy == nil || wy.Window == nil || *wy.Window == "" {
+		switch {
+		case r.Outputs.WindowOut != "":
+			return d.errf("run.outputs.window_out", "needs %s D, the length of a window (10s, 500ms)", d.name("run.window"))
+		case r.Outputs.WindowPlot != "":
+			return d.errf("run.outputs.window_plot", "needs %s D, the length of a window (10s, 500ms)", d.name("run.window"))
+		}
+		return nil
+	}
+	r.Window = *wy.Window
+	dur, err := time.ParseDuration(r.Window)
+	switch {
+	case err != nil:
+		return d.errf("run.window", "%q is not a duration; give a number and a unit, such as 10s, 500ms or 1m", r.Window)
+	case dur <= 0:
+		return d.errf("run.window", "must be > 0, got %s", r.Window)
+	case dur%time.Microsecond != 0:
+		return d.errf("run.window", "%s is not a whole number of microseconds", r.Window)
+	case r.Outputs.WindowOut == "" && r.Outputs.WindowPlot == "":
+		return d.errf("run.window", "needs %s FILE (.csv or .jsonl) or %s FILE (.png, .svg or .pdf) to write the windows to", d.name("run.outputs.window_out"), d.name("run.outputs.window_plot"))
+	}
+	r.WindowUs = dur.Microseconds()
+	if p := r.Outputs.WindowOut; p != "" {
+		if _, err := extFormat(p, "csv", "jsonl"); err != nil {
+			return d.errAt(err, "run.outputs.window_out")
+		}
+	}
+	if p := r.Outputs.WindowPlot; p != "" {
+		if _, err := extFormat(p, windowplot.Formats...); err != nil {
+			return d.errAt(err, "run.outputs.window_plot")
+		}
+	}
+	return nil
+}
+
+// extFormat is path's extension, lower case and without the dot, when it
+// is one of formats.
+func extFormat(path string, formats ...string) (string, error) {
+	ext := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
+	if slices.Contains(formats, ext) {
+		return ext, nil
+	}
+	list := "." + formats[len(formats)-1]
+	if n := len(formats); n > 1 {
+		list = "." + strings.Join(formats[:n-1], ", .") + " or " + list
+	}
+	return "", fmt.Errorf("%s: the extension must be %s", path, list)
+}
+
+// otlpKeys pairs the trace options' keys with simtrace.Options' fields.
+var otlpKeys = map[string]string{
+	"JourneySampleRate": "run.otlp.journey_sample_rate",
+	"StepSampleRate":    "run.otlp.step_sample_rate",
+	"RichSubsampleRate": "run.otlp.rich_subsample_rate",
+	"ClosureInterval":   "run.otlp.closure_interval",
+	"MaxEventsPerSpan":  "run.otlp.max_events_per_span",
+	"Route":             "run.otlp.route",
+}
+
+func (d *Draft) resolveOTLP(r *RunOptions, y *otlpYAML) error {
+	def := simtrace.DefaultOptions()
+	if y == nil {
+		y = &otlpYAML{}
+	}
+	if r.Outputs.OTLPTrace == "" {
+		if *y != (otlpYAML{}) {
+			return d.errf(d.firstGiven("run.otlp"), "has no effect without %s FILE", d.name("run.outputs.otlp_trace"))
+		}
+		return nil
+	}
+	o := &r.OTLP
+	o.JourneySampleRate = deref(y.JourneySampleRate, def.JourneySampleRate)
+	o.StepSampleRate = deref(y.StepSampleRate, def.StepSampleRate)
+	o.RichSubsampleRate = deref(y.RichSubsampleRate, def.RichSubsampleRate)
+	o.ClosureInterval = deref(y.ClosureInterval, def.ClosureInterval)
+	o.MaxEventsPerSpan = deref(y.MaxEventsPerSpan, def.MaxEventsPerSpan)
+	o.Route = deref(y.Route, def.Route)
+	// The library reads a zero as "the default"; given, 0 is outside
+	// vLLM's range like any other value.
+	if o.ClosureInterval == 0 {
+		return d.errf("run.otlp.closure_interval", "must be in [10, 10000] steps, got 0")
+	}
+	if o.MaxEventsPerSpan == 0 {
+		return d.errf("run.otlp.max_events_per_span", "must be > 0, got 0")
+	}
+	err := o.Validate()
+	var oe *simtrace.OptionError
+	if errors.As(err, &oe) {
+		if k, ok := otlpKeys[oe.Field]; ok {
+			return d.errf(k, "%s", oe.Msg)
+		}
+	}
+	return err
+}
+
+// clusterKeys are the keys that have an effect only in a cluster: given,
+// they make the mode cluster (unless the file says instance, an error).
+func (d *Draft) clusterKeys() []string {
+	var keys []string
+	f := &d.f
+	if dp := f.Deployment; dp != nil {
+		if dp.Router != nil {
+			keys = append(keys, "deployment.router")
+		}
+		if len(dp.Pools) > 1 {
+			keys = append(keys, "deployment.pools[1]")
+		}
+		for i, p := range dp.Pools {
+			if p.Replicas != nil && *p.Replicas != 1 {
+				keys = append(keys, fmt.Sprintf("deployment.pools[%d].replicas", i))
+			}
+		}
+	}
+	if p := f.Policies; p != nil {
+		for _, k := range []policy.Kind{policy.Admission, policy.Routing, policy.Autoscale} {
+			if *p.Ptr(k) != nil {
+				keys = append(keys, "policies."+string(k))
+			}
+		}
+	}
+	if w := f.Workload; w != nil {
+		switch {
+		case w.Spec.Kind != 0:
+			keys = append(keys, "workload.spec")
+		case w.SpecFile != nil:
+			keys = append(keys, "workload.spec_file")
+		case w.Scenario != nil:
+			keys = append(keys, "workload.scenario")
+		}
+	}
+	if r := f.Run; r != nil {
+		for _, k := range []struct {
+			given bool
+			key   string
+		}{
+			{r.TraceLevel != nil && *r.TraceLevel != string(TraceNone), "run.trace_level"},
+			{r.CounterfactualK != nil, "run.counterfactual_k"},
+			{r.FitnessWeights.Kind != 0, "run.fitness_weights"},
+			{r.Window != nil && *r.Window != "", "run.window"},
+			{r.Outputs != nil && r.Outputs.DecisionTrace != nil && *r.Outputs.DecisionTrace != "", "run.outputs.decision_trace"},
+			{r.Outputs != nil && r.Outputs.WindowOut != nil && *r.Outputs.WindowOut != "", "run.outputs.window_out"},
+			{r.Outputs != nil && r.Outputs.WindowPlot != nil && *r.Outputs.WindowPlot != "", "run.outputs.window_plot"},
+		} {
+			if k.given {
+				keys = append(keys, k.key)
+			}
+		}
+	}
+	return keys
+}
+
+// resolveMode takes the mode given, else cluster when any key that only
+// a cluster has is given, else instance; and refuses what has no effect
+// in it.
+func (d *Draft) resolveMode(e *Experiment) error {
+	keys := d.clusterKeys()
+	var given string
+	if dp := d.f.Deployment; dp != nil && dp.Mode != nil {
+		given = *dp.Mode
+	}
+	switch Mode(given) {
+	case "":
+		e.Mode = ModeInstance
+		if len(keys) > 0 {
+			e.Mode = ModeCluster
+		}
+	case ModeInstance:
+		e.Mode = ModeInstance
+		if len(keys) > 0 {
+			return d.errf(keys[0], "is for cluster runs; deployment.mode is instance (one engine, no router)")
+		}
+	case ModeCluster:
+		e.Mode = ModeCluster
+	default:
+		return d.errf("deployment.mode", "%q is not a mode; use instance or cluster", given)
+	}
+	r := &e.Run
+	if e.Mode == ModeInstance {
+		if ry := d.f.Run; ry != nil && ry.Workers != nil {
+			return d.errf("run.workers", "is for cluster runs (this experiment runs one instance)")
+		}
+		return nil
+	}
+	if r.Outputs.KVEvents != "" {
+		return d.errf("run.outputs.kv_events", "is not supported for a cluster run yet; use run.outputs.otlp_trace")
+	}
+	return nil
+}
+
+// checkDataParallel: a pool with data_parallel_size N > 1 is one vLLM
+// server of N engines behind vLLM's own balancer, so it is the only pool,
+// has N replicas and routing vllm-dp (what --data-parallel-size N sets);
+// N is also the expert-parallel group of a mixture-of-experts model.
+func (d *Draft) checkDataParallel(e *Experiment) error {
+	for i, p := range e.Deployment.Pools {
+		n := p.Instance.DP
+		if n <= 1 {
+			continue
+		}
+		key := fmt.Sprintf("deployment.pools[%d].data_parallel_size", i)
+		switch {
+		case len(e.Deployment.Pools) > 1:
+			return d.errf(key, "a data-parallel server is one pool; this deployment has %d", len(e.Deployment.Pools))
+		case p.Replicas != n:
+			return d.errAt(fmt.Errorf("a data-parallel server of %d engines is %d replicas, got %d (--data-parallel-size cannot be combined with --num-instances)", n, n, p.Replicas),
+				key, fmt.Sprintf("deployment.pools[%d].replicas", i))
+		case e.Policies.Routing.Type != route.VLLMDPName:
+			return d.errAt(fmt.Errorf("a data-parallel server routes with vLLM's own balancer, vllm-dp, got %s", e.Policies.Routing.Type), key, "policies.routing.type")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,307 @@
+package experiment
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/blis-sim/blis/cluster"
+	"github.com/blis-sim/blis/cluster/route"
+	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/sim"
+)
+
+// Flag is one of blis run's flags: the experiment key it sets, so that
+// the CLI is a mapping from flags to an experiment and this table is the
+// one place that pairs them. Keys under deployment.pools[*] set every
+// pool. A flag whose Key is empty is a macro SetFlag spells out.
+type Flag struct {
+	Name    string // without the dashes
+	Key     string
+	Type    string // bool, int, float or string: how the CLI parses it
+	Default string // as the flag shows it
+	Help    string
+	// Cluster flags make a run a cluster run when given.
+	Cluster bool
+}
+
+// Flags lists blis run's flags that describe an experiment, in help order.
+var Flags = []Flag{
+	// The instance (every pool).
+	{Name: "model", Key: pool("model"), Type: "string", Default: "llama-3.1-8b", Help: "shipped model name (listed at the end of the description) or path to a HuggingFace config.json"},
+	{Name: "hardware", Key: pool("hardware"), Type: "string", Default: "h100-sxm", Help: "shipped hardware name (listed at the end of the description) or path to a hardware spec JSON"},
+	{Name: "tp", Key: pool("tp"), Type: "int", Default: "1", Help: "tensor-parallel degree: GPUs per engine"},
+	{Name: "max-num-seqs", Key: pool("vllm.max_num_seqs"), Type: "int", Default: "256", Help: "vLLM --max-num-seqs: running requests at most"},
+	{Name: "max-num-batched-tokens", Key: pool("vllm.max_batched_tokens"), Type: "int", Default: "8192", Help: "vLLM --max-num-batched-tokens: token budget per step"},
+	{Name: "long-prefill-token-threshold", Key: pool("vllm.long_prefill_token_threshold"), Type: "int", Default: "0", Help: "vLLM --long-prefill-token-threshold: prefill tokens per request per step (0: no cap)"},
+	{Name: "max-model-len", Key: pool("vllm.max_model_len"), Type: "int", Default: "0", Help: "vLLM --max-model-len: the context a request's prompt + output tokens must fit, else it is rejected as vLLM rejects it (HTTP 400) and counted in rejected_too_long (0: the model config's max_position_embeddings or n_positions)"},
+	{Name: "data-parallel-size", Type: "int", Default: "1", Cluster: true, Help: "vLLM --data-parallel-size: the server is this many engines behind vLLM's own load balancer (the vllm-dp routing policy, counts refreshed every 100 ms); runs as a cluster"},
+	{Name: "enable-expert-parallel", Key: pool("enable_expert_parallel"), Type: "bool", Default: "false", Help: "vLLM --enable-expert-parallel: a mixture-of-experts model's routed experts are sharded over the data-parallel × tensor-parallel ranks, with an all-gather and a reduce-scatter around every MoE layer"},
+	{Name: "async-scheduling", Key: pool("vllm.async_scheduling"), Type: "bool", Default: "true", Help: "vLLM --async-scheduling: the engine core schedules one step ahead, so a request arriving while steps run joins one step later (false: vLLM --no-async-scheduling)"},
+	{Name: "scheduler-reserve-full-isl", Key: pool("vllm.scheduler_reserve_full_isl"), Type: "bool", Default: "true", Help: "vLLM --scheduler-reserve-full-isl: a waiting or preempted request is admitted only when the free KV blocks hold its whole sequence so far (less prefix-cache hits), not only its first chunk (false: vLLM --no-scheduler-reserve-full-isl)"},
+	{Name: "output-delay-us", Key: pool("vllm.output_delay_us"), Type: "int", Default: strconv.Itoa(sim.DefaultOutputDelayUs), Help: "µs from the end of the step that produced a token to the client receiving it (output processing, detokenization, streaming); moves TTFT and E2E, not ITL; 0 to measure at the engine core's output"},
+	{Name: "enable-chunked-prefill", Key: pool("vllm.chunked_prefill_enabled"), Type: "bool", Default: "true", Help: "vLLM --enable-chunked-prefill"},
+	{Name: "enable-prefix-caching", Key: pool("vllm.prefix_caching_enabled"), Type: "bool", Default: "true", Help: "vLLM --enable-prefix-caching"},
+	{Name: "block-size", Key: pool("vllm.block_size_tokens"), Type: "int", Default: "16", Help: "vLLM --block-size: tokens per KV block"},
+	{Name: "kv-blocks-gpu", Key: pool("vllm.total_kv_blocks_gpu"), Type: "string", Default: "auto", Help: "GPU KV blocks, or auto to derive them from device memory as vLLM does"},
+	{Name: "gpu-memory-utilization", Key: pool("vllm.gpu_memory_utilization"), Type: "float", Default: "0.9", Help: "vLLM --gpu-memory-utilization: share of device memory vLLM may use, in (0, 1] (used when deriving --kv-blocks-gpu)"},
+	{Name: "kv-blocks-cpu", Key: pool("vllm.total_kv_blocks_cpu"), Type: "int", Default: "0", Help: "CPU KV blocks for offload (0: no CPU tier)"},
+	{Name: "kv-offload-threshold", Key: pool("vllm.offload_threshold"), Type: "float", Default: "0.9", Help: "GPU KV usage, a share in [0, 1], above which evicted blocks are stored to the CPU tier"},
+	{Name: "scheduler", Key: "policies.scheduler.type", Type: "string", Default: "fcfs", Help: "queue order: fcfs, priority-fcfs, sjf, reverse-priority (policies.scheduler)"},
+	{Name: "priority", Key: "policies.priority.type", Type: "string", Default: "constant", Help: "priority score: constant, slo-based, tenant-priority, deadline-aware, inverted-slo (policies.priority; docs/policies.md)"},
+	{Name: "priority-base", Key: "policies.priority.params.base", Type: "float", Default: "0", Help: "base priority score, added to every request's (finite; priority-fcfs serves higher scores first)"},
+	{Name: "priority-age-weight", Key: "policies.priority.params.age_weight", Type: "float", Default: "1", Help: "score per second of age (slo-based, inverted-slo)"},
+	{Name: "latency", Key: pool("latency.model"), Type: "string", Default: "", Help: "latency model: physics, roofline, blackbox (default: physics with --coefficients or shipped coefficients fitted on this configuration, else roofline)"},
+	{Name: "coefficients", Key: pool("latency.coefficients"), Type: "string", Default: "", Help: "coefficient YAML written by calibrate fit (physics model); the model, hardware, TP and vLLM settings no flag gives are its applies_to's. Any model, GPU, TP or settings may be given: outside the file's fitted_configs with a warning, another architecture family (dense, MoE) refused"},
+	{Name: "alpha-coeffs", Key: pool("latency.blackbox.alpha"), Type: "string", Default: "1200,0.08,1.5", Help: "blackbox alpha0,alpha1,alpha2: queueing µs + µs per prompt token; µs per output token at departure"},
+	{Name: "beta-coeffs", Key: pool("latency.blackbox.beta"), Type: "string", Default: "6000,0.2,30", Help: "blackbox beta0,beta1,beta2: step µs + µs per prefill token + µs per decode token"},
+	{Name: "roofline-compute-eff", Key: pool("latency.roofline.compute_eff"), Type: "float", Default: fmtFloat(deploy.DefaultRooflineParams.ComputeEff), Help: "roofline: share of the GPU's sustained GEMM rate reached (the hardware spec's gemm_tflops, else 0.75 of its peak)"},
+	{Name: "roofline-bandwidth-eff", Key: pool("latency.roofline.bandwidth_eff"), Type: "float", Default: fmtFloat(deploy.DefaultRooflineParams.BandwidthEff), Help: "roofline: share of peak HBM bandwidth reached"},
+	{Name: "roofline-step-overhead-us", Key: pool("latency.roofline.step_overhead_us"), Type: "float", Default: fmtFloat(deploy.DefaultRooflineParams.StepOverheadUs), Help: "roofline: fixed CPU and launch cost per step, µs"},
+	{Name: "latency-noise", Key: pool("latency.noise"), Type: "float", Default: "0", Help: "log-normal sigma of multiplicative, mean-one step-time noise (dimensionless: 0.05 is about 5 % per step; 0: none)"},
+
+	// The workload.
+	{Name: "requests", Key: "workload.synthetic.requests", Type: "int", Default: "1000", Help: "number of requests"},
+	{Name: "rate", Key: "workload.synthetic.rate", Type: "float", Default: "8", Help: "mean arrival rate, requests per second"},
+	{Name: "arrival", Key: "workload.synthetic.arrival", Type: "string", Default: "poisson", Help: "arrival process: poisson or gamma"},
+	{Name: "gamma-cv", Key: "workload.synthetic.gamma_cv", Type: "float", Default: "2", Help: "gamma arrivals: coefficient of variation of the gaps (1 = Poisson)"},
+	{Name: "prompt-tokens", Key: "workload.synthetic.prompt_tokens", Type: "string", Default: defaultPrompt, Help: "prompt length distribution, a group's shared prefix included (const:N, uniform:A,B, normal:/lognormal:mean=M,cv=C[,min=,max=], exponential:mean=M); with --prefix-groups, a grouped sample no longer than --prefix-tokens is raised to it + 1, and a distribution that cannot exceed it is refused"},
+	{Name: "output-tokens", Key: "workload.synthetic.output_tokens", Type: "string", Default: defaultOutput, Help: "output length distribution, same forms"},
+	{Name: "prefix-groups", Key: "workload.synthetic.prefix_groups", Type: "int", Default: "8", Help: "shared-prefix groups (system prompts); 0 for none"},
+	{Name: "prefix-tokens", Key: "workload.synthetic.prefix_tokens", Type: "int", Default: "512", Help: "tokens of each group's shared prefix"},
+	{Name: "prefix-fraction", Key: "workload.synthetic.prefix_fraction", Type: "float", Default: "0.5", Help: "share of requests that start with a group prefix, in [0, 1]"},
+	{Name: "replay", Key: "workload.replay.path", Type: "string", Help: "replay arrivals and lengths from a trace: calibrate ingest's requests.parquet (or its directory), a CSV, or an imported trace (see --replay-format); overrides the synthetic workload"},
+	{Name: "replay-format", Key: "workload.replay.format", Type: "string", Default: "auto", Help: "format of the --replay file (auto: Parquet by magic or extension, an imported trace by content, else CSV)"},
+	{Name: "strict", Key: "workload.replay.strict", Type: "bool", Default: "false", Help: "--replay: fail on the first unreadable row instead of skipping it (skips are counted in the output's replay report)"},
+	{Name: "workload-spec", Key: "workload.spec_file", Type: "string", Cluster: true, Help: "workload spec YAML: tenants, SLO classes, arrival processes, load profile, sessions, closed loop (docs/workloads.md); runs as a cluster (1 instance by default) and reports SLO attainment per class and tenant"},
+	{Name: "scenario", Key: "workload.scenario", Type: "string", Cluster: true, Help: "built-in workload spec (docs/workloads.md)"},
+
+	// The run.
+	{Name: "seed", Key: "run.seed", Type: "int", Default: "42", Help: "random seed: the same seed and inputs give byte-identical output"},
+	{Name: "horizon", Key: "run.horizon_s", Type: "float", Default: "0", Help: "stop after this many simulated seconds (0: serve every request)"},
+	{Name: "per-request", Key: "run.per_request", Type: "bool", Default: "false", Help: "include one record per finished request in the JSON"},
+	{Name: "otlp-trace", Key: "run.outputs.otlp_trace", Type: "string", Help: "write the run as vLLM OTLP JSON lines to FILE"},
+	{Name: "kv-events", Key: "run.outputs.kv_events", Type: "string", Help: "write KV offload events as the subscriber's JSON lines to FILE (needs --kv-blocks-cpu)"},
+	{Name: "trace-journey-sample-rate", Key: "run.otlp.journey_sample_rate", Type: "float", Default: "1", Help: "vLLM --journey-tracing-sample-rate: share of requests traced, in [0, 1]"},
+	{Name: "trace-step-sample-rate", Key: "run.otlp.step_sample_rate", Type: "float", Default: "0.01", Help: "vLLM --step-tracing-sample-rate: share of steps traced, in [0, 1]"},
+	{Name: "trace-rich-subsample-rate", Key: "run.otlp.rich_subsample_rate", Type: "float", Default: "0.001", Help: "vLLM --step-tracing-rich-subsample-rate: share of traced steps with per-request detail, in [0, 1]"},
+	{Name: "trace-closure-interval", Key: "run.otlp.closure_interval", Type: "int", Default: "100", Help: "vLLM --step-tracing-closure-interval: steps between closures of the step span, in [10, 10000]"},
+	{Name: "trace-max-events-per-span", Key: "run.otlp.max_events_per_span", Type: "int", Default: "128", Help: "the OpenTelemetry SDK's OTEL_SPAN_EVENT_COUNT_LIMIT: a span keeps its last this many events"},
+	{Name: "trace-route", Key: "run.otlp.route", Type: "string", Default: "/v1/completions", Help: "HTTP route the trace shows: /v1/completions or /v1/chat/completions"},
+
+	// The cluster.
+	{Name: "num-instances", Type: "int", Default: "1", Cluster: true, Help: "cluster: identical instances behind the router (deployment.pools[0].replicas)"},
+	{Name: "admission-policy", Key: "policies.admission.type", Type: "string", Default: "always-admit", Cluster: true, Help: "cluster: admission policy: always-admit, token-bucket, rate-limit, tenant-quota, reject-all (policies.admission; docs/policies.md)"},
+	{Name: "token-bucket-capacity", Key: "policies.admission.params.capacity", Type: "float", Default: "100000", Cluster: true, Help: "cluster: token bucket size, input tokens (each request costs its prompt tokens; starts full)"},
+	{Name: "token-bucket-refill-rate", Key: "policies.admission.params.refill_rate", Type: "float", Default: "50000", Cluster: true, Help: "cluster: token bucket refill, input tokens per second"},
+	{Name: "admission-latency", Key: "deployment.router.admission_latency_us", Type: "int", Default: "0", Cluster: true, Help: "cluster: µs from admission to the routing decision"},
+	{Name: "routing-policy", Key: "policies.routing.type", Type: "string", Default: "round-robin", Cluster: true, Help: "cluster: routing policy: round-robin, least-loaded, weighted, prefix-affinity, vllm-dp (vLLM's data-parallel balancer), always-busiest (policies.routing; docs/policies.md)"},
+	{Name: "routing-scorers", Key: "policies.routing.params.scorers", Type: "string", Default: route.DefaultScorers, Cluster: true, Help: "cluster: weighted policy's scorers and weights (prefix-affinity, queue-depth, kv-utilization, load-balance); weights are normalized"},
+	{Name: "routing-latency", Key: "deployment.router.routing_latency_us", Type: "int", Default: "0", Cluster: true, Help: "cluster: µs from the routing decision to the request's arrival at the instance"},
+	{Name: "prefix-index-capacity", Key: "policies.routing.params.prefix_index_capacity", Type: "int", Default: strconv.Itoa(route.DefaultPrefixIndexCapacity), Cluster: true, Help: "cluster: router-side prefix index size per instance, KV blocks (weighted, prefix-affinity)"},
+	{Name: "snapshot-refresh-interval", Type: "int", Default: "0", Cluster: true, Help: "cluster: µs between scrapes of the instance-reported signals (queue depth, batch size, KV utilization, free KV blocks, cache hit rate); 0 reads them at every decision"},
+	{Name: "trace-level", Key: "run.trace_level", Type: "string", Default: "none", Cluster: true, Help: "cluster: none, or decisions to write every admission and routing decision to --decision-trace"},
+	{Name: "decision-trace", Key: "run.outputs.decision_trace", Type: "string", Cluster: true, Help: "cluster: JSON lines file for --trace-level decisions"},
+	{Name: "counterfactual-k", Key: "run.counterfactual_k", Type: "int", Default: "3", Cluster: true, Help: "cluster: candidates (with scores, signals and regret) recorded per routing decision"},
+	{Name: "fitness-weights", Key: "run.fitness_weights", Type: "string", Cluster: true, Help: "cluster: print a fitness score, a weighted sum of normalized metrics: key:weight,... with keys throughput, tokens_per_sec, STAT_METRIC (STAT mean|p50|p90|p95|p99|max, METRIC ttft|itl|e2e|scheduling_delay)"},
+	{Name: "workers", Key: "run.workers", Type: "int", Default: "0", Help: "cluster: goroutines advancing instances between cluster events (0: one per CPU); the output is the same for any value"},
+	{Name: "window", Key: "run.window", Type: "string", Cluster: true, Help: "cluster: cut the run into time windows [k·`D`, (k+1)·D) of simulated time, D a duration with a unit (10s, 500ms, 1m; whole µs), for --window-out and --window-plot (default: none; a single-instance run given a window flag runs as a 1-instance cluster)"},
+	{Name: "window-out", Key: "run.outputs.window_out", Type: "string", Cluster: true, Help: "cluster: write one row per --window to `FILE`: .csv (with a header) or .jsonl (one JSON object a line); counts, rates per second, TTFT p50/p99 ms of the requests completed in the window, and queue depth, running batch, KV utilization and router in-flight at the window's end (docs/cluster.md)"},
+	{Name: "window-plot", Key: "run.outputs.window_plot", Type: "string", Cluster: true, Help: "cluster: draw the --window rows to `FILE`, .png, .svg or .pdf: panels of request rates, TTFT p50/p99, queue depth and running batch, and KV utilization over time"},
+	{Name: "debug-invariants", Key: "run.debug_invariants", Type: "bool", Default: "false", Help: "check every invariant in full after every step (slow)"},
+}
+
+// The synthetic workload's default length distributions.
+const (
+	defaultPrompt = "lognormal:mean=1024,cv=0.6,max=16384"
+	defaultOutput = "lognormal:mean=256,cv=0.8,max=4096"
+)
+
+func pool(key string) string { return "deployment.pools[*]." + key }
+
+// LookupFlag is the flag called name.
+func LookupFlag(name string) (*Flag, bool) {
+	for i := range Flags {
+		if Flags[i].Name == name {
+			return &Flags[i], true
+		}
+	}
+	return nil, false
+}
+
+// flagOf is the flag that sets key (pools' keys at any index), or "".
+func flagOf(key string) string {
+	k := key
+	if rest, ok := strings.CutPrefix(key, "deployment.pools["); ok {
+		if _, after, ok := strings.Cut(rest, "]."); ok {
+			k = pool(after)
+		}
+	}
+	for _, f := range Flags {
+		if f.Key == k {
+			return "--" + f.Name
+		}
+	}
+	switch {
+	case k == "deployment.pools[*].replicas" || k == "deployment.pools[0].replicas" || strings.HasPrefix(key, "deployment.pools[0].replicas"):
+		return "--num-instances"
+	case strings.HasPrefix(k, "deployment.router.snapshot_refresh_us"):
+		return "--snapshot-refresh-interval"
+	case strings.HasPrefix(k, "deployment.pools[*].latency.roofline"):
+		return "--roofline-compute-eff, --roofline-bandwidth-eff, --roofline-step-overhead-us"
+	case strings.HasPrefix(k, "deployment.pools[*].latency.blackbox"):
+		return "--alpha-coeffs, --beta-coeffs"
+	case strings.HasPrefix(k, "deployment.pools[*].data_parallel_size"):
+		return "--data-parallel-size"
+	case strings.HasPrefix(k, "policies.routing.params.scorers"):
+		return "--routing-scorers"
+	case strings.HasPrefix(k, "run.fitness_weights"):
+		return "--fitness-weights"
+	}
+	return ""
+}
+
+// PoolFlag is blis run's flag for an instance key ("vllm.max_num_seqs"),
+// or "" when there is none: the vocabulary other commands share.
+func PoolFlag(key string) string { return flagOf(pool(key)) }
+
+// SetFlag applies flag name (without dashes), given on the command line
+// with the value text, to the draft: it sets the flag's key, or for a
+// macro the keys it stands for. Errors name the flag.
+func (d *Draft) SetFlag(name, text string) error { return d.SetFlagAs(name, text, "--"+name) }
+
+// SetFlagAs is SetFlag for a value that came from elsewhere with the
+// flag's meaning (a run's meta.json, say): origin names it in errors.
+func (d *Draft) SetFlagAs(name, text, origin string) error {
+	f, ok := LookupFlag(name)
+	if !ok {
+		return fmt.Errorf("--%s is not a flag of an experiment", name)
+	}
+	flag := origin
+	switch name {
+	case "num-instances":
+		if d.legacy != "" {
+			return fmt.Errorf("--num-instances cannot be combined with --deployment: set each pool's replicas in the file")
+		}
+		if dp := d.f.Deployment; dp != nil && len(dp.Pools) > 1 {
+			return fmt.Errorf("--num-instances cannot be combined with a deployment of %d pools (%s): set each pool's replicas", len(dp.Pools), d.config)
+		}
+		for k, f := range d.flags {
+			if strings.HasSuffix(k, ".data_parallel_size") && f == "--data-parallel-size" {
+				return fmt.Errorf("--data-parallel-size cannot be combined with --num-instances: a data-parallel server is --data-parallel-size instances behind vLLM's own load balancer")
+			}
+		}
+		return d.setFlag(flag, "deployment.pools[*].replicas", text)
+	case "data-parallel-size":
+		return d.setDataParallel(flag, text)
+	case "snapshot-refresh-interval":
+		for s := cluster.Signal(0); s < cluster.NumSignals; s++ {
+			if err := d.setFlag(flag, "deployment.router.snapshot_refresh_us."+s.String(), text); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "alpha-coeffs", "beta-coeffs":
+		v, err := parseTriple(text, flag)
+		if err != nil {
+			return err
+		}
+		return d.setFlag(flag, f.Key, v)
+	case "routing-scorers":
+		ws, err := route.ParseScorers(text)
+		if err != nil {
+			return fmt.Errorf("%s: %w", flag, err)
+		}
+		return d.setFlag(flag, f.Key, scorerMap(ws))
+	case "fitness-weights":
+		m, err := weightMap(text)
+		if err != nil {
+			return fmt.Errorf("%s: %w", flag, err)
+		}
+		return d.setFlag(flag, f.Key, m)
+	case "latency":
+		if text == "" {
+			text = "auto"
+		}
+	}
+	return d.setFlag(flag, f.Key, text)
+}
+
+// setDataParallel spells out --data-parallel-size N: one vLLM server of N
+// engines behind vLLM's own balancer (N replicas routed by vllm-dp, its
+// counts published every 100 ms), the engines' expert-parallel group N.
+func (d *Draft) setDataParallel(flag, text string) error {
+	n, err := strconv.Atoi(text)
+	if err != nil || n < 1 {
+		return fmt.Errorf("%s must be >= 1, got %s", flag, text)
+	}
+	if dp := d.f.Deployment; dp != nil && len(dp.Pools) > 1 {
+		return fmt.Errorf("%s cannot be combined with a deployment of %d pools: a data-parallel server is one pool", flag, len(dp.Pools))
+	}
+	if n == 1 {
+		return d.setFlag(flag, "deployment.pools[*].data_parallel_size", "1")
+	}
+	for _, kv := range [][2]string{
+		{"deployment.pools[*].replicas", text},
+		{"deployment.pools[*].data_parallel_size", text},
+		{"policies.routing.type", route.VLLMDPName},
+	} {
+		if err := d.setFlag(flag, kv[0], kv[1]); err != nil {
+			return err
+		}
+	}
+	for s := cluster.Signal(0); s < cluster.NumSignals; s++ {
+		if err := d.setFlag(flag, "deployment.router.snapshot_refresh_us."+s.String(), strconv.Itoa(deploy.VLLMDPPublishUs)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseTriple reads "a,b,c" (finite numbers >= 0) as a YAML list.
+func parseTriple(s, flag string) (string, error) {
+	parts := strings.Split(s, ",")
+	if len(parts) != 3 {
+		return "", fmt.Errorf("%s wants three comma-separated numbers, got %q", flag, s)
+	}
+	for i, p := range parts {
+		x, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil || x != x || x < 0 || x > 1e308 {
+			return "", fmt.Errorf("%s: %q is not a finite number >= 0", flag, p)
+		}
+		parts[i] = fmtFloat(x)
+	}
+	return "[" + strings.Join(parts, ", ") + "]", nil
+}
+
+// scorerMap is scorers as a YAML flow mapping, in their order.
+func scorerMap(ws []route.WeightedScorer) string {
+	parts := make([]string, len(ws))
+	for i, w := range ws {
+		parts[i] = w.Name + ": " + fmtFloat(w.Weight)
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+// weightMap is "key:weight,..." as a YAML flow mapping, in order.
+func weightMap(s string) (string, error) {
+	var parts []string
+	for _, p := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(p), ":")
+		if !ok {
+			return "", fmt.Errorf("%q: want key:weight", p)
+		}
+		parts = append(parts, strconv.Quote(strings.TrimSpace(k))+": "+strings.TrimSpace(v))
+	}
+	return "{" + strings.Join(parts, ", ") + "}", nil
+}
+
+// setParam sets a parameter in a params mapping (creating it), from text
+// read as YAML.
+func setParam(n *yaml.Node, name, text string) {
+	_ = setNode(n, []seg{{name: name, index: noIndex}}, text, "params", func(string) {})
+}
+
+func fmtFloat(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }

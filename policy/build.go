@@ -1,0 +1,178 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/blis-sim/blis/cluster/admit"
+	"github.com/blis-sim/blis/cluster/route"
+	"github.com/blis-sim/blis/sim"
+)
+
+// Bundle is the five sections, resolved.
+type Bundle struct {
+	Admission, Priority, Routing, Scheduler, Autoscale Section
+}
+
+// DefaultBundle is every section's default template with its defaults:
+// always-admit, constant, round-robin, fcfs, none.
+func DefaultBundle() Bundle {
+	return Bundle{Default(Admission), Default(Priority), Default(Routing), Default(Scheduler), Default(Autoscale)}
+}
+
+// Section is b's section of kind.
+func (b *Bundle) Section(kind Kind) *Section {
+	switch kind {
+	case Admission:
+		return &b.Admission
+	case Priority:
+		return &b.Priority
+	case Routing:
+		return &b.Routing
+	case Scheduler:
+		return &b.Scheduler
+	case Autoscale:
+		return &b.Autoscale
+	}
+	panic("policy: no section " + string(kind))
+}
+
+// Env is what building a policy needs to know of the experiment.
+type Env struct {
+	// Instances is the number of instances the router chooses among.
+	Instances int
+	// Tenants are the workload's tenant ids, by tenant index (nil when the
+	// workload names none); a tenant map's keys must be among them.
+	Tenants []string
+	// TTFTUs and E2EUs are each SLO class's targets, µs (0: none), by
+	// sim.SLOClass: the budgets of deadline-aware.
+	TTFTUs, E2EUs [4]int64
+	// QueueDepthRefreshUs is how often the instances' queue depths are
+	// refreshed: vllm-dp's publication interval.
+	QueueDepthRefreshUs int64
+}
+
+// tenantIndex is the index of tenant id among env's tenants.
+func (env Env) tenantIndex(key, id string) (int, error) {
+	for i, t := range env.Tenants {
+		if t == id {
+			return i, nil
+		}
+	}
+	if len(env.Tenants) == 0 {
+		return 0, fieldErr(key, "the workload names no tenants (a workload spec's tenants[].id, or a replayed trace's tenant_id column)")
+	}
+	return 0, fieldErr(key, "no tenant %q in the workload; its tenants are %s", id, strings.Join(env.Tenants, ", "))
+}
+
+// Admission builds s, an admission section.
+func (s Section) Admission(env Env) (admit.Policy, error) {
+	s.mustBe(Admission)
+	switch s.Type {
+	case admit.TokenBucketName, admit.RateLimitName:
+		mk := func() (admit.Policy, error) {
+			if s.Type == admit.TokenBucketName {
+				return admit.NewTokenBucket(s.Float("capacity"), s.Float("refill_rate"))
+			}
+			return admit.NewRateLimit(s.Float("rate"), s.Float("burst"))
+		}
+		p, err := mk()
+		if err != nil || !s.Bool("per_tenant") {
+			return p, err
+		}
+		return admit.NewPerTenant(s.Type, func() admit.Policy { p, _ := mk(); return p }), nil
+	case admit.TenantQuotaName:
+		var per []int64
+		for _, e := range s.Map("tenants") {
+			i, err := env.tenantIndex("params.tenants."+e.Key, e.Key)
+			if err != nil {
+				return nil, err
+			}
+			for len(per) <= i {
+				per = append(per, 0)
+			}
+			per[i] = int64(e.V)
+		}
+		return admit.NewTenantQuota(s.Int("max_in_flight"), per)
+	}
+	return admit.New(s.Type, admit.Params{})
+}
+
+// Routing builds s, a routing section, for env.Instances instances.
+func (s Section) Routing(env Env) (route.Policy, error) {
+	s.mustBe(Routing)
+	var p route.Params
+	if s.Has("prefix_index_capacity") {
+		p.PrefixIndexCapacity = int(s.Int("prefix_index_capacity"))
+	}
+	if s.Has("scorers") {
+		for _, e := range s.Map("scorers") {
+			p.Scorers = append(p.Scorers, route.WeightedScorer{Name: e.Key, Weight: e.V})
+		}
+	}
+	if s.Has("min_match_share") {
+		p.MinMatchShare = s.Float("min_match_share")
+	}
+	p.RefreshUs = env.QueueDepthRefreshUs
+	return route.New(s.Type, env.Instances, p)
+}
+
+// Scheduler builds s, a scheduler section.
+func (s Section) Scheduler() (sim.SchedulerPolicy, error) {
+	s.mustBe(Scheduler)
+	return sim.ParseScheduler(s.Type)
+}
+
+// Priority builds s, a priority section: the score every instance's
+// scheduler orders its queue by.
+func (s Section) Priority(env Env) (sim.PriorityPolicy, error) {
+	s.mustBe(Priority)
+	kind, err := sim.ParsePriority(s.Type)
+	if err != nil {
+		return sim.PriorityPolicy{}, err
+	}
+	p := sim.PriorityPolicy{Kind: kind, Base: s.Float("base")}
+	if s.Has("age_weight") {
+		p.AgeWeight = s.Float("age_weight")
+	}
+	if s.Has("realtime_score") {
+		p.ClassScore[sim.SLONone] = s.Float("default_score")
+		p.ClassScore[sim.SLORealtime] = s.Float("realtime_score")
+		p.ClassScore[sim.SLOInteractive] = s.Float("interactive_score")
+		p.ClassScore[sim.SLOBatch] = s.Float("batch_score")
+	}
+	if s.Type == "tenant-priority" {
+		p.DefaultTenantScore = s.Float("default_score")
+		for _, e := range s.Map("tenants") {
+			i, err := env.tenantIndex("params.tenants."+e.Key, e.Key)
+			if err != nil {
+				return p, err
+			}
+			for len(p.TenantScore) <= i {
+				p.TenantScore = append(p.TenantScore, p.DefaultTenantScore)
+			}
+			p.TenantScore[i] = e.V
+		}
+	}
+	if s.Has("default_budget_ms") {
+		def := int64(math.Round(s.Float("default_budget_ms") * 1e3))
+		for c := range p.DeadlineUs {
+			switch {
+			case env.TTFTUs[c] > 0:
+				p.DeadlineUs[c] = env.TTFTUs[c]
+			case env.E2EUs[c] > 0:
+				p.DeadlineUs[c] = env.E2EUs[c]
+			default:
+				p.DeadlineUs[c] = def
+			}
+		}
+	}
+	return p, p.Validate()
+}
+
+func (s Section) mustBe(k Kind) {
+	if s.Kind != k {
+		panic(fmt.Sprintf("policy: a %s section built as %s", s.Kind, k))
+	}
+}

@@ -1,0 +1,285 @@
+// Package policy is the policy bundle of seeds 000 and 002: the admission,
+// priority, routing, scheduler and autoscale policies of an experiment, as
+// one unit that an optimizer or a sweep swaps. Each of the five sections
+// names a built-in template and sets its parameters:
+//
+//	admission: {type: token-bucket, params: {capacity: 200000, refill_rate: 100000}}
+//	priority:  {type: slo-based}
+//	routing:   {type: weighted, params: {scorers: {prefix-affinity: 3, queue-depth: 2}}}
+//	scheduler: {type: priority-fcfs}
+//	autoscale: {type: none}
+//
+// Templates returns every template with its parameters, their units,
+// defaults and ranges: the schema. The schema only grows: a template or
+// parameter, once published, is never renamed or removed, nor its type
+// or unit changed (testdata/schema.golden.json freezes it; docs/policies.md
+// is generated from it).
+//
+// A Section is a resolved section: a template and a value for every one of
+// its parameters, defaults filled in. ParseSection makes one from what a
+// file or a flag gave (Raw) and refuses unknown templates and parameters,
+// wrong types and values out of range, naming the key. The Build methods
+// turn a Section into the policy the cluster or the engine runs; they need
+// the experiment's context (Env): the instance count, the workload's
+// tenants and its SLO targets.
+//
+// Policies are deterministic: a policy's state depends only on the
+// requests and times it is given, and a built policy serves one run.
+package policy
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/blis-sim/blis/cluster/admit"
+	"github.com/blis-sim/blis/cluster/route"
+)
+
+// Kind is a section of the bundle.
+type Kind string
+
+// The bundle's sections, in the order a request meets them (autoscale
+// acts on the fleet, not on a request).
+const (
+	Admission Kind = "admission"
+	Priority  Kind = "priority"
+	Routing   Kind = "routing"
+	Scheduler Kind = "scheduler"
+	Autoscale Kind = "autoscale"
+)
+
+// Kinds lists the sections in file order.
+var Kinds = []Kind{Admission, Priority, Routing, Scheduler, Autoscale}
+
+// ParamType is a parameter's type.
+type ParamType string
+
+// Parameter types. A map's keys are tenant ids, or the names in
+// Param.Keys; its values are numbers.
+const (
+	Float    ParamType = "float"
+	Int      ParamType = "int"
+	Bool     ParamType = "bool"
+	FloatMap ParamType = "map[string]float"
+	IntMap   ParamType = "map[string]int"
+)
+
+// Param is one parameter of a template.
+type Param struct {
+	Name string
+	Type ParamType
+	// Unit of the value (of a map's values); "" when dimensionless.
+	Unit string
+	Doc  string
+	// Default is the value when the parameter is not given.
+	Default Value
+	// Min and Max bound a number (a map's values); MinOpen and MaxOpen
+	// exclude the bound itself. Every number must also be finite.
+	Min, Max         float64
+	MinOpen, MaxOpen bool
+	// Keys, when set, are the only keys a map may have; otherwise a
+	// map is keyed by the workload's tenant ids.
+	Keys []string
+}
+
+// Template is a built-in policy.
+type Template struct {
+	Kind Kind
+	Name string
+	Doc  string
+	// Pathological templates exist to test anomaly detection: they
+	// behave badly on purpose.
+	Pathological bool
+	Params       []Param
+}
+
+// Value is a parameter's value; the field its type uses is set.
+type Value struct {
+	F float64 // Float
+	I int64   // Int
+	B bool    // Bool
+	M []Entry // FloatMap, IntMap: in the order given
+}
+
+// Entry is one key of a map parameter.
+type Entry struct {
+	Key string
+	V   float64 // an IntMap's values are whole numbers
+}
+
+func num(v float64) Value  { return Value{F: v} }
+func integer(v int64) Value { return Value{I: v} }
+
+// Parameters shared by several templates.
+var (
+	pPerTenant = Param{Name: "per_tenant", Type: Bool, Doc: "one independent bucket per tenant, each with this capacity and rate, instead of one shared by all"}
+	pBase      = Param{Name: "base", Type: Float, Unit: "score", Doc: "added to every request's score (with the request's own integer priority; higher is served first by priority-fcfs)", Min: math.Inf(-1), Max: math.Inf(1)}
+	pAgeWeight = Param{Name: "age_weight", Type: Float, Unit: "score per second", Doc: "score per second since the request's arrival", Default: num(1), Max: math.Inf(1)}
+	pIndexCap  = Param{Name: "prefix_index_capacity", Type: Int, Unit: "blocks", Doc: "router-side prefix index size per instance, least recently used blocks evicted first (seed 001)", Default: integer(route.DefaultPrefixIndexCapacity), Min: 1, Max: route.MaxPrefixIndexCapacity}
+)
+
+// classScores are slo-based's and inverted-slo's per-class scores (seed
+// 002 F.1: realtime 100, batch 10, any other 50).
+func classScores() []Param {
+	p := func(name, what string, v float64) Param {
+		return Param{Name: name, Type: Float, Unit: "score", Doc: "score of " + what, Default: num(v), Min: math.Inf(-1), Max: math.Inf(1)}
+	}
+	return []Param{
+		p("realtime_score", "a realtime request", 100),
+		p("interactive_score", "an interactive request", 50),
+		p("batch_score", "a batch request", 10),
+		p("default_score", "a request without an SLO class", 50),
+	}
+}
+
+// templates is the schema, in documentation order: each kind's default
+// first, pathological templates last.
+var templates = []Template{
+	{Kind: Admission, Name: admit.AlwaysAdmitName, Doc: "admits every request"},
+	{Kind: Admission, Name: admit.TokenBucketName, Doc: "a bucket of input tokens (seed 001): a request costs its prompt tokens; the bucket starts full, holds at most `capacity` and refills at `refill_rate`; a request that finds too few tokens is rejected and takes none",
+		Params: []Param{
+			{Name: "capacity", Type: Float, Unit: "input tokens", Doc: "the bucket's size; a prompt longer than it is always rejected", Default: num(100_000), MinOpen: true, Max: math.Inf(1)},
+			{Name: "refill_rate", Type: Float, Unit: "input tokens/s", Doc: "tokens added per simulated second", Default: num(50_000), Max: math.Inf(1)},
+			pPerTenant,
+		}},
+	{Kind: Admission, Name: admit.RateLimitName, Doc: "a request-count bucket, as Envoy's local rate limit filter (max_tokens, tokens_per_fill): each request costs 1; the bucket starts full with `burst` requests and refills at `rate`",
+		Params: []Param{
+			{Name: "rate", Type: Float, Unit: "requests/s", Doc: "requests admitted per simulated second, sustained (seed 002 F.1's 100/s)", Default: num(100), MinOpen: true, Max: math.Inf(1)},
+			{Name: "burst", Type: Float, Unit: "requests", Doc: "requests admitted at once from a full bucket (seed 002 F.1's bucket_size 1000)", Default: num(1000), Min: 1, Max: math.Inf(1)},
+			pPerTenant,
+		}},
+	{Kind: Admission, Name: admit.TenantQuotaName, Doc: "a concurrency limit per tenant: a request is rejected while its tenant has `max_in_flight` admitted requests that have not left the cluster",
+		Params: []Param{
+			{Name: "max_in_flight", Type: Int, Unit: "requests", Doc: "each tenant's limit (default vLLM's max_num_seqs: one instance's full batch)", Default: integer(256), Min: 1, Max: 1 << 40},
+			{Name: "tenants", Type: IntMap, Unit: "requests", Doc: "limits of named tenants, overriding max_in_flight (keys: the workload's tenant ids)", Min: 1, Max: 1 << 40},
+		}},
+	{Kind: Admission, Name: admit.RejectAllName, Pathological: true, Doc: "rejects every request"},
+
+	{Kind: Priority, Name: "constant", Doc: "score = base + the request's priority",
+		Params: []Param{pBase}},
+	{Kind: Priority, Name: "slo-based", Doc: "score = base + priority + the class's score + age_weight × age: classes first, then older requests (no starvation)",
+		Params: append([]Param{pBase, pAgeWeight}, classScores()...)},
+	{Kind: Priority, Name: "tenant-priority", Doc: "score = base + priority + the tenant's score",
+		Params: []Param{pBase,
+			{Name: "tenants", Type: FloatMap, Unit: "score", Doc: "scores of named tenants (keys: the workload's tenant ids)", Min: math.Inf(-1), Max: math.Inf(1)},
+			{Name: "default_score", Type: Float, Unit: "score", Doc: "score of a tenant not listed", Min: math.Inf(-1), Max: math.Inf(1)},
+		}},
+	{Kind: Priority, Name: "deadline-aware", Doc: "earliest deadline first: score = base + priority − (arrival + budget) in seconds, the budget being the request's SLO class's TTFT target, else its E2E target (the workload's targets)",
+		Params: []Param{pBase,
+			{Name: "default_budget_ms", Type: Float, Unit: "ms", Doc: "budget of a request whose class has no TTFT or E2E target, or that has no class (default the interactive class's published TTFT target)", Default: num(1000), Max: 1e9},
+		}},
+	{Kind: Priority, Name: "inverted-slo", Pathological: true, Doc: "slo-based inverted: score = base + priority − the class's score − age_weight × age",
+		Params: append([]Param{pBase, pAgeWeight}, classScores()...)},
+
+	{Kind: Routing, Name: route.RoundRobinName, Doc: "each instance in turn"},
+	{Kind: Routing, Name: route.LeastLoadedName, Doc: "the instance with the least load (queue depth + running batch + the router's in-flight), the lowest index on a tie"},
+	{Kind: Routing, Name: route.WeightedName, Doc: "llm-d's endpoint picker (seed 001): each scorer scores every instance in [0, 1], the weighted sum (weights normalized) picks the best, the lowest index on a tie",
+		Params: []Param{
+			{Name: "scorers", Type: FloatMap, Unit: "weight", Doc: "scorers and their weights, normalized to sum to 1 (at least one > 0)", Default: Value{M: []Entry{{route.PrefixAffinity, 3}, {route.QueueDepth, 2}, {route.KVUtilization, 2}}},
+				Max: math.Inf(1), Keys: route.ScorerNames},
+			pIndexCap,
+		}},
+	{Kind: Routing, Name: route.PrefixAffinityName, Doc: "the instance whose router-side prefix index holds the longest share of the request's blocks, the least loaded among equals; least-loaded on a miss",
+		Params: []Param{pIndexCap,
+			{Name: "min_match_share", Type: Float, Doc: "a hit needs more than this share of the request's blocks cached", MaxOpen: true, Max: 1},
+		}},
+	{Kind: Routing, Name: route.VLLMDPName, Doc: "vLLM's own data-parallel load balancer: the engine with the fewest waiting × 4 + running requests in the counts it last published (the queue_depth signal's refresh), plus its own sends since"},
+	{Kind: Routing, Name: route.AlwaysBusiestName, Pathological: true, Doc: "the most loaded instance"},
+
+	{Kind: Scheduler, Name: "fcfs", Doc: "first come, first served; preempted requests return to the front"},
+	{Kind: Scheduler, Name: "priority-fcfs", Doc: "highest priority score first, then arrival"},
+	{Kind: Scheduler, Name: "sjf", Doc: "shortest prompt first, then arrival"},
+	{Kind: Scheduler, Name: "reverse-priority", Pathological: true, Doc: "lowest priority score first"},
+
+	{Kind: Autoscale, Name: "none", Doc: "a fixed fleet: every pool keeps its replicas"},
+}
+
+// Templates lists kind's templates, its default first.
+func Templates(kind Kind) []Template {
+	var out []Template
+	for _, t := range templates {
+		if t.Kind == kind {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Names lists kind's template names, its default first.
+func Names(kind Kind) []string {
+	var out []string
+	for _, t := range Templates(kind) {
+		out = append(out, t.Name)
+	}
+	return out
+}
+
+// Lookup is kind's template called name; an unknown name is an error
+// listing the valid ones.
+func Lookup(kind Kind, name string) (*Template, error) {
+	for i := range templates {
+		if t := &templates[i]; t.Kind == kind && t.Name == name {
+			return t, nil
+		}
+	}
+	if !slices.Contains(Kinds, kind) {
+		return nil, fmt.Errorf("%q is not a policy section; use one of %s", kind, joinKinds())
+	}
+	return nil, fmt.Errorf("%s policy %q is not a template; use one of %s", kind, name, strings.Join(Names(kind), ", "))
+}
+
+func joinKinds() string {
+	s := make([]string, len(Kinds))
+	for i, k := range Kinds {
+		s[i] = string(k)
+	}
+	return strings.Join(s, ", ")
+}
+
+// param is t's parameter called name, or nil.
+func (t *Template) param(name string) (int, *Param) {
+	for i := range t.Params {
+		if t.Params[i].Name == name {
+			return i, &t.Params[i]
+		}
+	}
+	return -1, nil
+}
+
+// ParamNames lists t's parameters in schema order.
+func (t *Template) ParamNames() []string {
+	out := make([]string, len(t.Params))
+	for i, p := range t.Params {
+		out[i] = p.Name
+	}
+	return out
+}
+
+// RangeString describes p's range, as errors and the docs print it.
+func (p *Param) RangeString() string {
+	if p.Type == Bool || (p.Keys != nil && math.IsInf(p.Max, 1) && p.Min == 0 && !p.MinOpen) {
+		if p.Keys != nil {
+			return ">= 0"
+		}
+		return ""
+	}
+	lo, hi := "[", "]"
+	if p.MinOpen {
+		lo = "("
+	}
+	if p.MaxOpen {
+		hi = ")"
+	}
+	switch {
+	case math.IsInf(p.Min, -1) && math.IsInf(p.Max, 1):
+		return "finite"
+	case math.IsInf(p.Max, 1):
+		if p.MinOpen {
+			return "> " + fmtNum(p.Min)
+		}
+		return ">= " + fmtNum(p.Min)
+	}
+	return lo + fmtNum(p.Min) + ", " + fmtNum(p.Max) + hi
+}
