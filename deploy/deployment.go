@@ -10,8 +10,8 @@ import (
 
 	"github.com/blis-sim/blis/cluster"
 	"github.com/blis-sim/blis/coefficients"
-	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/internal/yamlfile"
+	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/sim"
 )
 
@@ -49,34 +49,34 @@ const MaxInstances = 4096
 // PoolYAML is a pool as a file spells it: its name and size, and the
 // instance's keys (InstanceYAML). An absent key keeps its default.
 //
-//	- name: h100                  # letters, digits, . _ -; default pool<i>
-//	  replicas: 4                 # instances in the pool (>= 1), default 1
-//	  model: llama-3.1-8b         # shipped name or config.json path
-//	  hardware: h100-sxm          # shipped name or hardware JSON path
-//	  tp: 1
-//	  data_parallel_size: 1       # vLLM --data-parallel-size (see docs/experiment.md)
-//	  enable_expert_parallel: false
-//	  vllm:                       # physics.VLLMKnobs' keys, plus six
-//	    max_num_seqs: 256
-//	    max_batched_tokens: 8192
-//	    chunked_prefill_enabled: true
-//	    prefix_caching_enabled: true
-//	    block_size_tokens: 16
-//	    total_kv_blocks_gpu: auto # or a block count
-//	    gpu_memory_utilization: 0.9
-//	    total_kv_blocks_cpu: 0
-//	    offload_threshold: 0.9
-//	    long_prefill_token_threshold: 0
-//	    max_model_len: 0          # vLLM --max-model-len; 0: the model's context
-//	    async_scheduling: true    # vLLM --async-scheduling
-//	    scheduler_reserve_full_isl: true  # admit only when the whole prompt fits
-//	    output_delay_us: 1500     # step end to the client, per token
-//	  latency:
-//	    model: auto               # physics, roofline, blackbox; auto chooses
-//	    coefficients: c.yaml      # physics
-//	    roofline: {compute_eff: 0.8, bandwidth_eff: 0.8, step_overhead_us: 900}
-//	    blackbox: {alpha: [1200, 0.08, 1.5], beta: [6000, 0.2, 30]}
-//	    noise: 0
+//   - name: h100                  # letters, digits, . _ -; default pool<i>
+//     replicas: 4                 # instances in the pool (>= 1), default 1
+//     model: llama-3.1-8b         # shipped name or config.json path
+//     hardware: h100-sxm          # shipped name or hardware JSON path
+//     tp: 1
+//     data_parallel_size: 1       # vLLM --data-parallel-size (see docs/experiment.md)
+//     enable_expert_parallel: false
+//     vllm:                       # physics.VLLMKnobs' keys, plus six
+//     max_num_seqs: 256
+//     max_batched_tokens: 8192
+//     chunked_prefill_enabled: true
+//     prefix_caching_enabled: true
+//     block_size_tokens: 16
+//     total_kv_blocks_gpu: auto # or a block count
+//     gpu_memory_utilization: 0.9
+//     total_kv_blocks_cpu: 0
+//     offload_threshold: 0.9
+//     long_prefill_token_threshold: 0
+//     max_model_len: 0          # vLLM --max-model-len; 0: the model's context
+//     async_scheduling: true    # vLLM --async-scheduling
+//     scheduler_reserve_full_isl: true  # admit only when the whole prompt fits
+//     output_delay_us: 1500     # step end to the client, per token
+//     latency:
+//     model: auto               # physics, roofline, blackbox; auto chooses
+//     coefficients: c.yaml      # physics
+//     roofline: {compute_eff: 0.8, bandwidth_eff: 0.8, step_overhead_us: 900}
+//     blackbox: {alpha: [1200, 0.08, 1.5], beta: [6000, 0.2, 30]}
+//     noise: 0
 type PoolYAML struct {
 	Name         string `yaml:"name"`
 	Replicas     *int   `yaml:"replicas"`

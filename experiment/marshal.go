@@ -132,10 +132,10 @@ func (e *Experiment) runNode() *yaml.Node {
 	add(n, "horizon_s", r.HorizonS)
 	add(n, "per_request", r.PerRequest)
 	add(n, "debug_invariants", r.DebugInvariants)
-	out := mapping()
-	add(out, "otlp_trace", r.Outputs.OTLPTrace)
+	o := r.Outputs
+	out := outputsYAML{OTLPTrace: &o.OTLPTrace}
 	if e.Mode == ModeInstance {
-		add(out, "kv_events", r.Outputs.KVEvents)
+		out.KVEvents = &o.KVEvents
 	} else {
 		add(n, "workers", r.Workers)
 		add(n, "trace_level", string(r.TraceLevel))
@@ -150,9 +150,7 @@ func (e *Experiment) runNode() *yaml.Node {
 			add(n, "fitness_weights", fw)
 		}
 		add(n, "window", r.Window)
-		add(out, "decision_trace", r.Outputs.DecisionTrace)
-		add(out, "window_out", r.Outputs.WindowOut)
-		add(out, "window_plot", r.Outputs.WindowPlot)
+		out.DecisionTrace, out.WindowOut, out.WindowPlot = &o.DecisionTrace, &o.WindowOut, &o.WindowPlot
 	}
 	if r.Outputs.OTLPTrace != "" {
 		o := r.OTLP

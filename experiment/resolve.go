@@ -42,7 +42,22 @@ func (d *Draft) Resolve() (*Experiment, error) {
 		return nil, err
 	}
 	_ = f
-	return e, d.checkDataParallel(e)
+	if err := d.checkDataParallel(e); err != nil {
+		return nil, err
+	}
+	return e, d.checkInstances(e)
+}
+
+// checkInstances builds each pool's first instance (its model and GPU,
+// the KV cache, the latency model: milliseconds, no simulation), so that
+// a setting the engine refuses is an error here, before any run.
+func (d *Draft) checkInstances(e *Experiment) error {
+	for i, p := range e.Deployment.Pools {
+		if _, err := p.Instance.Build(sim.NewRNG(e.Run.Seed), 0); err != nil {
+			return d.placePool(i, err)
+		}
+	}
+	return nil
 }
 
 func (d *Draft) resolveDeployment(e *Experiment) error {
@@ -69,6 +84,7 @@ func (d *Draft) resolveDeployment(e *Experiment) error {
 		if total > deploy.MaxInstances {
 			return d.errf(fmt.Sprintf("deployment.pools[%d].replicas", i), "the deployment has more than %d instances", deploy.MaxInstances)
 		}
+		p.Instance.DP = max(1, p.Instance.DP)
 		e.Deployment.Pools = append(e.Deployment.Pools, p)
 	}
 	r := &e.Deployment.Router

@@ -109,7 +109,7 @@ type Entry struct {
 	V   float64 // an IntMap's values are whole numbers
 }
 
-func num(v float64) Value  { return Value{F: v} }
+func num(v float64) Value   { return Value{F: v} }
 func integer(v int64) Value { return Value{I: v} }
 
 // Parameters shared by several templates.
@@ -137,63 +137,63 @@ func classScores() []Param {
 // templates is the schema, in documentation order: each kind's default
 // first, pathological templates last.
 var templates = []Template{
-	{Kind: Admission, Name: admit.AlwaysAdmitName, Doc: "admits every request"},
-	{Kind: Admission, Name: admit.TokenBucketName, Doc: "a bucket of input tokens (seed 001): a request costs its prompt tokens; the bucket starts full, holds at most `capacity` and refills at `refill_rate`; a request that finds too few tokens is rejected and takes none",
+	{Kind: Admission, Name: admit.AlwaysAdmitName, Doc: "Admits every request"},
+	{Kind: Admission, Name: admit.TokenBucketName, Doc: "A bucket of input tokens (seed 001): a request costs its prompt tokens; the bucket starts full, holds at most `capacity` and refills at `refill_rate`; a request that finds too few tokens is rejected and takes none",
 		Params: []Param{
 			{Name: "capacity", Type: Float, Unit: "input tokens", Doc: "the bucket's size; a prompt longer than it is always rejected", Default: num(100_000), MinOpen: true, Max: math.Inf(1)},
 			{Name: "refill_rate", Type: Float, Unit: "input tokens/s", Doc: "tokens added per simulated second", Default: num(50_000), Max: math.Inf(1)},
 			pPerTenant,
 		}},
-	{Kind: Admission, Name: admit.RateLimitName, Doc: "a request-count bucket, as Envoy's local rate limit filter (max_tokens, tokens_per_fill): each request costs 1; the bucket starts full with `burst` requests and refills at `rate`",
+	{Kind: Admission, Name: admit.RateLimitName, Doc: "A request-count bucket, as Envoy's local rate limit filter (max_tokens, tokens_per_fill): each request costs 1; the bucket starts full with `burst` requests and refills at `rate`",
 		Params: []Param{
 			{Name: "rate", Type: Float, Unit: "requests/s", Doc: "requests admitted per simulated second, sustained (seed 002 F.1's 100/s)", Default: num(100), MinOpen: true, Max: math.Inf(1)},
 			{Name: "burst", Type: Float, Unit: "requests", Doc: "requests admitted at once from a full bucket (seed 002 F.1's bucket_size 1000)", Default: num(1000), Min: 1, Max: math.Inf(1)},
 			pPerTenant,
 		}},
-	{Kind: Admission, Name: admit.TenantQuotaName, Doc: "a concurrency limit per tenant: a request is rejected while its tenant has `max_in_flight` admitted requests that have not left the cluster",
+	{Kind: Admission, Name: admit.TenantQuotaName, Doc: "A concurrency limit per tenant: a request is rejected while its tenant has `max_in_flight` admitted requests that have not left the cluster",
 		Params: []Param{
 			{Name: "max_in_flight", Type: Int, Unit: "requests", Doc: "each tenant's limit (default vLLM's max_num_seqs: one instance's full batch)", Default: integer(256), Min: 1, Max: 1 << 40},
 			{Name: "tenants", Type: IntMap, Unit: "requests", Doc: "limits of named tenants, overriding max_in_flight (keys: the workload's tenant ids)", Min: 1, Max: 1 << 40},
 		}},
-	{Kind: Admission, Name: admit.RejectAllName, Pathological: true, Doc: "rejects every request"},
+	{Kind: Admission, Name: admit.RejectAllName, Pathological: true, Doc: "Rejects every request"},
 
-	{Kind: Priority, Name: "constant", Doc: "score = base + the request's priority",
+	{Kind: Priority, Name: "constant", Doc: "Score = base + the request's priority",
 		Params: []Param{pBase}},
-	{Kind: Priority, Name: "slo-based", Doc: "score = base + priority + the class's score + age_weight × age: classes first, then older requests (no starvation)",
+	{Kind: Priority, Name: "slo-based", Doc: "Score = base + priority + the class's score + age_weight × age: classes first, then older requests (no starvation)",
 		Params: append([]Param{pBase, pAgeWeight}, classScores()...)},
-	{Kind: Priority, Name: "tenant-priority", Doc: "score = base + priority + the tenant's score",
+	{Kind: Priority, Name: "tenant-priority", Doc: "Score = base + priority + the tenant's score",
 		Params: []Param{pBase,
 			{Name: "tenants", Type: FloatMap, Unit: "score", Doc: "scores of named tenants (keys: the workload's tenant ids)", Min: math.Inf(-1), Max: math.Inf(1)},
 			{Name: "default_score", Type: Float, Unit: "score", Doc: "score of a tenant not listed", Min: math.Inf(-1), Max: math.Inf(1)},
 		}},
-	{Kind: Priority, Name: "deadline-aware", Doc: "earliest deadline first: score = base + priority − (arrival + budget) in seconds, the budget being the request's SLO class's TTFT target, else its E2E target (the workload's targets)",
+	{Kind: Priority, Name: "deadline-aware", Doc: "Earliest deadline first: score = base + priority − (arrival + budget) in seconds, the budget being the request's SLO class's TTFT target, else its E2E target (the workload's targets)",
 		Params: []Param{pBase,
 			{Name: "default_budget_ms", Type: Float, Unit: "ms", Doc: "budget of a request whose class has no TTFT or E2E target, or that has no class (default the interactive class's published TTFT target)", Default: num(1000), Max: 1e9},
 		}},
-	{Kind: Priority, Name: "inverted-slo", Pathological: true, Doc: "slo-based inverted: score = base + priority − the class's score − age_weight × age",
+	{Kind: Priority, Name: "inverted-slo", Pathological: true, Doc: "The inverse of slo-based: score = base + priority − the class's score − age_weight × age",
 		Params: append([]Param{pBase, pAgeWeight}, classScores()...)},
 
-	{Kind: Routing, Name: route.RoundRobinName, Doc: "each instance in turn"},
-	{Kind: Routing, Name: route.LeastLoadedName, Doc: "the instance with the least load (queue depth + running batch + the router's in-flight), the lowest index on a tie"},
+	{Kind: Routing, Name: route.RoundRobinName, Doc: "Each instance in turn"},
+	{Kind: Routing, Name: route.LeastLoadedName, Doc: "The instance with the least load (queue depth + running batch + the router's in-flight), the lowest index on a tie"},
 	{Kind: Routing, Name: route.WeightedName, Doc: "llm-d's endpoint picker (seed 001): each scorer scores every instance in [0, 1], the weighted sum (weights normalized) picks the best, the lowest index on a tie",
 		Params: []Param{
 			{Name: "scorers", Type: FloatMap, Unit: "weight", Doc: "scorers and their weights, normalized to sum to 1 (at least one > 0)", Default: Value{M: []Entry{{route.PrefixAffinity, 3}, {route.QueueDepth, 2}, {route.KVUtilization, 2}}},
 				Max: math.Inf(1), Keys: route.ScorerNames},
 			pIndexCap,
 		}},
-	{Kind: Routing, Name: route.PrefixAffinityName, Doc: "the instance whose router-side prefix index holds the longest share of the request's blocks, the least loaded among equals; least-loaded on a miss",
+	{Kind: Routing, Name: route.PrefixAffinityName, Doc: "The instance whose router-side prefix index holds the longest share of the request's blocks, the least loaded among equals; least-loaded on a miss",
 		Params: []Param{pIndexCap,
 			{Name: "min_match_share", Type: Float, Doc: "a hit needs more than this share of the request's blocks cached", MaxOpen: true, Max: 1},
 		}},
-	{Kind: Routing, Name: route.VLLMDPName, Doc: "vLLM's own data-parallel load balancer: the engine with the fewest waiting × 4 + running requests in the counts it last published (the queue_depth signal's refresh), plus its own sends since"},
-	{Kind: Routing, Name: route.AlwaysBusiestName, Pathological: true, Doc: "the most loaded instance"},
+	{Kind: Routing, Name: route.VLLMDPName, Doc: "vLLM's own data-parallel load balancer: the engine with the lowest 4 × waiting + running in the counts it last published (every queue_depth refresh), with its own sends since then added"},
+	{Kind: Routing, Name: route.AlwaysBusiestName, Pathological: true, Doc: "The most loaded instance"},
 
-	{Kind: Scheduler, Name: "fcfs", Doc: "first come, first served; preempted requests return to the front"},
-	{Kind: Scheduler, Name: "priority-fcfs", Doc: "highest priority score first, then arrival"},
-	{Kind: Scheduler, Name: "sjf", Doc: "shortest prompt first, then arrival"},
-	{Kind: Scheduler, Name: "reverse-priority", Pathological: true, Doc: "lowest priority score first"},
+	{Kind: Scheduler, Name: "fcfs", Doc: "First come, first served; preempted requests return to the front"},
+	{Kind: Scheduler, Name: "priority-fcfs", Doc: "Highest priority score first, then arrival"},
+	{Kind: Scheduler, Name: "sjf", Doc: "Shortest prompt first, then arrival"},
+	{Kind: Scheduler, Name: "reverse-priority", Pathological: true, Doc: "Lowest priority score first"},
 
-	{Kind: Autoscale, Name: "none", Doc: "a fixed fleet: every pool keeps its replicas"},
+	{Kind: Autoscale, Name: "none", Doc: "A fixed fleet: every pool keeps its replicas"},
 }
 
 // Templates lists kind's templates, its default first.

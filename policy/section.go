@@ -101,6 +101,9 @@ func ParseSection(kind Kind, r Raw) (Section, error) {
 
 // decode reads n as p's value; key names it in errors.
 func (p *Param) decode(n *yaml.Node, key string) (Value, error) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return Value{}, fieldErr(key, "no value; give one, or leave the parameter out for its default (%s)", p.DefaultString())
+	}
 	switch p.Type {
 	case Bool:
 		b, err := scalarBool(n)
@@ -119,9 +122,6 @@ func (p *Param) decode(n *yaml.Node, key string) (Value, error) {
 		return Value{F: x}, nil
 	}
 	// A map.
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-		return Value{}, nil
-	}
 	if n.Kind != yaml.MappingNode {
 		return Value{}, fieldErr(key, "must be a mapping of name: %s", p.Unit)
 	}
@@ -148,12 +148,15 @@ func (p *Param) decode(n *yaml.Node, key string) (Value, error) {
 
 // number reads a scalar as a number of p's type and checks its range.
 func (p *Param) number(n *yaml.Node) (float64, error) {
-	if n.Kind != yaml.ScalarNode || n.Tag == "!!str" && !looksNumeric(n.Value) {
+	if n.Kind != yaml.ScalarNode {
 		return 0, fmt.Errorf("want a number, got %s", describe(n))
 	}
-	x, err := strconv.ParseFloat(strings.TrimSpace(n.Value), 64)
-	if err != nil {
-		return 0, fmt.Errorf("want a number, got %q", n.Value)
+	var x float64
+	if err := n.Decode(&x); err != nil { // YAML's numbers, .inf and .nan among them
+		var perr error
+		if x, perr = strconv.ParseFloat(strings.TrimSpace(n.Value), 64); perr != nil {
+			return 0, fmt.Errorf("want a number, got %q", n.Value)
+		}
 	}
 	if p.Type == Int || p.Type == IntMap {
 		if x != math.Trunc(x) || math.IsInf(x, 0) {
@@ -218,11 +221,6 @@ func scalarBool(n *yaml.Node) (bool, error) {
 		}
 	}
 	return false, fmt.Errorf("want true or false, got %s", describe(n))
-}
-
-func looksNumeric(s string) bool {
-	_, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	return err == nil
 }
 
 func describe(n *yaml.Node) string {

@@ -38,7 +38,7 @@ families=(
   "records ./sim/workload/records:FuzzReadAzure ./sim/workload/records:FuzzParseRunMeta ./sim/workload/records:FuzzReadMooncake ./sim/workload/records:FuzzReadVLLMBench ./sim/workload/records:FuzzReadInferencePerf ./sim/workload/records:FuzzReadVLLMRuns ./sim/workload/records:FuzzReadCounters"
   "parquet ./internal/pqread:FuzzRead ./internal/pqread:FuzzDamagedFile"
   "manifest ./cmd/calibrate:FuzzReadManifest"
-  "deployment ./deploy:FuzzParseDeployment"
+  "experiment ./experiment:FuzzParseExperiment ./experiment:FuzzParseDeployment ./policy:FuzzParsePolicyFile"
   "blis-run ./cmd/blis:FuzzRunCommand"
 )
 

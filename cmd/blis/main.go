@@ -5,6 +5,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +18,9 @@ import (
 func main() {
 	if err := newRootCmd().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "blis:", err)
+		if errors.Is(err, errInterrupted) {
+			os.Exit(130) // the shell's status for a SIGINT
+		}
 		os.Exit(1)
 	}
 }

@@ -32,6 +32,7 @@ type Doc struct {
 	// its file (DecodeNode); Errorf writes it in front of the key.
 	Prefix string
 	lines  map[string]int
+	root   int // the line Line falls back to (the decoded mapping's)
 }
 
 // Decode reads data, the contents of the file named source, into out with
@@ -45,7 +46,7 @@ func Decode(data []byte, source string, out any, mappings map[string]Mapping) (*
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%s: empty file", source)
 		}
-		return nil, fmt.Errorf("%s: %s", source, strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, oneLine(fmt.Errorf("%s: %s", source, strings.TrimPrefix(err.Error(), "yaml: ")))
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
@@ -68,6 +69,19 @@ var (
 // decodeError rewrites yaml.v3's decoding errors as file:line: message,
 // and lists the valid keys for an unknown one.
 func decodeError(source string, err error, mappings map[string]Mapping) error {
+	return oneLine(decodeError1(source, err, mappings))
+}
+
+// oneLine keeps an error on one line: yaml.v3 quotes a multi-line value
+// as it is.
+func oneLine(err error) error {
+	if msg := err.Error(); strings.ContainsAny(msg, "\n\r") {
+		return errors.New(strings.NewReplacer("\n", `\n`, "\r", `\r`).Replace(msg))
+	}
+	return err
+}
+
+func decodeError1(source string, err error, mappings map[string]Mapping) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) || len(te.Errors) == 0 {
 		return fmt.Errorf("%s: %s", source, strings.TrimPrefix(err.Error(), "yaml: "))
@@ -109,7 +123,7 @@ func (d *Doc) index(n *yaml.Node, path string) {
 }
 
 // Line is the line of key, or of its nearest ancestor present in the
-// file (1 when none is).
+// file (the decoded mapping's first line when none is).
 func (d *Doc) Line(key string) int {
 	for k := key; k != ""; {
 		if l, ok := d.lines[k]; ok {
@@ -121,7 +135,7 @@ func (d *Doc) Line(key string) int {
 		}
 		k = k[:i]
 	}
-	return 1
+	return max(1, d.root)
 }
 
 // Errorf is an error about key: "file:line: key: message".
@@ -157,7 +171,7 @@ func (d *Doc) Keys(prefix string) []string {
 // path of n in the file ("workload.spec"), which errors and Errorf put in
 // front of every key, while the Doc's own keys stay relative to n.
 func DecodeNode(n *yaml.Node, source, prefix string, out any, mappings map[string]Mapping) (*Doc, error) {
-	d := &Doc{Source: source, Prefix: prefix, lines: map[string]int{}}
+	d := &Doc{Source: source, Prefix: prefix, lines: map[string]int{}, root: n.Line}
 	d.index(n, "")
 	if err := checkKeys(n, reflect.TypeOf(out), source, mappings); err != nil {
 		return nil, err

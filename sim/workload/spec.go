@@ -357,6 +357,9 @@ func ParseSpecNode(n *yaml.Node, source, prefix string) (*WorkloadSpec, error) {
 	if err != nil {
 		return nil, err
 	}
+	if f.Version == nil {
+		f.Version = ptr(1) // the experiment file around it has the version
+	}
 	p := specParser{doc: doc}
 	s, err := p.spec(&f)
 	if err != nil {
