@@ -159,11 +159,15 @@ func (d *Draft) LoadPolicies(path string) error {
 }
 
 // Set sets key from text, as --set does (a flag's origin is given by
-// SetFlag); origin names the setting in errors.
+// SetFlag); origin names the setting in errors. Naming another template
+// for a policy section drops the parameters a file gave the old one.
 func (d *Draft) Set(key, text, origin string) error {
 	segs, err := parsePath(key)
 	if err != nil {
 		return err
+	}
+	if kind, ok := strings.CutPrefix(key, "policies."); ok && strings.HasSuffix(kind, ".type") {
+		d.replaceSection(strings.TrimSuffix(kind, ".type"), text)
 	}
 	return setPath(reflect.ValueOf(&d.f).Elem(), segs, text, "", func(k string) {
 		d.sets[k] = origin

@@ -142,7 +142,24 @@ policies:
 	require.Equal(t, int64(64), e.Deployment.Pools[0].Instance.VLLM.MaxNumSeqs, "a flag beats the file")
 	require.Equal(t, 3, e.Deployment.Pools[0].Replicas)
 
+	// A flag naming another template replaces the section: the file's
+	// parameters for the old one are dropped; a flag's own are kept.
+	d, err = Load(exp)
+	require.NoError(t, err)
+	require.NoError(t, d.SetFlag("admission-policy", "rate-limit"))
+	e, err = d.Resolve()
+	require.NoError(t, err)
+	require.Equal(t, 100.0, e.Policies.Admission.Float("rate"))
+	d, err = Load(exp)
+	require.NoError(t, err)
+	require.NoError(t, d.SetFlag("token-bucket-refill-rate", "7"))
+	require.NoError(t, d.Set("policies.admission.type", "rate-limit", "--set policies.admission.type"))
+	_, err = d.Resolve()
+	require.EqualError(t, err, `--token-bucket-refill-rate: admission policy rate-limit has no parameter "refill_rate"; use one of rate, burst, per_tenant`)
+
 	// Errors name where the value at fault came from.
+	d, err = Load(exp)
+	require.NoError(t, err)
 	require.NoError(t, d.SetFlag("block-size", "0"))
 	_, err = d.Resolve()
 	require.ErrorContains(t, err, "--block-size: must be in [1, 1024], got 0")

@@ -75,7 +75,6 @@ type SpecReport struct {
 // it.
 type ClusterConfig struct {
 	Instances     int              `json:"instances"`
-	Deployment    string           `json:"deployment,omitempty"`
 	Pools         []PoolEcho       `json:"pools"`
 	Admission     AdmissionEcho    `json:"admission"`
 	Routing       RoutingEcho      `json:"routing"`
@@ -161,9 +160,6 @@ func (e *Experiment) echoCluster(b *deploy.Built) ClusterConfig {
 	d := &e.Deployment
 	cc := ClusterConfig{Instances: d.NumInstances(), Workload: e.describeWorkload(), Seed: e.Run.Seed, HorizonS: e.Run.HorizonS,
 		Observability: map[string]int64{}, WindowUs: e.Run.WindowUs}
-	if e.draft != nil {
-		cc.Deployment = e.draft.legacy
-	}
 	for i, p := range d.Pools {
 		cc.Pools = append(cc.Pools, PoolEcho{Name: p.Name, Replicas: p.Replicas, InstanceEcho: echoInstance(e, &p.Instance, b.Pools[i])})
 	}

@@ -15,12 +15,12 @@ import (
 // traceRunID is the run's simtrace.Options.RunID: the first 8 bytes of the
 // SHA-256 of the run's configuration as the report echoes it (which holds
 // the seed) and of the content of every input file (the replayed trace,
-// the workload spec or scenario, a deployment file, coefficients, model
-// and hardware files), so that two runs that differ in anything (the
-// rate, a replayed file rewritten in place) give their traces different
-// request, trace and span ids and can be ingested together, and the same
-// run gives the same trace. Trace options are not part of it: two traces
-// of one run describe the same requests. Never 0 (0 means no salt).
+// the workload spec or scenario, coefficients, model and hardware files),
+// so that two runs that differ in anything (the rate, a replayed file
+// rewritten in place) give their traces different request, trace and span
+// ids and can be ingested together, and the same run gives the same trace.
+// Trace options are not part of it: two traces of one run describe the
+// same requests. Never 0 (0 means no salt).
 func (e *Experiment) traceRunID(config any) (uint64, error) {
 	h := sha256.New()
 	io.WriteString(h, "blis run trace ids v1\n")
@@ -43,10 +43,10 @@ func (e *Experiment) traceRunID(config any) (uint64, error) {
 		fmt.Fprintf(h, "scenario %d\n", len(text))
 		h.Write(text)
 	}
+	// A deployment file is not hashed: everything it says is in the
+	// echoed configuration, so --deployment and the --config form of the
+	// same run give the same ids.
 	inputs := []struct{ label, path string }{{"replay", replay}, {"workload-spec", w.File}}
-	if e.draft != nil {
-		inputs = append(inputs, struct{ label, path string }{"deployment", e.draft.legacy})
-	}
 	seen := map[string]bool{}
 	for _, p := range e.Deployment.Pools {
 		s := p.Instance

@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/blis-sim/blis/cluster"
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/policy"
 	"github.com/blis-sim/blis/sim"
 )
 
@@ -225,8 +227,71 @@ func (d *Draft) SetFlagAs(name, text, origin string) error {
 		if text == "" {
 			text = "auto"
 		}
+		d.replaceLatency(text)
+	}
+	if kind, ok := strings.CutPrefix(f.Key, "policies."); ok && strings.HasSuffix(kind, ".type") {
+		d.replaceSection(strings.TrimSuffix(kind, ".type"), text)
 	}
 	return d.setFlag(flag, f.Key, text)
+}
+
+// replaceSection drops the parameters a file gave a policy section when a
+// flag (or --set) names another template: they were the old template's,
+// and a flag replaces the section as a policy file does. Parameters a
+// flag gave stay, for the new template to take or refuse.
+func (d *Draft) replaceSection(kind, typ string) {
+	p := d.f.Policies
+	if p == nil || !slices.Contains(policy.Kinds, policy.Kind(kind)) {
+		return
+	}
+	r := *p.Ptr(policy.Kind(kind))
+	if r == nil || r.Type == typ || r.Params.Kind != yaml.MappingNode {
+		return
+	}
+	var keep []*yaml.Node
+	for i := 0; i+1 < len(r.Params.Content); i += 2 {
+		key := "policies." + kind + ".params." + r.Params.Content[i].Value
+		if _, ok := d.flags[key]; ok {
+			keep = append(keep, r.Params.Content[i], r.Params.Content[i+1])
+		} else if _, ok := d.sets[key]; ok {
+			keep = append(keep, r.Params.Content[i], r.Params.Content[i+1])
+		}
+	}
+	r.Params.Content = keep
+}
+
+// replaceLatency drops the parameters a file gave another latency model
+// when --latency names a model: the same rule as replaceSection.
+func (d *Draft) replaceLatency(model string) {
+	dp := d.f.Deployment
+	if dp == nil {
+		return
+	}
+	for i := range dp.Pools {
+		l := dp.Pools[i].Latency
+		if l == nil {
+			continue
+		}
+		at := fmt.Sprintf("deployment.pools[%d].latency.", i)
+		if model != "roofline" && l.Roofline != nil && !d.givenByFlag(at+"roofline") {
+			l.Roofline = nil
+		}
+		if model != "blackbox" && l.Blackbox != nil && !d.givenByFlag(at+"blackbox") {
+			l.Blackbox = nil
+		}
+	}
+}
+
+// givenByFlag reports whether a flag or --set gave key or a key under it.
+func (d *Draft) givenByFlag(key string) bool {
+	for _, m := range []map[string]string{d.flags, d.sets} {
+		for k := range m {
+			if k == key || strings.HasPrefix(k, key+".") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // setDataParallel spells out --data-parallel-size N: one vLLM server of N

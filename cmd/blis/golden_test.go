@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/golden from the code (go test ./cmd/blis -run Golden -update)")
+var update = flag.Bool("update", false, "rewrite testdata/golden and testdata/experiments from the code (go test ./cmd/blis -run Golden -update)")
 
 // goldenRuns are the default run and the README's examples, frozen so that
 // refactors of the engine keep blis run byte-identical. A golden freezes
@@ -46,9 +46,42 @@ var goldenRuns = []struct {
 		"--prompt-tokens", "uniform:100,2500", "--prefix-groups", "0", "--trace-route", "/v1/chat/completions"}, files: []string{"--otlp-trace"}},
 }
 
+// TestGoldenRuns runs each golden twice: from its flags, and from its
+// experiment file (testdata/experiments/NAME.yaml, what --print-config
+// writes for those flags; a stale one fails, -update rewrites it), with
+// only the output files given as flags. Both must give the golden bytes.
 func TestGoldenRuns(t *testing.T) {
 	for _, g := range goldenRuns {
 		t.Run(g.name, func(t *testing.T) {
+			expPath := filepath.Join("testdata", "experiments", g.name+".yaml")
+			args := append([]string{"run", "--print-config"}, g.args...)
+			for _, f := range g.files { // the run's outputs, named; the test gives them temporary paths
+				args = append(args, f, strings.TrimPrefix(f, "--")+".out")
+			}
+			printed, _, err := runCLI(t, args...)
+			require.NoError(t, err)
+			if *update {
+				require.NoError(t, os.MkdirAll(filepath.Dir(expPath), 0o755))
+				require.NoError(t, os.WriteFile(expPath, []byte(printed), 0o644))
+			}
+			checked, err := os.ReadFile(expPath)
+			require.NoError(t, err, "missing experiment file; regenerate with go test ./cmd/blis -run Golden -update")
+			require.Equal(t, string(checked), printed, "%s is stale: go test ./cmd/blis -run Golden -update", expPath)
+			goldenRun(t, g.name, g.args, g.files)
+			goldenRun(t, g.name, []string{"--config", expPath}, g.files)
+		})
+	}
+}
+
+func goldenRun(t *testing.T, name string, given, files []string) {
+	t.Helper()
+	g := struct {
+		name  string
+		args  []string
+		files []string
+	}{name, given, files}
+	{
+		{
 			dir := t.TempDir()
 			args := append([]string{"run", "-q"}, g.args...)
 			var outs []string
@@ -73,7 +106,6 @@ func TestGoldenRuns(t *testing.T) {
 				if len(outs) > 0 {
 					require.NoError(t, os.WriteFile(filesPath, []byte(files.String()), 0o644))
 				}
-				return
 			}
 			want, err := os.ReadFile(jsonPath)
 			require.NoError(t, err, "missing golden; regenerate with go test ./cmd/blis -run Golden -update")
@@ -83,7 +115,7 @@ func TestGoldenRuns(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, string(wantFiles), files.String(), "the files blis run writes changed")
 			}
-		})
+		}
 	}
 }
 

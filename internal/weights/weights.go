@@ -47,5 +47,10 @@ func Parse(s, item, list string, known func(name string) error) ([]Weight, error
 	if !(sum > 0) {
 		return nil, fmt.Errorf("%s %q are all 0; at least one must be > 0", list, s)
 	}
+	if math.IsInf(sum, 0) {
+		// Normalizing divides by the sum: an infinite one turns every
+		// weight into 0 (or NaN) instead of failing.
+		return nil, fmt.Errorf("%s %q sum to more than %g; use smaller numbers (only their ratios matter)", list, s, math.MaxFloat64)
+	}
 	return out, nil
 }
