@@ -435,7 +435,8 @@ func Uniform(spec InstanceSpec, n int) (*Deployment, error) {
 
 // YAML is s as a pool's keys, every key given (the inverse of Apply, up
 // to paths): what an experiment's --print-config writes. The latency
-// model's parameters are written when s names that model.
+// model's parameters are written when s names that model, the offload
+// threshold when there is a CPU tier.
 func (s InstanceSpec) YAML() InstanceYAML {
 	k := s.VLLM
 	kv := "auto"
@@ -447,10 +448,13 @@ func (s InstanceSpec) YAML() InstanceYAML {
 		VLLM: &VLLMYAML{
 			MaxNumSeqs: &k.MaxNumSeqs, MaxBatchedTokens: &k.MaxBatchedTokens, ChunkedPrefill: &k.ChunkedPrefillEnabled,
 			PrefixCaching: &k.PrefixCachingEnabled, BlockSize: &k.BlockSizeTokens, KVBlocksGPU: &kv,
-			GPUMemoryUtilization: &k.GPUMemoryUtilization, KVBlocksCPU: &k.TotalKVBlocksCPU, OffloadThreshold: &s.OffloadThreshold,
+			GPUMemoryUtilization: &k.GPUMemoryUtilization, KVBlocksCPU: &k.TotalKVBlocksCPU,
 			LongPrefill: &s.LongPrefillThreshold, MaxModelLen: &s.MaxModelLen, AsyncScheduling: &s.AsyncScheduling,
 			ReserveFullISL: &s.ReserveFullSequence, OutputDelayUs: &s.OutputDelayUs,
 		},
+	}
+	if k.TotalKVBlocksCPU > 0 { // no effect without a CPU tier
+		y.VLLM.OffloadThreshold = &s.OffloadThreshold
 	}
 	l := s.Latency
 	model := l.Model

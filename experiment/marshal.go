@@ -10,6 +10,7 @@ import (
 	"github.com/blis-sim/blis/cluster"
 	"github.com/blis-sim/blis/deploy"
 	"github.com/blis-sim/blis/policy"
+	"github.com/blis-sim/blis/sim/workload"
 )
 
 // Marshal writes e as an experiment file with every key that has an
@@ -109,9 +110,15 @@ func (e *Experiment) workloadNode() *yaml.Node {
 	switch w.Kind {
 	case Synthetic:
 		s := w.Synthetic
-		add(n, "synthetic", syntheticYAML{Requests: &s.Requests, Rate: &s.Rate, Arrival: &s.Arrival, GammaCV: &s.GammaCV,
-			PromptTokens: &w.PromptDist, OutputTokens: &w.OutputDist, PrefixGroups: &s.PrefixGroups, PrefixTokens: &s.PrefixTokens,
-			PrefixFraction: &s.PrefixFraction})
+		y := syntheticYAML{Requests: &s.Requests, Rate: &s.Rate, Arrival: &s.Arrival,
+			PromptTokens: &w.PromptDist, OutputTokens: &w.OutputDist, PrefixGroups: &s.PrefixGroups}
+		if s.Arrival == workload.ArrivalGamma {
+			y.GammaCV = &s.GammaCV
+		}
+		if s.PrefixGroups > 0 {
+			y.PrefixTokens, y.PrefixFraction = &s.PrefixTokens, &s.PrefixFraction
+		}
+		add(n, "synthetic", y)
 	case SpecNode:
 		add(n, "spec", w.Node)
 	case SpecFile:

@@ -85,6 +85,10 @@ func (d *Draft) resolveDeployment(e *Experiment) error {
 			return d.errf(fmt.Sprintf("deployment.pools[%d].replicas", i), "the deployment has more than %d instances", deploy.MaxInstances)
 		}
 		p.Instance.DP = max(1, p.Instance.DP)
+		if v := pools[i].VLLM; v != nil && v.OffloadThreshold != nil && p.Instance.VLLM.TotalKVBlocksCPU == 0 {
+			return d.errf(fmt.Sprintf("deployment.pools[%d].vllm.offload_threshold", i), "has no effect without a CPU KV tier (%s > 0)",
+				d.name(fmt.Sprintf("deployment.pools[%d].vllm.total_kv_blocks_cpu", i)))
+		}
 		e.Deployment.Pools = append(e.Deployment.Pools, p)
 	}
 	r := &e.Deployment.Router
@@ -219,6 +223,15 @@ func (d *Draft) resolveSynthetic(w *Workload, y *syntheticYAML) error {
 	}
 	if err := s.Validate(); err != nil {
 		return d.syntheticErr(err)
+	}
+	// Keys that have no effect with the others' values.
+	switch {
+	case y.GammaCV != nil && s.Arrival != workload.ArrivalGamma:
+		return d.errf("workload.synthetic.gamma_cv", "has no effect with %s arrivals (it shapes gamma ones)", s.Arrival)
+	case s.PrefixGroups == 0 && y.PrefixTokens != nil:
+		return d.errf("workload.synthetic.prefix_tokens", "has no effect with %s 0", d.name("workload.synthetic.prefix_groups"))
+	case s.PrefixGroups == 0 && y.PrefixFraction != nil:
+		return d.errf("workload.synthetic.prefix_fraction", "has no effect with %s 0", d.name("workload.synthetic.prefix_groups"))
 	}
 	return nil
 }
