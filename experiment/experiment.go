@@ -89,9 +89,17 @@ const (
 // Workload is the experiment's requests.
 type Workload struct {
 	Kind WorkloadKind
+	// RateScale multiplies every arrival rate (default 1): the synthetic
+	// rate, a spec's open-loop rate (every tenant's share), a replayed
+	// trace's (its arrival times divided by it). Closed-loop clients,
+	// think times and a spec's bursts are not rates and stay as they are.
+	RateScale float64
 	// Synthetic is the generator's spec (Kind synthetic), with its length
 	// distributions as written.
+	// Rate is the synthetic rate as written (Synthetic.Rate is it times
+	// RateScale).
 	Synthetic              workload.Spec
+	Rate                   float64
 	PromptDist, OutputDist string
 	// Spec is the workload spec (Kind spec, spec_file, scenario); Node,
 	// File and Scenario say where it came from.

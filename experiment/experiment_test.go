@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/blis-sim/blis/cluster"
+	"github.com/blis-sim/blis/sim"
 )
 
 func parse(t *testing.T, text string) (*Experiment, error) {
@@ -211,6 +212,29 @@ func TestSet(t *testing.T) {
 		err := d.Set(tc.key, tc.value, "s")
 		require.ErrorContains(t, err, tc.want, tc.key)
 	}
+}
+
+// TestRateScale: rate_scale multiplies the synthetic rate, a spec's
+// rate and a replayed trace's (dividing its arrival times).
+func TestRateScale(t *testing.T) {
+	e, err := parse(t, "version: 1\nworkload:\n  rate_scale: 2.5\n  synthetic: {rate: 4}\n")
+	require.NoError(t, err)
+	require.Equal(t, 10.0, e.Workload.Synthetic.Rate)
+	out, err := e.Marshal()
+	require.NoError(t, err)
+	require.Contains(t, string(out), "rate_scale: 2.5")
+	require.Contains(t, string(out), "rate: 4\n", "the rate as written")
+	e, err = parse(t, "version: 1\nworkload:\n  rate_scale: 2\n  scenario: mixed-slo\n")
+	require.NoError(t, err)
+	base, err := parse(t, "version: 1\nworkload:\n  scenario: mixed-slo\n")
+	require.NoError(t, err)
+	require.Equal(t, 2*base.Workload.Spec.Rate, e.Workload.Spec.Rate)
+	reqs := []sim.RequestSpec{{ID: 0, ArrivalUs: 0, PromptTokens: 10, OutputTokens: 2}, {ID: 1, ArrivalUs: 1_000_001, PromptTokens: 10, OutputTokens: 2}}
+	require.NoError(t, scaleArrivals(reqs, 2))
+	require.Equal(t, int64(500_001), reqs[1].ArrivalUs, "rounded to the µs")
+	require.ErrorContains(t, scaleArrivals([]sim.RequestSpec{{ArrivalUs: 1 << 60}}, 1e-6), "beyond the clock's range")
+	_, err = parse(t, "version: 1\nworkload: {rate_scale: 0}\n")
+	require.ErrorContains(t, err, "x.yaml:2: workload.rate_scale: must be a factor in (0, 1e6], got 0")
 }
 
 func TestFlagsTable(t *testing.T) {

@@ -107,10 +107,11 @@ func (e *Experiment) deploymentNode() *yaml.Node {
 func (e *Experiment) workloadNode() *yaml.Node {
 	w := &e.Workload
 	n := mapping()
+	add(n, "rate_scale", w.RateScale)
 	switch w.Kind {
 	case Synthetic:
 		s := w.Synthetic
-		y := syntheticYAML{Requests: &s.Requests, Rate: &s.Rate, Arrival: &s.Arrival,
+		y := syntheticYAML{Requests: &s.Requests, Rate: &w.Rate, Arrival: &s.Arrival,
 			PromptTokens: &w.PromptDist, OutputTokens: &w.OutputDist, PrefixGroups: &s.PrefixGroups}
 		if s.Arrival == workload.ArrivalGamma {
 			y.GammaCV = &s.GammaCV

@@ -151,6 +151,10 @@ func (d *Draft) resolveWorkload(e *Experiment) error {
 	if wy.Scenario != nil {
 		given = append(given, "workload.scenario")
 	}
+	w.RateScale = deref(wy.RateScale, 1)
+	if !(w.RateScale > 0 && w.RateScale <= 1e6) {
+		return d.errf("workload.rate_scale", "must be a factor in (0, 1e6], got %v", w.RateScale)
+	}
 	if len(given) > 1 {
 		a, b := d.given(given[0]), d.given(given[1])
 		return &Error{Msg: fmt.Sprintf("%s cannot be combined with %s: an experiment has one workload (synthetic, spec, spec_file, scenario or replay)", a, b),
@@ -168,21 +172,21 @@ func (d *Draft) resolveWorkload(e *Experiment) error {
 		if err != nil {
 			return err
 		}
-		w.Spec = s
+		w.Spec = s.Scaled(w.RateScale)
 	case wy.SpecFile != nil:
 		w.Kind, w.File = SpecFile, *wy.SpecFile
 		s, err := workload.LoadSpec(w.File)
 		if err != nil {
 			return d.errAt(err, "workload.spec_file")
 		}
-		w.Spec = s
+		w.Spec = s.Scaled(w.RateScale)
 	case wy.Scenario != nil:
 		w.Kind, w.Scenario = Scenario, *wy.Scenario
 		s, err := workload.Scenario(w.Scenario)
 		if err != nil {
 			return d.errAt(err, "workload.scenario")
 		}
-		w.Spec = s
+		w.Spec = s.Scaled(w.RateScale)
 	case wy.Replay != nil:
 		w.Kind = Replay
 		r := wy.Replay
@@ -206,7 +210,8 @@ func (d *Draft) resolveSynthetic(w *Workload, y *syntheticYAML) error {
 	w.Kind = Synthetic
 	s := &w.Synthetic
 	s.Requests = deref(y.Requests, 1000)
-	s.Rate = deref(y.Rate, 8)
+	w.Rate = deref(y.Rate, 8)
+	s.Rate = w.Rate * w.RateScale
 	s.Arrival = deref(y.Arrival, workload.ArrivalPoisson)
 	s.GammaCV = deref(y.GammaCV, 2)
 	s.PrefixGroups = deref(y.PrefixGroups, 8)

@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 
 	"github.com/blis-sim/blis/cluster"
 	"github.com/blis-sim/blis/cluster/windowplot"
@@ -242,10 +243,29 @@ func (r *runner) replay(maxModelLen int64) ([]sim.RequestSpec, *workload.ReplayR
 	if err != nil {
 		return nil, nil, r.e.errAt(err, "workload.replay.path")
 	}
+	if err := scaleArrivals(reqs, r.e.Workload.RateScale); err != nil {
+		return nil, nil, r.e.errAt(err, "workload.rate_scale")
+	}
 	if len(reqs) == 0 {
 		return nil, nil, r.e.errAt(fmt.Errorf("%s: no usable requests (%d rows)", src.Path, rep.Rows), "workload.replay.path")
 	}
 	return reqs, &rep, nil
+}
+
+// scaleArrivals divides the arrival times by scale (a rate × scale),
+// rounded to the µs; order and ids stay.
+func scaleArrivals(reqs []sim.RequestSpec, scale float64) error {
+	if scale == 1 || scale == 0 {
+		return nil
+	}
+	for i := range reqs {
+		at := math.Round(float64(reqs[i].ArrivalUs) / scale)
+		if !(at <= float64(sim.MaxTimeUs)) {
+			return fmt.Errorf("%v puts request %d's arrival beyond the clock's range (%d µs)", scale, reqs[i].ID, int64(sim.MaxTimeUs))
+		}
+		reqs[i].ArrivalUs = int64(at)
+	}
+	return nil
 }
 
 // synthetic is the synthetic workload's stream.
@@ -312,7 +332,11 @@ func (r *runner) instance(ctx context.Context) error {
 	var rep *workload.ReplayReport
 	switch e.Workload.Kind {
 	case Requests:
-		src, res.offered = sim.SliceSource(e.Workload.Requests), int64(len(e.Workload.Requests))
+		reqs := slices.Clone(e.Workload.Requests)
+		if err := scaleArrivals(reqs, e.Workload.RateScale); err != nil {
+			return e.errAt(err, "workload.rate_scale")
+		}
+		src, res.offered = sim.SliceSource(reqs), int64(len(reqs))
 	case Replay:
 		reqs, rp, err := r.replay(in.Config.Engine.MaxModelLen)
 		if err != nil {
@@ -422,7 +446,11 @@ func (r *runner) cluster(ctx context.Context) error {
 	var rep *workload.ReplayReport
 	switch w := &e.Workload; w.Kind {
 	case Requests:
-		src, res.offered = cluster.NewSliceSource(w.Requests), int64(len(w.Requests))
+		reqs := slices.Clone(w.Requests)
+		if err := scaleArrivals(reqs, w.RateScale); err != nil {
+			return e.errAt(err, "workload.rate_scale")
+		}
+		src, res.offered = cluster.NewSliceSource(reqs), int64(len(reqs))
 	case Replay:
 		// A row is surely refused when it exceeds every pool's context.
 		var maxLen int64

@@ -49,6 +49,7 @@ func (r *refreshYAML) signals() []**int64 {
 }
 
 type workloadYAML struct {
+	RateScale *float64       `yaml:"rate_scale"`
 	Synthetic *syntheticYAML `yaml:"synthetic"`
 	Spec      yaml.Node      `yaml:"spec"`
 	SpecFile  *string        `yaml:"spec_file"`

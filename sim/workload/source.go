@@ -411,3 +411,15 @@ func (s *WorkloadSpec) String() string {
 	}
 	return fmt.Sprintf("spec %s: %d tenants, %g conversations/s (%s)%s", s.Source, len(s.Tenants), s.Rate, s.Arrival.Process, lim)
 }
+
+// Scaled is s with its open-loop rate multiplied by scale (> 0), every
+// tenant's share with it; s itself is left as it is. Closed-loop clients,
+// think times and bursts are not rates and do not change.
+func (s *WorkloadSpec) Scaled(scale float64) *WorkloadSpec {
+	if scale == 1 {
+		return s
+	}
+	c := *s
+	c.Rate *= scale
+	return &c
+}
