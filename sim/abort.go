@@ -59,6 +59,19 @@ import (
 // abort took effect, OutputTokens the tokens delivered before atUs (and
 // FirstTokenUs 0 when there were none), FinishedUs 0.
 func (e *Engine) Abort(id int64, atUs int64) (ok bool, err error) {
+	return e.abort(id, atUs, false)
+}
+
+// Kill is Abort for a request the operator ends rather than its client:
+// an instance scaled down without waiting for its work (a drain's
+// immediate policy or its timeout). Same rules, same timing; the
+// Completion has Killed set instead of TimedOut, and the request counts
+// in Counts.Killed.
+func (e *Engine) Kill(id int64, atUs int64) (ok bool, err error) {
+	return e.abort(id, atUs, true)
+}
+
+func (e *Engine) abort(id int64, atUs int64, killed bool) (ok bool, err error) {
 	defer catch(&err)
 	if atUs < e.now {
 		return false, fmt.Errorf("request %d: aborted at %d µs, before the engine's clock %d µs", id, atUs, e.now)
@@ -76,7 +89,7 @@ func (e *Engine) Abort(id int64, atUs int64) (ok bool, err error) {
 	}
 	r := &e.reqs[i]
 	e.now = atUs
-	r.aborted, r.finished = true, atUs
+	r.aborted, r.killed, r.finished = true, killed, atUs
 	if o := e.cfg.Observer; o != nil && r.state != stPending {
 		o.Aborted(id, atUs)
 	}
@@ -146,7 +159,7 @@ func (e *Engine) timeOut(i int32, at int64) {
 	if delivered > 0 && r.firstToken+e.outDelay > abortAt {
 		delivered = 0
 	}
-	c := Completion{ID: r.spec.ID, TimedOut: true, ArrivalUs: r.spec.ArrivalUs, InjectedUs: r.injected, EnqueuedUs: r.enqueued,
+	c := Completion{ID: r.spec.ID, TimedOut: !r.killed, Killed: r.killed, ArrivalUs: r.spec.ArrivalUs, InjectedUs: r.injected, EnqueuedUs: r.enqueued,
 		FirstScheduledUs: r.firstScheduled, DepartedUs: at, PromptTokens: r.spec.PromptTokens, OutputTokens: delivered,
 		CachedTokens: r.firstCached, Preemptions: r.preemptions, Tenant: r.spec.Tenant, SLOClass: r.spec.SLOClass}
 	if delivered > 0 {
@@ -156,7 +169,11 @@ func (e *Engine) timeOut(i int32, at int64) {
 		e.fail("INV-5", "request %d: arrival %d, aborted at %d, left at %d, first token delivered at %d (%d tokens)",
 			r.spec.ID, r.spec.ArrivalUs, abortAt, at, c.FirstTokenUs, delivered)
 	}
-	e.m.timedOut++
+	if r.killed {
+		e.m.killed++
+	} else {
+		e.m.timedOut++
+	}
 	e.m.lastDepart = max(e.m.lastDepart, at)
 	e.done = append(e.done, c)
 	e.release(i)
@@ -189,4 +206,72 @@ func (e *Engine) lookup(id int64) (int32, bool) {
 	}
 	i, ok := e.byID[id]
 	return i, ok
+}
+
+// Redirect takes a request that has not started out of the engine at
+// atUs, for another instance to serve it (an instance draining under the
+// redirect policy): not yet arrived, in the API overhead, or waiting for
+// its first step. It returns its spec and true; it produces no
+// Completion, and the request counts in Counts.Redirected. A request that
+// has been scheduled (running, or preempted after it started) is not
+// redirected: false, nothing changes (its client already has tokens from
+// this instance). The timing rules are Abort's.
+func (e *Engine) Redirect(id int64, atUs int64) (spec RequestSpec, ok bool, err error) {
+	defer catch(&err)
+	if atUs < e.now {
+		return spec, false, fmt.Errorf("request %d: redirected at %d µs, before the engine's clock %d µs", id, atUs, e.now)
+	}
+	if t, has := e.NextEventUs(); has && t < atUs {
+		return spec, false, fmt.Errorf("request %d: redirected at %d µs but the engine has an event at %d µs to process first (Advance)", id, atUs, t)
+	}
+	i, found := e.lookup(id)
+	if !found || e.reqs[i].aborted {
+		return spec, false, nil
+	}
+	r := &e.reqs[i]
+	switch {
+	case r.state == stPending:
+		if !e.events.remove(evArrival, i) {
+			e.fail("INV-2", "request %d is pending but has no arrival event", id)
+		}
+		e.arrived++
+	case r.state == stArriving:
+		if !e.events.remove(evQueued, i) {
+			e.fail("INV-2", "request %d is in API processing but has no queued event", id)
+		}
+		e.arriving--
+		if o := e.cfg.Observer; o != nil {
+			o.Aborted(id, atUs)
+		}
+	case r.state == stQueued && r.firstScheduled == 0 && r.preemptions == 0:
+		if !e.waiting.remove(e.reqs, i) {
+			e.fail("INV-2", "request %d is queued but not in the waiting queue", id)
+		}
+		if o := e.cfg.Observer; o != nil {
+			o.Aborted(id, atUs)
+		}
+	default:
+		return spec, false, nil
+	}
+	e.now = atUs
+	spec = r.spec
+	spec.Content = slices.Clone(spec.Content)
+	e.releaseBlocks(r, true)
+	e.m.redirected++
+	e.release(i)
+	e.done = e.done[:0]
+	return spec, true, nil
+}
+
+// Held appends to dst the ids of the requests the engine holds (injected
+// and not yet gone), in increasing order.
+func (e *Engine) Held(dst []int64) []int64 {
+	start := len(dst)
+	for i := range e.reqs {
+		if st := e.reqs[i].state; st >= stPending && st <= stRunning && !e.reqs[i].aborted {
+			dst = append(dst, e.reqs[i].spec.ID)
+		}
+	}
+	slices.Sort(dst[start:])
+	return dst
 }

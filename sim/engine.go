@@ -225,6 +225,9 @@ type request struct {
 	// in finished; it is still here only if it was running with a step in
 	// flight, and leaves when that step ends.
 	aborted bool
+	// killed marks an abort by the operator (Kill: an instance scaled
+	// down), not by the client.
+	killed bool
 
 	cached int64 // leading blocks taken from the prefix cache at the last admission
 	// firstCached is the prompt tokens served from caches at first admission.

@@ -52,9 +52,9 @@ func (e *Engine) fail(inv, format string, args ...any) {
 func (e *Engine) checkEnd() {
 	c := e.counts()
 	pending := c.Offered - c.Injected
-	if got := pending + c.StillArrival + c.StillQueued + c.StillRunning + c.Completed + c.Dropped + c.RejectedTooLong + c.TimedOut; got != c.Offered {
-		e.fail("INV-1", "injected %d ≠ not arrived %d + in API %d + queued %d + running %d + completed %d + dropped %d + rejected too long %d + timed out %d",
-			c.Offered, pending, c.StillArrival, c.StillQueued, c.StillRunning, c.Completed, c.Dropped, c.RejectedTooLong, c.TimedOut)
+	if got := pending + c.StillArrival + c.StillQueued + c.StillRunning + c.Completed + c.Dropped + c.RejectedTooLong + c.TimedOut + c.Killed + c.Redirected; got != c.Offered {
+		e.fail("INV-1", "injected %d ≠ not arrived %d + in API %d + queued %d + running %d + completed %d + dropped %d + rejected too long %d + timed out %d + killed %d + redirected %d",
+			c.Offered, pending, c.StillArrival, c.StillQueued, c.StillRunning, c.Completed, c.Dropped, c.RejectedTooLong, c.TimedOut, c.Killed, c.Redirected)
 	}
 	var byState [stTimedOut + 1]int64
 	for i := range e.reqs {
@@ -70,7 +70,7 @@ func (e *Engine) checkEnd() {
 	if int64(len(e.free)) != byState[stFree] {
 		e.fail("INV-1", "%d free slots listed, %d slots free", len(e.free), byState[stFree])
 	}
-	if gone := c.Completed + c.Dropped + c.RejectedTooLong + c.TimedOut; e.events.len() == 0 && gone != c.Offered {
+	if gone := c.Completed + c.Dropped + c.RejectedTooLong + c.TimedOut + c.Killed + c.Redirected; e.events.len() == 0 && gone != c.Offered {
 		e.fail("INV-1", "no event is left but %d of %d requests are neither completed, dropped, rejected nor timed out", c.Offered-gone, c.Offered)
 	}
 	e.checkKV(true)

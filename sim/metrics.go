@@ -55,7 +55,13 @@ type Counts struct {
 	// omitted when 0.
 	RejectedTooLong int64 `json:"rejected_too_long,omitempty"`
 	TimedOut        int64 `json:"timed_out,omitempty"`
-	StillArrival    int64 `json:"still_in_api"`
+	// Killed were ended by the operator (Engine.Kill: their instance was
+	// scaled down without waiting for them); Redirected were taken out
+	// before they started, for another instance to serve (Engine.Redirect).
+	// Both omitted when 0.
+	Killed       int64 `json:"killed,omitempty"`
+	Redirected   int64 `json:"redirected,omitempty"`
+	StillArrival int64 `json:"still_in_api"`
 	StillQueued     int64 `json:"still_queued"`
 	StillRunning    int64 `json:"still_running"`
 }
@@ -163,7 +169,7 @@ type TooLongRequest struct {
 
 type metrics struct {
 	completed, dropped, timedOut    int64
-	tooLong                         int64
+	tooLong, killed, redirected     int64
 	firstTooLong                    *TooLongRequest
 	firstDropped                    *DroppedRequest
 	preemptions, kvAllocFailures    int64
@@ -260,6 +266,7 @@ func (e *Engine) result() *Result {
 func (e *Engine) counts() Counts {
 	return Counts{
 		Offered: e.injected, Injected: e.arrived, Completed: e.m.completed, Dropped: e.m.dropped, RejectedTooLong: e.m.tooLong, TimedOut: e.m.timedOut,
+		Killed: e.m.killed, Redirected: e.m.redirected,
 		StillArrival: e.arriving, StillQueued: int64(e.waiting.len()), StillRunning: int64(len(e.running)),
 	}
 }

@@ -34,7 +34,7 @@ func (e *Engine) Status() Status {
 		AtUs:             e.now,
 		QueueDepth:       int64(e.waiting.len()),
 		BatchSize:        int64(len(e.running)),
-		InFlight:         e.injected - e.m.completed - e.m.dropped - e.m.timedOut,
+		InFlight:         e.injected - e.m.completed - e.m.dropped - e.m.timedOut - e.m.killed - e.m.redirected,
 		FreeKVBlocks:     e.kv.numFree,
 		TotalKVBlocks:    e.kv.total(),
 		PromptTokens:     e.m.prefilledTokens,
@@ -65,6 +65,9 @@ type Completion struct {
 	ID       int64
 	Dropped  bool
 	TimedOut bool
+	// Killed marks a request the operator ended (Engine.Kill), reported
+	// as a timed-out one is, with Killed instead of TimedOut.
+	Killed bool
 	// TooLong marks a request refused as longer than the model's context
 	// (EngineConfig.MaxModelLen); it is not Dropped.
 	TooLong bool

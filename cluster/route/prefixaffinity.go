@@ -63,10 +63,13 @@ func (p *PrefixAffinityPolicy) Route(req *Request, v *View) int {
 	}
 	share := p.share[:n]
 	p.scorer.Score(req, v, share)
-	best := 0
-	for i := 1; i < n; i++ {
+	best := v.first()
+	for i := best + 1; i < n; i++ {
 		// Shares of one request have one denominator: equal counts are
 		// equal floats, so == is a tie of cached blocks.
+		if !v.OK(i) {
+			continue
+		}
 		if share[i] > share[best] || (share[i] == share[best] && v.Load(i) < v.Load(best)) {
 			best = i
 		}

@@ -33,6 +33,24 @@ type View struct {
 	// completed (always fresh).
 	QueueDepth, BatchSize, InFlight, FreeKVBlocks []int64
 	KVUtilization, CacheHitRate                   []float64
+	// Routable, when not nil, says which instances take requests: an
+	// autoscaled instance still starting or draining does not. Nil means
+	// every one does. The cluster only asks for a decision when at least
+	// one is routable, and a policy never returns one that is not.
+	Routable []bool
+}
+
+// OK reports whether instance i takes requests.
+func (v *View) OK(i int) bool { return v.Routable == nil || v.Routable[i] }
+
+// first is the lowest routable index (0 when every one is).
+func (v *View) first() int {
+	for i := 0; i < v.Len(); i++ {
+		if v.OK(i) {
+			return i
+		}
+	}
+	return 0
 }
 
 // Len is the number of instances.
@@ -58,6 +76,12 @@ func (v *View) Resize(n int) {
 	}
 	v.QueueDepth, v.BatchSize, v.InFlight, v.FreeKVBlocks = grow(v.QueueDepth), grow(v.BatchSize), grow(v.InFlight), grow(v.FreeKVBlocks)
 	v.KVUtilization, v.CacheHitRate = growF(v.KVUtilization), growF(v.CacheHitRate)
+	if v.Routable != nil {
+		if cap(v.Routable) < n {
+			v.Routable = append(v.Routable[:cap(v.Routable)], make([]bool, n-cap(v.Routable))...)
+		}
+		v.Routable = v.Routable[:n]
+	}
 }
 
 // Request is what the router knows of a request. It is valid only during
@@ -171,7 +195,11 @@ func (p *RoundRobin) NeedsHashes() bool                      { return false }
 func (p *RoundRobin) Score(_ *Request, v *View, d []float64) { loadScores(v, d) }
 func (p *RoundRobin) Routed(*Request, int)                   {}
 func (p *RoundRobin) Route(_ *Request, v *View) int {
-	i := p.next % v.Len()
+	n := v.Len()
+	i := p.next % n
+	for k := 0; k < n && !v.OK(i); k++ {
+		i = (i + 1) % n
+	}
 	p.next = i + 1
 	return i
 }
@@ -184,9 +212,9 @@ func (LeastLoaded) NeedsHashes() bool                      { return false }
 func (LeastLoaded) Score(_ *Request, v *View, d []float64) { loadScores(v, d) }
 func (LeastLoaded) Routed(*Request, int)                   {}
 func (LeastLoaded) Route(_ *Request, v *View) int {
-	best := 0
-	for i := 1; i < v.Len(); i++ {
-		if v.Load(i) < v.Load(best) {
+	best := v.first()
+	for i := best + 1; i < v.Len(); i++ {
+		if v.OK(i) && v.Load(i) < v.Load(best) {
 			best = i
 		}
 	}
@@ -202,9 +230,9 @@ func (AlwaysBusiest) NeedsHashes() bool                      { return false }
 func (AlwaysBusiest) Score(_ *Request, v *View, d []float64) { loadScores(v, d) }
 func (AlwaysBusiest) Routed(*Request, int)                   {}
 func (AlwaysBusiest) Route(_ *Request, v *View) int {
-	best := 0
-	for i := 1; i < v.Len(); i++ {
-		if v.Load(i) > v.Load(best) {
+	best := v.first()
+	for i := best + 1; i < v.Len(); i++ {
+		if v.OK(i) && v.Load(i) > v.Load(best) {
 			best = i
 		}
 	}

@@ -30,7 +30,11 @@ func (p *VLLMDP) Name() string      { return VLLMDPName }
 func (p *VLLMDP) NeedsHashes() bool { return false }
 
 // sync drops the local additions once a newer publication is in the View.
-func (p *VLLMDP) sync(now int64) {
+func (p *VLLMDP) sync(v *View) {
+	now := v.NowUs
+	for len(p.sent) < v.Len() { // instances added by the autoscaler
+		p.sent = append(p.sent, 0)
+	}
 	if p.RefreshUs <= 0 {
 		clear(p.sent)
 		return
@@ -47,17 +51,17 @@ func (p *VLLMDP) score(v *View, i int) int64 {
 
 // Score is −(4 × waiting + running), with the local additions.
 func (p *VLLMDP) Score(_ *Request, v *View, dst []float64) {
-	p.sync(v.NowUs)
+	p.sync(v)
 	for i := range dst {
 		dst[i] = float64(-p.score(v, i))
 	}
 }
 
 func (p *VLLMDP) Route(_ *Request, v *View) int {
-	p.sync(v.NowUs)
-	best := 0
-	for i := 1; i < v.Len(); i++ {
-		if p.score(v, i) < p.score(v, best) {
+	p.sync(v)
+	best := v.first()
+	for i := best + 1; i < v.Len(); i++ {
+		if v.OK(i) && p.score(v, i) < p.score(v, best) {
 			best = i
 		}
 	}

@@ -137,9 +137,9 @@ func (p *Weighted) Route(req *Request, v *View) int {
 	}
 	total := p.tmp[:n]
 	p.Score(req, v, total)
-	best := 0
-	for i := 1; i < n; i++ {
-		if total[i] > total[best] {
+	best := v.first()
+	for i := best + 1; i < n; i++ {
+		if v.OK(i) && total[i] > total[best] {
 			best = i
 		}
 	}

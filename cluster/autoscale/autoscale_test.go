@@ -1,0 +1,151 @@
+package autoscale
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const s = 1_000_000 // µs per second
+
+func sig(now int64, replicas, ready int, kv float64) *Signals {
+	return &Signals{NowUs: now, Replicas: replicas, Ready: ready, Min: 1, Max: 100, KVUtilization: kv}
+}
+
+func TestHPAUsageRatioAndTolerance(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		kv            float64
+		replicas      int
+		want          int
+		reasonContain string
+	}{
+		{"within tolerance above", 0.82, 4, 4, "within tolerance"},
+		{"within tolerance below", 0.68, 4, 4, "within tolerance"},
+		{"scale up: ceil(4 × 0.9/0.75) = 5", 0.9, 4, 5, "vs target"},
+		{"scale up: ceil(2 × 1/0.75) = 3", 1, 2, 3, "vs target"},
+	} {
+		h := NewHPA(DefaultHPA(MetricKVUtilization, 0.75))
+		d := h.Evaluate(sig(0, tc.replicas, tc.replicas, tc.kv))
+		require.Equal(t, tc.want, d.Desired, tc.name)
+		require.Contains(t, d.Reason, tc.reasonContain, tc.name)
+	}
+	// No ready replica: no metric, no change.
+	h := NewHPA(DefaultHPA(MetricKVUtilization, 0.75))
+	require.Equal(t, 3, h.Evaluate(sig(0, 3, 0, 0)).Desired)
+	// slo_attainment is higher-is-better: below target it scales up.
+	h = NewHPA(DefaultHPA(MetricSLOAttainment, 0.99))
+	d := h.Evaluate(&Signals{Replicas: 2, Ready: 2, Min: 1, Max: 10, SLOAttainment: 0.5, SLOFinished: 100})
+	require.Equal(t, 4, d.Desired, "ceil(2 × 0.99/0.5)")
+}
+
+// TestHPAScaleDownStabilization: a scale-down takes the highest
+// recommendation of the last 300 s (Kubernetes' rule), so a dip is
+// followed only once it has lasted the window.
+func TestHPAScaleDownStabilization(t *testing.T) {
+	h := NewHPA(DefaultHPA(MetricKVUtilization, 0.5))
+	require.Equal(t, 8, h.Evaluate(sig(0, 8, 8, 0.5)).Desired)
+	for at := int64(15); at < 300; at += 15 {
+		require.Equal(t, 8, h.Evaluate(sig(at*s, 8, 8, 0.1)).Desired, "t=%d: the 8 of t=0 is still in the window", at)
+	}
+	require.Equal(t, 2, h.Evaluate(sig(300*s, 8, 8, 0.1)).Desired, "t=300: only dips left in the window (ceil(8 × 0.2) = 2)")
+}
+
+// TestHPAScaleUpRate: up at most max(+100 %, +4 pods) per 15 s.
+func TestHPAScaleUpRate(t *testing.T) {
+	h := NewHPA(DefaultHPA(MetricQueueDepth, 1))
+	high := func(now int64, n int) int {
+		d := h.Evaluate(&Signals{NowUs: now, Replicas: n, Ready: n, Min: 1, Max: 100, QueueDepth: 50})
+		h.Applied(now, n, d.Desired)
+		return d.Desired
+	}
+	require.Equal(t, 6, high(0, 2), "2 + 4 pods beats 2 × 2")
+	require.Equal(t, 6, high(5*s, 6), "the period's 4 are spent (start 2: max(4, 6) = 6)")
+	require.Equal(t, 12, high(15*s, 6), "a new period: 6 × 2")
+	require.Equal(t, 24, high(30*s, 12))
+	require.Equal(t, 48, high(45*s, 24))
+	require.Equal(t, 96, high(60*s, 48))
+	require.Equal(t, 100, high(75*s, 96), "the pool's max")
+}
+
+func TestSaturation(t *testing.T) {
+	p := NewSaturation(DefaultSaturation())
+	base := Signals{Replicas: 4, Ready: 4, KVTokensPerReplica: 100_000, MeanInput: 1000, MeanOutput: 200,
+		MaxBatchedTokens: 8192, MaxNumSeqs: 256}
+	// k1 = 80,000; N = min(8192·200/1200, 256) = 256 (1365 > 256);
+	// k2 = 256 × 1100 = 281,600; per replica 80,000; supply 320,000.
+	s := base
+	s.KVTokensUsed = 300_000 // > 0.85 × 320,000 = 272,000
+	d := p.Evaluate(&s)
+	require.Equal(t, 5, d.Desired, "300,000/0.85 − 320,000 = 32,941 tokens: one more replica")
+	s = base
+	s.KVTokensUsed = 100_000 // < 0.70 × 320,000
+	require.Equal(t, 2, p.Evaluate(&s).Desired, "spare 320,000 − 142,857 = 177,143: two replicas")
+	s.Ready, s.Replicas, s.KVTokensUsed = 2, 2, 1000
+	require.Equal(t, 1, p.Evaluate(&s).Desired, "never below one ready replica (N−1)")
+	s = base
+	s.KVTokensUsed = 250_000
+	require.Equal(t, 4, p.Evaluate(&s).Desired, "between the thresholds")
+	// Compute-bound: a short budget makes k2 the smaller.
+	s = base
+	s.MaxBatchedTokens = 600 // N = 600·200/1200 = 100, k2 = 110,000 > k1: still k1
+	require.InDelta(t, 80_000, p.perReplica(&s), 1e-9)
+	s.MaxBatchedTokens = 300 // N = 50, k2 = 55,000 < k1
+	require.InDelta(t, 55_000, p.perReplica(&s), 1e-9)
+}
+
+// TestThreshold: seed 000's case, 2 replicas with the queue over its
+// threshold for 60 s: scale up once it has lasted 60 s, then cool down.
+func TestThreshold(t *testing.T) {
+	p := NewThreshold("queue-depth", ThresholdConfig{Metric: MetricQueueDepth, Up: 5, Down: 1, Step: 1, SustainUs: 60 * s, CooldownUs: 60 * s})
+	q := func(now int64, n int, depth float64) int {
+		d := p.Evaluate(&Signals{NowUs: now, Replicas: n, Ready: n, QueueDepth: depth})
+		p.Applied(now, n, d.Desired)
+		return d.Desired
+	}
+	for at := int64(0); at < 60; at += 15 {
+		require.Equal(t, 2, q(at*s, 2, 8), "t=%d: not yet 60 s", at)
+	}
+	require.Equal(t, 3, q(60*s, 2, 8), "over the threshold for 60 s: up")
+	require.Equal(t, 3, q(75*s, 3, 8), "cooling down")
+	require.Equal(t, 3, q(90*s, 3, 3), "inside the band: nothing")
+	require.Equal(t, 3, q(120*s, 3, 0.5), "below: the clock starts")
+	require.Equal(t, 2, q(180*s, 3, 0.5), "below for 60 s and the cooldown is over: down")
+}
+
+func TestKPAPanics(t *testing.T) {
+	p := NewKPA(DefaultKPA())
+	ev := func(now int64, ready int, inflight float64) int {
+		return p.Evaluate(&Signals{NowUs: now, Replicas: ready, Ready: ready, InFlight: inflight}).Desired
+	}
+	require.Equal(t, 2, ev(0, 2, 70), "stable: 140 / 70")
+	require.Equal(t, 2, ev(2*s, 2, 70))
+	// A burst: 2 replicas at 300 each = 600 in flight; the panic window
+	// (6 s) sees it at once, the stable window (60 s) barely.
+	d := ev(4*s, 2, 300)
+	require.True(t, p.panicking)
+	require.Equal(t, 5, d, "panic: ceil(avg of 140, 140, 600 / 70) = 5")
+	require.GreaterOrEqual(t, ev(6*s, 4, 10), 4, "no scale-down while panicking")
+	for at := int64(8); at < 70; at += 2 {
+		ev(at*s, 4, 10)
+	}
+	require.False(t, p.panicking, "a stable window without the condition ends the panic")
+}
+
+func TestOscillator(t *testing.T) {
+	p := &Oscillator{Step: 2}
+	require.Equal(t, 5, p.Evaluate(&Signals{Replicas: 3}).Desired)
+	require.Equal(t, 3, p.Evaluate(&Signals{Replicas: 5}).Desired)
+}
+
+func TestParseMetric(t *testing.T) {
+	for _, m := range Metrics {
+		got, err := ParseMetric(string(m))
+		require.NoError(t, err)
+		require.Equal(t, m, got)
+	}
+	_, err := ParseMetric("cpu")
+	require.ErrorContains(t, err, `"cpu" is not a metric`)
+	require.Equal(t, 1<<40, ceilInt(1e300))
+	require.Equal(t, 0, ceilInt(-3))
+}

@@ -1,0 +1,157 @@
+package autoscale
+
+import "fmt"
+
+// HPAConfig is Kubernetes' HorizontalPodAutoscaler (autoscaling/v2) on one
+// metric, with its defaults (DefaultHPA): sync period 15 s, tolerance
+// 0.1 (--horizontal-pod-autoscaler-tolerance), scale-up stabilization 0 s,
+// scale-down stabilization 300 s, scale-up rate max(+100 %, +4 pods) per
+// 15 s, scale-down rate 100 % per 15 s (the API's default
+// HorizontalPodAutoscalerBehavior, kubernetes.io "Horizontal Pod
+// Autoscaling": Default Behavior).
+type HPAConfig struct {
+	Metric Metric
+	// Target is the metric's target value per replica (for
+	// slo_attainment, the attainment to keep).
+	Target    float64
+	Tolerance float64
+	// UpWindowUs and DownWindowUs are the stabilization windows: a
+	// scale-up takes the lowest recommendation of the up window, a
+	// scale-down the highest of the down window.
+	UpWindowUs, DownWindowUs int64
+	// Rate policies: in any UpPeriodUs, add at most max(UpPercent % of the
+	// replicas at the period's start, UpPods); in any DownPeriodUs remove
+	// at most DownPercent %.
+	UpPercent, DownPercent float64
+	UpPods                 int
+	UpPeriodUs             int64
+	DownPeriodUs           int64
+}
+
+// DefaultHPA is HPA on metric toward target with Kubernetes' defaults.
+func DefaultHPA(metric Metric, target float64) HPAConfig {
+	return HPAConfig{Metric: metric, Target: target, Tolerance: 0.1, UpWindowUs: 0, DownWindowUs: 300_000_000,
+		UpPercent: 100, UpPods: 4, UpPeriodUs: 15_000_000, DownPercent: 100, DownPeriodUs: 15_000_000}
+}
+
+// HPA is the HPA's replica calculation, stabilization and rate limits
+// (pkg/controller/podautoscaler: replica_calculator.go's usage ratio and
+// tolerance; horizontal.go's stabilizeRecommendationWithBehaviors and
+// convertDesiredReplicasWithBehaviorRate).
+type HPA struct {
+	cfg  HPAConfig
+	recs []rec // recommendations within the longer stabilization window
+	ups  []rec // scale-up events within the up period (n = replicas added)
+	dns  []rec // scale-down events within the down period (n = replicas removed)
+}
+
+type rec struct {
+	at int64
+	n  int
+}
+
+// NewHPA returns the policy; the configuration's values must be valid
+// (the policy bundle checks them).
+func NewHPA(cfg HPAConfig) *HPA { return &HPA{cfg: cfg} }
+
+func (h *HPA) Name() string { return "hpa" }
+
+// Evaluate is one sync of the HPA controller.
+func (h *HPA) Evaluate(s *Signals) Decision {
+	c := &h.cfg
+	desired, reason := s.Replicas, "no metric (no ready replica)"
+	if v, ok := c.Metric.value(s); ok {
+		ratio := v / c.Target
+		if c.Metric == MetricSLOAttainment {
+			// Higher is better: fewer replicas are needed above target.
+			ratio = c.Target / max(v, 1e-9)
+		}
+		switch {
+		case ratio >= 1-c.Tolerance && ratio <= 1+c.Tolerance:
+			reason = fmt.Sprintf("%s %s within tolerance of target %s", c.Metric, fmtf(v), fmtf(c.Target))
+		default:
+			desired = ceilInt(ratio * float64(s.Ready))
+			reason = fmt.Sprintf("%s %s vs target %s", c.Metric, fmtf(v), fmtf(c.Target))
+		}
+	}
+	desired = h.stabilize(s.NowUs, s.Replicas, desired)
+	desired = h.rateLimit(s.NowUs, s.Replicas, desired, s.Min, s.Max)
+	return Decision{Desired: desired, Reason: reason}
+}
+
+// stabilize is stabilizeRecommendationWithBehaviors: the recommendation
+// is recorded; a scale-up takes the lowest recommendation of the up
+// window, a scale-down the highest of the down window.
+func (h *HPA) stabilize(now int64, current, desired int) int {
+	c := &h.cfg
+	window, better := c.DownWindowUs, func(a, b int) int { return max(a, b) }
+	if desired >= current {
+		window, better = c.UpWindowUs, func(a, b int) int { return min(a, b) }
+	}
+	keep := max(c.UpWindowUs, c.DownWindowUs)
+	out := desired
+	kept := h.recs[:0]
+	for _, r := range h.recs {
+		if now-r.at < window {
+			out = better(out, r.n)
+		}
+		if now-r.at < keep {
+			kept = append(kept, r)
+		}
+	}
+	h.recs = append(kept, rec{at: now, n: desired})
+	return out
+}
+
+// rateLimit is convertDesiredReplicasWithBehaviorRate with the pool's
+// bounds.
+func (h *HPA) rateLimit(now int64, current, desired, lo, hi int) int {
+	c := &h.cfg
+	switch {
+	case desired > current:
+		added := sumSince(h.ups, now-c.UpPeriodUs)
+		start := float64(current - added)
+		limit := max(ceilInt(start*(1+c.UpPercent/100)), int(start)+c.UpPods)
+		limit = max(limit, current)
+		return min(desired, limit, hi)
+	case desired < current:
+		removed := sumSince(h.dns, now-c.DownPeriodUs)
+		start := float64(current + removed)
+		limit := int(start * (1 - c.DownPercent/100))
+		limit = min(limit, current)
+		return max(desired, limit, lo)
+	}
+	return desired
+}
+
+func sumSince(evs []rec, cutoff int64) int {
+	n := 0
+	for _, e := range evs {
+		if e.at > cutoff {
+			n += e.n
+		}
+	}
+	return n
+}
+
+// Applied records a scale event for the rate limits (storeScaleEvent),
+// dropping events older than the longest period.
+func (h *HPA) Applied(now int64, from, to int) {
+	c := &h.cfg
+	prune := func(evs []rec, period int64) []rec {
+		kept := evs[:0]
+		for _, e := range evs {
+			if e.at > now-period {
+				kept = append(kept, e)
+			}
+		}
+		return kept
+	}
+	h.ups, h.dns = prune(h.ups, c.UpPeriodUs), prune(h.dns, c.DownPeriodUs)
+	switch {
+	case to > from:
+		h.ups = append(h.ups, rec{at: now, n: to - from})
+	case to < from:
+		h.dns = append(h.dns, rec{at: now, n: from - to})
+	}
+}

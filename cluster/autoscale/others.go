@@ -1,0 +1,249 @@
+package autoscale
+
+import (
+	"fmt"
+	"math"
+)
+
+// SaturationConfig is llm-d's workload-variant-autoscaler saturation
+// analyzer (v2): KV-token demand against the pool's token supply, with
+// its defaults (DefaultSaturation): KV cache threshold 0.8 (a replica's
+// usable share of its KV capacity), scale up when demand exceeds 0.85 of
+// the supply (ScaleUpThreshold), down when it is under 0.70
+// (ScaleDownBoundary) (internal/interfaces/saturation_scaling.go).
+type SaturationConfig struct {
+	KVThreshold, ScaleUp, ScaleDown float64
+}
+
+// DefaultSaturation is WVA's saturation v2 defaults.
+func DefaultSaturation() SaturationConfig {
+	return SaturationConfig{KVThreshold: 0.8, ScaleUp: 0.85, ScaleDown: 0.70}
+}
+
+// Saturation is WVA's analyzer. A replica supplies min(k1, k2) tokens:
+// k1 = its KV token capacity × KVThreshold, and the compute-bound term
+// k2 = N·(I + O/2) with N = min(B·O/(I+O), S) concurrent requests (B the
+// token budget per step, S max_num_seqs, I and O the mean input and
+// output tokens) (saturation_v2/analyzer.go). Demand is the KV tokens in
+// use plus the queued prompt tokens. Above ScaleUp of the supply
+// (counting replicas still starting), it adds the replicas that bring
+// demand back to ScaleUp; under ScaleDown, with more than one ready
+// replica, it removes the spare ones, keeping at least one (the N−1
+// check).
+type Saturation struct{ cfg SaturationConfig }
+
+// NewSaturation returns the analyzer.
+func NewSaturation(cfg SaturationConfig) *Saturation { return &Saturation{cfg: cfg} }
+
+func (p *Saturation) Name() string              { return "saturation" }
+func (p *Saturation) Applied(_ int64, _, _ int) {}
+func (p *Saturation) perReplica(s *Signals) float64 {
+	k1 := s.KVTokensPerReplica * p.cfg.KVThreshold
+	io := s.MeanInput + s.MeanOutput
+	if io <= 0 || s.MaxBatchedTokens <= 0 || s.MaxNumSeqs <= 0 {
+		return k1
+	}
+	n := min(s.MaxBatchedTokens*s.MeanOutput/io, s.MaxNumSeqs)
+	k2 := n * (s.MeanInput + s.MeanOutput/2)
+	if k2 <= 0 {
+		return k1
+	}
+	return min(k1, k2)
+}
+
+func (p *Saturation) Evaluate(s *Signals) Decision {
+	per := p.perReplica(s)
+	if !(per > 0) {
+		return Decision{Desired: s.Replicas, Reason: "no KV capacity known"}
+	}
+	supply := float64(s.Ready) * per
+	pending := float64(s.Replicas-s.Ready) * per
+	demand := s.KVTokensUsed + s.QueuedTokens
+	reason := fmt.Sprintf("demand %s tokens, supply %s (+%s starting), %s per replica", fmtf(demand), fmtf(supply), fmtf(pending), fmtf(per))
+	if demand > p.cfg.ScaleUp*(supply+pending) {
+		required := demand/p.cfg.ScaleUp - (supply + pending)
+		return Decision{Desired: s.Replicas + ceilInt(required/per), Reason: reason}
+	}
+	if s.Ready > 1 && demand < p.cfg.ScaleDown*supply {
+		spare := supply - demand/p.cfg.ScaleDown
+		remove := min(int(math.Floor(spare/per)), s.Ready-1)
+		return Decision{Desired: s.Replicas - max(remove, 0), Reason: reason}
+	}
+	return Decision{Desired: s.Replicas, Reason: reason}
+}
+
+// ThresholdConfig is a threshold policy with hysteresis and a cooldown
+// (seeds 000/002's threshold templates): when the metric stays above Up
+// (below Down) for Sustain, add (remove) Step replicas, then wait
+// Cooldown before the next change. Up > Down is the hysteresis band.
+type ThresholdConfig struct {
+	Metric       Metric
+	Up, Down     float64
+	Step         int
+	SustainUs    int64
+	CooldownUs   int64
+	HigherBetter bool // for slo_attainment: scale up when it falls below Down
+}
+
+// Threshold is the queue-depth and target-utilization templates.
+type Threshold struct {
+	name             string
+	cfg              ThresholdConfig
+	aboveAt, belowAt int64 // when the condition began (-1: not holding)
+	lastChange       int64
+	changed          bool
+}
+
+// NewThreshold returns the policy under name.
+func NewThreshold(name string, cfg ThresholdConfig) *Threshold {
+	return &Threshold{name: name, cfg: cfg, aboveAt: -1, belowAt: -1}
+}
+
+func (p *Threshold) Name() string { return p.name }
+
+func (p *Threshold) Applied(now int64, from, to int) {
+	if from != to {
+		p.lastChange, p.changed = now, true
+		p.aboveAt, p.belowAt = -1, -1
+	}
+}
+
+func (p *Threshold) Evaluate(s *Signals) Decision {
+	c := &p.cfg
+	v, ok := c.Metric.value(s)
+	if !ok {
+		p.aboveAt, p.belowAt = -1, -1
+		return Decision{Desired: s.Replicas, Reason: fmt.Sprintf("no %s", c.Metric)}
+	}
+	high, low := v > c.Up, v < c.Down
+	if c.HigherBetter {
+		high, low = v < c.Down, v > c.Up
+	}
+	hold := func(cond bool, since *int64) bool {
+		if !cond {
+			*since = -1
+			return false
+		}
+		if *since < 0 {
+			*since = s.NowUs
+		}
+		return s.NowUs-*since >= c.SustainUs
+	}
+	up, down := hold(high, &p.aboveAt), hold(low, &p.belowAt)
+	reason := fmt.Sprintf("%s %s (up above %s, down below %s)", c.Metric, fmtf(v), fmtf(c.Up), fmtf(c.Down))
+	if p.changed && s.NowUs-p.lastChange < c.CooldownUs {
+		return Decision{Desired: s.Replicas, Reason: reason + ", cooling down"}
+	}
+	switch {
+	case up:
+		return Decision{Desired: s.Replicas + c.Step, Reason: reason}
+	case down:
+		return Decision{Desired: s.Replicas - c.Step, Reason: reason}
+	}
+	return Decision{Desired: s.Replicas, Reason: reason}
+}
+
+// KPAConfig is Knative's pod autoscaler with its defaults (DefaultKPA,
+// knative/serving config/core/configmaps/autoscaler.yaml): a target
+// concurrency per replica (container-concurrency-target-default 100 ×
+// target utilization 0.7), a stable window of 60 s, a panic window of 10 %
+// of it, panic at 200 % of the ready capacity, a scale-up rate of 1000 and
+// a scale-down rate of 2 per evaluation.
+type KPAConfig struct {
+	Target                 float64
+	StableWindowUs         int64
+	PanicWindowUs          int64
+	PanicThreshold         float64
+	MaxUpRate, MaxDownRate float64
+}
+
+// DefaultKPA is Knative's defaults.
+func DefaultKPA() KPAConfig {
+	return KPAConfig{Target: 70, StableWindowUs: 60_000_000, PanicWindowUs: 6_000_000, PanicThreshold: 2, MaxUpRate: 1000, MaxDownRate: 2}
+}
+
+// KPA averages the pool's concurrency (in-flight requests, those waiting
+// at the router included) over the stable and panic windows, one sample
+// per evaluation; the desired size is the stable average over the target.
+// It panics when the panic window's desired size reaches PanicThreshold ×
+// the ready replicas: then it scales on the panic average and never down,
+// until a stable window passes without that condition.
+type KPA struct {
+	cfg        KPAConfig
+	samples    []rec64
+	panicking  bool
+	panicSince int64
+	panicMax   int
+}
+
+type rec64 struct {
+	at int64
+	v  float64
+}
+
+// NewKPA returns the policy.
+func NewKPA(cfg KPAConfig) *KPA { return &KPA{cfg: cfg} }
+
+func (p *KPA) Name() string              { return "kpa" }
+func (p *KPA) Applied(_ int64, _, _ int) {}
+
+func (p *KPA) Evaluate(s *Signals) Decision {
+	c := &p.cfg
+	conc := s.InFlight*float64(s.Ready) + float64(s.Waiting)
+	kept := p.samples[:0]
+	for _, x := range p.samples {
+		if s.NowUs-x.at < c.StableWindowUs {
+			kept = append(kept, x)
+		}
+	}
+	p.samples = append(kept, rec64{at: s.NowUs, v: conc})
+	var stable, panicAvg float64
+	var ns, np int
+	for _, x := range p.samples {
+		stable += x.v
+		ns++
+		if s.NowUs-x.at < c.PanicWindowUs {
+			panicAvg += x.v
+			np++
+		}
+	}
+	stable /= float64(ns)
+	panicAvg /= float64(max(np, 1))
+	wantStable, wantPanic := ceilInt(stable/c.Target), ceilInt(panicAvg/c.Target)
+	ready := max(s.Ready, 1)
+	over := float64(wantPanic)/float64(ready) >= c.PanicThreshold
+	switch {
+	case !p.panicking && over:
+		p.panicking, p.panicSince, p.panicMax = true, s.NowUs, 0
+	case p.panicking && over:
+		p.panicSince = s.NowUs // the condition holds: the window restarts
+	case p.panicking && s.NowUs-p.panicSince >= c.StableWindowUs:
+		p.panicking = false
+	}
+	desired, mode := wantStable, "stable"
+	if p.panicking {
+		p.panicMax = max(p.panicMax, wantPanic, s.Replicas)
+		desired, mode = p.panicMax, "panic"
+	}
+	desired = min(desired, ceilInt(float64(ready)*c.MaxUpRate))
+	desired = max(desired, int(math.Floor(float64(ready)/c.MaxDownRate)))
+	return Decision{Desired: desired, Reason: fmt.Sprintf("%s: concurrency %s (stable), %s (panic), target %s per replica", mode, fmtf(stable), fmtf(panicAvg), fmtf(c.Target))}
+}
+
+// Oscillator is pathological: it ignores every metric and alternates
+// between adding and removing Step replicas at each evaluation, to test
+// that scale oscillations are detected.
+type Oscillator struct {
+	Step int
+	up   bool
+}
+
+func (p *Oscillator) Name() string              { return "oscillator" }
+func (p *Oscillator) Applied(_ int64, _, _ int) {}
+func (p *Oscillator) Evaluate(s *Signals) Decision {
+	p.up = !p.up
+	if p.up {
+		return Decision{Desired: s.Replicas + p.Step, Reason: "oscillator: up"}
+	}
+	return Decision{Desired: s.Replicas - p.Step, Reason: "oscillator: down"}
+}
