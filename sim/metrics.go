@@ -62,8 +62,8 @@ type Counts struct {
 	Killed       int64 `json:"killed,omitempty"`
 	Redirected   int64 `json:"redirected,omitempty"`
 	StillArrival int64 `json:"still_in_api"`
-	StillQueued     int64 `json:"still_queued"`
-	StillRunning    int64 `json:"still_running"`
+	StillQueued  int64 `json:"still_queued"`
+	StillRunning int64 `json:"still_running"`
 }
 
 // KVOffload reports the CPU tier.
