@@ -100,6 +100,10 @@ type Config struct {
 	// that arrived and left in it, TTFT of those completed, and the state
 	// sampled at its end (windows.go). 0: no windows.
 	WindowUs int64
+	// Scaling, when not nil, gives each pool bounds, an autoscaler, nodes
+	// and an instance lifecycle, and reports the fleet's size and cost
+	// (scaling.go). Nil: a fixed fleet, no cost.
+	Scaling *Scaling
 }
 
 // Source supplies the requests. Arrival times must not decrease and never
@@ -122,6 +126,7 @@ const (
 	Dropped   = sim.Dropped // unservable at its instance
 	TimedOut  = sim.TimedOut
 	TooLong   = sim.TooLong // refused by its instance: longer than the model's context
+	Killed    = sim.Killed  // ended by a scale-down
 )
 
 // CompletionObserver is implemented by a Source that needs to know when
@@ -164,6 +169,7 @@ type Sim struct {
 	obs    CompletionObserver
 	eng    []*sim.Engine
 	ids    []string
+	pools  []string // each instance's pool
 	admit  admit.Policy
 	// adObs is the admission policy when it observes departures, and
 	// admitted then holds each admitted request until it leaves (by ID:
@@ -210,6 +216,10 @@ type Sim struct {
 
 	win *windower // nil without time windows
 
+	fl         *fleet         // nil without Config.Scaling
+	idBuf      []int64        // scratch for drains
+	redirected map[int64]bool // requests a drain re-routed (their routing latency counts twice)
+
 	agg aggregator
 	err error
 }
@@ -220,8 +230,8 @@ type Sim struct {
 // own when asked).
 func New(cfg Config, src Source) (*Sim, error) {
 	n := len(cfg.Instances)
-	if n < 1 {
-		return nil, fmt.Errorf("a cluster needs at least one instance, got %d", n)
+	if n < 1 && (cfg.Scaling == nil || cfg.RouterBlockSize == 0) {
+		return nil, fmt.Errorf("a cluster needs at least one instance, got %d (or, scaled from zero, a router block size)", n)
 	}
 	if src == nil {
 		return nil, fmt.Errorf("no request source")
@@ -276,6 +286,7 @@ func New(cfg Config, src Source) (*Sim, error) {
 		}
 		c.eng = append(c.eng, e)
 		c.ids = append(c.ids, in.ID)
+		c.pools = append(c.pools, in.Pool)
 	}
 	c.bs = cfg.RouterBlockSize
 	if c.bs == 0 {
@@ -295,7 +306,42 @@ func New(cfg Config, src Source) (*Sim, error) {
 	if cfg.WindowUs > 0 {
 		c.win = newWindower(cfg.WindowUs)
 	}
+	if cfg.Scaling != nil {
+		c.redirected = map[int64]bool{}
+		if err := c.newFleet(); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// addInstance appends an instance the autoscaler created: its engine, its
+// router state, its place in the heap, the windows and a worker.
+func (c *Sim) addInstance(id, pool string, cfg sim.Config) error {
+	if n := len(c.ids); n > 0 && id <= c.ids[n-1] {
+		return fmt.Errorf("instance %s: id sorts before %s", id, c.ids[n-1])
+	}
+	cfg.Options.BoundedMemory = true
+	cfg.Options.RecordRequests = false
+	cfg.Options.HorizonUs = 0
+	e, err := sim.NewEngine(cfg)
+	if err != nil {
+		return fmt.Errorf("instance %s: %w", id, err)
+	}
+	i := len(c.eng)
+	c.eng = append(c.eng, e)
+	c.ids = append(c.ids, id)
+	c.pools = append(c.pools, pool)
+	c.inflight = append(c.inflight, 0)
+	c.view.Resize(len(c.eng))
+	c.snap.grow(e)
+	c.agg.routedTo = append(c.agg.routedTo, 0)
+	c.inst.grow()
+	if n := len(c.workers); n > 0 {
+		w := c.workers[i%n]
+		w.insts = append(w.insts, i)
+	}
+	return nil
 }
 
 // Now is the cluster's clock.
@@ -335,6 +381,12 @@ func (c *Sim) NextEventUs() (int64, bool) {
 		if _, at := c.inst.top(); !ok || at < t {
 			t, ok = at, true
 		}
+	}
+	// The fleet's events (evaluations, lifecycles, node releases) matter
+	// only while there is work: once every request is gone and none is to
+	// come, the run is over, whatever the autoscalers would still do.
+	if at, has := c.fl.next(); has && (ok || c.fl.nHeld > 0) && (!ok || at < t) {
+		t, ok = at, true
 	}
 	return t, ok
 }
@@ -405,6 +457,12 @@ func (c *Sim) Step() error {
 			ev := c.events.pop()
 			c.handle(&ev)
 			active = true
+			continue
+		}
+		if at, ok := c.fl.next(); ok && at == t {
+			ev := c.fl.ev.pop()
+			c.handleScaling(&ev)
+			active = active || ev.kind == sevHeldTimeout
 			continue
 		}
 		if c.inst.len() > 0 {
@@ -577,6 +635,9 @@ func (c *Sim) handle(ev *cevent) {
 		if c.inflight[ev.inst] < 0 {
 			c.fail("CL-2", "instance %s: in-flight count went negative at request %d", c.ids[ev.inst], ev.id)
 		}
+		if c.fl != nil {
+			c.maybeTerminate(int(ev.inst))
+		}
 		if c.win != nil {
 			c.win.left(ev)
 		}
@@ -607,6 +668,10 @@ func (c *Sim) leftAdmission(id int64) {
 }
 
 func (c *Sim) route(spec *sim.RequestSpec) {
+	if f := c.fl; f != nil && f.anyPol && !anyTrue(f.routable) {
+		c.hold(spec)
+		return
+	}
 	c.snap.fill(&c.view, c.eng, c.inflight, c.now)
 	c.checkFreshness()
 	c.req.Spec = spec
@@ -617,10 +682,11 @@ func (c *Sim) route(spec *sim.RequestSpec) {
 		c.req.Hashes, c.req.Blocks = c.hashBuf, int(full)
 	}
 	i := c.router.Route(&c.req, &c.view)
-	if i < 0 || i >= len(c.eng) {
-		c.err = fmt.Errorf("routing policy %s chose instance %d of %d", c.router.Name(), i, len(c.eng))
+	if i < 0 || i >= len(c.eng) || !c.view.OK(i) {
+		c.err = fmt.Errorf("routing policy %s chose instance %d of %d, or one that takes no request", c.router.Name(), i, len(c.eng))
 		return
 	}
+	c.poolRouted(i, spec)
 	if c.dec != nil {
 		c.dec.routing(c.now, &c.req, c.router, &c.view, c.ids, i)
 	}
@@ -695,8 +761,14 @@ func (c *Sim) advance(i int) {
 // and schedules the router's in-flight decrement at its departure.
 func (c *Sim) complete(i int, d *sim.Completion, at int64) {
 	// Causality across the pipeline: the instance received the request
-	// exactly the admission and routing latencies after it arrived.
-	if want := d.ArrivalUs + c.cfg.AdmissionLatencyUs + c.cfg.RoutingLatencyUs; d.InjectedUs != want {
+	// exactly the admission and routing latencies after it arrived (later
+	// when it waited for a ready instance, or a drain re-routed it).
+	want := d.ArrivalUs + c.cfg.AdmissionLatencyUs + c.cfg.RoutingLatencyUs
+	if c.fl != nil && (d.InjectedUs > want || c.redirected[d.ID]) {
+		want = d.InjectedUs
+		delete(c.redirected, d.ID)
+	}
+	if d.InjectedUs != want {
 		c.fail("CL-3", "request %d reached instance %s at %d µs; arrival %d + admission %d + routing %d = %d",
 			d.ID, c.ids[i], d.InjectedUs, d.ArrivalUs, c.cfg.AdmissionLatencyUs, c.cfg.RoutingLatencyUs, want)
 	}
@@ -712,7 +784,10 @@ func (c *Sim) complete(i int, d *sim.Completion, at int64) {
 		out = TooLong
 	case d.TimedOut:
 		out = TimedOut
+	case d.Killed:
+		out = Killed
 	}
+	c.poolFinished(i, d)
 	c.agg.left(i, c.ids[i], d)
 	if c.armed != nil {
 		delete(c.armed, d.ID)
@@ -731,4 +806,13 @@ func (c *Sim) checkFreshness() {
 			}
 		}
 	}
+}
+
+func anyTrue(b []bool) bool {
+	for _, x := range b {
+		if x {
+			return true
+		}
+	}
+	return false
 }

@@ -90,13 +90,47 @@ func (d *decisionWriter) admission(t int64, spec *sim.RequestSpec, policy string
 	d.write()
 }
 
+// scale writes a scale action: {"t_us":..,"type":"scale","pool":..,
+// "policy":..,"from":..,"to":..,"reason":..,"ready":..,"kv_utilization":..,
+// "queue_depth":..,"running":..,"in_flight":..,"waiting":..,
+// "slo_attainment":..}.
+func (d *decisionWriter) scale(r *ScaleRecord) {
+	b := append(d.buf[:0], `{"t_us":`...)
+	b = strconv.AppendInt(b, r.AtUs, 10)
+	b = append(b, `,"type":"scale","pool":`...)
+	b = strconv.AppendQuote(b, r.Pool)
+	b = append(b, `,"policy":`...)
+	b = strconv.AppendQuote(b, r.Policy)
+	b = appendInt(b, "from", int64(r.From))
+	b = appendInt(b, "to", int64(r.To))
+	b = append(b, `,"reason":`...)
+	b = strconv.AppendQuote(b, r.Reason)
+	b = appendInt(b, "ready", int64(r.Ready))
+	b = appendFloat(b, "kv_utilization", r.KVUtilization)
+	b = appendFloat(b, "queue_depth", r.QueueDepth)
+	b = appendFloat(b, "running", r.Running)
+	b = appendFloat(b, "in_flight", r.InFlight)
+	b = appendInt(b, "waiting", r.Waiting)
+	b = appendFloat(b, "slo_attainment", r.SLOAttainment)
+	d.buf = append(b, '}')
+	d.write()
+}
+
 func (d *decisionWriter) routing(t int64, req *route.Request, p route.Policy, v *route.View, ids []string, chosen int) {
 	n := v.Len()
+	if cap(d.scores) < n { // instances added by an autoscaler
+		d.scores, d.order = make([]float64, n), make([]int, n)
+	}
 	scores, order := d.scores[:n], d.order[:n]
 	p.Score(req, v, scores)
-	for i := range order {
-		order[i] = i
+	// Candidates are the instances that take requests.
+	order = order[:0]
+	for i := 0; i < n; i++ {
+		if v.OK(i) {
+			order = append(order, i)
+		}
 	}
+	n = len(order)
 	slices.SortStableFunc(order, func(a, b int) int {
 		switch {
 		case scores[a] > scores[b]:

@@ -101,6 +101,12 @@ func newInstHeap(n int) *instHeap {
 
 func (h *instHeap) len() int { return len(h.idx) }
 
+// grow adds an instance with no event.
+func (h *instHeap) grow() {
+	h.at = append(h.at, 0)
+	h.pos = append(h.pos, -1)
+}
+
 // top is the instance with the earliest event, and its time.
 func (h *instHeap) top() (int, int64) { i := h.idx[0]; return int(i), h.at[i] }
 

@@ -24,8 +24,16 @@ type Counts struct {
 	// model's context (sim.EngineConfig.MaxModelLen); omitted when 0.
 	RejectedTooLong int64 `json:"rejected_too_long,omitempty"`
 	// TimedOut were aborted because their client gave up (their
-	// RequestSpec.TimeoutUs passed before they finished).
+	// RequestSpec.TimeoutUs passed before they finished), or gave up
+	// waiting at the router for a ready instance.
 	TimedOut int64 `json:"timed_out,omitempty"`
+	// Killed were ended by a scale-down (Fleet.Killed); Redirected were
+	// handed back to the router by one and routed again (counted in Routed
+	// each time); AwaitingCapacity wait at the router for a ready instance
+	// at the horizon. All omitted when 0.
+	Killed           int64 `json:"killed,omitempty"`
+	Redirected       int64 `json:"redirected,omitempty"`
+	AwaitingCapacity int64 `json:"awaiting_capacity,omitempty"`
 	// AwaitingRouting were admitted but not yet routed (admission latency),
 	// InTransit routed but not yet at their instance (routing latency), at
 	// the horizon.
@@ -66,7 +74,9 @@ type Result struct {
 	// or the tenants are named.
 	Fairness   *Fairness        `json:"fairness,omitempty"`
 	Instances  []InstanceResult `json:"instances"`
-	PerRequest []RequestRecord  `json:"per_request,omitempty"`
+	// Fleet is the fleet's size, scaling and cost (Config.Scaling).
+	Fleet      *Fleet          `json:"fleet,omitempty"`
+	PerRequest []RequestRecord `json:"per_request,omitempty"`
 	// Windows are the time windows (Config.WindowUs), in time order. They
 	// are not part of the result's JSON, which keeps its size and shape;
 	// WriteWindowsCSV and WriteWindowsJSONL write them.
@@ -191,12 +201,13 @@ const maxTenants = 1 << 20
 
 type classAgg struct {
 	arrived, rejected, completed, dropped, timedOut int64
+	killed                                          int64
 	tooLong, met                                    int64
 	ttft, tpot, e2e                                 sim.Histogram
 }
 
 func (g *classAgg) finished() int64 {
-	return g.completed + g.rejected + g.dropped + g.tooLong + g.timedOut
+	return g.completed + g.rejected + g.dropped + g.tooLong + g.timedOut + g.killed
 }
 
 type tenantAgg struct {
@@ -208,6 +219,7 @@ type tenantAgg struct {
 
 type aggregator struct {
 	arrivedN, admitted, rejectedN, awaiting int64
+	timedOutRouter                          int64 // gave up held at the router
 	reasons                                 []ReasonCount
 	routedTo                                []int64
 	classes                                 [4]classAgg
@@ -282,6 +294,20 @@ func (a *aggregator) rejected(spec *sim.RequestSpec, reason string, now int64) {
 
 func (a *aggregator) routed(i int) { a.routedTo[i]++ }
 
+// timedOutHeld counts a request that gave up waiting at the router for a
+// ready instance: a timed-out request that reached no instance.
+func (a *aggregator) timedOutHeld(spec *sim.RequestSpec, now int64) {
+	a.timedOutRouter++
+	a.classes[spec.SLOClass].timedOut++
+	if d := a.tenantDetail(spec.Tenant); d != nil {
+		d.timedOut++
+	}
+	if a.keep {
+		a.records = append(a.records, RequestRecord{ID: spec.ID, Outcome: TimedOut.String(), Reason: "waited for a ready instance", Tenant: spec.Tenant,
+			SLOClass: spec.SLOClass.String(), ArrivalUs: spec.ArrivalUs, PromptTokens: spec.PromptTokens, DepartedUs: now})
+	}
+}
+
 func (a *aggregator) tenantDetail(t int32) *classAgg {
 	if int(t) < len(a.tenants) {
 		return a.tenants[t].detail
@@ -307,6 +333,11 @@ func (a *aggregator) left(i int, id string, d *sim.Completion) {
 		cl.timedOut++
 		if td != nil {
 			td.timedOut++
+		}
+	case d.Killed:
+		cl.killed++
+		if td != nil {
+			td.killed++
 		}
 	default:
 		ttft, e2e := d.FirstTokenUs-d.ArrivalUs, d.DepartedUs-d.ArrivalUs
@@ -346,6 +377,8 @@ func (a *aggregator) left(i int, id string, d *sim.Completion) {
 			r.Outcome, r.Reason = TooLong.String(), d.Reason
 		case d.TimedOut:
 			r.Outcome = TimedOut.String()
+		case d.Killed:
+			r.Outcome = Killed.String()
 		default:
 			r.SchedulingDelay, r.TTFT, r.E2E = d.FirstScheduledUs-d.ArrivalUs, d.FirstTokenUs-d.ArrivalUs, d.DepartedUs-d.ArrivalUs
 			r.LastTokenUs = d.FinishedUs
@@ -385,7 +418,7 @@ func (c *Sim) Finish() (*Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("instance %s: %w", c.ids[i], err)
 		}
-		res.Instances = append(res.Instances, InstanceResult{ID: c.ids[i], Pool: c.cfg.Instances[i].Pool, Routed: a.routedTo[i], Metrics: r})
+		res.Instances = append(res.Instances, InstanceResult{ID: c.ids[i], Pool: c.pools[i], Routed: a.routedTo[i], Metrics: r})
 		ttft.Merge(r.Hist.TTFT)
 		itl.Merge(r.Hist.ITL)
 		e2e.Merge(r.Hist.E2E)
@@ -400,6 +433,8 @@ func (c *Sim) Finish() (*Result, error) {
 		cnt.DroppedUnservable += rc.Dropped
 		cnt.RejectedTooLong += rc.RejectedTooLong
 		cnt.TimedOut += rc.TimedOut
+		cnt.Killed += rc.Killed
+		cnt.Redirected += rc.Redirected
 		cnt.InTransit += rc.Offered - rc.Injected
 		cnt.StillInAPI += rc.StillArrival
 		cnt.StillQueued += rc.StillQueued
@@ -409,6 +444,10 @@ func (c *Sim) Finish() (*Result, error) {
 		}
 	}
 	cnt.Arrived, cnt.Admitted, cnt.Rejected, cnt.AwaitingRouting = a.arrivedN, a.admitted, a.rejectedN, a.awaiting
+	cnt.TimedOut += a.timedOutRouter
+	if c.fl != nil {
+		cnt.AwaitingCapacity = c.fl.nHeld
+	}
 	for _, n := range a.routedTo {
 		cnt.Routed += n
 	}
@@ -470,19 +509,23 @@ func (c *Sim) Finish() (*Result, error) {
 	if c.win != nil {
 		res.Windows = c.win.rows
 	}
+	if c.fl != nil {
+		res.Fleet = c.fleetResult(end, res)
+	}
 	return res, nil
 }
 
 // checkConservation is CL-1 and, once no event is left, CL-2's return of
 // every in-flight count to zero.
 func (c *Sim) checkConservation(cnt *Counts) {
-	in := cnt.AwaitingRouting + cnt.InTransit + cnt.StillInAPI + cnt.StillQueued + cnt.StillRunning
-	if got := cnt.Rejected + cnt.Completed + cnt.DroppedUnservable + cnt.RejectedTooLong + cnt.TimedOut + in; got != cnt.Arrived {
-		c.fail("CL-1", "arrived %d ≠ rejected %d + completed %d + dropped %d + rejected too long %d + timed out %d + in the system %d",
-			cnt.Arrived, cnt.Rejected, cnt.Completed, cnt.DroppedUnservable, cnt.RejectedTooLong, cnt.TimedOut, in)
+	in := cnt.AwaitingRouting + cnt.AwaitingCapacity + cnt.InTransit + cnt.StillInAPI + cnt.StillQueued + cnt.StillRunning
+	if got := cnt.Rejected + cnt.Completed + cnt.DroppedUnservable + cnt.RejectedTooLong + cnt.TimedOut + cnt.Killed + in; got != cnt.Arrived {
+		c.fail("CL-1", "arrived %d ≠ rejected %d + completed %d + dropped %d + rejected too long %d + timed out %d + killed %d + in the system %d",
+			cnt.Arrived, cnt.Rejected, cnt.Completed, cnt.DroppedUnservable, cnt.RejectedTooLong, cnt.TimedOut, cnt.Killed, in)
 	}
-	if cnt.Admitted+cnt.Rejected != cnt.Arrived || cnt.Routed+cnt.AwaitingRouting != cnt.Admitted {
-		c.fail("CL-1", "arrived %d, admitted %d, rejected %d, routed %d, awaiting routing %d do not add up", cnt.Arrived, cnt.Admitted, cnt.Rejected, cnt.Routed, cnt.AwaitingRouting)
+	if cnt.Admitted+cnt.Rejected != cnt.Arrived || cnt.Routed-cnt.Redirected+cnt.AwaitingRouting+cnt.AwaitingCapacity+c.agg.timedOutRouter != cnt.Admitted {
+		c.fail("CL-1", "arrived %d, admitted %d, rejected %d, routed %d (%d redirected), awaiting routing %d, awaiting capacity %d, timed out waiting %d do not add up",
+			cnt.Arrived, cnt.Admitted, cnt.Rejected, cnt.Routed, cnt.Redirected, cnt.AwaitingRouting, cnt.AwaitingCapacity, c.agg.timedOutRouter)
 	}
 	var inflight int64
 	for _, n := range c.inflight {

@@ -180,6 +180,9 @@ func (c *Sim) bound() int64 {
 	if c.win != nil {
 		b = min(b, c.win.end)
 	}
+	if at, ok := c.fl.next(); ok {
+		b = min(b, at)
+	}
 	if c.cfg.HorizonUs > 0 {
 		b = min(b, c.cfg.HorizonUs+1)
 	}

@@ -102,6 +102,13 @@ func newSnapshots(f Freshness, n int) *snapshots {
 	return s
 }
 
+// grow adds a new instance: its published signals are what it reports
+// now (a scrape would have seen it idle).
+func (s *snapshots) grow(e *sim.Engine) {
+	st := e.Status()
+	s.pub = append(s.pub, st)
+}
+
 // copySignal copies one signal from a live status into a published one.
 func copySignal(dst, src *sim.Status, s Signal) {
 	switch s {

@@ -64,6 +64,13 @@ type Window struct {
 	// (sim.Status) grew by in the window, summed over the instances: the
 	// per-second rates vLLM's own stat logger prints.
 	PromptTokens, GenerationTokens int64
+	// Killed counts the requests a scale-down ended in the window.
+	Killed int64
+	// The fleet at EndUs: instances ready, starting (pending, loading or
+	// warming) and draining; and what its nodes cost in the window (their
+	// GPU-hours × the pools' prices; 0 without prices).
+	ReplicasReady, ReplicasStarting, ReplicasDraining int64
+	Cost                                              float64
 }
 
 // windowSample is the cluster's state at a window's end.
@@ -71,12 +78,18 @@ type windowSample struct {
 	queue, running, inflight int64
 	kvMean, kvMax            float64
 	prompt, generation       int64 // the counters' totals
+	ready, starting, drain   int64
+	cost                     float64 // billed since the start
 }
 
 // windower accumulates the open window and keeps the closed ones.
 type windower struct {
-	// counted are the token counters' totals at the last window's end.
-	counted struct{ prompt, generation int64 }
+	// counted are the token counters' and cost's totals at the last
+	// window's end.
+	counted struct {
+		prompt, generation int64
+		cost               float64
+	}
 	d       int64
 	end     int64 // the open window's end
 	started bool  // the first event has opened a window
@@ -111,6 +124,8 @@ func (w *windower) left(ev *cevent) {
 		w.cur.Dropped++
 	case TimedOut:
 		w.cur.TimedOut++
+	case Killed:
+		w.cur.Killed++
 	}
 }
 
@@ -126,6 +141,8 @@ func (w *windower) close(s *windowSample) {
 	r.KVUtilMean, r.KVUtilMax = s.kvMean, s.kvMax
 	r.PromptTokens, r.GenerationTokens = s.prompt-w.counted.prompt, s.generation-w.counted.generation
 	w.counted.prompt, w.counted.generation = s.prompt, s.generation
+	r.ReplicasReady, r.ReplicasStarting, r.ReplicasDraining = s.ready, s.starting, s.drain
+	r.Cost, w.counted.cost = s.cost-w.counted.cost, s.cost
 	w.rows = append(w.rows, r)
 	w.cur = Window{}
 	w.end = satAdd(w.end, w.d)
@@ -146,7 +163,12 @@ func (c *Sim) sampleWindow() windowSample {
 		s.prompt += st.PromptTokens
 		s.generation += st.GenerationTokens
 	}
-	s.kvMean = kv / float64(len(c.eng))
+	s.kvMean = kv / float64(max(1, len(c.eng)))
+	if c.fl != nil {
+		s.ready, s.starting, s.drain, _, s.cost = c.fleetSample()
+	} else {
+		s.ready = int64(len(c.eng))
+	}
 	return s
 }
 
@@ -220,6 +242,11 @@ var windowColumns = []windowColumn{
 	{name: "in_flight", int: func(w *Window) int64 { return w.InFlight }},
 	{name: "prompt_tokens", int: func(w *Window) int64 { return w.PromptTokens }},
 	{name: "generation_tokens", int: func(w *Window) int64 { return w.GenerationTokens }},
+	{name: "killed", int: func(w *Window) int64 { return w.Killed }},
+	{name: "replicas_ready", int: func(w *Window) int64 { return w.ReplicasReady }},
+	{name: "replicas_starting", int: func(w *Window) int64 { return w.ReplicasStarting }},
+	{name: "replicas_draining", int: func(w *Window) int64 { return w.ReplicasDraining }},
+	{name: "cost", float: func(w *Window) (float64, bool) { return w.Cost, true }},
 }
 
 // WindowColumns are the columns of the window files, in order: the CSV

@@ -19,6 +19,8 @@ type Batch struct {
 	// ReloadBlocks is the number of KV blocks read back from the CPU tier
 	// for this step (also counted in Beta.TransferBlocks).
 	ReloadBlocks int64
+	// AtUs is when the step starts.
+	AtUs int64
 }
 
 // LatencyModel predicts the time of an engine step and the request-level
@@ -141,17 +143,12 @@ type Roofline struct {
 	// output processing); PerRequestOverheadUs adds per running request.
 	StepOverheadUs       float64
 	PerRequestOverheadUs float64
-	// AllReduceLatencyUs is the fixed latency of one all-reduce (two per
-	// layer at TP > 1).
-	AllReduceLatencyUs float64
-	// SmallAllReduceBusShare is the share of the interconnect's bandwidth
-	// that an all-reduce of at most SmallAllReduceMaxBytes reaches, in
-	// (0, 1] (allReduceSeconds).
-	SmallAllReduceBusShare float64
-	// NCCLLinkShare is the share of the interconnect's bandwidth that
-	// NCCL's collectives reach (larger all-reduces, the expert-parallel
-	// all-gather and reduce-scatter), in (0, 1].
-	NCCLLinkShare float64
+	// Collectives prices the tensor-parallel all-reduces (two per layer)
+	// and the expert-parallel all-gather and reduce-scatter: the path
+	// vLLM takes for each message by size, world size and topology, and
+	// each path's measured latency and bandwidth
+	// (physics.HardwareSpec.Collectives, docs/physics-spec.md).
+	Collectives physics.Collectives
 	// TransferBaseUs is the fixed cost of a step that moves KV blocks over
 	// PCIe.
 	TransferBaseUs float64
@@ -171,20 +168,9 @@ func DefaultRoofline(cfg *physics.PhysicsConfig) *Roofline {
 		BandwidthEfficiency:  0.8,
 		StepOverheadUs:       900,
 		PerRequestOverheadUs: 4,
-		AllReduceLatencyUs:   8,
-		// vLLM's custom all-reduce on H100 SXM (NVLink, 450 GB/s each
-		// way) takes 12.9 / 17.7 / 26.6 µs at 256 KiB / 512 KiB / 1 MiB
-		// and TP 2, 20.6 / 26.9 / 40.2 µs at TP 4, 24.1 / 30.4 / 45.0 µs
-		// at TP 8 (sgl-project/sglang pull 2904): a bus bandwidth of
-		// 57-66 GB/s between those sizes, 0.13 of the link.
-		SmallAllReduceBusShare: 0.13,
-		// NCCL's topology model rates a link below its raw rate: 20.6 of
-		// 25 GB/s per H100 NVLink lane, 20 of 25 per A100 lane, 12 of 15.75
-		// GB/s for PCIe Gen3 x16 (src/graph/topo.h, SM90_NVLINK_BW,
-		// SM80_NVLINK_BW, PCI_BW): 0.76-0.82.
-		NCCLLinkShare:  0.8,
-		TransferBaseUs: 50,
-		Overheads:      DefaultOverheads(),
+		Collectives:          cfg.Hardware.Collectives(),
+		TransferBaseUs:       50,
+		Overheads:            DefaultOverheads(),
 	}
 }
 
@@ -206,10 +192,10 @@ func (m *Roofline) Validate() error {
 	if !(m.ComputeEfficiency > 0 && m.ComputeEfficiency <= 1) || !(m.BandwidthEfficiency > 0 && m.BandwidthEfficiency <= 1) {
 		return fmt.Errorf("roofline efficiencies must be in (0, 1], got compute %v, bandwidth %v", m.ComputeEfficiency, m.BandwidthEfficiency)
 	}
-	if !(m.SmallAllReduceBusShare > 0 && m.SmallAllReduceBusShare <= 1) || !(m.NCCLLinkShare > 0 && m.NCCLLinkShare <= 1) {
-		return fmt.Errorf("roofline collective shares must be in (0, 1], got small all-reduce %v, NCCL %v", m.SmallAllReduceBusShare, m.NCCLLinkShare)
+	if (m.Cfg.TP > 1 || m.Cfg.EP > 1) && !(m.Collectives.LinkBytesPerS > 0) {
+		return fmt.Errorf("roofline collectives need the interconnect's bandwidth (> 0), got %v bytes/s", m.Collectives.LinkBytesPerS)
 	}
-	for _, v := range []float64{m.StepOverheadUs, m.PerRequestOverheadUs, m.AllReduceLatencyUs, m.TransferBaseUs} {
+	for _, v := range []float64{m.StepOverheadUs, m.PerRequestOverheadUs, m.TransferBaseUs} {
 		if !(v >= 0) || math.IsInf(v, 0) {
 			return fmt.Errorf("roofline overheads must be finite and >= 0, got %v", v)
 		}
@@ -247,8 +233,10 @@ func (m *Roofline) StepSeconds(b *Batch) float64 {
 		}
 		if m.Cfg.EP > 1 {
 			// The expert-parallel all-gather and reduce-scatter around every
-			// MoE layer: two collectives per layer.
-			t += tokens*c.EPExchangeBytesPerToken()/(c.HWInterconnectBW*m.NCCLLinkShare) + float64(2*c.Model.NumLayers)*m.AllReduceLatencyUs*1e-6
+			// MoE layer (NCCL's): two collectives per layer, each moving
+			// half of the step's exchange.
+			n := float64(2 * c.Model.NumLayers)
+			t += n * m.Collectives.NCCLGather(tokens*c.EPExchangeBytesPerToken()/n, c.EP)
 		}
 	}
 	if in.TransferBlocks > 0 {
@@ -258,26 +246,14 @@ func (m *Roofline) StepSeconds(b *Batch) float64 {
 }
 
 // allReduceSeconds is the time of a step's tensor-parallel all-reduces,
-// two per layer, each of the step's tokens' hidden states: a latency and
-// the bytes each device sends over the bandwidth a message of that size
-// reaches. Up to SmallAllReduceMaxBytes vLLM's custom all-reduce runs,
-// which reaches only SmallAllReduceBusShare of the link (its kernels read
-// the peers' buffers with few blocks in flight); larger messages go to
-// NCCL's ring at NCCLLinkShare of the link.
+// two per layer, each of the step's tokens' hidden states (tokens ×
+// hidden × dtype bytes), on the path vLLM takes for that message
+// (physics.Collectives.AllReduce).
 func (m *Roofline) allReduceSeconds(tokens float64) float64 {
 	c := m.Cfg
-	n := float64(2 * c.Model.NumLayers)
-	msg := tokens * float64(c.Model.HiddenSize) * c.Model.BytesPerParam
-	bw := c.HWInterconnectBW * m.NCCLLinkShare
-	if msg <= SmallAllReduceMaxBytes {
-		bw = c.HWInterconnectBW * m.SmallAllReduceBusShare
-	}
-	return n * (m.AllReduceLatencyUs*1e-6 + tokens*c.CommBytesPerToken/n/bw)
+	s, _ := m.Collectives.AllReduce(tokens*float64(c.Model.HiddenSize)*c.Model.BytesPerParam, c.TP)
+	return float64(2*c.Model.NumLayers) * s
 }
-
-// SmallAllReduceMaxBytes is the largest message vLLM's custom all-reduce
-// takes (its max_size default, 8 MiB); larger ones go to NCCL.
-const SmallAllReduceMaxBytes = 8 << 20
 
 // prefillContextBytes is the KV a prefill chunk reads from its context.
 func prefillContextBytes(in *features.BetaInput, c *physics.PhysicsConfig) float64 {
@@ -394,11 +370,15 @@ func (m *Noisy) StepTimeUs(b *Batch) int64 {
 // the check draws no random number.
 func CheckLatency(m LatencyModel, c *EngineConfig) error {
 	for {
-		n, ok := m.(*Noisy)
-		if !ok {
-			break
+		if n, ok := m.(*Noisy); ok {
+			m = n.Inner
+			continue
 		}
-		m = n.Inner
+		if s, ok := m.(*SlowStart); ok {
+			m = s.Inner
+			continue
+		}
+		break
 	}
 	kvTokens := max(1, c.TotalKVBlocksGPU) * max(1, c.BlockSizeTokens)
 	var one, prefill, full Batch
@@ -427,4 +407,37 @@ func CheckLatency(m LatencyModel, c *EngineConfig) error {
 		return fmt.Errorf("latency model %s: the departure overhead of a %d-token output is %d µs or more (2^40): its coefficients are out of range", m.Name(), kvTokens, MaxDurationUs)
 	}
 	return nil
+}
+
+// SlowStart is the optional warm-up penalty of an instance the autoscaler
+// started: from Start on, its steps take Factor times the inner model's
+// time, the factor falling linearly to 1 over DurationUs (cold caches,
+// lazily compiled kernels: vLLM's first requests after a cold start are
+// slower, blog.vllm.ai 2025-10-03 and 2025-10-26). Applied to each step
+// as it runs, never to results afterwards. Before Start, and after the
+// penalty has run out, steps take the inner model's time.
+type SlowStart struct {
+	Inner      LatencyModel
+	Factor     float64 // >= 1
+	DurationUs int64   // > 0
+	startUs    int64
+	started    bool
+}
+
+// Start begins the penalty at atUs (the instance became ready).
+func (m *SlowStart) Start(atUs int64) { m.startUs, m.started = atUs, true }
+
+func (m *SlowStart) Name() string                      { return m.Inner.Name() }
+func (m *SlowStart) ArrivalOverheadUs(p int64) int64   { return m.Inner.ArrivalOverheadUs(p) }
+func (m *SlowStart) DepartureOverheadUs(o int64) int64 { return m.Inner.DepartureOverheadUs(o) }
+func (m *SlowStart) PreemptionGamma() float64          { return m.Inner.PreemptionGamma() }
+
+func (m *SlowStart) StepTimeUs(b *Batch) int64 {
+	base := m.Inner.StepTimeUs(b)
+	since := b.AtUs - m.startUs
+	if !m.started || since >= m.DurationUs || since < 0 || base <= 0 || base >= MaxDurationUs {
+		return base
+	}
+	f := 1 + (m.Factor-1)*(1-float64(since)/float64(m.DurationUs))
+	return ToUs(float64(base) * f)
 }

@@ -69,10 +69,12 @@ const (
 	Dropped
 	TimedOut
 	TooLong
+	// Killed: its instance was scaled down without waiting for it.
+	Killed
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"completed", "rejected", "dropped", "timed_out", "rejected_too_long"}
+var outcomeNames = [numOutcomes]string{"completed", "rejected", "dropped", "timed_out", "rejected_too_long", "killed"}
 
 func (o Outcome) String() string {
 	if o < numOutcomes {

@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/blis-sim/blis/physics"
+
 // Status is what an instance reports about itself at one moment: the
 // signals a router reads (vLLM's /metrics gauges) and the engine's own
 // request count. It is a value: taking one allocates nothing, and it does
@@ -98,3 +100,7 @@ type Completion struct {
 	Tenant       int32
 	SLOClass     SLOClass
 }
+
+// Knobs is the engine's vLLM settings (its token budget per step, its
+// running-request cap, ...).
+func (e *Engine) Knobs() physics.VLLMKnobs { return e.cfg.Engine.VLLMKnobs }

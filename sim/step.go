@@ -240,6 +240,7 @@ func (e *Engine) compose(r *request, n int64) {
 // request.
 func (e *Engine) executeBatch(preempted int64) int64 {
 	b := &e.batch
+	b.AtUs = e.now
 	reload := b.ReloadBlocks
 	in := &b.Beta
 	in.RunningDepth = int64(len(e.running))
