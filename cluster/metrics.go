@@ -72,8 +72,8 @@ type Result struct {
 	SLO *Attainment `json:"slo,omitempty"`
 	// Fairness is present when requests came from more than one tenant,
 	// or the tenants are named.
-	Fairness   *Fairness        `json:"fairness,omitempty"`
-	Instances  []InstanceResult `json:"instances"`
+	Fairness  *Fairness        `json:"fairness,omitempty"`
+	Instances []InstanceResult `json:"instances"`
 	// Fleet is the fleet's size, scaling and cost (Config.Scaling).
 	Fleet      *Fleet          `json:"fleet,omitempty"`
 	PerRequest []RequestRecord `json:"per_request,omitempty"`
