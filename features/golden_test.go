@@ -312,9 +312,11 @@ func resolveSetup(t testing.TB, s setup) (modelJSON, hwJSON []byte, knobs physic
 	require.NoError(t, err)
 	h, err := physics.LoadHardware(s.hw)
 	require.NoError(t, err)
-	// Neither the sources, the device names nor the measured GEMM rate
-	// (the roofline's, not the features') enter the features.
+	// Neither the sources, the device names, the measured GEMM rate nor
+	// the interconnect and compute capability (the roofline's, not the
+	// features') enter the features.
 	h.Sources, h.DeviceNames, h.GEMMTFlops = nil, nil, 0
+	h.Interconnect, h.ComputeCapability = "", ""
 	modelJSON, err = json.Marshal(m)
 	require.NoError(t, err)
 	hwJSON, err = json.Marshal(h)

@@ -70,6 +70,14 @@ type HardwareSpec struct {
 	// InterconnectBandwidthGBs is the GPU-to-GPU link used for tensor-parallel
 	// all-reduce (NVLink, or PCIe where there is none), in GB/s.
 	InterconnectBandwidthGBs float64 `json:"interconnect_bandwidth_gb_s"`
+	// Interconnect is how the GPUs of a tensor-parallel group reach each
+	// other (InterconnectKinds: nvswitch, nvlink, pcie-p2p, pcie); it
+	// decides which all-reduce path vLLM takes (Collectives). "" means
+	// implied by the bandwidths (InterconnectKind).
+	Interconnect string `json:"interconnect,omitempty"`
+	// ComputeCapability is the CUDA compute capability ("9.0"), which
+	// selects vLLM's all-reduce size tables; "" when unknown.
+	ComputeCapability string `json:"compute_capability,omitempty"`
 	// MemoryGiB is the device memory in GiB (2^30 bytes).
 	MemoryGiB float64 `json:"memory_gib,omitempty"`
 	// BoostClockMHz is the datasheet boost clock. Feature spec 2.0 needs it:
@@ -154,6 +162,9 @@ func (h HardwareSpec) validate(src string) error {
 	}
 	if h.PCIeEfficiency < 0 || h.PCIeEfficiency > 1 {
 		return fieldErr(src, "pcie_efficiency", "must be in (0, 1], got %v", h.PCIeEfficiency)
+	}
+	if err := h.validateInterconnect(src); err != nil {
+		return err
 	}
 	if !(h.GEMMTFlops >= 0 && h.GEMMTFlops <= MaxGEMMOverPeak*h.TFlopsPeak) {
 		return fieldErr(src, "gemm_tflops", "must be in [0, %g × TFlopsPeak = %g] TFLOP/s (0: not measured), got %v", MaxGEMMOverPeak, MaxGEMMOverPeak*h.TFlopsPeak, h.GEMMTFlops)
