@@ -40,6 +40,7 @@ families=(
   "manifest ./cmd/calibrate:FuzzReadManifest"
   "experiment ./experiment:FuzzParseExperiment ./experiment:FuzzParseDeployment ./policy:FuzzParsePolicyFile"
   "blis-run ./cmd/blis:FuzzRunCommand"
+  "sweep ./sweep:FuzzParseGrid ./sweep:FuzzParseSet ./sweep:FuzzReadCSV"
 )
 
 # Every Fuzz function of the repository must be in a family.

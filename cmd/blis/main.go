@@ -18,6 +18,10 @@ import (
 func main() {
 	if err := newRootCmd().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "blis:", err)
+		var status interface{ ExitCode() int }
+		if errors.As(err, &status) {
+			os.Exit(status.ExitCode()) // blis sweep: 100 + the failed runs
+		}
 		if errors.Is(err, errInterrupted) {
 			os.Exit(130) // the shell's status for a SIGINT
 		}
@@ -40,6 +44,8 @@ Results go to stdout as JSON and are byte-identical for the same inputs and
 		SilenceErrors: true,
 	}
 	root.AddCommand(newRunCmd(), newValidateCmd())
+	root.AddCommand(newSweepCmd())
+	root.AddCommand(newCapacityCmd())
 	return root
 }
 

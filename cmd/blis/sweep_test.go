@@ -1,0 +1,217 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The sweep's inputs: mixed-slo for 30 s behind least-loaded, over 2
+// instance counts × 2 rate scales × 2 seeds.
+var (
+	sweepExp  = filepath.Join("..", "..", "sweep", "testdata", "exp.yaml")
+	sweepGrid = filepath.Join("..", "..", "sweep", "testdata", "grid.yaml")
+)
+
+func exitCode(t *testing.T, err error) int {
+	t.Helper()
+	var ee *exitError
+	require.ErrorAs(t, err, &ee)
+	return ee.ExitCode()
+}
+
+// TestSweepFormsAgree: the grid file and --set lists give the same
+// table, whatever the workers; the figure is drawn.
+func TestSweepFormsAgree(t *testing.T) {
+	dir := t.TempDir()
+	out, diag, err := runCLI(t, "sweep", "--config", sweepExp, "--grid", sweepGrid, "--workers", "1")
+	require.NoError(t, err)
+	require.Contains(t, diag, "blis sweep: 8 runs (8 run now, 0 from earlier rows), 0 failed")
+	require.Contains(t, diag, "blis sweep 8/8 runs", "plain progress lines when stderr is not a terminal")
+	lines := strings.Split(out, "\n")
+	require.Len(t, lines, 10)
+	require.True(t, strings.HasPrefix(lines[0], "point,deployment.pools[0].replicas,workload.rate_scale,seed,status,error,arrived,"), lines[0])
+	require.True(t, strings.HasPrefix(lines[8], "3,2,1,43,ok,,"), lines[8])
+
+	csv := filepath.Join(dir, "t.csv")
+	_, _, err = runCLI(t, "sweep", "-q", "--scenario", "mixed-slo", "--routing-policy", "least-loaded", "--horizon", "30",
+		"--set", "deployment.pools[0].replicas=1,2", "--set", "workload.rate_scale=0.5,1", "--seeds", "2", "--workers", "3",
+		"--out", csv, "--plot", filepath.Join(dir, "t.svg"), "--plot-metric", "realtime_slo_attainment")
+	require.NoError(t, err)
+	got, err := os.ReadFile(csv)
+	require.NoError(t, err)
+	require.Equal(t, out, string(got))
+	svg, err := os.ReadFile(filepath.Join(dir, "t.svg"))
+	require.NoError(t, err)
+	require.Contains(t, string(svg), "realtime_slo_attainment against deployment.pools[0].replicas")
+
+	// --set over a grid file: a list adds an axis, one value sets a key.
+	out2, _, err := runCLI(t, "sweep", "-q", "--config", sweepExp, "--grid", sweepGrid, "--seeds", "1", "--set", "run.horizon_s=20", "--set", "policies.scheduler.type=fcfs,sjf")
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(out2, "point,deployment.pools[0].replicas,workload.rate_scale,policies.scheduler.type,seed,"), out2)
+	require.Equal(t, 9, strings.Count(out2, "\n"))
+}
+
+func TestSweepBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--set", "workload.ratescale=1,2"}, "sweep workload.ratescale = 1: workload.ratescale: no such key; workload takes rate_scale, synthetic, spec, spec_file, scenario, replay"},
+		{[]string{"--grid", sweepGrid, "--set", "workload.rate_scale=1,2"}, "--set workload.rate_scale: workload.rate_scale is swept twice"},
+		{[]string{"--set", "run.seed=1,1"}, `the value "1" is given twice`},
+		{[]string{"--out", "t.json"}, "--out: t.json: a table is .csv or .parquet"},
+		{[]string{"--plot", "t.gif"}, "a figure is .png, .svg or .pdf"},
+		{[]string{"--resume"}, "--resume reads the rows of --out: give --out"},
+		{[]string{"--shard", "2/2"}, "the shard index must be from 0 to 1"},
+		{[]string{"--emit", "slurm"}, `--emit "slurm": plan or k8s-indexed-job`},
+		{[]string{"--emit", "k8s-indexed-job"}, "needs --shards N"},
+		{[]string{"--otlp-trace", "x.jsonl"}, "unknown flag: --otlp-trace"},
+		{[]string{"--rows", sweepGrid}, "its columns are not this sweep's"},
+	} {
+		_, _, err := runCLI(t, append([]string{"sweep", "-q", "--requests", "20"}, tc.args...)...)
+		require.ErrorContains(t, err, tc.want, "%v", tc.args)
+	}
+	// Failed runs are rows; the status counts them.
+	out, diag, err := runCLI(t, "sweep", "--requests", "20", "--set", "deployment.pools[0].vllm.max_num_seqs=0,8,-1", "--seeds", "2")
+	require.Equal(t, 104, exitCode(t, err))
+	require.ErrorContains(t, err, "4 of 6 runs failed")
+	require.Equal(t, 4, strings.Count(out, ",error,\"sweep"))
+	require.Contains(t, diag, "blis sweep: run 0 (point 0, seed 0) failed: sweep deployment.pools[0].vllm.max_num_seqs=0: must be > 0, got 0")
+}
+
+// TestSweepShardsMerge: shards from JOB_COMPLETION_INDEX, written apart
+// and merged with --rows, give the local table byte for byte, in CSV and
+// Parquet.
+func TestSweepShardsMerge(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"sweep", "-q", "--config", sweepExp, "--grid", sweepGrid}
+	for _, format := range []string{"csv", "parquet"} {
+		local := filepath.Join(dir, "local."+format)
+		_, _, err := runCLI(t, append(args, "--out", local)...)
+		require.NoError(t, err)
+		merge := append([]string{}, args...)
+		for i := range 3 {
+			t.Setenv("JOB_COMPLETION_INDEX", string(rune('0'+i)))
+			_, _, err := runCLI(t, append(args, "--shard", "JOB_COMPLETION_INDEX/3", "--out", filepath.Join(dir, "shard-{shard}."+format))...)
+			require.NoError(t, err)
+			merge = append(merge, "--rows", filepath.Join(dir, "shard-"+string(rune('0'+i))+"."+format))
+		}
+		merged := filepath.Join(dir, "merged."+format)
+		_, diag, err := runCLI(t, append(merge, "--out", merged)...)
+		require.NoError(t, err)
+		require.Empty(t, diag, "quiet")
+		a, _ := os.ReadFile(local)
+		b, _ := os.ReadFile(merged)
+		require.Equal(t, a, b, format)
+	}
+	// --emit plan: the sweep's size and columns.
+	out, _, err := runCLI(t, append(args, "--emit", "plan")...)
+	require.NoError(t, err)
+	var plan struct {
+		Points, Seeds, Runs int
+		Columns             []struct{ Name, Type string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &plan))
+	require.Equal(t, [3]int{4, 2, 8}, [3]int{plan.Points, plan.Seeds, plan.Runs})
+	require.Equal(t, "workload.rate_scale", plan.Columns[2].Name)
+	require.Equal(t, "float", plan.Columns[2].Type)
+}
+
+// TestSweepEmitsTheIndexedJob: the manifest carries the arguments given
+// and the input files.
+func TestSweepEmitsTheIndexedJob(t *testing.T) {
+	out, _, err := runCLI(t, "sweep", "--config", sweepExp, "--grid", sweepGrid, "--set", "policies.scheduler.type=sjf", "--emit", "k8s-indexed-job",
+		"--shards", "4", "--image", "registry.example/blis:v1", "--out", "ignored.csv")
+	require.NoError(t, err)
+	exp, _ := os.ReadFile(sweepExp)
+	for _, s := range []string{"completionMode: Indexed", "completions: 4", "- --config\n            - config-exp.yaml", "- --grid\n            - grid-grid.yaml",
+		"- --set\n            - policies.scheduler.type=sjf", "- JOB_COMPLETION_INDEX/4", "image: registry.example/blis:v1",
+		"config-exp.yaml: |\n    " + strings.ReplaceAll(strings.TrimSpace(string(exp)), "\n", "\n    ")} {
+		require.Contains(t, out, s)
+	}
+	require.NotContains(t, out, "ignored.csv")
+}
+
+// TestSIGINTThenResume: a real blis sweep interrupted mid-way exits 130
+// leaving the rows it finished in --out; --resume runs the others and
+// ends with the table of an uninterrupted sweep.
+func TestSIGINTThenResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a process")
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "t.parquet")
+	args := []string{"sweep", "--config", sweepExp, "--set", "deployment.pools[0].replicas=1,2,3,4", "--set", "workload.rate_scale=0.5,1,1.5,2", "--set", "run.horizon_s=120",
+		"--seeds", "3", "--workers", "1", "--out", out}
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "BLIS_TEST_MAIN=1")
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), "runs") { // a tenth of the runs done
+			require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+			break
+		}
+	}
+	var rest bytes.Buffer
+	for sc.Scan() {
+		rest.WriteString(sc.Text() + "\n")
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, 130, ee.ExitCode(), rest.String())
+	require.Contains(t, rest.String(), "run again with --resume to finish")
+	_, diag, err := runCLI(t, append(args, "--resume", "--workers", "2")...)
+	require.NoError(t, err)
+	require.NotContains(t, diag, "(48 run now", "the finished rows were kept")
+	resumed, _ := os.ReadFile(out)
+	full := filepath.Join(dir, "full.parquet")
+	start := time.Now()
+	_, _, err = runCLI(t, append(args[:len(args)-1], full)...)
+	require.NoError(t, err)
+	t.Logf("the whole sweep: %v", time.Since(start))
+	want, _ := os.ReadFile(full)
+	require.Equal(t, want, resumed)
+}
+
+// TestCapacityFindsTheREADMEsCount: mixed-slo needs 2 instances for a
+// realtime attainment of 0.98 (README: 1 instance 0.423, 2 0.984).
+func TestCapacityFindsTheREADMEsCount(t *testing.T) {
+	out, diag, err := runCLI(t, "capacity", "--scenario", "mixed-slo", "--routing-policy", "least-loaded", "--search", "deployment.pools[0].replicas",
+		"--min", "1", "--max", "4", "--target", "realtime_slo_attainment>=0.98", "--seeds", "1")
+	require.NoError(t, err)
+	var res struct {
+		Answer  float64
+		Bracket [2]float64
+		Runs    int
+		Target  string
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	require.Equal(t, 2.0, res.Answer)
+	require.Equal(t, [2]float64{1, 2}, res.Bracket)
+	require.Equal(t, 3, res.Runs)
+	require.Contains(t, out, `"target": "realtime_slo_attainment>=0.98"`)
+	require.Contains(t, diag, "deployment.pools[0].replicas = 1: realtime_slo_attainment 0.4228 (mean of 1 seeds) misses")
+	require.Contains(t, diag, "blis capacity: deployment.pools[0].replicas = 2 (bracket [1, 2]), 3 runs")
+
+	_, _, err = runCLI(t, "capacity", "-q", "--scenario", "mixed-slo", "--routing-policy", "least-loaded", "--search", "deployment.pools[0].replicas",
+		"--min", "1", "--max", "2", "--target", "realtime_slo_attainment>=0.999", "--seeds", "1")
+	require.Equal(t, 2, exitCode(t, err), "no value meets the target")
+	_, _, err = runCLI(t, "capacity", "--search", "workload.rate_scale", "--min", "1", "--max", "2", "--target", "slo>=1")
+	require.ErrorContains(t, err, `--target: target "slo>=1": no metric "slo"`)
+	_, _, err = runCLI(t, "capacity", "--search", "workload.rate_scale", "--min", "1", "--max", "2")
+	require.ErrorContains(t, err, `required flag(s) "target" not set`)
+}

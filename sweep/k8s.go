@@ -1,0 +1,167 @@
+package sweep
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// K8sJob is a Kubernetes Indexed Job that runs a sweep's shards, one pod
+// per shard: each runs blis sweep with the sweep's own arguments and
+// --shard JOB_COMPLETION_INDEX/N (the index the Job controller gives
+// each pod), writing its rows to /out/shard-I.csv on a volume claim.
+// The input files (the experiment, the grid, a policy file) travel in a
+// ConfigMap mounted as the pods' working directory, /sweep.
+type K8sJob struct {
+	Name        string // the Job's name; the ConfigMap is Name-inputs
+	Image       string // an image with blis on its PATH
+	Shards      int
+	Parallelism int    // pods at once (0: every shard)
+	Claim       string // the PersistentVolumeClaim mounted at /out
+	// Args are blis sweep's arguments, input files named by their names
+	// in Files; Manifest adds --shard, --workers and --out.
+	Args  []string
+	Files []K8sFile
+}
+
+// K8sFile is an input file of the Job, by its name in /sweep.
+type K8sFile struct {
+	Name string
+	Data []byte
+}
+
+var k8sName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?$`)
+
+// Manifest writes the ConfigMap and the Job as one YAML stream (kubectl
+// apply -f). The same job gives the same bytes.
+func (j *K8sJob) Manifest() ([]byte, error) {
+	if !k8sName.MatchString(j.Name) {
+		return nil, fmt.Errorf("job name %q: lower-case letters, digits and '-', 1 to 52 characters, starting and ending with a letter or digit", j.Name)
+	}
+	if j.Image == "" {
+		return nil, fmt.Errorf("the Job needs an image with blis on its PATH (--image)")
+	}
+	if j.Shards < 1 || j.Shards > 100000 {
+		return nil, fmt.Errorf("shards must be in [1, 100000] (a Job's completions), got %d", j.Shards)
+	}
+	par := j.Parallelism
+	if par <= 0 || par > j.Shards {
+		par = j.Shards
+	}
+	if !k8sName.MatchString(j.Claim) {
+		return nil, fmt.Errorf("volume claim name %q: lower-case letters, digits and '-'", j.Claim)
+	}
+	files := slices.Clone(j.Files)
+	slices.SortFunc(files, func(a, b K8sFile) int { return strings.Compare(a.Name, b.Name) })
+	var data []*yaml.Node
+	for i, f := range files {
+		if i > 0 && files[i-1].Name == f.Name {
+			return nil, fmt.Errorf("two input files named %s", f.Name)
+		}
+		v := str(string(f.Data))
+		if !strings.ContainsAny(string(f.Data), "\t\r") {
+			v.Style = yaml.LiteralStyle
+		}
+		data = append(data, str(f.Name), v)
+	}
+	n := strconv.Itoa(j.Shards)
+	args := append([]string{"sweep"}, j.Args...)
+	args = append(args, "--shard", "JOB_COMPLETION_INDEX/"+n, "--workers", "1", "--out", "/out/shard-{shard}.csv", "--quiet")
+	cm := mapping(
+		"apiVersion", str("v1"), "kind", str("ConfigMap"),
+		"metadata", mapping("name", str(j.Name+"-inputs")),
+		"data", &yaml.Node{Kind: yaml.MappingNode, Content: data},
+	)
+	cm.HeadComment = fmt.Sprintf("blis sweep as a Kubernetes Indexed Job (docs/sweeps.md): %d pods, one per shard, each\n"+
+		"running `blis sweep ... --shard JOB_COMPLETION_INDEX/%d` and writing /out/shard-I.csv\n"+
+		"on the volume claim %s (create it first, ReadWriteMany when the pods may land\n"+
+		"on several nodes). Then merge the shards, in index order, with the same arguments:\n"+
+		"  blis sweep %s --rows /out/shard-0.csv ... --out table.parquet",
+		j.Shards, j.Shards, j.Claim, strings.Join(quoteArgs(j.Args), " "))
+	job := mapping(
+		"apiVersion", str("batch/v1"), "kind", str("Job"),
+		"metadata", mapping("name", str(j.Name)),
+		"spec", mapping(
+			"completionMode", str("Indexed"),
+			"completions", num(j.Shards),
+			"parallelism", num(par),
+			"backoffLimitPerIndex", num(1),
+			"template", mapping(
+				"spec", mapping(
+					"restartPolicy", str("Never"),
+					"containers", seq(mapping(
+						"name", str("blis"),
+						"image", str(j.Image),
+						"workingDir", str("/sweep"),
+						"command", seq(str("blis")),
+						"args", seq(strs(args)...),
+						"resources", mapping("requests", mapping("cpu", str("1"), "memory", str("1Gi"))),
+						"volumeMounts", seq(
+							mapping("name", str("inputs"), "mountPath", str("/sweep"), "readOnly", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"}),
+							mapping("name", str("out"), "mountPath", str("/out")),
+						),
+					)),
+					"volumes", seq(
+						mapping("name", str("inputs"), "configMap", mapping("name", str(j.Name+"-inputs"))),
+						mapping("name", str("out"), "persistentVolumeClaim", mapping("claimName", str(j.Claim))),
+					),
+				),
+			),
+		),
+	)
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	for _, doc := range []*yaml.Node{cm, job} {
+		if err := enc.Encode(&yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{doc}}); err != nil {
+			return nil, err
+		}
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func str(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
+func num(n int) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(n)}
+}
+
+func strs(s []string) []*yaml.Node {
+	out := make([]*yaml.Node, len(s))
+	for i, v := range s {
+		out[i] = str(v)
+	}
+	return out
+}
+
+func seq(items ...*yaml.Node) *yaml.Node {
+	return &yaml.Node{Kind: yaml.SequenceNode, Content: items}
+}
+
+func mapping(kv ...any) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.MappingNode}
+	for i := 0; i < len(kv); i += 2 {
+		n.Content = append(n.Content, str(kv[i].(string)), kv[i+1].(*yaml.Node))
+	}
+	return n
+}
+
+// quoteArgs quotes arguments for a shell, in the manifest's comment.
+func quoteArgs(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,") == "" {
+			out[i] = a
+		} else {
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return out
+}
