@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/blis-sim/blis/cluster/autoscale"
+	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/sim"
 )
 
@@ -69,10 +70,12 @@ type PoolScaling struct {
 	GPUsPerReplica, GPUsPerNode, MaxNodes int
 	ProvisionMinUs, ProvisionMaxUs        int64
 	NodeIdleUs                            int64
-	// LoadUs is an instance's loading time (image pull, weights), WarmUs
-	// its warm-up (compilation, CUDA graph capture) before it is routed
-	// to.
-	LoadUs, WarmUs int64
+	// ImagePullUs is the image pull that the first instance loading on a
+	// node waits for (later ones find the image there; initial nodes
+	// have it). LoadUs is an instance's loading time after that (its
+	// weights), WarmUs its warm-up (compilation, CUDA graph capture)
+	// before it is routed to.
+	ImagePullUs, LoadUs, WarmUs int64
 	// Drain is what a scaled-down ready instance does with its requests;
 	// DrainTimeoutUs bounds the wait of DrainWait and DrainRedirect (0:
 	// none).
@@ -161,6 +164,7 @@ type fnode struct {
 	start      int64 // billing starts
 	end        int64 // released (billing ends); -1 while held
 	emptySince int64 // -1 while used
+	imageAt    int64 // the image is on the node from then (-1: not pulled yet)
 }
 
 // poolRun is a pool's running state.
@@ -402,7 +406,11 @@ func (c *Sim) place(f *fleet, p int, now int64, initial bool) int {
 			}
 		}
 		best = len(f.nodes)
-		f.nodes = append(f.nodes, fnode{pool: p, readyAt: now + delay, start: now, end: -1, emptySince: -1})
+		image := int64(-1)
+		if initial {
+			image = 0
+		}
+		f.nodes = append(f.nodes, fnode{pool: p, readyAt: now + delay, start: now, end: -1, emptySince: -1, imageAt: image})
 		pr.nodes = append(pr.nodes, best)
 		pr.res.Nodes++
 		if delay > 0 {
@@ -475,7 +483,15 @@ func (c *Sim) setState(i int, s InstanceState) {
 	f.routable[i] = s == StateReady
 	switch s {
 	case StateLoading:
-		f.ev.push(cevent{at: c.now + pr.cfg.LoadUs, kind: sevLife, inst: int32(i)})
+		at := c.now
+		if l.node >= 0 {
+			nd := &f.nodes[l.node]
+			if nd.imageAt < 0 { // the first instance here pulls the image, for all
+				nd.imageAt = c.now + pr.cfg.ImagePullUs
+			}
+			at = max(at, nd.imageAt)
+		}
+		f.ev.push(cevent{at: at + pr.cfg.LoadUs, kind: sevLife, inst: int32(i)})
 	case StateWarming:
 		f.ev.push(cevent{at: c.now + pr.cfg.WarmUs, kind: sevLife, inst: int32(i)})
 	case StateReady:
@@ -485,6 +501,9 @@ func (c *Sim) setState(i int, s InstanceState) {
 		c.flushHeld()
 	case StateTerminated:
 		pr.res.Terminated++
+		if fg, ok := c.router.(route.Forgetter); ok {
+			fg.Forget(i)
+		}
 		if l.node >= 0 {
 			nd := &f.nodes[l.node]
 			nd.used -= pr.cfg.GPUsPerReplica
@@ -912,12 +931,10 @@ func (c *Sim) fleetResult(end int64, res *Result) *Fleet {
 	return out
 }
 
-// fleetSample is the fleet's state for a time window's end: instances by
-// state and the GPU-hours billed so far.
-func (c *Sim) fleetSample() (ready, starting, draining int64, gpuHours, cost float64) {
-	f := c.fl
-	for i := range f.life {
-		switch f.life[i].state {
+// fleetSample is the fleet's instances by state, for a time window's end.
+func (c *Sim) fleetSample() (ready, starting, draining int64) {
+	for i := range c.fl.life {
+		switch c.fl.life[i].state {
 		case StateReady:
 			ready++
 		case StatePending, StateLoading, StateWarming:
@@ -926,13 +943,20 @@ func (c *Sim) fleetSample() (ready, starting, draining int64, gpuHours, cost flo
 			draining++
 		}
 	}
+	return
+}
+
+// fleetBilled is the GPU-hours and cost the nodes billed up to at (no
+// later than the cluster's clock: a node's release is known by then).
+func (c *Sim) fleetBilled(at int64) (gpuHours, cost float64) {
+	f := c.fl
 	for p := range f.pools {
 		pr := &f.pools[p]
 		for _, n := range pr.nodes {
 			nd := &f.nodes[n]
 			stop := nd.end
-			if stop < 0 || stop > c.now {
-				stop = c.now
+			if stop < 0 || stop > at {
+				stop = at
 			}
 			if stop > nd.start {
 				h := float64(pr.cfg.GPUsPerNode) * float64(stop-nd.start) * 1e-6 / 3600

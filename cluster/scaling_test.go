@@ -242,3 +242,28 @@ func TestFixedFleetAccounting(t *testing.T) {
 	require.InDelta(t, 80*res.DurationS/3600, f.Cost, 1e-9)
 	require.InDelta(t, 3, f.Pools[0].MeanReplicas, 1e-9)
 }
+
+// target is a test policy that always wants n replicas.
+type target struct{ n int }
+
+func (p target) Name() string { return "target" }
+func (p target) Evaluate(*autoscale.Signals) autoscale.Decision {
+	return autoscale.Decision{Desired: p.n, Reason: "test"}
+}
+func (p target) Applied(int64, int, int) {}
+
+// TestImagePulledOncePerNode: an instance on a node that has the image
+// (an initial node) only loads its weights; the instances on a new node
+// wait for its provisioning and for one image pull, which they share.
+func TestImagePulledOncePerNode(t *testing.T) {
+	r := newScaleRig(1, PoolScaling{Min: 1, Max: 4, IntervalUs: 5 * sec, Policy: target{4}, GPUsPerReplica: 1, GPUsPerNode: 2,
+		ProvisionMinUs: 40 * sec, ProvisionMaxUs: 40 * sec, ImagePullUs: 30 * sec, LoadUs: 10 * sec, WarmUs: 2 * sec, NodeIdleUs: 600 * sec})
+	res := r.run(t, steady(0, 10_000, 12_000, 0)) // 120 s
+	p := res.Fleet.Pools[0]
+	require.Equal(t, 2, p.Nodes)
+	// Instance 1 (node 0): 10 s. Instances 2 and 3 (node 1, from 5 s):
+	// pending 40 s, then 30 s of image and 10 s of weights each.
+	require.Equal(t, roundMap(map[string]float64{"pending": 80, "loading": 10 + 2*40, "warming": 6, "ready": res.DurationS + (res.DurationS - 17) + 2*(res.DurationS-87)}),
+		roundMap(p.ReplicaSeconds))
+	require.GreaterOrEqual(t, firstRouted(res, ScaledInstanceID(3)), int64(87*sec))
+}

@@ -165,7 +165,7 @@ func (c *Sim) sampleWindow() windowSample {
 	}
 	s.kvMean = kv / float64(max(1, len(c.eng)))
 	if c.fl != nil {
-		s.ready, s.starting, s.drain, _, s.cost = c.fleetSample()
+		s.ready, s.starting, s.drain = c.fleetSample()
 	} else {
 		s.ready = int64(len(c.eng))
 	}
@@ -177,7 +177,12 @@ func (c *Sim) sampleWindow() windowSample {
 // events before t and none at or after t (parallel windows stop at the
 // open window's end: bound), so the state it samples is the state at each
 // of those ends.
-func (c *Sim) closeWindows(t int64) {
+func (c *Sim) closeWindows(t int64) { c.closeWindowsUpTo(t, t) }
+
+// closeWindowsUpTo is closeWindows billing the fleet up to each window's
+// end, but not past last (the run's end): the cost of a window depends on
+// its bounds only, not on when the loop happened to close it.
+func (c *Sim) closeWindowsUpTo(t, last int64) {
 	w := c.win
 	n := (t-w.end)/w.d + 1
 	if int64(len(w.rows))+n > maxWindows {
@@ -186,6 +191,9 @@ func (c *Sim) closeWindows(t int64) {
 	}
 	s := c.sampleWindow()
 	for ; n > 0; n-- {
+		if c.fl != nil {
+			_, s.cost = c.fleetBilled(min(w.end, last))
+		}
 		w.close(&s)
 	}
 }
@@ -204,7 +212,7 @@ func (c *Sim) finishWindows() {
 		last = max(last, c.cfg.HorizonUs)
 	}
 	// Every window that ends at or before last, and the one holding it.
-	c.closeWindows(satAdd(last-last%w.d, w.d))
+	c.closeWindowsUpTo(satAdd(last-last%w.d, w.d), last)
 	w.started = false // closed: a second Finish adds nothing
 }
 

@@ -30,6 +30,9 @@ type Pool struct {
 	Name     string
 	Replicas int
 	Instance InstanceSpec
+	// Fleet is the pool's autoscaling side: bounds, nodes, cost, start-up
+	// and drain.
+	Fleet Fleet
 }
 
 // Router is the router's physical side.
@@ -38,10 +41,20 @@ type Router struct {
 	// RoutingLatencyUs the request's arrival at the instance after the
 	// decision (seed 002: real routers take 10-50 and 50-200 µs).
 	AdmissionLatencyUs, RoutingLatencyUs int64
+	// CapacityWaitTimeoutUs bounds how long a request waits at the router
+	// while no instance is ready (a pool scaled to zero, or every instance
+	// still starting); 0: only its own timeout. Default
+	// DefaultCapacityWaitTimeoutUs.
+	CapacityWaitTimeoutUs int64
 	// Freshness is each instance-reported signal's refresh interval, µs
 	// (0: read at every decision).
 	Freshness cluster.Freshness
 }
+
+// DefaultCapacityWaitTimeoutUs is Knative's revision-timeout-seconds
+// (300 s): how long its activator holds a request while a revision scales
+// from zero.
+const DefaultCapacityWaitTimeoutUs = 300_000_000
 
 // MaxInstances bounds a deployment's size.
 const MaxInstances = 4096
@@ -81,6 +94,7 @@ type PoolYAML struct {
 	Name         string `yaml:"name"`
 	Replicas     *int   `yaml:"replicas"`
 	InstanceYAML `yaml:",inline"`
+	FleetYAML    `yaml:",inline"`
 }
 
 // InstanceYAML is an instance's keys.
@@ -141,6 +155,9 @@ var Mappings = map[string]yamlfile.Mapping{
 	"deploy.LatencyYAML":  {What: "latency", Keys: reflect.TypeOf(LatencyYAML{})},
 	"deploy.RooflineYAML": {What: "latency.roofline", Keys: reflect.TypeOf(RooflineYAML{})},
 	"deploy.BlackboxYAML": {What: "latency.blackbox", Keys: reflect.TypeOf(BlackboxYAML{})},
+	"deploy.NodesYAML":    {What: "nodes", Keys: reflect.TypeOf(NodesYAML{})},
+	"deploy.StartupYAML":  {What: "startup", Keys: reflect.TypeOf(StartupYAML{})},
+	"deploy.DrainYAML":    {What: "drain", Keys: reflect.TypeOf(DrainYAML{})},
 }
 
 var poolNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
@@ -160,16 +177,31 @@ func (y *PoolYAML) Pool(i int, dir string) (Pool, error) {
 	if !ValidPoolName(p.Name) {
 		return p, fieldErrf("name", "%q must be 1-64 letters, digits, '.', '_' or '-'", p.Name)
 	}
-	if y.Replicas != nil {
+	switch {
+	case y.Replicas != nil:
 		p.Replicas = *y.Replicas
+	case y.MinReplicas != nil:
+		p.Replicas = *y.MinReplicas // a Deployment under an HPA starts at its minimum
 	}
-	if p.Replicas < 1 || p.Replicas > MaxInstances {
-		return p, fieldErrf("replicas", "must be in [1, %d], got %d", MaxInstances, p.Replicas)
+	// 0 replicas: a pool that starts scaled to zero (min_replicas 0).
+	if lo := min(1, *or(y.MinReplicas, 1)); p.Replicas < lo || p.Replicas > MaxInstances {
+		return p, fieldErrf("replicas", "must be in [%d, %d], got %d", lo, MaxInstances, p.Replicas)
 	}
 	if err := y.InstanceYAML.coefficientDefaults(&p.Instance); err != nil {
 		return p, err
 	}
-	return p, y.InstanceYAML.Apply(&p.Instance, dir)
+	if err := y.InstanceYAML.Apply(&p.Instance, dir); err != nil {
+		return p, err
+	}
+	p.Fleet = DefaultFleet(p.Instance, p.Replicas)
+	return p, y.FleetYAML.apply(&p.Fleet, p.Replicas, y.Replicas != nil, p.Instance.GPUs())
+}
+
+func or[T any](p *T, def T) *T {
+	if p == nil {
+		return &def
+	}
+	return p
 }
 
 // coefficientDefaults takes what y does not give of the model, hardware,
@@ -394,12 +426,16 @@ func (e *PoolError) Unwrap() error { return e.Err }
 // by global index). Errors are *PoolError values.
 func (d *Deployment) Build(rng sim.RNG) (*Built, error) {
 	n := d.NumInstances()
-	if n < 1 {
-		return nil, fmt.Errorf("the deployment has no instance")
-	}
 	b := &Built{}
 	idx := 0
 	for pi, p := range d.Pools {
+		if p.Replicas == 0 { // scaled to zero: built for its constants only
+			in, err := p.Instance.Build(rng, idx)
+			if err != nil {
+				return nil, &PoolError{Pool: pi, Err: err}
+			}
+			b.Pools = append(b.Pools, in)
+		}
 		for r := 0; r < p.Replicas; r++ {
 			in, err := p.Instance.Build(rng, idx)
 			if err != nil {
@@ -415,6 +451,9 @@ func (d *Deployment) Build(rng sim.RNG) (*Built, error) {
 	b.Config.AdmissionLatencyUs = d.Router.AdmissionLatencyUs
 	b.Config.RoutingLatencyUs = d.Router.RoutingLatencyUs
 	b.Config.Freshness = d.Router.Freshness
+	if n == 0 && len(b.Pools) > 0 {
+		b.Config.RouterBlockSize = b.Pools[0].Config.Engine.BlockSizeTokens
+	}
 	return b, nil
 }
 
@@ -430,7 +469,7 @@ func Uniform(spec InstanceSpec, n int) (*Deployment, error) {
 	if n < 1 || n > MaxInstances {
 		return nil, fieldErrf("replicas", "must be in [1, %d], got %d", MaxInstances, n)
 	}
-	return &Deployment{Pools: []Pool{{Name: "pool0", Replicas: n, Instance: spec}}}, nil
+	return &Deployment{Pools: []Pool{{Name: "pool0", Replicas: n, Instance: spec, Fleet: DefaultFleet(spec, n)}}}, nil
 }
 
 // YAML is s as a pool's keys, every key given (the inverse of Apply, up

@@ -130,9 +130,28 @@ func (r *runner) clusterDiagnostics(m *cluster.Result, rep *workload.ReplayRepor
 	r.tooLong(rq.RejectedTooLong, first, rep)
 	r.raised(gen)
 	offered, windows, win := r.res.offered, len(m.Windows), r.e.Run.WindowUs
+	fleet, cost := fmt.Sprintf("%d instances", n), ""
+	if f := m.Fleet; f != nil {
+		if len(f.Records) > 0 || f.Killed > 0 || f.WaitedForCapacity > 0 {
+			var mean float64
+			peak := 0
+			for _, p := range f.Pools {
+				mean += p.MeanReplicas
+				peak += p.PeakReplicas
+			}
+			fleet = fmt.Sprintf("%d instances at start (%.1f on average, %d at peak)", n, mean, peak)
+			if k := f.Killed; k > 0 {
+				r.note("%d requests were killed by scale-downs (drain immediate, or a drain timeout)", k)
+			}
+			if w := f.TimedOutWaiting; w > 0 {
+				r.note("%d of the %d requests that waited at the router for a ready instance timed out (deployment.router.capacity_wait_timeout_s)", w, f.WaitedForCapacity)
+			}
+		}
+		cost = fmt.Sprintf("; %.2f GPU-hours, cost %.2f", f.GPUHours, f.Cost)
+	}
 	r.res.summary = func(wall float64) string {
-		return fmt.Sprintf("%d instances, %d of %d requests arrived (%d completed, %d rejected, %d dropped), %.1f s simulated in %.2f s wall (%.1f µs per request)",
-			n, rq.Arrived, offered, rq.Completed, rq.Rejected, rq.DroppedUnservable, m.DurationS, wall, wall*1e6/float64(max(1, rq.Arrived)))
+		return fmt.Sprintf("%s, %d of %d requests arrived (%d completed, %d rejected, %d dropped), %.1f s simulated in %.2f s wall (%.1f µs per request)%s",
+			fleet, rq.Arrived, offered, rq.Completed, rq.Rejected, rq.DroppedUnservable, m.DurationS, wall, wall*1e6/float64(max(1, rq.Arrived)), cost)
 	}
 	if win > 0 {
 		r.note("%d time windows of %s", windows, time.Duration(win)*time.Microsecond)

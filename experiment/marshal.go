@@ -90,12 +90,17 @@ func (e *Experiment) deploymentNode() *yaml.Node {
 	add(d, "mode", string(e.Mode))
 	var pools []deploy.PoolYAML
 	for _, p := range e.Deployment.Pools {
-		pools = append(pools, deploy.PoolYAML{Name: p.Name, Replicas: &p.Replicas, InstanceYAML: p.Instance.YAML()})
+		y := deploy.PoolYAML{Name: p.Name, Replicas: &p.Replicas, InstanceYAML: p.Instance.YAML()}
+		if e.Mode == ModeCluster { // the fleet's keys make a run a cluster
+			y.FleetYAML = p.Fleet.YAML()
+		}
+		pools = append(pools, y)
 	}
 	add(d, "pools", pools)
 	if e.Mode == ModeCluster {
 		r := e.Deployment.Router
-		ry := routerYAML{AdmissionLatencyUs: &r.AdmissionLatencyUs, RoutingLatencyUs: &r.RoutingLatencyUs, SnapshotRefreshUs: &refreshYAML{}}
+		wait := float64(r.CapacityWaitTimeoutUs) / 1e6
+		ry := routerYAML{AdmissionLatencyUs: &r.AdmissionLatencyUs, RoutingLatencyUs: &r.RoutingLatencyUs, SnapshotRefreshUs: &refreshYAML{}, CapacityWaitTimeoutS: &wait}
 		for i, p := range ry.SnapshotRefreshUs.signals() {
 			*p = &r.Freshness[cluster.Signal(i)]
 		}

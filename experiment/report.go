@@ -93,6 +93,18 @@ type PoolEcho struct {
 	Name     string `json:"name"`
 	Replicas int    `json:"replicas"`
 	InstanceEcho
+	// Fleet is the pool's bounds, nodes, price, start-up and drain; its
+	// start-up times as the run uses them (weights from the model's
+	// bytes).
+	Fleet *FleetEcho `json:"fleet,omitempty"`
+}
+
+// FleetEcho is a pool's fleet as the report echoes it.
+type FleetEcho struct {
+	deploy.Fleet
+	// LoadS is the weights' load time, WarmS compile and graph capture.
+	LoadS float64 `json:"weights_load_s"`
+	WarmS float64 `json:"warm_s"`
 }
 
 // AdmissionEcho and RoutingEcho are the admission and routing policies
@@ -161,7 +173,9 @@ func (e *Experiment) echoCluster(b *deploy.Built) ClusterConfig {
 	cc := ClusterConfig{Instances: d.NumInstances(), Workload: e.describeWorkload(), Seed: e.Run.Seed, HorizonS: e.Run.HorizonS,
 		Observability: map[string]int64{}, WindowUs: e.Run.WindowUs}
 	for i, p := range d.Pools {
-		cc.Pools = append(cc.Pools, PoolEcho{Name: p.Name, Replicas: p.Replicas, InstanceEcho: echoInstance(e, &p.Instance, b.Pools[i])})
+		ps := p.Scaling(b.Pools[i])
+		fl := &FleetEcho{Fleet: p.Fleet, LoadS: float64(ps.LoadUs) / 1e6, WarmS: float64(ps.WarmUs) / 1e6}
+		cc.Pools = append(cc.Pools, PoolEcho{Name: p.Name, Replicas: p.Replicas, InstanceEcho: echoInstance(e, &p.Instance, b.Pools[i]), Fleet: fl})
 	}
 	a := e.Policies.Admission
 	cc.Admission = AdmissionEcho{Policy: a.Type, LatencyUs: d.Router.AdmissionLatencyUs}

@@ -45,6 +45,9 @@ func (d *Draft) Resolve() (*Experiment, error) {
 	if err := d.checkDataParallel(e); err != nil {
 		return nil, err
 	}
+	if err := d.checkScaling(e); err != nil {
+		return nil, err
+	}
 	return e, d.checkInstances(e)
 }
 
@@ -92,7 +95,14 @@ func (d *Draft) resolveDeployment(e *Experiment) error {
 		e.Deployment.Pools = append(e.Deployment.Pools, p)
 	}
 	r := &e.Deployment.Router
+	r.CapacityWaitTimeoutUs = deploy.DefaultCapacityWaitTimeoutUs
 	if ry := dp.Router; ry != nil {
+		if w := ry.CapacityWaitTimeoutS; w != nil {
+			if !(*w >= 0 && *w <= float64(sim.MaxDurationUs)/1e6) {
+				return d.errf("deployment.router.capacity_wait_timeout_s", "must be within [0 (none but the request's own), %g] s, got %v", float64(sim.MaxDurationUs)/1e6, *w)
+			}
+			r.CapacityWaitTimeoutUs = int64(math.Round(*w * 1e6))
+		}
 		for _, l := range []struct {
 			key string
 			src *int64
@@ -281,6 +291,11 @@ func (d *Draft) resolvePolicies(e *Experiment) error {
 		}
 		*e.Policies.Section(kind) = s
 	}
+	// The autoscaler's checks across parameters need no workload: here,
+	// not at the run.
+	if _, err := e.Policies.Autoscale.Autoscale(); err != nil {
+		return d.placeSection(policy.Autoscale, err)
+	}
 	return nil
 }
 
@@ -467,8 +482,17 @@ func (d *Draft) clusterKeys() []string {
 			keys = append(keys, "deployment.pools[1]")
 		}
 		for i, p := range dp.Pools {
+			at := fmt.Sprintf("deployment.pools[%d].", i)
 			if p.Replicas != nil && *p.Replicas != 1 {
-				keys = append(keys, fmt.Sprintf("deployment.pools[%d].replicas", i))
+				keys = append(keys, at+"replicas")
+			}
+			for _, k := range []struct {
+				given bool
+				key   string
+			}{{p.MinReplicas != nil, "min_replicas"}, {p.MaxReplicas != nil, "max_replicas"}, {p.Nodes != nil, "nodes"}, {p.Startup != nil, "startup"}, {p.FleetYAML.Drain != nil, "drain"}} {
+				if k.given {
+					keys = append(keys, at+k.key)
+				}
 			}
 		}
 	}
@@ -567,6 +591,26 @@ func (d *Draft) checkDataParallel(e *Experiment) error {
 				key, fmt.Sprintf("deployment.pools[%d].replicas", i))
 		case e.Policies.Routing.Type != route.VLLMDPName:
 			return d.errAt(fmt.Errorf("a data-parallel server routes with vLLM's own balancer, vllm-dp, got %s", e.Policies.Routing.Type), key, "policies.routing.type")
+		}
+	}
+	return nil
+}
+
+// checkScaling: an autoscaler needs each pool's upper bound and cannot
+// resize a data-parallel server; a pool of 0 replicas needs an autoscaler
+// to ever serve.
+func (d *Draft) checkScaling(e *Experiment) error {
+	auto := e.Policies.Autoscale.Type != "none"
+	for i, p := range e.Deployment.Pools {
+		at := fmt.Sprintf("deployment.pools[%d].", i)
+		switch {
+		case auto && p.Instance.DP > 1:
+			return d.errAt(fmt.Errorf("a data-parallel server of %d engines cannot be autoscaled (vLLM fixes --data-parallel-size at start)", p.Instance.DP),
+				at+"data_parallel_size", "policies.autoscale.type")
+		case auto && !p.Fleet.MaxGiven:
+			return d.errf(at+"max_replicas", "give the pool's upper bound: autoscale %s needs one, as a HorizontalPodAutoscaler needs maxReplicas", e.Policies.Autoscale.Type)
+		case !auto && p.Replicas == 0:
+			return d.errf(at+"replicas", "is 0: a pool scaled to zero needs an autoscaler (policies.autoscale) to ever serve")
 		}
 	}
 	return nil

@@ -100,6 +100,10 @@ type runner struct {
 	res       *Result
 	committed bool
 	closers   []func() error // flush the outputs, in order
+	// otlp attaches the OTLP trace writer to instance i's configuration
+	// (nil without a trace): for the initial instances and those an
+	// autoscaler adds.
+	otlp func(i int, id string, pool int, c *sim.Config) error
 }
 
 // label names key for errors: its flag, file line or key.
@@ -166,7 +170,7 @@ func (e *Experiment) checkFiles() error {
 
 // env is what the policies need to know of the experiment.
 func (e *Experiment) env(n int) policy.Env {
-	env := policy.Env{Instances: n, QueueDepthRefreshUs: e.Deployment.Router.Freshness[cluster.SigQueueDepth]}
+	env := policy.Env{Instances: max(1, n), QueueDepthRefreshUs: e.Deployment.Router.Freshness[cluster.SigQueueDepth]}
 	targets := workload.DefaultSLOTargets()
 	if s := e.Workload.Spec; s != nil {
 		env.Tenants = s.TenantIDs()
@@ -481,6 +485,9 @@ func (r *runner) cluster(ctx context.Context) error {
 	for c, t := range targets {
 		cfg.SLOTargets[c] = cluster.SLOTarget{TTFTUs: msToUs(t.TTFTMs), TPOTUs: msToUs(t.TPOTMs), E2EUs: msToUs(t.E2EMs)}
 	}
+	if err := r.scaling(&cfg, &d, built); err != nil {
+		return err
+	}
 	config := e.echoCluster(built)
 	if err := r.clusterOutputs(&cfg, built, config); err != nil {
 		return err
@@ -543,18 +550,24 @@ func (r *runner) clusterOutputs(cfg *cluster.Config, built *deploy.Built, config
 		return err
 	}
 	var writers []func() error
-	for i := range cfg.Instances {
+	r.otlp = func(i int, id string, pool int, c *sim.Config) error {
 		opt := e.Run.OTLP
-		opt.Model = built.Pools[e.Deployment.PoolOf(i)].Phys.Model.Name
-		opt.InstanceID = cfg.Instances[i].ID
+		opt.Model = built.Pools[pool].Phys.Model.Name
+		opt.InstanceID = id
 		opt.RunID = runID
 		w, err := simtrace.NewWriter(tb, nil, opt,
 			r.rng.Stream(sim.InstanceStream(sim.StreamTraceJourney, i)), r.rng.Stream(sim.InstanceStream(sim.StreamTraceStep, i)))
 		if err != nil {
 			return err
 		}
-		cfg.Instances[i].Config.Observer = w
+		c.Observer = w
 		writers = append(writers, w.Close)
+		return nil
+	}
+	for i := range cfg.Instances {
+		if err := r.otlp(i, cfg.Instances[i].ID, e.Deployment.PoolOf(i), &cfg.Instances[i].Config); err != nil {
+			return err
+		}
 	}
 	label := e.label("run.outputs.otlp_trace")
 	// The trace writers close before the decision trace flushes, as they
@@ -611,5 +624,51 @@ func (r *runner) writeWindows(rows []cluster.Window) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// scaling sets up the fleet: every pool's nodes, start-up, drain and
+// price, and its autoscaler when the bundle has one (the instances are
+// then numbered for the autoscaler, cluster.ScaledInstanceID). A fixed
+// fleet runs the same accounting (replica-hours, GPU-hours, cost).
+func (r *runner) scaling(cfg *cluster.Config, d *deploy.Deployment, built *deploy.Built) error {
+	e := r.e
+	a, err := e.Policies.Autoscale.Autoscale()
+	if err != nil {
+		return e.placeSection(policy.Autoscale, err)
+	}
+	sc := &cluster.Scaling{WaitTimeoutUs: d.Router.CapacityWaitTimeoutUs, RNG: r.rng}
+	for i := range d.Pools {
+		p := &d.Pools[i]
+		ps := p.Scaling(built.Pools[i])
+		if a.New != nil {
+			ps.Policy, ps.IntervalUs = a.New(), a.IntervalUs
+			ps.Min, ps.Max = p.Fleet.MinReplicas, p.Fleet.MaxReplicas
+		} else if p.Fleet.MaxGiven || p.Fleet.MinReplicas != min(1, p.Replicas) {
+			r.res.Notes = append(r.res.Notes, fmt.Sprintf("note: pool %s: min_replicas and max_replicas have no effect without an autoscaler (policies.autoscale is none)", p.Name))
+		}
+		sc.Pools = append(sc.Pools, ps)
+	}
+	if a.New != nil {
+		for i := range cfg.Instances {
+			cfg.Instances[i].ID = cluster.ScaledInstanceID(i)
+		}
+	}
+	exhaustive := e.Run.DebugInvariants
+	sc.NewInstance = func(pool, index int) (sim.Config, error) {
+		in, err := d.Pools[pool].Instance.Build(r.rng, index)
+		if err != nil {
+			return sim.Config{}, err
+		}
+		c := in.Config
+		c.Options.Exhaustive = exhaustive
+		if r.otlp != nil {
+			if err := r.otlp(index, cluster.ScaledInstanceID(index), pool, &c); err != nil {
+				return sim.Config{}, err
+			}
+		}
+		return c, nil
+	}
+	cfg.Scaling = sc
 	return nil
 }

@@ -32,6 +32,9 @@ type routerYAML struct {
 	AdmissionLatencyUs *int64       `yaml:"admission_latency_us"`
 	RoutingLatencyUs   *int64       `yaml:"routing_latency_us"`
 	SnapshotRefreshUs  *refreshYAML `yaml:"snapshot_refresh_us"`
+	// CapacityWaitTimeoutS bounds a request's wait at the router while no
+	// instance is ready.
+	CapacityWaitTimeoutS *float64 `yaml:"capacity_wait_timeout_s"`
 }
 
 // refreshYAML is each instance-reported signal's refresh interval, in

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/blis-sim/blis/cluster/admit"
+	"github.com/blis-sim/blis/cluster/autoscale"
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/sim"
 )
@@ -175,4 +176,65 @@ func (s Section) mustBe(k Kind) {
 	if s.Kind != k {
 		panic(fmt.Sprintf("policy: a %s section built as %s", s.Kind, k))
 	}
+}
+
+// Autoscaler is a built autoscale section: New makes one policy per pool
+// (nil for none: a fixed fleet), evaluated every IntervalUs.
+type Autoscaler struct {
+	New        func() autoscale.Policy
+	IntervalUs int64
+}
+
+// Autoscale builds s, an autoscale section.
+func (s Section) Autoscale() (Autoscaler, error) {
+	s.mustBe(Autoscale)
+	if s.Type == "none" {
+		return Autoscaler{}, nil
+	}
+	us := func(name string) int64 { return int64(math.Round(s.Float(name) * 1e6)) }
+	a := Autoscaler{IntervalUs: max(1, us("interval_s"))}
+	metric := func() autoscale.Metric { m, _ := autoscale.ParseMetric(s.String("metric")); return m }
+	switch s.Type {
+	case "hpa":
+		c := autoscale.DefaultHPA(metric(), s.Float("target"))
+		c.Tolerance = s.Float("tolerance")
+		c.UpWindowUs, c.DownWindowUs = us("scale_up_window_s"), us("scale_down_window_s")
+		c.UpPercent, c.UpPods, c.UpPeriodUs = s.Float("scale_up_percent"), int(s.Int("scale_up_pods")), us("scale_up_period_s")
+		c.DownPercent, c.DownPeriodUs = s.Float("scale_down_percent"), us("scale_down_period_s")
+		if c.Metric == autoscale.MetricSLOAttainment && c.Target > 1 {
+			return a, fieldErr("params.target", "an SLO attainment target is a share, within (0, 1], got %s", fmtNum(c.Target))
+		}
+		a.New = func() autoscale.Policy { return autoscale.NewHPA(c) }
+	case "saturation":
+		c := autoscale.SaturationConfig{KVThreshold: s.Float("kv_threshold"), ScaleUp: s.Float("scale_up"), ScaleDown: s.Float("scale_down")}
+		if c.ScaleDown >= c.ScaleUp {
+			return a, fieldErr("params.scale_down", "must be < scale_up (%s), got %s", fmtNum(c.ScaleUp), fmtNum(c.ScaleDown))
+		}
+		a.New = func() autoscale.Policy { return autoscale.NewSaturation(c) }
+	case "queue-depth", "target-utilization":
+		c := autoscale.ThresholdConfig{Metric: autoscale.MetricQueueDepth, Up: s.Float("up"), Down: s.Float("down"),
+			Step: int(s.Int("step")), SustainUs: us("sustain_s"), CooldownUs: us("cooldown_s")}
+		if s.Has("metric") {
+			c.Metric = metric()
+			c.HigherBetter = c.Metric == autoscale.MetricSLOAttainment
+		}
+		if c.Down >= c.Up {
+			return a, fieldErr("params.down", "must be < up (%s): the band between them is the hysteresis, got %s", fmtNum(c.Up), fmtNum(c.Down))
+		}
+		name := s.Type
+		a.New = func() autoscale.Policy { return autoscale.NewThreshold(name, c) }
+	case "kpa":
+		c := autoscale.KPAConfig{Target: s.Float("target"), StableWindowUs: us("stable_window_s"), PanicWindowUs: us("panic_window_s"),
+			PanicThreshold: s.Float("panic_threshold"), MaxUpRate: s.Float("max_scale_up_rate"), MaxDownRate: s.Float("max_scale_down_rate")}
+		if c.PanicWindowUs > c.StableWindowUs {
+			return a, fieldErr("params.panic_window_s", "must be <= stable_window_s (%s s), got %s s", fmtNum(s.Float("stable_window_s")), fmtNum(s.Float("panic_window_s")))
+		}
+		a.New = func() autoscale.Policy { return autoscale.NewKPA(c) }
+	case "oscillator":
+		step := int(s.Int("step"))
+		a.New = func() autoscale.Policy { return &autoscale.Oscillator{Step: step} }
+	default:
+		return a, fieldErr("type", "autoscale policy %q has no builder", s.Type)
+	}
+	return a, nil
 }

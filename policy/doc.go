@@ -52,7 +52,17 @@ func SchemaJSON() []byte {
 
 // DefaultString is p's default as the docs print it.
 func (p *Param) DefaultString() string {
-	v := p.Default
+	if d := p.DefaultBy; d != nil {
+		parts := make([]string, len(d.Cases))
+		for i, c := range d.Cases {
+			parts[i] = c.When + ": " + p.valueString(c.V)
+		}
+		return "by " + d.Param + " (" + strings.Join(parts, ", ") + "; else required)"
+	}
+	return p.valueString(p.Default)
+}
+
+func (p *Param) valueString(v Value) string {
 	switch p.Type {
 	case Bool:
 		return fmt.Sprint(v.B)
@@ -60,6 +70,8 @@ func (p *Param) DefaultString() string {
 		return fmt.Sprint(v.I)
 	case Float:
 		return fmtNum(v.F)
+	case String:
+		return v.S
 	}
 	if len(v.M) == 0 {
 		return "{}"

@@ -3,6 +3,7 @@ package policy
 import (
 	"encoding/json"
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,8 +103,23 @@ func TestTemplatesNamesMatchTheirPackages(t *testing.T) {
 			require.NotEmpty(t, tp.Doc, "%s %s", k, tp.Name)
 			for _, p := range tp.Params {
 				require.NotEmpty(t, p.Doc, "%s %s %s", k, tp.Name, p.Name)
-				if p.Type == Float || p.Type == Int {
-					require.NoError(t, p.check(float64(p.Default.I)+p.Default.F), "%s %s %s: the default is out of range", k, tp.Name, p.Name)
+				defaults := []Value{p.Default}
+				if p.DefaultBy != nil {
+					defaults = nil
+					_, on := tp.param(p.DefaultBy.Param)
+					require.NotNil(t, on, "%s %s %s: DefaultBy names no parameter", k, tp.Name, p.Name)
+					for _, c := range p.DefaultBy.Cases {
+						require.Contains(t, on.Enum, c.When, "%s %s %s", k, tp.Name, p.Name)
+						defaults = append(defaults, c.V)
+					}
+				}
+				for _, d := range defaults {
+					switch p.Type {
+					case Float, Int:
+						require.NoError(t, p.check(float64(d.I)+d.F), "%s %s %s: the default is out of range", k, tp.Name, p.Name)
+					case String:
+						require.Contains(t, p.Enum, d.S, "%s %s %s: the default is not among the values", k, tp.Name, p.Name)
+					}
 				}
 			}
 		}
@@ -156,7 +172,12 @@ func TestParseSection(t *testing.T) {
 		{Priority, "slo-based", "{age_weight: -1}", "params.age_weight", "must be >= 0 score per second, got -1"},
 		{Priority, "constant", "{age_weight: 1}", "params.age_weight", `priority policy constant has no parameter "age_weight"; use one of base`},
 		{Scheduler, "sjf", "{respect_priority: true}", "params.respect_priority", "scheduler policy sjf takes no parameters"},
-		{Autoscale, "hpa", "", "type", `autoscale policy "hpa" is not a template; use one of none`},
+		{Autoscale, "hpa-v3", "", "type", `autoscale policy "hpa-v3" is not a template; use one of none, hpa, saturation, queue-depth, target-utilization, kpa, oscillator`},
+		{Autoscale, "hpa", "{metric: cpu}", "params.metric", `want one of kv_utilization, queue_depth, running, in_flight, slo_attainment, got "cpu"`},
+		{Autoscale, "hpa", "{metric: [kv_utilization]}", "params.metric", "want one of kv_utilization"},
+		{Autoscale, "hpa", "{metric: running}", "params.target", "has no default with metric running; give one"},
+		{Autoscale, "hpa", "{interval_s: 0}", "params.interval_s", "must be within [0.001, 86400] s, got 0"},
+		{Autoscale, "kpa", "{panic_threshold: 0.5}", "params.panic_threshold", "must be within [1, 1000], got 0.5"},
 		{Admission, "token-bucket", "[1, 2]", "params", "must be a mapping of parameter: value"},
 	} {
 		_, err := ParseSection(tc.kind, raw(t, tc.typ, tc.params))
@@ -294,5 +315,78 @@ func TestParseFile(t *testing.T) {
 		_, err := ParseFile([]byte(tc.yaml), "p.yaml")
 		require.ErrorContains(t, err, tc.want, tc.yaml)
 		require.False(t, strings.Contains(strings.TrimSpace(err.Error()), "\n"), "one line: %v", err)
+	}
+}
+
+// TestDefaultBy: a parameter whose default depends on another follows it
+// until given, from a file and from Set alike.
+func TestDefaultBy(t *testing.T) {
+	s, err := ParseSection(Autoscale, raw(t, "hpa", ""))
+	require.NoError(t, err)
+	require.Equal(t, "kv_utilization", s.String("metric"))
+	require.Equal(t, 0.8, s.Float("target"))
+
+	s, err = ParseSection(Autoscale, raw(t, "hpa", "{metric: queue_depth}"))
+	require.NoError(t, err)
+	require.Equal(t, 5.0, s.Float("target"), "queue_depth's own default")
+
+	s, err = ParseSection(Autoscale, raw(t, "hpa", "{metric: running, target: 96}"))
+	require.NoError(t, err)
+	require.Equal(t, 96.0, s.Float("target"))
+
+	s, err = ParseSection(Autoscale, raw(t, "hpa", ""))
+	require.NoError(t, err)
+	require.NoError(t, s.Set("metric", "in_flight"))
+	require.Equal(t, 70.0, s.Float("target"), "a target not given follows the metric set later")
+	require.NoError(t, s.Set("target", "12"))
+	require.NoError(t, s.Set("metric", "queue_depth"))
+	require.Equal(t, 12.0, s.Float("target"), "a target given stays")
+
+	s, err = ParseSection(Autoscale, raw(t, "hpa", ""))
+	require.NoError(t, err)
+	var fe *FieldError
+	require.ErrorAs(t, s.Set("metric", "slo_attainment"), &fe)
+	require.Equal(t, "params.target", fe.Key)
+}
+
+// TestAutoscaleBuild: every template builds at its defaults into a policy
+// of its name; the checks across parameters name the parameter at fault.
+func TestAutoscaleBuild(t *testing.T) {
+	for _, tp := range Templates(Autoscale) {
+		s, err := ParseSection(Autoscale, raw(t, tp.Name, ""))
+		require.NoError(t, err, tp.Name)
+		a, err := s.Autoscale()
+		require.NoError(t, err, tp.Name)
+		if tp.Name == "none" {
+			require.Nil(t, a.New)
+			continue
+		}
+		require.Equal(t, int64(math.Round(s.Float("interval_s")*1e6)), a.IntervalUs, tp.Name)
+		p1, p2 := a.New(), a.New()
+		require.Equal(t, tp.Name, p1.Name())
+		require.NotSame(t, p1, p2, "%s: one policy per pool", tp.Name)
+	}
+	s, err := ParseSection(Autoscale, raw(t, "hpa", ""))
+	require.NoError(t, err)
+	require.Equal(t, int64(15_000_000), func() int64 { a, _ := s.Autoscale(); return a.IntervalUs }(), "the HPA's sync period")
+	for _, tc := range []struct{ typ, params, key, msg string }{
+		{"queue-depth", "{up: 2, down: 2}", "params.down", "must be < up (2)"},
+		{"target-utilization", "{up: 0.2}", "params.down", "must be < up (0.2)"},
+		{"target-utilization", "{up: 0.5, down: 0.2, metric: slo_attainment}", "", ""},
+		{"saturation", "{scale_up: 0.6}", "params.scale_down", "must be < scale_up (0.6)"},
+		{"kpa", "{stable_window_s: 5}", "params.panic_window_s", "must be <= stable_window_s (5 s), got 6 s"},
+		{"hpa", "{metric: slo_attainment, target: 2}", "params.target", "an SLO attainment target is a share"},
+	} {
+		s, err := ParseSection(Autoscale, raw(t, tc.typ, tc.params))
+		require.NoError(t, err, "%s %s", tc.typ, tc.params)
+		_, err = s.Autoscale()
+		if tc.key == "" {
+			require.NoError(t, err, "%s %s", tc.typ, tc.params)
+			continue
+		}
+		var fe *FieldError
+		require.ErrorAs(t, err, &fe, "%s %s", tc.typ, tc.params)
+		require.Equal(t, tc.key, fe.Key)
+		require.ErrorContains(t, err, tc.msg)
 	}
 }

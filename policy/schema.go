@@ -62,6 +62,7 @@ const (
 	Float    ParamType = "float"
 	Int      ParamType = "int"
 	Bool     ParamType = "bool"
+	String   ParamType = "string"
 	FloatMap ParamType = "map[string]float"
 	IntMap   ParamType = "map[string]int"
 )
@@ -82,6 +83,24 @@ type Param struct {
 	// Keys, when set, are the only keys a map may have; otherwise a
 	// map is keyed by the workload's tenant ids.
 	Keys []string
+	// Enum lists a string's values.
+	Enum []string
+	// DefaultBy, when set, makes the default depend on another
+	// parameter's value (a string's): the parameter takes the case's
+	// value when not given, and must be given when no case matches.
+	DefaultBy *DefaultBy
+}
+
+// DefaultBy is a default that depends on parameter Param.
+type DefaultBy struct {
+	Param string
+	Cases []Case
+}
+
+// Case is DefaultBy's value V when the other parameter is When.
+type Case struct {
+	When string
+	V    Value
 }
 
 // Template is a built-in policy.
@@ -100,6 +119,7 @@ type Value struct {
 	F float64 // Float
 	I int64   // Int
 	B bool    // Bool
+	S string  // String
 	M []Entry // FloatMap, IntMap: in the order given
 }
 
@@ -111,6 +131,7 @@ type Entry struct {
 
 func num(v float64) Value   { return Value{F: v} }
 func integer(v int64) Value { return Value{I: v} }
+func text(v string) Value   { return Value{S: v} }
 
 // Parameters shared by several templates.
 var (
@@ -194,6 +215,71 @@ var templates = []Template{
 	{Kind: Scheduler, Name: "reverse-priority", Pathological: true, Doc: "Lowest priority score first"},
 
 	{Kind: Autoscale, Name: "none", Doc: "A fixed fleet: every pool keeps its replicas"},
+	{Kind: Autoscale, Name: "hpa", Doc: "Kubernetes' HorizontalPodAutoscaler (autoscaling/v2) on one metric, with its defaults: desired = ceil(ready × metric / target) unless within the tolerance; a scale-down takes the highest recommendation of its stabilization window, a scale-up the lowest of its own; rate limits per period",
+		Params: []Param{
+			pInterval(15, "the HPA controller's sync period (--horizontal-pod-autoscaler-sync-period)"),
+			pMetric,
+			{Name: "target", Type: Float, Unit: "metric's unit", Doc: "the metric's target per ready replica (slo_attainment: the share of requests to keep within their SLO, which scales up when attainment falls under it); defaults: llm-d's saturation thresholds (kvCacheThreshold 0.8, queueLengthThreshold 5) and Knative's concurrency target (100 × 70 %)",
+				MinOpen: true, Max: math.Inf(1),
+				DefaultBy: &DefaultBy{Param: "metric", Cases: []Case{{"kv_utilization", num(0.8)}, {"queue_depth", num(5)}, {"in_flight", num(70)}}}},
+			{Name: "tolerance", Type: Float, Doc: "no change while metric/target is within 1 ± tolerance (--horizontal-pod-autoscaler-tolerance)", Default: num(0.1), Max: 1, MaxOpen: true},
+			{Name: "scale_up_window_s", Type: Float, Unit: "s", Doc: "scale-up stabilization window (behavior.scaleUp.stabilizationWindowSeconds)", Max: 3600},
+			{Name: "scale_down_window_s", Type: Float, Unit: "s", Doc: "scale-down stabilization window (behavior.scaleDown.stabilizationWindowSeconds)", Default: num(300), Max: 3600},
+			{Name: "scale_up_percent", Type: Float, Unit: "%", Doc: "a scale-up adds at most this share of the replicas per scale_up_period_s (or scale_up_pods, whichever is more)", Default: num(100), MinOpen: true, Max: 1e6},
+			{Name: "scale_up_pods", Type: Int, Unit: "replicas", Doc: "a scale-up may always add this many per scale_up_period_s", Default: integer(4), Min: 0, Max: 1 << 20},
+			{Name: "scale_up_period_s", Type: Float, Unit: "s", Doc: "the scale-up rate policies' period", Default: num(15), MinOpen: true, Max: 1800},
+			{Name: "scale_down_percent", Type: Float, Unit: "%", Doc: "a scale-down removes at most this share of the replicas per scale_down_period_s", Default: num(100), MinOpen: true, Max: 100},
+			{Name: "scale_down_period_s", Type: Float, Unit: "s", Doc: "the scale-down rate policy's period", Default: num(15), MinOpen: true, Max: 1800},
+		}},
+	{Kind: Autoscale, Name: "saturation", Doc: "llm-d's workload-variant-autoscaler saturation analyzer (v2): KV-token demand (tokens in use and queued prompts) against supply (each ready replica's min(KV capacity × kv_threshold, the compute-bound N·(I + O/2)), N = min(B·O/(I+O), S)); scale up above scale_up of the supply, down under scale_down",
+		Params: []Param{
+			pInterval(60, "WVA's reconcile interval (its chart's reconcileInterval)"),
+			{Name: "kv_threshold", Type: Float, Doc: "a replica's usable share of its KV capacity (kvCacheThreshold)", Default: num(0.8), MinOpen: true, Max: 1},
+			{Name: "scale_up", Type: Float, Doc: "scale up when demand exceeds this share of the supply (ScaleUpThreshold)", Default: num(0.85), MinOpen: true, Max: 1},
+			{Name: "scale_down", Type: Float, Doc: "scale down when demand is under this share of the supply (ScaleDownBoundary)", Default: num(0.70), Max: 1, MaxOpen: true},
+		}},
+	{Kind: Autoscale, Name: "queue-depth", Doc: "A threshold policy on the waiting requests per ready replica: add `step` replicas when the queue stays above `up` for `sustain_s`, remove `step` when it stays under `down`; then wait `cooldown_s` (seed 000: queue over threshold for 60 s → scale up)",
+		Params: append([]Param{pInterval(15, "the HPA's sync period"),
+			{Name: "up", Type: Float, Unit: "requests", Doc: "scale up above this queue per replica (llm-d's queueLengthThreshold)", Default: num(5), Max: math.Inf(1)},
+			{Name: "down", Type: Float, Unit: "requests", Doc: "scale down below this queue per replica (< up: the hysteresis band)", Default: num(0.5), Max: math.Inf(1)},
+		}, thresholdParams(60)...)},
+	{Kind: Autoscale, Name: "target-utilization", Doc: "A threshold policy on a utilization metric (seed 002's threshold template: up 0.8, down 0.3, cooldown 60 s): add `step` replicas when the metric stays above `up` for `sustain_s`, remove `step` when under `down`; then wait `cooldown_s`",
+		Params: append([]Param{pInterval(15, "the HPA's sync period"), pMetric,
+			{Name: "up", Type: Float, Unit: "metric's unit", Doc: "scale up above this (slo_attainment: scale down above it)", Default: num(0.8), Max: math.Inf(1)},
+			{Name: "down", Type: Float, Unit: "metric's unit", Doc: "scale down below this (slo_attainment: scale up below it); < up", Default: num(0.3), Max: math.Inf(1)},
+		}, thresholdParams(0)...)},
+	{Kind: Autoscale, Name: "kpa", Doc: "Knative's pod autoscaler: the pool's concurrency (requests in flight, those waiting at the router included) averaged over a stable and a panic window; desired = average / target; panic when the panic window wants panic_threshold × the ready replicas, then scale on it and never down until a stable window passes",
+		Params: []Param{
+			pInterval(2, "Knative's tick-interval"),
+			{Name: "target", Type: Float, Unit: "requests/replica", Doc: "concurrency per replica (container-concurrency-target-default 100 × container-concurrency-target-percentage 70 %)", Default: num(70), MinOpen: true, Max: math.Inf(1)},
+			{Name: "stable_window_s", Type: Float, Unit: "s", Doc: "the stable window (stable-window)", Default: num(60), MinOpen: true, Max: 3600},
+			{Name: "panic_window_s", Type: Float, Unit: "s", Doc: "the panic window (panic-window-percentage 10 % of the stable window)", Default: num(6), MinOpen: true, Max: 3600},
+			{Name: "panic_threshold", Type: Float, Doc: "panic when the panic window wants this many times the ready replicas (panic-threshold-percentage 200 %)", Default: num(2), Min: 1, Max: 1000},
+			{Name: "max_scale_up_rate", Type: Float, Doc: "at most this many times the ready replicas per evaluation (max-scale-up-rate)", Default: num(1000), Min: 1, MinOpen: true, Max: 1e6},
+			{Name: "max_scale_down_rate", Type: Float, Doc: "at least the ready replicas over this per evaluation (max-scale-down-rate)", Default: num(2), Min: 1, MinOpen: true, Max: 1e6},
+		}},
+	{Kind: Autoscale, Name: "oscillator", Pathological: true, Doc: "Ignores every metric and alternately adds and removes `step` replicas at each evaluation",
+		Params: []Param{pInterval(15, "the HPA's sync period"),
+			{Name: "step", Type: Int, Unit: "replicas", Doc: "replicas added, then removed", Default: integer(1), Min: 1, Max: 1 << 20},
+		}},
+}
+
+// pInterval is an autoscale template's evaluation interval.
+func pInterval(def float64, what string) Param {
+	return Param{Name: "interval_s", Type: Float, Unit: "s", Doc: "the policy is evaluated this often, per pool (default " + what + ")", Default: num(def), Min: 0.001, Max: 86400}
+}
+
+// pMetric is the metric an HPA or a threshold policy reads.
+var pMetric = Param{Name: "metric", Type: String, Doc: "kv_utilization: mean share of KV blocks in use; queue_depth: waiting requests per replica; running: running batch per replica; in_flight: requests routed and not finished per replica; slo_attainment: share of the requests finished since the last evaluation that met their SLO class's targets (higher is better)",
+	Default: text("kv_utilization"), Enum: []string{"kv_utilization", "queue_depth", "running", "in_flight", "slo_attainment"}}
+
+// thresholdParams are the threshold templates' step, sustain and cooldown.
+func thresholdParams(sustain float64) []Param {
+	return []Param{
+		{Name: "step", Type: Int, Unit: "replicas", Doc: "replicas added or removed at once", Default: integer(1), Min: 1, Max: 1 << 20},
+		{Name: "sustain_s", Type: Float, Unit: "s", Doc: "the condition must hold this long (at every evaluation) before acting", Default: num(sustain), Max: 86400},
+		{Name: "cooldown_s", Type: Float, Unit: "s", Doc: "no change for this long after one (seed 002's cooldown_seconds)", Default: num(60), Max: 86400},
+	}
 }
 
 // Templates lists kind's templates, its default first.
@@ -259,6 +345,9 @@ func (t *Template) ParamNames() []string {
 
 // RangeString describes p's range, as errors and the docs print it.
 func (p *Param) RangeString() string {
+	if p.Type == String {
+		return "one of " + strings.Join(p.Enum, ", ")
+	}
 	if p.Type == Bool || (p.Keys != nil && math.IsInf(p.Max, 1) && p.Min == 0 && !p.MinOpen) {
 		if p.Keys != nil {
 			return ">= 0"

@@ -25,6 +25,9 @@ type Section struct {
 	Kind   Kind
 	Type   string
 	Values []Value
+	// given marks the values a file or Set gave; the others follow their
+	// DefaultBy when the parameter they depend on changes.
+	given []bool
 }
 
 // FieldError is an invalid section: Key is relative to the section
@@ -51,12 +54,36 @@ func Default(kind Kind) Section {
 }
 
 func newSection(t *Template) Section {
-	s := Section{Kind: t.Kind, Type: t.Name, Values: make([]Value, len(t.Params))}
+	s := Section{Kind: t.Kind, Type: t.Name, Values: make([]Value, len(t.Params)), given: make([]bool, len(t.Params))}
 	for i, p := range t.Params {
 		s.Values[i] = p.Default
 		s.Values[i].M = append([]Entry(nil), p.Default.M...)
 	}
+	s.derive(t) // the defaults' own cases always exist
 	return s
+}
+
+// derive sets every parameter not given that has a DefaultBy from the
+// value of the parameter it depends on; one with no case for that value
+// is an error.
+func (s *Section) derive(t *Template) error {
+	for i, p := range t.Params {
+		if p.DefaultBy == nil || s.given[i] {
+			continue
+		}
+		j, _ := t.param(p.DefaultBy.Param)
+		on := s.Values[j].S
+		found := false
+		for _, c := range p.DefaultBy.Cases {
+			if c.When == on {
+				s.Values[i], found = c.V, true
+			}
+		}
+		if !found {
+			return fieldErr("params."+p.Name, "has no default with %s %s; give one", p.DefaultBy.Param, on)
+		}
+	}
+	return nil
 }
 
 // ParseSection resolves r as a section of kind: the template must exist
@@ -94,9 +121,9 @@ func ParseSection(kind Kind, r Raw) (Section, error) {
 		if err != nil {
 			return s, err
 		}
-		s.Values[idx] = v
+		s.Values[idx], s.given[idx] = v, true
 	}
-	return s, nil
+	return s, s.derive(t)
 }
 
 // decode reads n as p's value; key names it in errors.
@@ -111,6 +138,11 @@ func (p *Param) decode(n *yaml.Node, key string) (Value, error) {
 			return Value{}, &FieldError{Key: key, Err: err}
 		}
 		return Value{B: b}, nil
+	case String:
+		if n.Kind != yaml.ScalarNode || !contains(p.Enum, n.Value) {
+			return Value{}, fieldErr(key, "want one of %s, got %s", strings.Join(p.Enum, ", "), describe(n))
+		}
+		return Value{S: n.Value}, nil
 	case Float, Int:
 		x, err := p.number(n)
 		if err != nil {
@@ -264,6 +296,7 @@ func (s Section) value(name string) Value {
 func (s Section) Float(name string) float64 { return s.value(name).F }
 func (s Section) Int(name string) int64     { return s.value(name).I }
 func (s Section) Bool(name string) bool     { return s.value(name).B }
+func (s Section) String(name string) string { return s.value(name).S }
 func (s Section) Map(name string) []Entry   { return s.value(name).M }
 
 // Has reports whether s's template has a parameter name.
@@ -292,8 +325,11 @@ func (s *Section) Set(name, text string) error {
 	if err != nil {
 		return err
 	}
-	s.Values[i] = v
-	return nil
+	if s.given == nil {
+		s.given = make([]bool, len(t.Params))
+	}
+	s.Values[i], s.given[i] = v, true
+	return s.derive(t)
 }
 
 // Equal reports whether s and o are the same template with the same
@@ -304,7 +340,7 @@ func (s Section) Equal(o Section) bool {
 	}
 	for i, v := range s.Values {
 		w := o.Values[i]
-		if v.F != w.F || v.I != w.I || v.B != w.B || len(v.M) != len(w.M) {
+		if v.F != w.F || v.I != w.I || v.B != w.B || v.S != w.S || len(v.M) != len(w.M) {
 			return false
 		}
 		for j := range v.M {
@@ -352,6 +388,8 @@ func (p *Param) node(v Value) *yaml.Node {
 		return scalar("!!int", strconv.FormatInt(v.I, 10))
 	case Float:
 		return scalar("!!float", fmtNum(v.F))
+	case String:
+		return str(v.S)
 	}
 	m := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
 	for _, e := range v.M {
@@ -378,6 +416,8 @@ func (s Section) MarshalJSON() ([]byte, error) {
 			b.WriteString(strconv.FormatInt(v.I, 10))
 		case Float:
 			b.WriteString(jsonNum(v.F))
+		case String:
+			b.WriteString(strconv.Quote(v.S))
 		default:
 			b.WriteByte('{')
 			for j, e := range v.M {

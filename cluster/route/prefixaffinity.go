@@ -51,6 +51,9 @@ func (p *PrefixAffinityPolicy) MinMatchShare() float64 { return p.minShare }
 // Index is the router-side prefix index the policy reads and trains.
 func (p *PrefixAffinityPolicy) Index() *PrefixIndex { return p.scorer.Index }
 
+// Forget drops a terminated instance from the index.
+func (p *PrefixAffinityPolicy) Forget(i int) { p.scorer.Index.Forget(i) }
+
 // Score writes each instance's match share.
 func (p *PrefixAffinityPolicy) Score(req *Request, v *View, dst []float64) {
 	p.scorer.Score(req, v, dst)

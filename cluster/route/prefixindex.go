@@ -120,6 +120,27 @@ func (x *PrefixIndex) Record(i int, hashes []uint64, own int) {
 	}
 }
 
+// Forget drops instance i's set: the instance is gone (an autoscaler
+// terminated it), and what it held must neither match nor take memory.
+func (x *PrefixIndex) Forget(i int) {
+	if i >= len(x.inst) || x.inst[i] == nil {
+		return
+	}
+	s := x.inst[i]
+	if s.heads != nil {
+		for n := s.head; n >= 0; n = s.nodes[n].next {
+			if nd := &s.nodes[n]; nd.first && !nd.anon {
+				if b := x.heads[nd.key] &^ s.bit; b != 0 {
+					x.heads[nd.key] = b
+				} else {
+					delete(x.heads, nd.key)
+				}
+			}
+		}
+	}
+	x.inst[i] = nil
+}
+
 // Len is the number of blocks instance i's set holds.
 func (x *PrefixIndex) Len(i int) int {
 	if i >= len(x.inst) || x.inst[i] == nil {

@@ -113,6 +113,12 @@ type Policy interface {
 	NeedsHashes() bool
 }
 
+// Forgetter is a policy that keeps per-instance state: Forget drops
+// instance i's, once the instance is gone for good.
+type Forgetter interface {
+	Forget(instance int)
+}
+
 // Names of the built-in policies.
 const (
 	RoundRobinName    = "round-robin"

@@ -242,3 +242,37 @@ func TestMatchAllAgreesWithMatch(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefixIndexForget: a forgotten instance matches nothing, holds
+// nothing, and the others keep their matches, below and beyond the 64
+// instances of the heads bit set.
+func TestPrefixIndexForget(t *testing.T) {
+	for _, n := range []int{4, 70} {
+		x := NewPrefixIndex(n, 100)
+		hashes := []uint64{11, 12, 13}
+		for i := 0; i < n; i++ {
+			x.Record(i, hashes, 2)
+		}
+		x.Forget(2)
+		x.Forget(2)     // twice: nothing left to drop
+		x.Forget(n + 5) // never recorded
+		dst := make([]int, n)
+		x.MatchAll(hashes, dst)
+		for i, m := range dst {
+			want := 3
+			if i == 2 {
+				want = 0
+			}
+			require.Equal(t, want, m, "n %d, instance %d", n, i)
+			require.Equal(t, want, x.Match(i, hashes), "n %d, instance %d", n, i)
+		}
+		require.Zero(t, x.Len(2))
+		x.Record(2, hashes, 0) // a new instance at the index would start empty; ids are never reused, but the index allows it
+		require.Equal(t, 3, x.Match(2, hashes))
+	}
+	// Forgetting every holder of a head removes the head.
+	x := NewPrefixIndex(2, 100)
+	x.Record(0, []uint64{7}, 0)
+	x.Forget(0)
+	require.Empty(t, x.heads)
+}

@@ -44,6 +44,16 @@ type Weighted struct {
 	tmp     []float64
 }
 
+// Forget drops a terminated instance from the prefix-affinity scorer's
+// index, if there is one.
+func (p *Weighted) Forget(i int) {
+	for _, s := range p.scorers {
+		if f, ok := s.(*PrefixAffinityScorer); ok {
+			f.Index.Forget(i)
+		}
+	}
+}
+
 // NewWeighted builds the policy for n instances; prefixCapacity sizes the
 // prefix-affinity scorer's index (0: DefaultPrefixIndexCapacity).
 func NewWeighted(ws []WeightedScorer, n, prefixCapacity int) (*Weighted, error) {
