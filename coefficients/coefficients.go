@@ -107,18 +107,21 @@ const SchemaVersion = 1
 
 // FeatureSpecVersion is the docs/physics-spec.md version calibrate fit
 // writes by default. A file is accepted when its feature_spec_version has
-// the major version of a spec the features package implements (1 or 2).
+// the major version of a spec the features package implements (1, 2 or 3).
 const FeatureSpecVersion = features.DefaultSpec
 
 // SpecOf maps a file's feature_spec_version to the features spec it follows
-// by its major version ("1.x" → features.SpecV1, "2.x" → features.SpecV2),
-// or returns it unchanged when the major version is unknown.
+// by its major version ("1.x" → features.SpecV1, "2.x" → features.SpecV2,
+// "3.x" → features.SpecV3), or returns it unchanged when the major version
+// is unknown.
 func SpecOf(version string) string {
 	switch major, _, _ := strings.Cut(version, "."); major {
 	case "1":
 		return features.SpecV1
 	case "2":
 		return features.SpecV2
+	case "3":
+		return features.SpecV3
 	}
 	return version
 }
@@ -372,7 +375,7 @@ func (f *File) validate(source string, lines map[string]int) error {
 	c.text("feature_spec_version", f.FeatureSpecVersion, true)
 	major, _, _ := strings.Cut(f.FeatureSpecVersion, ".")
 	_, specErr := features.BetaNamesOf(f.Spec())
-	c.check(specErr == nil, "feature_spec_version", "%q has major version %q; this tool computes the features of specs %s and %s", f.FeatureSpecVersion, major, features.SpecV1, features.SpecV2)
+	c.check(specErr == nil, "feature_spec_version", "%q has major version %q; this tool computes the features of specs %s", f.FeatureSpecVersion, major, strings.Join(features.Specs, ", "))
 
 	a := &f.AppliesTo
 	c.text("applies_to.model", a.Model, true)

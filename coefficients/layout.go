@@ -73,8 +73,11 @@ func (f *File) betaLayout() mapping {
 }
 
 func betaComment(spec string) string {
-	if spec == features.SpecV2 {
+	switch spec {
+	case features.SpecV2:
 		return "features.BetaV2Names, in that order"
+	case features.SpecV3:
+		return "features.BetaV3Names, in that order"
 	}
 	return "features.BetaNames, in that order"
 }

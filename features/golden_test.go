@@ -36,6 +36,7 @@ type goldenFixture struct {
 	AlphaFeatureNames     [NumAlpha]string  `json:"alpha_feature_names"`
 	BetaFeatureNames      [NumBeta]string   `json:"beta_feature_names"`
 	BetaV2FeatureNames    [NumBetaV2]string `json:"beta_v2_feature_names"`
+	BetaV3FeatureNames    [NumBetaV3]string `json:"beta_v3_feature_names"`
 	TestCases             []goldenCase      `json:"test_cases"`
 }
 
@@ -60,6 +61,8 @@ type goldenCase struct {
 	// ExpectedBetaV2 is spec 2.0's vector; null when the hardware has no
 	// boost clock (the seed's hardware), which spec 2.0 refuses.
 	ExpectedBetaV2 *[NumBetaV2]float64 `json:"expected_beta_v2_features"`
+	// ExpectedBetaV3 is spec 3.0's vector, null where spec 2.0's is.
+	ExpectedBetaV3 *[NumBetaV3]float64 `json:"expected_beta_v3_features"`
 }
 
 // goldenPhysics carries every PhysicsConfig constant, so that a
@@ -347,6 +350,7 @@ func buildFixture(t testing.TB) goldenFixture {
 		ToleranceRelative: 1e-10, ToleranceAbsoluteZero: 1e-15,
 		Epsilon: Epsilon, FeatureMax: FeatureMax,
 		AlphaFeatureNames: AlphaNames, BetaFeatureNames: BetaNames, BetaV2FeatureNames: BetaV2Names,
+		BetaV3FeatureNames: BetaV3Names,
 	}
 	seen := map[string]int{}
 	for _, cspec := range caseList() {
@@ -373,10 +377,10 @@ func buildFixture(t testing.TB) goldenFixture {
 			tags = append(tags, "offload_off")
 		}
 		sort.Strings(tags)
-		var v2 *[NumBetaV2]float64
+		var v2, v3 *[NumBetaV2]float64
 		if CheckSpec(c, SpecV2) == nil {
-			f := BetaFeaturesV2(c, b)
-			v2 = &f
+			f, f3 := BetaFeaturesV2(c, b), BetaFeaturesV3(c, b)
+			v2, v3 = &f, &f3
 		}
 		fx.TestCases = append(fx.TestCases, goldenCase{
 			ID: id, Description: sh.desc, Tags: tags, Config: gc,
@@ -386,6 +390,7 @@ func buildFixture(t testing.TB) goldenFixture {
 			ExpectedAlpha:         AlphaFeatures(c, sh.alpha),
 			ExpectedBeta:          BetaFeatures(c, b),
 			ExpectedBetaV2:        v2,
+			ExpectedBetaV3:        v3,
 		})
 	}
 	return fx
@@ -446,6 +451,7 @@ func TestPhysicsFeaturesGolden(t *testing.T) {
 	assert.Equal(t, AlphaNames, fx.AlphaFeatureNames)
 	assert.Equal(t, BetaNames, fx.BetaFeatureNames)
 	assert.Equal(t, BetaV2Names, fx.BetaV2FeatureNames)
+	assert.Equal(t, BetaV3Names, fx.BetaV3FeatureNames)
 
 	ids := map[string]bool{}
 	for _, tc := range fx.TestCases {
@@ -494,8 +500,27 @@ func TestPhysicsFeaturesGolden(t *testing.T) {
 				if tc.Config.TP == 1 {
 					assert.Zero(t, v2[4]+v2[5], "no all-reduce at TP 1")
 				}
+				// Spec 3.0 is spec 2.0 but for the attention terms; its
+				// attention read equals spec 2.0's KV read without GQA
+				// or KV-head replication.
+				v3 := tc.ExpectedBetaV3
+				require.NotNil(t, v3, "spec 3.0 vector wherever spec 2.0's is")
+				got3 := BetaFeaturesV3(c, tc.BetaInput)
+				for i := range got3 {
+					check("beta v3 "+BetaV3Names[i], v3[i], got3[i])
+					if i != 2 && i != 3 {
+						assert.Equal(t, v2[i], v3[i], "spec 3.0 feature %d is spec 2.0's", i+1)
+					}
+				}
+				if c.QDim == c.KVDim && c.Model.NumKVHeads >= c.TP {
+					check("attention_read = kv_read without GQA", v2[3], v3[3])
+				} else {
+					assert.GreaterOrEqual(t, v3[3], v2[3])
+				}
+				assert.LessOrEqual(t, v3[2], v2[2], "prefill attention is spec 2.0's attention without decode")
 			} else {
 				assert.Error(t, CheckSpec(c, SpecV2), "spec 2.0 vector left out only when the spec cannot be computed")
+				assert.Nil(t, tc.ExpectedBetaV3)
 			}
 			// Invariants the frozen values must also satisfy, independent
 			// of the code that produced them.

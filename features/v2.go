@@ -10,12 +10,16 @@ import (
 // Feature spec versions (docs/physics-spec.md). Spec 1.0 is the frozen set
 // of seed 003; spec 2.0 is the roofline set chosen by held-out error on
 // measured step times of other configurations (docs/physics-spec.md,
-// "Spec 2.0"). A coefficient file names the spec its vector follows.
+// "Spec 2.0"); spec 3.0 is spec 2.0 with attention split by phase and the
+// KV read counted per query head (docs/physics-spec.md, "Spec 3.0"). A
+// coefficient file names the spec its vector follows; 1.0 and 2.0 stay
+// frozen and selectable.
 const (
 	SpecV1 = "1.0"
 	SpecV2 = "2.0"
+	SpecV3 = "3.0"
 	// DefaultSpec is what calibrate fit uses unless told otherwise.
-	DefaultSpec = SpecV2
+	DefaultSpec = SpecV3
 )
 
 // NumBetaV2 is the width of the spec 2.0 beta vector. It is below NumBeta,
@@ -43,6 +47,26 @@ const (
 	LayerCycles    = 1000.0
 )
 
+// NumBetaV3 is the width of the spec 3.0 beta vector, spec 2.0's.
+const NumBetaV3 = NumBetaV2
+
+// BetaV3Names names the spec 3.0 beta features in vector order: spec
+// 2.0's, with features 3 and 4 redefined.
+var BetaV3Names = [NumBetaV3]string{
+	"linear_compute_bound", // 1 as spec 2.0's
+	"linear_memory_bound",  // 2 as spec 2.0's
+	"prefill_attention",    // 3 prefill attention FLOPs (causal pairs)
+	"attention_read",       // 4 KV read by attention, once per query head
+	"tp_comm_bandwidth",    // 5 as spec 2.0's
+	"tp_comm_latency",      // 6 as spec 2.0's
+	"layer_latency",        // 7 as spec 2.0's
+	"cpu_offload_transfer", // 8 as spec 2.0's
+	"cpu_offload_kv_read",  // 9 as spec 2.0's
+}
+
+// Specs lists the feature specs this package computes.
+var Specs = []string{SpecV1, SpecV2, SpecV3}
+
 // BetaNamesOf returns the beta feature names of a spec, or an error naming
 // the spec when it is unknown.
 func BetaNamesOf(spec string) ([]string, error) {
@@ -51,28 +75,36 @@ func BetaNamesOf(spec string) ([]string, error) {
 		return BetaNames[:], nil
 	case SpecV2:
 		return BetaV2Names[:], nil
+	case SpecV3:
+		return BetaV3Names[:], nil
 	}
-	return nil, fmt.Errorf("feature spec %q is not %s or %s", spec, SpecV1, SpecV2)
+	return nil, fmt.Errorf("feature spec %q is not %s, %s or %s", spec, SpecV1, SpecV2, SpecV3)
 }
 
 // CheckSpec reports whether the features of spec can be computed for c:
-// spec 2.0 needs the GPU's boost clock.
+// specs 2.0 and 3.0 need the GPU's boost clock.
 func CheckSpec(c *physics.PhysicsConfig, spec string) error {
 	if _, err := BetaNamesOf(spec); err != nil {
 		return err
 	}
-	if spec == SpecV2 && !(c.HWClockHz > 0) {
-		return fmt.Errorf("hardware %q: boost_clock_mhz is not set; feature spec %s needs the GPU's boost clock (add it to the hardware spec JSON from the datasheet)", c.Hardware.Name, SpecV2)
+	if spec != SpecV1 && !(c.HWClockHz > 0) {
+		return fmt.Errorf("hardware %q: boost_clock_mhz is not set; feature spec %s needs the GPU's boost clock (add it to the hardware spec JSON from the datasheet)", c.Hardware.Name, spec)
 	}
 	return nil
 }
 
-// Beta computes the beta features of spec into a NumBeta-wide vector (spec
-// 2.0 leaves entries NumBetaV2.. at 0). spec must be valid (CheckSpec).
+// Beta computes the beta features of spec into a NumBeta-wide vector (specs
+// 2.0 and 3.0 leave entries NumBetaV2.. at 0). spec must be valid
+// (CheckSpec).
 func Beta(spec string, c *physics.PhysicsConfig, in BetaInput) [NumBeta]float64 {
-	if spec == SpecV2 {
-		var f [NumBeta]float64
+	var f [NumBeta]float64
+	switch spec {
+	case SpecV2:
 		v := BetaFeaturesV2(c, in)
+		copy(f[:], v[:])
+		return f
+	case SpecV3:
+		v := BetaFeaturesV3(c, in)
 		copy(f[:], v[:])
 		return f
 	}
@@ -137,6 +169,29 @@ func BetaFeaturesV2(c *physics.PhysicsConfig, in BetaInput) [NumBetaV2]float64 {
 	}
 	for i := range f {
 		f[i] = clamp(f[i])
+	}
+	return f
+}
+
+// BetaFeaturesV3 computes the spec 3.0 beta features: spec 2.0's, with
+// attention split by phase and its KV read counted per query head
+// (docs/physics-spec.md, "Spec 3.0"):
+//
+//  3. prefill attention: Σ(context × chunk) × attn_flops_per_work_unit at
+//     peak FLOP/s (causal pairs), without spec 2.0's decode term;
+//  4. attention's KV read, once per query head: (decode context + prefill
+//     context) tokens × 2 (K and V) × layers × q_dim × dtype bytes at peak
+//     bandwidth. A kernel that runs one query head per thread block (vLLM's
+//     paged attention) reads each KV head once per query head of its
+//     group; for a model without GQA (q_dim = kv_dim) it is spec 2.0's KV
+//     read. Decode attention's FLOPs are proportional to it and in it.
+//
+// Features 1, 2 and 5–9 are spec 2.0's.
+func BetaFeaturesV3(c *physics.PhysicsConfig, in BetaInput) [NumBetaV3]float64 {
+	f := BetaFeaturesV2(c, in)
+	if in.ScheduledTokens > 0 {
+		f[2] = clamp(div(in.SumPrefillAttnWork*c.AttnFlopsPerWorkUnit, c.HWPeakFlops))
+		f[3] = clamp(div((float64(in.DecodeContextTokens)+PrefillContextTokens(&in))*c.QHeadKVBytesPerToken(), c.HWPeakBandwidth))
 	}
 	return f
 }

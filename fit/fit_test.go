@@ -545,3 +545,22 @@ func TestOutlierRuleRemovesLessThanHalfOfABucket(t *testing.T) {
 		require.Equal(t, n-len(sum.Removed), bb.out.len())
 	}
 }
+
+// The acceptance verdict is beta's (docs/physics-spec.md §9): alpha's
+// failing checks stay in the report but do not fail it, beta's do.
+func TestAcceptanceVerdictIsBetas(t *testing.T) {
+	ok := Check{Check: "x", Pass: true}
+	bad := Check{Check: "y", Pass: false}
+	r := Report{Beta: VectorReport{Fitted: true, Checks: []Check{ok}}, Alpha: VectorReport{Fitted: true, Checks: []Check{ok, bad}}}
+	require.True(t, r.verdict())
+	r.Beta.Checks = append(r.Beta.Checks, bad)
+	require.False(t, r.verdict())
+	r = Report{Beta: VectorReport{Fitted: false}}
+	require.False(t, r.verdict(), "no beta, no verdict")
+	// On a fit, the report's verdict is that.
+	c, tr := roofTrace(t, nil)
+	res, err := Run([]Config{{Name: "a", Phys: c, Traces: []*Trace{tr}}}, DefaultOptions(), "test")
+	require.NoError(t, err)
+	require.NotEmpty(t, res.Report.Alpha.Checks)
+	require.Equal(t, res.Report.verdict(), res.Report.Pass)
+}

@@ -19,7 +19,7 @@ func (r *Report) WriteMarkdown(w io.Writer, plots []string) error {
 		return "**FAIL**"
 	}
 	p("# Calibration report\n\n")
-	p("`%s` (%s %s). Acceptance (docs/physics-spec.md §9, provisional): %s.\n\n", r.Command, r.Tool, r.Version, pass(r.Pass))
+	p("`%s` (%s %s). Acceptance (docs/physics-spec.md §9, provisional; beta's checks, alpha's are reported, not judged): %s.\n\n", r.Command, r.Tool, r.Version, pass(r.Pass))
 	o := r.Options
 	outliers := "no beta outlier rule"
 	if o.OutlierFactor > 0 {

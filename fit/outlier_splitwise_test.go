@@ -23,7 +23,12 @@ import (
 // prefills (the evaluation of TestSplitwiseEvaluation leaves out the same
 // ten rows).
 func TestOutlierRuleOnMeasuredSteps(t *testing.T) {
-	rows := ReadSplitwise(t, "../testdata/splitwise/")
+	var rows []SplitwiseRow
+	for _, r := range ReadSplitwise(t, "../testdata/splitwise/") {
+		if r.Model == "llama2-70b" && r.HW != "h100-80gb-pcap" {
+			rows = append(rows, r)
+		}
+	}
 	m, err := physics.LoadModel("llama-2-70b")
 	require.NoError(t, err)
 	hwName := map[string]string{"a100-80gb": "a100-80gb", "h100-80gb": "h100-sxm"}
@@ -94,21 +99,28 @@ func TestOutlierRuleOnMeasuredSteps(t *testing.T) {
 	require.Positive(t, bigPrefills)
 }
 
-// SplitwiseRow is one row of testdata/splitwise's measured Llama2-70B
-// profile: a batch of prompts, its prefill time and its per-token decode
-// time, in seconds.
+// SplitwiseRow is one row of testdata/splitwise's measured profile: a
+// model on a GPU at a TP degree, a batch of prompts, its prefill time and
+// its per-token decode time, in seconds.
 type SplitwiseRow struct {
+	Model          string // splitwise's name: llama2-70b, bloom-176b
 	HW             string
 	TP             int
 	Prompt, Batch  int64
 	PrefillS, TokS float64
 }
 
-// ReadSplitwise reads dir's perf_model_llama2-70b.csv (exported for the
-// fit_test package's evaluation).
+// ReadSplitwise reads dir's splitwise profile (exported for the fit_test
+// package's evaluation): SplitwiseSim's whole data/perf_model.csv when dir
+// has it (every model and GPU), else the Llama2-70B subset shipped here,
+// perf_model_llama2-70b.csv.
 func ReadSplitwise(t *testing.T, dir string) []SplitwiseRow {
 	t.Helper()
-	data, err := os.ReadFile(dir + "perf_model_llama2-70b.csv")
+	name := dir + "perf_model.csv"
+	if _, err := os.Stat(name); err != nil {
+		name = dir + "perf_model_llama2-70b.csv"
+	}
+	data, err := os.ReadFile(name)
 	require.NoError(t, err)
 	recs, err := csv.NewReader(bytes.NewReader(data)).ReadAll()
 	require.NoError(t, err)
@@ -123,7 +135,7 @@ func ReadSplitwise(t *testing.T, dir string) []SplitwiseRow {
 	}
 	var rows []SplitwiseRow
 	for _, r := range recs[1:] {
-		rows = append(rows, SplitwiseRow{HW: r[col["hardware"]], TP: int(num(r, "tensor_parallel")),
+		rows = append(rows, SplitwiseRow{Model: r[col["model"]], HW: r[col["hardware"]], TP: int(num(r, "tensor_parallel")),
 			Prompt: int64(num(r, "prompt_size")), Batch: int64(num(r, "batch_size")),
 			PrefillS: num(r, "prompt_time") / 1e3, TokS: num(r, "token_time") / 1e3})
 	}

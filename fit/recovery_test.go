@@ -23,14 +23,14 @@ var truthBetaV2 = [features.NumBeta]float64{1.7, 1.25, 1.5, 1.3, 1.1, 2, 1.4, 1.
 // TestExactRecovery: a fit recovers a step-time model that is exactly
 // linear in the features it fits, for each feature spec.
 func TestExactRecovery(t *testing.T) {
-	for _, spec := range []string{features.SpecV1, features.SpecV2} {
+	for _, spec := range features.Specs {
 		t.Run(spec, func(t *testing.T) { testExactRecovery(t, spec) })
 	}
 }
 
 func testExactRecovery(t *testing.T, spec string) {
 	truth := truthBeta
-	if spec == features.SpecV2 {
+	if spec != features.SpecV1 {
 		truth = truthBetaV2
 	}
 	for _, tc := range []struct {

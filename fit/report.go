@@ -306,6 +306,12 @@ func (v *VectorReport) pass() bool {
 	return v.Fitted
 }
 
+// verdict is the acceptance verdict: beta's checks. The simulator takes its
+// step times from beta; alpha's MAPE is dominated by requests that wait a
+// fraction of a step, whatever the fit (docs/physics-spec.md §9), so its
+// checks are reported, not judged.
+func (r *Report) verdict() bool { return r.Beta.pass() }
+
 // Result is the outcome of Run.
 type Result struct {
 	File   *coefficients.File

@@ -50,7 +50,7 @@ func Run(cfgs []Config, opt Options, command string) (*Result, error) {
 	}
 
 	rep.Arrival, rep.Departure = fitLowerEnvelope(ts.arrX, ts.arrY), fitLine(ts.depX, ts.depY)
-	rep.Pass = rep.Beta.pass() && rep.Alpha.pass()
+	rep.Pass = rep.verdict()
 
 	f := coefficientFile(cfgs, ts, &opt, rep, bf, af, alphaCoef, command)
 	if err := f.Validate(); err != nil {

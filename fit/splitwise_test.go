@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -17,14 +18,17 @@ import (
 	"github.com/blis-sim/blis/physics"
 )
 
-// The cross-configuration evaluation of issue 17 on measured step times:
-// Llama2-70B on A100 and H100 at TP 2, 4 and 8 (splitwise-sim's profile,
-// testdata/splitwise/). Each row gives a prefill step (batch × prompt
-// tokens, no context) and a decode step (batch tokens, context ≈ prompt).
-// It reports, for each feature spec and objective, the relative error
-// within a configuration (5-fold by row), leaving one configuration out,
-// and across GPUs (fit on A100, predict H100, and back), and asserts the
-// targets for the defaults. The table is checked in; regenerate it with
+// The cross-configuration evaluation of issues 17 and 33 on measured step
+// times: Llama2-70B on A100 and H100 at TP 2, 4 and 8 (splitwise-sim's
+// profile, testdata/splitwise/; with SplitwiseSim's whole
+// data/perf_model.csv in that folder, every model and GPU of it). Each row
+// gives a prefill step (batch × prompt tokens, no context) and a decode
+// step (batch tokens, context ≈ prompt). It reports, for each feature spec
+// and objective, the relative error within a configuration (5-fold by
+// row), leaving one configuration out, across GPUs (fit on A100, predict
+// H100, and back) and, with more than one model, across models (fit on the
+// others, predict one), and asserts the targets for the defaults. The
+// table is checked in; regenerate it with
 //
 //	go test ./fit -run TestSplitwiseEvaluation -update
 var updateEval = flag.Bool("update", false, "rewrite testdata/splitwise/evaluation.md")
@@ -33,13 +37,21 @@ const splitwiseDir = "../testdata/splitwise/"
 
 type swRow = fit.SplitwiseRow
 
-var swHardware = map[string]string{"a100-80gb": "a100-80gb", "h100-80gb": "h100-sxm"}
+// swModels and swHardware map splitwise's names to the shipped specs. The
+// power-capped H100 (h100-80gb-pcap) gets the H100's: SplitwiseSim's
+// configs do not say the cap, and without the capped clock a spec could
+// not describe it better.
+var (
+	swModels   = map[string]string{"llama2-70b": "llama-2-70b", "bloom-176b": "bloom-176b"}
+	swHardware = map[string]string{"a100-80gb": "a100-80gb", "h100-80gb": "h100-sxm", "h100-80gb-pcap": "h100-sxm"}
+)
 
 type swConfig struct {
-	name string
-	hw   string
-	phys *physics.PhysicsConfig
-	rows []swRow
+	name  string
+	model string
+	hw    string
+	phys  *physics.PhysicsConfig
+	rows  []swRow
 }
 
 // steps turns rows into samples; rows whose prefill is faster than the
@@ -65,20 +77,26 @@ func (c *swConfig) steps(keep func(i int) bool) (out []fit.StepSample, impossibl
 }
 
 func splitwiseConfigs(t *testing.T) []*swConfig {
-	m, err := physics.LoadModel("llama-2-70b")
-	require.NoError(t, err)
 	var cfgs []*swConfig
 	for _, r := range fit.ReadSplitwise(t, splitwiseDir) {
 		name := fmt.Sprintf("%s/tp%d", r.HW, r.TP)
+		if r.Model != "llama2-70b" {
+			name = r.Model + "/" + name
+		}
 		i := slices.IndexFunc(cfgs, func(c *swConfig) bool { return c.name == name })
 		if i < 0 {
+			require.Contains(t, swModels, r.Model, "a model of the profile without a shipped config")
+			require.Contains(t, swHardware, r.HW, "a GPU of the profile without a shipped spec")
+			m, err := physics.LoadModel(swModels[r.Model])
+			require.NoError(t, err)
 			h, err := physics.LoadHardware(swHardware[r.HW])
 			require.NoError(t, err)
 			k := physics.DefaultVLLMKnobs()
 			k.MaxNumSeqs, k.ChunkedPrefillEnabled = 64, false
+			k.TotalKVBlocksGPU = 1 << 20 // the features do not read it; BLOOM's weights leave no room to derive it at TP 8
 			pc, err := physics.NewPhysicsConfig(m, h, r.TP, k)
 			require.NoError(t, err)
-			cfgs = append(cfgs, &swConfig{name: name, hw: r.HW, phys: pc})
+			cfgs = append(cfgs, &swConfig{name: name, model: r.Model, hw: r.HW, phys: pc})
 			i = len(cfgs) - 1
 		}
 		cfgs[i].rows = append(cfgs[i].rows, r)
@@ -102,7 +120,10 @@ func cmpStrings(a, b string) int {
 type swScores struct {
 	within, loco []float64 // per configuration, MAPE
 	aToH, hToA   float64
-	impossible   int
+	// crossModel is, per model, the MAPE of its configurations predicted
+	// by a fit on the other models' (only with more than one model).
+	crossModel map[string]float64
+	impossible int
 }
 
 func evaluateSplitwise(t *testing.T, cfgs []*swConfig, spec, objective string) swScores {
@@ -145,20 +166,21 @@ func evaluateSplitwise(t *testing.T, cfgs []*swConfig, spec, objective string) s
 		}
 		s.loco = append(s.loco, score(train, stepCfg(c, all)))
 	}
-	cross := func(from, to string) float64 {
-		var train []fit.StepConfig
+	// cross fits on the configurations train selects and pools the MAPE
+	// of those test selects.
+	cross := func(train, test func(*swConfig) bool) float64 {
+		var tr []fit.StepConfig
 		for _, c := range cfgs {
-			if c.hw == from {
-				train = append(train, stepCfg(c, all))
+			if train(c) {
+				tr = append(tr, stepCfg(c, all))
 			}
 		}
-		// The other GPU's configurations, pooled.
 		var sum float64
 		var n int64
-		coef, err := fit.FitSteps(train, opt)
+		coef, err := fit.FitSteps(tr, opt)
 		require.NoError(t, err)
 		for _, c := range cfgs {
-			if c.hw == to {
+			if test(c) {
 				e, err := fit.ScoreSteps(stepCfg(c, all), spec, coef)
 				require.NoError(t, err)
 				sum += e.MAPE * float64(e.N)
@@ -167,7 +189,18 @@ func evaluateSplitwise(t *testing.T, cfgs []*swConfig, spec, objective string) s
 		}
 		return sum / float64(n)
 	}
-	s.aToH, s.hToA = cross("a100-80gb", "h100-80gb"), cross("h100-80gb", "a100-80gb")
+	hw := func(name string) func(*swConfig) bool { return func(c *swConfig) bool { return c.hw == name } }
+	s.aToH, s.hToA = cross(hw("a100-80gb"), hw("h100-80gb")), cross(hw("h100-80gb"), hw("a100-80gb"))
+	models := map[string]bool{}
+	for _, c := range cfgs {
+		models[c.model] = true
+	}
+	if len(models) > 1 {
+		s.crossModel = map[string]float64{}
+		for m := range models {
+			s.crossModel[m] = cross(func(c *swConfig) bool { return c.model != m }, func(c *swConfig) bool { return c.model == m })
+		}
+	}
 	return s
 }
 
@@ -183,25 +216,39 @@ func median(xs []float64) float64 {
 
 func TestSplitwiseEvaluation(t *testing.T) {
 	cfgs := splitwiseConfigs(t)
-	require.Len(t, cfgs, 6)
+	subset := len(cfgs) == 6 // the Llama2-70B subset shipped here
 	var b bytes.Buffer
 	b.WriteString("<!-- generated by: go test ./fit -run TestSplitwiseEvaluation -update -->\n")
 	b.WriteString("| spec | objective | within-config (median) | leave-one-config-out (median) | worst config left out | A100 → H100 | H100 → A100 |\n|---|---|---|---|---|---|---|\n")
-	var v2rel swScores
-	for _, spec := range []string{features.SpecV1, features.SpecV2} {
+	var def swScores
+	var crossRows []string
+	for _, spec := range features.Specs {
 		for _, obj := range []string{coefficients.ObjectiveAbsolute, coefficients.ObjectiveRelative} {
 			s := evaluateSplitwise(t, cfgs, spec, obj)
 			if spec == features.DefaultSpec && obj == coefficients.ObjectiveRelative {
-				v2rel = s
+				def = s
 			}
 			fmt.Fprintf(&b, "| %s | %s | %.1f %% | %.1f %% | %.1f %% | %.1f %% | %.1f %% |\n", spec, obj,
 				100*median(s.within), 100*median(s.loco), 100*slices.Max(s.loco), 100*s.aToH, 100*s.hToA)
+			for _, m := range slices.Sorted(maps.Keys(s.crossModel)) {
+				crossRows = append(crossRows, fmt.Sprintf("| %s | %s | %s | %.1f %% |\n", spec, obj, m, 100*s.crossModel[m]))
+			}
 		}
 	}
 	fmt.Fprintf(&b, "\nMean absolute percentage error over every step of the configuration(s) predicted. %d rows (of %d configurations) whose prefill is faster than the GPUs' peak allows are left out whole.\n",
-		v2rel.impossible, len(cfgs))
+		def.impossible, len(cfgs))
+	if len(crossRows) > 0 {
+		b.WriteString("\n| spec | objective | model predicted by a fit on the others | MAPE |\n|---|---|---|---|\n")
+		for _, r := range crossRows {
+			b.WriteString(r)
+		}
+	}
 	t.Log("\n" + b.String())
 	path := splitwiseDir + "evaluation.md"
+	if !subset {
+		// Another profile than the one checked in: report, do not compare.
+		return
+	}
 	if *updateEval {
 		require.NoError(t, os.WriteFile(path, b.Bytes(), 0o644))
 	}
@@ -209,12 +256,47 @@ func TestSplitwiseEvaluation(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, string(want), b.String(), "stale %s: go test ./fit -run TestSplitwiseEvaluation -update", path)
 
-	// Issue 17's targets for the default spec and objective.
-	require.Equal(t, features.SpecV2, features.DefaultSpec)
+	// Issue 17's targets for the default spec and objective (issue 33's
+	// leave-one-config-out target, < 8 %, is not met yet: 8.8 %).
+	require.Equal(t, features.SpecV3, features.DefaultSpec)
 	require.Equal(t, coefficients.ObjectiveRelative, fit.DefaultOptions().Objective)
-	require.Less(t, median(v2rel.loco), 0.10, "leave-one-config-out median")
-	require.Less(t, v2rel.aToH, 0.15, "A100 → H100")
-	require.Less(t, v2rel.hToA, 0.15, "H100 → A100")
-	require.Equal(t, 10, v2rel.impossible, "the batch-64 TP2 rows, 5 per GPU")
-	require.False(t, math.IsNaN(median(v2rel.within)))
+	require.Less(t, median(def.loco), 0.10, "leave-one-config-out median")
+	require.Less(t, def.aToH, 0.15, "A100 → H100")
+	require.Less(t, def.hToA, 0.15, "H100 → A100")
+	require.Equal(t, 10, def.impossible, "the batch-64 TP2 rows, 5 per GPU")
+	require.False(t, math.IsNaN(median(def.within)))
+}
+
+// Why spec 3.0 counts attention's KV read per query head: on these
+// Llama2-70B steps (8 query heads per KV head) spec 2.0's kv_read
+// coefficient comes out ~15, a KV read at 7 % of peak bandwidth, which no
+// attention kernel that reads each KV head once would show; counted once
+// per query head, as a kernel that runs one query head per thread block
+// reads it, the same steps give ~2 (50 %). The two specs fit these steps
+// equally (one GQA ratio); they differ on a model with another ratio,
+// where spec 2.0's coefficient would charge an MHA model's KV 15 times
+// (docs/physics-spec.md, "Spec 3.0").
+func TestSplitwiseAttentionReadIsPhysical(t *testing.T) {
+	cfgs := splitwiseConfigs(t)
+	all := func(int) bool { return true }
+	coefOf := func(spec string) []float64 {
+		var train []fit.StepConfig
+		for _, c := range cfgs {
+			if c.model == "llama2-70b" {
+				s, _ := c.steps(all)
+				train = append(train, fit.StepConfig{Name: c.name, Phys: c.phys, Steps: s})
+			}
+		}
+		opt := fit.DefaultOptions()
+		opt.Spec = spec
+		coef, err := fit.FitSteps(train, opt)
+		require.NoError(t, err)
+		return coef
+	}
+	v2, v3 := coefOf(features.SpecV2), coefOf(features.SpecV3)
+	require.Equal(t, "kv_read", features.BetaV2Names[3])
+	require.Equal(t, "attention_read", features.BetaV3Names[3])
+	require.Greater(t, v2[3], 8.0, "spec 2.0: unphysical")
+	require.InDelta(t, 2, v3[3], 1, "spec 3.0: 1 / efficiency of a bandwidth-bound kernel")
+	t.Logf("kv_read %.2f (spec 2.0), attention_read %.2f (spec 3.0)", v2[3], v3[3])
 }

@@ -263,6 +263,15 @@ func (c *PhysicsConfig) resolveKVBlocks() error {
 	return nil
 }
 
+// QHeadKVBytesPerToken is the KV an attention kernel reads per token of
+// context when each query head reads its KV head itself: 2 (K and V) ×
+// layers × q_dim × dtype bytes, KVBytesPerToken × heads / kv_heads without
+// KV-head replication (feature spec 3.0's attention_read; equal to
+// KVBytesPerToken for a model without GQA).
+func (c *PhysicsConfig) QHeadKVBytesPerToken() float64 {
+	return 2 * float64(c.Model.NumLayers) * c.QDim * c.Model.BytesPerParam
+}
+
 // MoEActivation is the expected share of routed experts that a step with
 // scheduledTokens tokens touches, 1 − (1 − top_k/E)^B, assuming independent
 // uniform routing. It is 0 for dense models and for an empty step.

@@ -138,7 +138,7 @@ do not record it. --kv-blocks-gpu defaults to the trace's kv.blocks_total_gpu.
                         "(default %(default)s)")
     f.add_argument("--beta-target", default=d.beta_target, help="step-time source: auto, step_pairs or journey "
                                                                "(default %(default)s)")
-    f.add_argument("--feature-spec", default=d.spec, help="beta feature spec: 1.0 or 2.0 (default %(default)s)")
+    f.add_argument("--feature-spec", default=d.spec, help="beta feature spec: 1.0, 2.0 or 3.0 (default %(default)s)")
     f.add_argument("--objective", default=d.objective,
                    help="beta fit objective: relative (weights 1/t^2) or absolute (default %(default)s)")
     f.add_argument("--compare-objectives", action=argparse.BooleanOptionalAction, default=d.compare_objectives,

@@ -1113,10 +1113,17 @@ def beta_features_batch(cfg: PhysicsConfig, cols: Any) -> np.ndarray:
 
 SPEC_V1 = "1.0"
 SPEC_V2 = "2.0"
-DEFAULT_SPEC = SPEC_V2
+SPEC_V3 = "3.0"
+SPECS = (SPEC_V1, SPEC_V2, SPEC_V3)
+DEFAULT_SPEC = SPEC_V3
 NUM_BETA_V2 = 9
+NUM_BETA_V3 = NUM_BETA_V2
 BETA_V2_NAMES: tuple[str, ...] = (
     "linear_compute_bound", "linear_memory_bound", "attention_compute", "kv_read", "tp_comm_bandwidth",
+    "tp_comm_latency", "layer_latency", "cpu_offload_transfer", "cpu_offload_kv_read",
+)
+BETA_V3_NAMES: tuple[str, ...] = (
+    "linear_compute_bound", "linear_memory_bound", "prefill_attention", "attention_read", "tp_comm_bandwidth",
     "tp_comm_latency", "layer_latency", "cpu_offload_transfer", "cpu_offload_kv_read",
 )
 COMM_HOP_SECONDS = 1e-5
@@ -1129,15 +1136,22 @@ def beta_names_of(spec: str) -> tuple[str, ...]:
         return BETA_NAMES
     if spec == SPEC_V2:
         return BETA_V2_NAMES
-    raise ValueError(f'feature spec "{spec}" is not {SPEC_V1} or {SPEC_V2}')
+    if spec == SPEC_V3:
+        return BETA_V3_NAMES
+    raise ValueError(f'feature spec "{spec}" is not {SPEC_V1}, {SPEC_V2} or {SPEC_V3}')
 
 
 def check_spec(cfg: PhysicsConfig, spec: str) -> None:
-    """Go's features.CheckSpec: spec 2.0 needs the GPU's boost clock."""
+    """Go's features.CheckSpec: specs 2.0 and 3.0 need the GPU's boost clock."""
     beta_names_of(spec)
-    if spec == SPEC_V2 and not cfg.hw_clock_hz > 0:
-        raise ValueError(f'hardware "{cfg.hardware.name}": boost_clock_mhz is not set; feature spec {SPEC_V2} '
+    if spec != SPEC_V1 and not cfg.hw_clock_hz > 0:
+        raise ValueError(f'hardware "{cfg.hardware.name}": boost_clock_mhz is not set; feature spec {spec} '
                          "needs the GPU's boost clock (add it to the hardware spec JSON from the datasheet)")
+
+
+def qhead_kv_bytes_per_token(cfg: PhysicsConfig) -> float:
+    """Go's PhysicsConfig.QHeadKVBytesPerToken: 2 × layers × q_dim × dtype bytes."""
+    return 2 * float(cfg.model.num_hidden_layers) * cfg.q_dim * cfg.model.bytes_per_param
 
 
 def prefill_context_tokens(inp: Mapping[str, float]) -> float:
@@ -1230,6 +1244,41 @@ def beta_features_v2_batch(cfg: PhysicsConfig, cols: Any) -> np.ndarray:
     return f
 
 
+def beta_features_v3(cfg: PhysicsConfig, inp: Mapping[str, float]) -> list[float]:
+    """The 9 spec 3.0 beta features of one step (Go's features.BetaFeaturesV3): spec 2.0's, with prefill
+    attention alone in feature 3 and attention's KV read once per query head in feature 4."""
+    f = beta_features_v2(cfg, inp)
+    if inp["scheduled_tokens"] > 0:
+        f[2] = _clamp(_div(float(inp["sum_prefill_attn_work"]) * cfg.attn_flops_per_work_unit, cfg.hw_peak_flops))
+        ctx = float(inp["decode_context_tokens"])
+        f[3] = _clamp(_div((ctx + prefill_context_tokens(inp)) * qhead_kv_bytes_per_token(cfg), cfg.hw_peak_bandwidth))
+    return f
+
+
+def beta_features_v3_batch(cfg: PhysicsConfig, cols: Any) -> np.ndarray:
+    """beta_features_v3 for every row: an (n, 9) float64 array, same operation order as the scalar path."""
+    f = beta_features_v2_batch(cfg, cols)
+    c, n = _columns(cols, BETA_INPUT_KEYS)
+    sched = c["scheduled_tokens"]
+    flops_den, bw_den = _den(cfg.hw_peak_flops), _den(cfg.hw_peak_bandwidth)
+    with np.errstate(all="ignore"):
+        on = sched > 0
+        a = c["sum_prefill_attn_work"] * cfg.attn_flops_per_work_unit
+        np.divide(a, flops_den, out=a)
+        f[:, 2] = np.where(on, a, 0.0)
+        p = c["prefill_tokens"]
+        nreq = c["num_prefill_reqs"]
+        pctx = c["sum_prefill_attn_work"] / p - p / np.maximum(1.0, nreq)
+        pctx = np.maximum(0.0, pctx) * nreq
+        pctx = np.where(p > 0, pctx, 0.0)
+        kv = c["decode_context_tokens"] + pctx
+        np.multiply(kv, qhead_kv_bytes_per_token(cfg), out=kv)
+        np.divide(kv, bw_den, out=kv)
+        f[:, 3] = np.where(on, kv, 0.0)
+        _clamp_inplace(f)
+    return f
+
+
 def lower_bound_seconds_batch(cfg: PhysicsConfig, cols: Any) -> np.ndarray:
     """Go's features.LowerBoundSeconds for every row: the step's FLOPs at peak FLOP/s or its bytes (weights once,
     the KV it reads) at peak bandwidth, whichever is longer; 0 for a step without scheduled tokens."""
@@ -1255,9 +1304,13 @@ def lower_bound_seconds_batch(cfg: PhysicsConfig, cols: Any) -> np.ndarray:
 
 def beta_features_of(spec: str, cfg: PhysicsConfig, inp: Mapping[str, float]) -> list[float]:
     """The beta features of spec for one step."""
+    if spec == SPEC_V3:
+        return beta_features_v3(cfg, inp)
     return beta_features_v2(cfg, inp) if spec == SPEC_V2 else beta_features(cfg, inp)
 
 
 def beta_features_batch_of(spec: str, cfg: PhysicsConfig, cols: Any) -> np.ndarray:
     """The beta features of spec for every row."""
+    if spec == SPEC_V3:
+        return beta_features_v3_batch(cfg, cols)
     return beta_features_v2_batch(cfg, cols) if spec == SPEC_V2 else beta_features_batch(cfg, cols)

@@ -60,7 +60,7 @@ FEATURE_SPEC_VERSION = cf.DEFAULT_SPEC
 def spec_of(version: str) -> str:
     """Go's coefficients.SpecOf: the features spec of a feature_spec_version, by its major version."""
     major = version.split(".")[0]
-    return {"1": cf.SPEC_V1, "2": cf.SPEC_V2}.get(major, version)
+    return {"1": cf.SPEC_V1, "2": cf.SPEC_V2, "3": cf.SPEC_V3}.get(major, version)
 
 
 OBJECTIVE_RELATIVE = "relative"
@@ -210,7 +210,7 @@ class CoefficientFile:
         if self.schema_version != SCHEMA_VERSION:
             fail("schema_version", f"must be {SCHEMA_VERSION}, got {self.schema_version}")
         text("feature_spec_version", self.feature_spec_version, True)
-        if spec_of(self.feature_spec_version) not in (cf.SPEC_V1, cf.SPEC_V2):
+        if spec_of(self.feature_spec_version) not in cf.SPECS:
             fail("feature_spec_version", f"{self.feature_spec_version!r} has another major version")
         beta_names = cf.beta_names_of(spec_of(self.feature_spec_version))
         a = self.applies_to
@@ -408,7 +408,7 @@ def marshal(f: CoefficientFile) -> str:
     for n, v in zip(cf.ALPHA_NAMES, f.alpha):
         kv(2, n, format_float(v))
     spec = spec_of(f.feature_spec_version)
-    kv(0, "beta", "", "features.BetaV2Names, in that order" if spec == cf.SPEC_V2 else "features.BetaNames, in that order")
+    kv(0, "beta", "", {cf.SPEC_V2: "features.BetaV2Names, in that order", cf.SPEC_V3: "features.BetaV3Names, in that order"}.get(spec, "features.BetaNames, in that order"))
     for n, v in zip(cf.beta_names_of(spec), f.beta):
         kv(2, n, format_float(v))
     o = f.overheads

@@ -177,3 +177,39 @@ def test_features_v2_vectorized(case_id):
     assert_all_close("beta_v2", cf.BETA_V2_NAMES, want, got[0].tolist())
     # The vectorized path is the scalar one, bit for bit.
     assert got[0].tolist() == cf.beta_features_v2(cfg, case["beta_input"])
+
+
+# --- feature spec 3.0 --------------------------------------------------------------
+
+
+def test_fixture_v3_names_match_the_code():
+    assert tuple(FIXTURE["beta_v3_feature_names"]) == cf.BETA_V3_NAMES
+    assert cf.NUM_BETA_V3 == len(cf.BETA_V3_NAMES)
+    assert cf.DEFAULT_SPEC == cf.SPEC_V3
+
+
+@pytest.mark.parametrize("case_id", CASES)
+def test_features_v3_scalar(case_id):
+    case, cfg = CASES[case_id], config_of(case_id)
+    want = case["expected_beta_v3_features"]
+    if want is None:
+        with pytest.raises(ValueError, match="boost_clock_mhz"):
+            cf.check_spec(cfg, cf.SPEC_V3)
+        return
+    cf.check_spec(cfg, cf.SPEC_V3)
+    assert_all_close("beta_v3", cf.BETA_V3_NAMES, want, cf.beta_features_v3(cfg, case["beta_input"]))
+    assert cf.beta_features_of(cf.SPEC_V3, cfg, case["beta_input"]) == cf.beta_features_v3(cfg, case["beta_input"])
+
+
+@pytest.mark.parametrize("case_id", CASES)
+def test_features_v3_vectorized(case_id):
+    case, cfg = CASES[case_id], config_of(case_id)
+    want = case["expected_beta_v3_features"]
+    if want is None:
+        return
+    cols = {k: np.asarray([case["beta_input"][k]], dtype=np.float64) for k in cf.BETA_INPUT_KEYS}
+    got = cf.beta_features_v3_batch(cfg, cols)
+    assert got.shape == (1, cf.NUM_BETA_V3)
+    assert_all_close("beta_v3", cf.BETA_V3_NAMES, want, got[0].tolist())
+    # The vectorized path is the scalar one, bit for bit.
+    assert got[0].tolist() == cf.beta_features_v3(cfg, case["beta_input"])
