@@ -187,7 +187,7 @@ func (c Collectives) nvlink() bool {
 // size n at all: 2, 4, 6 or 8 ranks with peer access, more than two
 // only when fully connected.
 func (c Collectives) customEligible(n int) bool {
-	if !slices.Contains([]int{2, 4, 6, 8}, n) || c.Kind == InterconnectPCIe {
+	if (n != 2 && n != 4 && n != 6 && n != 8) || c.Kind == InterconnectPCIe {
 		return false
 	}
 	return n == 2 || c.Kind == InterconnectNVSwitch
@@ -216,17 +216,43 @@ func (c Collectives) symmMemMaxBytes(n int) float64 {
 // ranks and the path vLLM takes for it: the custom all-reduce below its
 // size limit, then torch symmetric memory where it runs, then NCCL.
 func (c Collectives) AllReduce(msgBytes float64, n int) (float64, AllReducePath) {
-	if n <= 1 {
+	p := c.Plan(n)
+	return p.AllReduce(msgBytes)
+}
+
+// AllReducePlan is Collectives' dispatch for one world size, resolved
+// once (the size limits and algorithm choices that depend on n and the
+// compute capability), so that a per-step call costs a few comparisons.
+type AllReducePlan struct {
+	c         Collectives
+	n         int
+	customMax float64 // exclusive; 0 when the custom all-reduce does not run
+	symmMax   float64 // inclusive; 0 when symmetric memory does not run
+}
+
+// Plan resolves the dispatch for world size n.
+func (c Collectives) Plan(n int) AllReducePlan {
+	p := AllReducePlan{c: c, n: n, symmMax: c.symmMemMaxBytes(n)}
+	if c.customEligible(n) {
+		p.customMax = c.customMaxBytes(n)
+	}
+	return p
+}
+
+// N is the plan's world size.
+func (p *AllReducePlan) N() int { return p.n }
+
+// AllReduce is Collectives.AllReduce at the plan's world size.
+func (p *AllReducePlan) AllReduce(msgBytes float64) (float64, AllReducePath) {
+	switch {
+	case p.n <= 1:
 		return 0, PathNone
+	case msgBytes < p.customMax:
+		return p.c.CustomAllReduce(msgBytes, p.n)
+	case msgBytes <= p.symmMax:
+		return p.c.SymmMemAllReduce(msgBytes, p.n)
 	}
-	if c.customEligible(n) && msgBytes < c.customMaxBytes(n) {
-		s, p := c.CustomAllReduce(msgBytes, n)
-		return s, p
-	}
-	if msgBytes <= c.symmMemMaxBytes(n) {
-		return c.SymmMemAllReduce(msgBytes, n)
-	}
-	return c.NCCLAllReduce(msgBytes, n), PathNCCL
+	return p.c.NCCLAllReduce(msgBytes, p.n), PathNCCL
 }
 
 // CustomAllReduce is the time of vLLM's custom all-reduce of msgBytes
@@ -296,13 +322,20 @@ func (c Collectives) ncclRing(busBytes, steps float64) float64 {
 }
 
 // ccMajor is the major version of a compute capability ("9.0" → 9), 0
-// when unknown.
+// when unknown. (No fmt: NCCLAllReduce calls it per all-reduce.)
 func ccMajor(cc string) int {
-	var major, minor int
-	if n, _ := fmt.Sscanf(cc, "%d.%d", &major, &minor); n != 2 {
-		return 0
+	major := 0
+	for i := 0; i < len(cc); i++ {
+		switch b := cc[i]; {
+		case b >= '0' && b <= '9':
+			major = major*10 + int(b-'0')
+		case b == '.' && i > 0:
+			return major
+		default:
+			return 0
+		}
 	}
-	return major
+	return 0
 }
 
 // validateInterconnect checks the interconnect keys of a hardware spec.

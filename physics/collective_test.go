@@ -197,3 +197,9 @@ func TestHardwareInterconnectKeys(t *testing.T) {
 		require.NotEmpty(t, h.ComputeCapability, "%s names its compute capability", name)
 	}
 }
+
+func TestCCMajor(t *testing.T) {
+	for cc, want := range map[string]int{"9.0": 9, "10.3": 10, "12.0": 12, "8.9": 8, "": 0, "9": 0, ".9": 0, "x.0": 0} {
+		require.Equal(t, want, ccMajor(cc), cc)
+	}
+}

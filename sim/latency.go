@@ -149,6 +149,10 @@ type Roofline struct {
 	// each path's measured latency and bandwidth
 	// (physics.HardwareSpec.Collectives, docs/physics-spec.md).
 	Collectives physics.Collectives
+	// plan is Collectives' all-reduce dispatch at Cfg.TP, resolved once
+	// (DefaultRoofline, Validate) for planOf.
+	plan   physics.AllReducePlan
+	planOf physics.Collectives
 	// TransferBaseUs is the fixed cost of a step that moves KV blocks over
 	// PCIe.
 	TransferBaseUs float64
@@ -159,7 +163,7 @@ type Roofline struct {
 // of vLLM on recent GPUs. They are estimates, not measurements; see
 // docs/simulator.md.
 func DefaultRoofline(cfg *physics.PhysicsConfig) *Roofline {
-	return &Roofline{
+	m := &Roofline{
 		Cfg: cfg,
 		// 0.8 of the sustained GEMM rate: with DefaultGEMMShare, 0.6 of
 		// the datasheet peak on a card without a measured rate, the
@@ -172,6 +176,14 @@ func DefaultRoofline(cfg *physics.PhysicsConfig) *Roofline {
 		TransferBaseUs:       50,
 		Overheads:            DefaultOverheads(),
 	}
+	m.resolvePlan()
+	return m
+}
+
+// resolvePlan resolves the all-reduce dispatch for the current
+// Collectives and TP.
+func (m *Roofline) resolvePlan() {
+	m.plan, m.planOf = m.Collectives.Plan(m.Cfg.TP), m.Collectives
 }
 
 // DefaultComputeEfficiency is the roofline's default share of the sustained
@@ -192,6 +204,7 @@ func (m *Roofline) Validate() error {
 	if !(m.ComputeEfficiency > 0 && m.ComputeEfficiency <= 1) || !(m.BandwidthEfficiency > 0 && m.BandwidthEfficiency <= 1) {
 		return fmt.Errorf("roofline efficiencies must be in (0, 1], got compute %v, bandwidth %v", m.ComputeEfficiency, m.BandwidthEfficiency)
 	}
+	m.resolvePlan()
 	if (m.Cfg.TP > 1 || m.Cfg.EP > 1) && !(m.Collectives.LinkBytesPerS > 0) {
 		return fmt.Errorf("roofline collectives need the interconnect's bandwidth (> 0), got %v bytes/s", m.Collectives.LinkBytesPerS)
 	}
@@ -251,7 +264,13 @@ func (m *Roofline) StepSeconds(b *Batch) float64 {
 // (physics.Collectives.AllReduce).
 func (m *Roofline) allReduceSeconds(tokens float64) float64 {
 	c := m.Cfg
-	s, _ := m.Collectives.AllReduce(tokens*float64(c.Model.HiddenSize)*c.Model.BytesPerParam, c.TP)
+	p := &m.plan
+	if p.N() != c.TP || m.planOf != m.Collectives {
+		// Collectives changed after the plan was resolved.
+		fresh := m.Collectives.Plan(c.TP)
+		p = &fresh
+	}
+	s, _ := p.AllReduce(tokens * float64(c.Model.HiddenSize) * c.Model.BytesPerParam)
 	return float64(2*c.Model.NumLayers) * s
 }
 

@@ -115,6 +115,14 @@ func TestRooflineAllReduceIsTheCollectiveModel(t *testing.T) {
 		require.Equal(t, c.path, p, "%v tokens", c.tokens)
 		require.InDelta(t, float64(2*m.NumLayers)*s, rl.allReduceSeconds(c.tokens), 1e-15)
 	}
+	// The dispatch is resolved once; a caller that changes Collectives
+	// afterwards still gets the new model.
+	pcie := rl.Collectives
+	pcie.Kind = physics.InterconnectPCIe
+	rl2 := *rl
+	rl2.Collectives = pcie
+	s, _ := pcie.AllReduce(64*perToken, 4)
+	require.InDelta(t, float64(2*m.NumLayers)*s, rl2.allReduceSeconds(64), 1e-15)
 	// A decode batch of 64 on Llama-2-70B at TP 4: 160 all-reduces of
 	// 1 MiB, 3.2 ms per step (5.6 ms before this model, which read the
 	// sizes of sglang pull 2904 as a quarter of what they are).
