@@ -548,7 +548,10 @@ func TestShippedFilesParseAndApply(t *testing.T) {
 	for _, s := range files {
 		require.NoError(t, s.File.Validate(), s.Name)
 		require.NotEmpty(t, s.File.Provenance.Inputs, "%s: provenance lists the traces", s.Name)
-		require.Contains(t, s.File.Provenance.Notes, "make-shipped-coefficients.sh", s.Name)
+		// Each says how it is regenerated: the script, or the test that
+		// fits the measured splitwise steps.
+		p := s.File.Provenance
+		require.True(t, strings.Contains(p.Notes, "make-shipped-coefficients.sh") || strings.HasSuffix(p.Command, " -update"), "%s: %s / %s", s.Name, p.Command, p.Notes)
 	}
 	got := FindShipped(physicsConfig(t, "llama-3.1-8b", "h100-sxm", 1, nil))
 	require.NotNil(t, got)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/blis-sim/blis/coefficients"
 	"github.com/blis-sim/blis/features"
 	"github.com/blis-sim/blis/physics"
 )
@@ -137,8 +138,11 @@ func runPhysics(w, stderr io.Writer, o physicsOpts) error {
 			VLLM     physics.VLLMKnobs       `json:"vllm"`
 			Physics  *physics.PhysicsConfig  `json:"physics_config"`
 			KVBudget *physics.KVMemoryBudget `json:"kv_budget,omitempty"`
-			Examples []exOut                 `json:"examples"`
-		}{Model: c.Model, Hardware: c.Hardware, TP: c.TP, VLLM: c.Knobs, Physics: c}
+			// DefaultLatency is what blis run takes for this configuration
+			// without --latency or --coefficients, and why.
+			DefaultLatency latencyChoice `json:"default_latency"`
+			Examples       []exOut       `json:"examples"`
+		}{Model: c.Model, Hardware: c.Hardware, TP: c.TP, VLLM: c.Knobs, Physics: c, DefaultLatency: defaultLatency(c)}
 		if c.KVBudget.Blocks > 0 {
 			out.KVBudget = &c.KVBudget
 		}
@@ -179,8 +183,21 @@ func printPhysics(w io.Writer, c *physics.PhysicsConfig, ex []example) error {
 	if c.Hardware.GEMMTFlops == 0 {
 		gemm = fmt.Sprintf("assumed: %g of the peak", physics.DefaultGEMMShare)
 	}
-	fmt.Fprintf(w, "on %d × %s (%.4g TFLOP/s peak, %.4g sustained in GEMMs (%s; the roofline's ceiling), %.4g TB/s each)\n\n",
+	fmt.Fprintf(w, "on %d × %s (%.4g TFLOP/s peak, %.4g sustained in GEMMs (%s; the roofline's ceiling), %.4g TB/s each)\n",
 		c.TP, c.Hardware.Name, c.Hardware.TFlopsPeak, c.Hardware.SustainedTFlops(), gemm, c.Hardware.BwPeakTBs)
+	if c.TP > 1 {
+		coll := c.Hardware.Collectives()
+		cc := coll.CC
+		if cc == "" {
+			cc = "unknown"
+		}
+		msg := float64(64*m.HiddenSize) * m.BytesPerParam
+		s, path := coll.AllReduce(msg, c.TP)
+		fmt.Fprintf(w, "interconnect %s, %g GB/s each way, compute capability %s: a decode batch of 64's all-reduce (%.3g MiB) takes %.1f µs by %s (docs/physics-spec.md §4b)\n",
+			coll.Kind, c.Hardware.InterconnectBandwidthGBs, cc, msg/(1<<20), s*1e6, path)
+	}
+	d := defaultLatency(c)
+	fmt.Fprintf(w, "latency model blis run takes by default: %s (%s)\n\n", d.Model+coefficientsSuffix(d), d.Why)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(name string, v float64, unit string) { fmt.Fprintf(tw, "  %s\t%.6g\t%s\n", name, v, unit) }
@@ -237,4 +254,34 @@ func printPhysics(w io.Writer, c *physics.PhysicsConfig, ex []example) error {
 		return err
 	}
 	return table("alpha features of an arrival", features.AlphaNames[:], func(i, j int) float64 { return alphas[i][j] })
+}
+
+// latencyChoice is the latency model blis run takes for a configuration
+// without --latency or --coefficients (deploy's rule: the physics model
+// with a shipped coefficient file fitted on the configuration, else the
+// roofline), and why.
+type latencyChoice struct {
+	Model        string `json:"model"`
+	Coefficients string `json:"coefficients,omitempty"`
+	Why          string `json:"why"`
+}
+
+func defaultLatency(c *physics.PhysicsConfig) latencyChoice {
+	if s := coefficients.FindShipped(c); s != nil {
+		why := "a shipped coefficient file was fitted on this model, GPU, TP and vLLM settings"
+		if n := s.File.Provenance.Notes; strings.HasPrefix(n, "MEASURED") {
+			why += ", on measured step times"
+		} else {
+			why += ", on a simulated trace"
+		}
+		return latencyChoice{Model: "physics", Coefficients: "builtin:" + s.Name, Why: why}
+	}
+	return latencyChoice{Model: "roofline", Why: "no shipped coefficient file was fitted on this configuration; --coefficients gives one fitted elsewhere, with a warning"}
+}
+
+func coefficientsSuffix(d latencyChoice) string {
+	if d.Coefficients == "" {
+		return ""
+	}
+	return " with " + d.Coefficients
 }
