@@ -182,6 +182,9 @@ func (d *Draft) resolveWorkload(e *Experiment) error {
 		if err != nil {
 			return err
 		}
+		// The report names the key, not the file: the same experiment
+		// from a file, a built-in or flags reports the same.
+		s.Source = "workload.spec"
 		w.Spec = s.Scaled(w.RateScale)
 	case wy.SpecFile != nil:
 		w.Kind, w.File = SpecFile, *wy.SpecFile
@@ -192,6 +195,9 @@ func (d *Draft) resolveWorkload(e *Experiment) error {
 		w.Spec = s.Scaled(w.RateScale)
 	case wy.Scenario != nil:
 		w.Kind, w.Scenario = Scenario, *wy.Scenario
+		if IsScenario(w.Scenario) {
+			return d.errf("workload.scenario", "%s is a built-in experiment (a deployment and policies too), not a workload: run it with blis run --scenario %s, or start a file from blis run --scenario %s --print-config", w.Scenario, w.Scenario, w.Scenario)
+		}
 		s, err := workload.Scenario(w.Scenario)
 		if err != nil {
 			return d.errAt(err, "workload.scenario")

@@ -206,11 +206,13 @@ func (s Section) Autoscale() (Autoscaler, error) {
 		}
 		a.New = func() autoscale.Policy { return autoscale.NewHPA(c) }
 	case "saturation":
-		c := autoscale.SaturationConfig{KVThreshold: s.Float("kv_threshold"), ScaleUp: s.Float("scale_up"), ScaleDown: s.Float("scale_down")}
+		c := autoscale.SaturationConfig{KVThreshold: s.Float("kv_threshold"), ScaleUp: s.Float("scale_up"), ScaleDown: s.Float("scale_down"), QueueThreshold: s.Float("queue_threshold")}
 		if c.ScaleDown >= c.ScaleUp {
 			return a, fieldErr("params.scale_down", "must be < scale_up (%s), got %s", fmtNum(c.ScaleUp), fmtNum(c.ScaleDown))
 		}
-		a.New = func() autoscale.Policy { return autoscale.NewSaturation(c) }
+		b := autoscale.DefaultHPA("", 1)
+		b.DownWindowUs = us("scale_down_window_s")
+		a.New = func() autoscale.Policy { return autoscale.NewActuated(autoscale.NewSaturation(c), b) }
 	case "queue-depth", "target-utilization":
 		c := autoscale.ThresholdConfig{Metric: autoscale.MetricQueueDepth, Up: s.Float("up"), Down: s.Float("down"),
 			Step: int(s.Int("step")), SustainUs: us("sustain_s"), CooldownUs: us("cooldown_s")}

@@ -86,12 +86,43 @@ func TestSaturation(t *testing.T) {
 	s = base
 	s.KVTokensUsed = 250_000
 	require.Equal(t, 4, p.Evaluate(&s).Desired, "between the thresholds")
-	// Compute-bound: a short budget makes k2 the smaller.
+	// Compute-bound: a short budget makes the formula's k2 the smaller.
 	s = base
 	s.MaxBatchedTokens = 600 // N = 600·200/1200 = 100, k2 = 110,000 > k1: still k1
-	require.InDelta(t, 80_000, p.perReplica(&s), 1e-9)
+	s.KVTokensUsed = 300_000
+	require.Contains(t, p.Evaluate(&s).Reason, "8e+04 per replica (k1)")
 	s.MaxBatchedTokens = 300 // N = 50, k2 = 55,000 < k1
-	require.InDelta(t, 55_000, p.perReplica(&s), 1e-9)
+	require.Contains(t, p.Evaluate(&s).Reason, "5.5e+04 per replica (formula)")
+	require.Equal(t, 7, p.Evaluate(&s).Desired, "300,000/0.85 = 352,941 tokens at 55,000 per replica: 6.4, 7")
+}
+
+// TestSaturationObservesK2: a saturated queue makes the tokens in use the
+// compute-bound capacity; afterwards the average of the last 10
+// observations stands for it.
+func TestSaturationObservesK2(t *testing.T) {
+	p := NewSaturation(DefaultSaturation())
+	base := Signals{Replicas: 2, Ready: 2, KVTokensPerReplica: 400_000, MeanInput: 1000, MeanOutput: 200,
+		MaxBatchedTokens: 8192, MaxNumSeqs: 256}
+	// The formula's k2 (281,600) would call 60,000 tokens in use light
+	// load; a queue of 8 per replica says the replicas are full at 30,000.
+	s := base
+	s.KVTokensUsed, s.QueueDepth, s.QueuedTokens = 60_000, 8, 16_000
+	d := p.Evaluate(&s)
+	require.Contains(t, d.Reason, "3e+04 per replica (observed)")
+	require.Equal(t, 2+ceilInt((76_000/0.85-60_000)/30_000), d.Desired)
+	// No queue now: the history (one observation, 30,000) stands.
+	s = base
+	s.KVTokensUsed = 50_000
+	require.Contains(t, p.Evaluate(&s).Reason, "(history)")
+	// Ten more observations of 40,000 push the first out of the window.
+	for range SaturationHistory {
+		s = base
+		s.KVTokensUsed, s.QueueDepth = 80_000, 6
+		p.Evaluate(&s)
+	}
+	s = base
+	s.KVTokensUsed = 10_000
+	require.Contains(t, p.Evaluate(&s).Reason, "4e+04 per replica (history)")
 }
 
 // TestThreshold: seed 000's case, 2 replicas with the queue over its
@@ -148,4 +179,33 @@ func TestParseMetric(t *testing.T) {
 	require.ErrorContains(t, err, `"cpu" is not a metric`)
 	require.Equal(t, 1<<40, ceilInt(1e300))
 	require.Equal(t, 0, ceilInt(-3))
+}
+
+// want is a test policy that recommends what it is told.
+type want struct{ n *int }
+
+func (p want) Name() string               { return "want" }
+func (p want) Evaluate(*Signals) Decision { return Decision{Desired: *p.n, Reason: "told"} }
+func (p want) Applied(int64, int, int)    {}
+
+// TestActuated: a recommendation actuated by an HPA keeps within its
+// tolerance, waits out its scale-down window and its rate limits.
+func TestActuated(t *testing.T) {
+	n := 10
+	a := NewActuated(want{&n}, DefaultHPA("", 1))
+	ev := func(now int64, replicas int) int {
+		d := a.Evaluate(&Signals{NowUs: now, Replicas: replicas, Ready: replicas, Min: 1, Max: 100})
+		a.Applied(now, replicas, d.Desired)
+		return d.Desired
+	}
+	require.Equal(t, 10, ev(0, 10))
+	n = 11
+	require.Equal(t, 10, ev(15*s, 10), "11/10 is within the tolerance")
+	n = 30
+	require.Equal(t, 20, ev(30*s, 10), "up: max(+100 %, +4) per 15 s")
+	require.Equal(t, 30, ev(45*s, 20))
+	n = 2
+	require.Equal(t, 30, ev(60*s, 30), "down: the highest recommendation of the last 300 s")
+	require.Equal(t, 30, ev(330*s, 30), "30, recommended at 45 s, is still in the window")
+	require.Equal(t, 2, ev(346*s, 30), "the window holds only 2s now")
 }

@@ -155,3 +155,46 @@ func (h *HPA) Applied(now int64, from, to int) {
 		h.dns = append(h.dns, rec{at: now, n: from - to})
 	}
 }
+
+// Actuated is a policy whose recommendation reaches the pool through a
+// HorizontalPodAutoscaler, as llm-d's workload-variant-autoscaler's does:
+// WVA publishes its desired replicas as an external metric
+// (wva_desired_replicas) that an HPA (or KEDA's) scales on at one replica
+// per unit. The HPA then applies its tolerance, stabilization windows and
+// rate limits to the recommendation.
+type Actuated struct {
+	Inner Policy
+	hpa   *HPA
+}
+
+// NewActuated puts inner behind an HPA with cfg's tolerance and behavior
+// (cfg's metric and target are unused).
+func NewActuated(inner Policy, cfg HPAConfig) *Actuated {
+	return &Actuated{Inner: inner, hpa: NewHPA(cfg)}
+}
+
+func (a *Actuated) Name() string { return a.Inner.Name() }
+
+// Evaluate is the inner policy's recommendation as the HPA actuates it.
+func (a *Actuated) Evaluate(s *Signals) Decision {
+	d := a.Inner.Evaluate(s)
+	c := &a.hpa.cfg
+	want := d.Desired
+	if s.Replicas > 0 {
+		if r := float64(want) / float64(s.Replicas); r >= 1-c.Tolerance && r <= 1+c.Tolerance {
+			want = s.Replicas
+		}
+	}
+	got := a.hpa.stabilize(s.NowUs, s.Replicas, want)
+	got = a.hpa.rateLimit(s.NowUs, s.Replicas, got, s.Min, s.Max)
+	if got != d.Desired {
+		d.Reason += fmt.Sprintf("; wants %d, the HPA allows %d", d.Desired, got)
+	}
+	d.Desired = got
+	return d
+}
+
+func (a *Actuated) Applied(now int64, from, to int) {
+	a.Inner.Applied(now, from, to)
+	a.hpa.Applied(now, from, to)
+}

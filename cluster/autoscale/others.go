@@ -10,56 +10,90 @@ import (
 // its defaults (DefaultSaturation): KV cache threshold 0.8 (a replica's
 // usable share of its KV capacity), scale up when demand exceeds 0.85 of
 // the supply (ScaleUpThreshold), down when it is under 0.70
-// (ScaleDownBoundary) (internal/interfaces/saturation_scaling.go).
+// (ScaleDownBoundary) (internal/interfaces/saturation_scaling.go); a
+// replica whose queue reaches QueueThreshold (queueLengthThreshold, 5) is
+// saturated, and the tokens it holds then are its observed compute-bound
+// capacity.
 type SaturationConfig struct {
 	KVThreshold, ScaleUp, ScaleDown float64
+	QueueThreshold                  float64
 }
 
 // DefaultSaturation is WVA's saturation v2 defaults.
 func DefaultSaturation() SaturationConfig {
-	return SaturationConfig{KVThreshold: 0.8, ScaleUp: 0.85, ScaleDown: 0.70}
+	return SaturationConfig{KVThreshold: 0.8, ScaleUp: 0.85, ScaleDown: 0.70, QueueThreshold: 5}
 }
 
-// Saturation is WVA's analyzer. A replica supplies min(k1, k2) tokens:
-// k1 = its KV token capacity × KVThreshold, and the compute-bound term
-// k2 = N·(I + O/2) with N = min(B·O/(I+O), S) concurrent requests (B the
-// token budget per step, S max_num_seqs, I and O the mean input and
-// output tokens) (saturation_v2/analyzer.go). Demand is the KV tokens in
-// use plus the queued prompt tokens. Above ScaleUp of the supply
-// (counting replicas still starting), it adds the replicas that bring
-// demand back to ScaleUp; under ScaleDown, with more than one ready
-// replica, it removes the spare ones, keeping at least one (the N−1
-// check).
-type Saturation struct{ cfg SaturationConfig }
+// SaturationHistory is how many observed compute-bound capacities the
+// analyzer averages (WVA's RollingAverageWindowSize).
+const SaturationHistory = 10
+
+// Saturation is WVA's analyzer (internal/engines/analyzers/saturation_v2/
+// analyzer.go). A replica supplies min(k1, k2) tokens: k1 = its KV token
+// capacity × KVThreshold; k2, the compute-bound capacity, by WVA's
+// priority chain: the tokens in use when the queue is saturated (mean
+// waiting per replica >= QueueThreshold), recorded; else the rolling
+// average of the last SaturationHistory such observations; else the
+// formula N·(I + O/2), N = min(B·O/(I+O), S) (B the token budget per step,
+// S max_num_seqs, I and O the mean input and output tokens); else k1.
+// Demand is the KV tokens in use plus the queued prompt tokens. Above
+// ScaleUp of the supply (counting replicas still starting), it adds the
+// replicas that bring demand back to ScaleUp; under ScaleDown, with more
+// than one ready replica, it removes the spare ones, keeping at least one
+// (the N−1 check). WVA keeps one history per model, accelerator and
+// output-length bucket; a pool here is one model on one accelerator, and
+// its history is the pool's.
+type Saturation struct {
+	cfg      SaturationConfig
+	observed []float64 // the last SaturationHistory observed k2, oldest first
+}
 
 // NewSaturation returns the analyzer.
 func NewSaturation(cfg SaturationConfig) *Saturation { return &Saturation{cfg: cfg} }
 
 func (p *Saturation) Name() string              { return "saturation" }
 func (p *Saturation) Applied(_ int64, _, _ int) {}
-func (p *Saturation) perReplica(s *Signals) float64 {
-	k1 := s.KVTokensPerReplica * p.cfg.KVThreshold
+
+// k2 is the compute-bound capacity per replica, and where it came from.
+func (p *Saturation) k2(s *Signals) (float64, string) {
+	if s.Ready > 0 && s.QueueDepth >= p.cfg.QueueThreshold && s.KVTokensUsed > 0 {
+		k := s.KVTokensUsed / float64(s.Ready)
+		if len(p.observed) == SaturationHistory {
+			p.observed = append(p.observed[:0], p.observed[1:]...)
+		}
+		p.observed = append(p.observed, k)
+		return k, "observed"
+	}
+	if len(p.observed) > 0 {
+		var sum float64
+		for _, k := range p.observed {
+			sum += k
+		}
+		return sum / float64(len(p.observed)), "history"
+	}
 	io := s.MeanInput + s.MeanOutput
-	if io <= 0 || s.MaxBatchedTokens <= 0 || s.MaxNumSeqs <= 0 {
-		return k1
+	if io > 0 && s.MaxBatchedTokens > 0 && s.MaxNumSeqs > 0 {
+		n := min(s.MaxBatchedTokens*s.MeanOutput/io, s.MaxNumSeqs)
+		if k := n * (s.MeanInput + s.MeanOutput/2); k > 0 {
+			return k, "formula"
+		}
 	}
-	n := min(s.MaxBatchedTokens*s.MeanOutput/io, s.MaxNumSeqs)
-	k2 := n * (s.MeanInput + s.MeanOutput/2)
-	if k2 <= 0 {
-		return k1
-	}
-	return min(k1, k2)
+	return 0, "none"
 }
 
 func (p *Saturation) Evaluate(s *Signals) Decision {
-	per := p.perReplica(s)
+	k1 := s.KVTokensPerReplica * p.cfg.KVThreshold
+	per, from := p.k2(s)
+	if per <= 0 || per > k1 {
+		per, from = k1, "k1"
+	}
 	if !(per > 0) {
 		return Decision{Desired: s.Replicas, Reason: "no KV capacity known"}
 	}
 	supply := float64(s.Ready) * per
 	pending := float64(s.Replicas-s.Ready) * per
 	demand := s.KVTokensUsed + s.QueuedTokens
-	reason := fmt.Sprintf("demand %s tokens, supply %s (+%s starting), %s per replica", fmtf(demand), fmtf(supply), fmtf(pending), fmtf(per))
+	reason := fmt.Sprintf("demand %s tokens, supply %s (+%s starting), %s per replica (%s)", fmtf(demand), fmtf(supply), fmtf(pending), fmtf(per), from)
 	if demand > p.cfg.ScaleUp*(supply+pending) {
 		required := demand/p.cfg.ScaleUp - (supply + pending)
 		return Decision{Desired: s.Replicas + ceilInt(required/per), Reason: reason}

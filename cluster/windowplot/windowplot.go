@@ -1,7 +1,8 @@
 // Package windowplot draws a cluster run's time windows (cluster.Window)
 // as one figure of stacked panels over simulated time: arrival and
-// completion rates, TTFT p50 and p99, queue depth and running batch, and
-// KV utilization. It is apart from package cluster so that the simulator
+// completion rates, the replicas ready and starting (when an autoscaler
+// changed them), TTFT p50 and p99, queue depth and running batch, and KV
+// utilization. It is apart from package cluster so that the simulator
 // does not depend on the plotting library.
 package windowplot
 
@@ -53,6 +54,19 @@ type panel struct {
 	atEnd  bool
 	ymax   float64 // > 0 fixes the axis's top
 	series []series
+	// when, if set, says whether the rows call for the panel.
+	when func(rows []cluster.Window) bool
+}
+
+// scaled reports whether the fleet changed during the run: an
+// autoscaler's runs draw their replicas against the load.
+func scaled(rows []cluster.Window) bool {
+	for i := range rows {
+		if w := &rows[i]; w.ReplicasStarting > 0 || w.ReplicasDraining > 0 || w.ReplicasReady != rows[0].ReplicasReady {
+			return true
+		}
+	}
+	return false
 }
 
 func perS(w *cluster.Window, n int64) float64 {
@@ -63,6 +77,10 @@ var panels = []panel{
 	{ylabel: "requests/s", series: []series{
 		{"arrived", func(w *cluster.Window) (float64, bool) { return perS(w, w.Arrived), true }},
 		{"completed", func(w *cluster.Window) (float64, bool) { return perS(w, w.Completed), true }},
+	}},
+	{ylabel: "replicas", atEnd: true, when: scaled, series: []series{
+		{"ready", func(w *cluster.Window) (float64, bool) { return float64(w.ReplicasReady), true }},
+		{"starting (pending, loading, warming)", func(w *cluster.Window) (float64, bool) { return float64(w.ReplicasStarting), true }},
 	}},
 	{ylabel: "TTFT (ms), by completion", series: []series{
 		{"p50", func(w *cluster.Window) (float64, bool) { return float64(w.TTFTP50Us) / 1000, w.Completed > 0 }},
@@ -115,6 +133,9 @@ func build(rows []cluster.Window) ([]*plot.Plot, error) {
 	var plots []*plot.Plot
 	for i := range panels {
 		pn := &panels[i]
+		if pn.when != nil && !pn.when(rows) {
+			continue
+		}
 		p := plot.New()
 		p.Y.Label.Text = pn.ylabel
 		p.Y.Min = 0

@@ -91,3 +91,28 @@ func TestWriteErrors(t *testing.T) {
 	_, err := png.Decode(&b)
 	require.NoError(t, err)
 }
+
+// TestReplicasPanel: the replicas panel is drawn when the fleet changed
+// during the run, and only then.
+func TestReplicasPanel(t *testing.T) {
+	svg := func(r []cluster.Window) string {
+		var b bytes.Buffer
+		require.NoError(t, windowplot.Write(&b, r, "svg"))
+		return b.String()
+	}
+	fixed := rows()
+	for i := range fixed {
+		fixed[i].ReplicasReady = 4
+	}
+	require.NotContains(t, svg(fixed), "starting (pending, loading, warming)")
+	scaled := rows()
+	for i := range scaled {
+		scaled[i].ReplicasReady = 2 + int64(i)/10
+		if i%10 == 5 {
+			scaled[i].ReplicasStarting = 1
+		}
+	}
+	s := svg(scaled)
+	require.Contains(t, s, ">replicas<")
+	require.Contains(t, s, "starting (pending, loading, warming)")
+}

@@ -125,7 +125,7 @@ func addExperimentFlags(f *pflag.FlagSet, keep func(experiment.Flag) bool) {
 		case "replay-format":
 			help = "format of the --replay file: " + strings.Join(workload.ReplayFormats(), ", ") + " (auto: Parquet by magic or extension, an imported trace by content, else CSV)"
 		case "scenario":
-			help = "built-in workload spec: " + strings.Join(workload.Scenarios(), ", ") + " (docs/workloads.md)"
+			help = "built-in workload spec: " + strings.Join(workload.Scenarios(), ", ") + " (docs/workloads.md); or built-in experiment (a deployment, a workload and policies, which flags and --set then change): " + strings.Join(experiment.Scenarios(), ", ") + " (docs/autoscaling.md)"
 		}
 		switch fl.Type {
 		case "bool":
@@ -149,6 +149,14 @@ func addExperimentFlags(f *pflag.FlagSet, keep func(experiment.Flag) bool) {
 func draft(flags *pflag.FlagSet, o *runFlags) (*experiment.Draft, error) {
 	d := experiment.NewDraft()
 	var err error
+	if sc, _ := flags.GetString("scenario"); flags.Changed("scenario") && experiment.IsScenario(sc) {
+		if o.config != "" || o.deployment != "" {
+			return nil, fmt.Errorf("--scenario %s is a built-in experiment: combine it with flags and --set, not with --config or --deployment (blis run --scenario %s --print-config writes it as a file to start from)", sc, sc)
+		}
+		if d, err = experiment.LoadScenario(sc); err != nil {
+			return nil, fmt.Errorf("--scenario: %w", err)
+		}
+	}
 	if o.config != "" {
 		if d, err = experiment.Load(o.config); err != nil {
 			return nil, fmt.Errorf("--config: %w", err)
@@ -190,8 +198,8 @@ func applyFlags(d *experiment.Draft, flags *pflag.FlagSet) error {
 	cluster := ""
 	for _, fl := range experiment.Flags {
 		f := flags.Lookup(fl.Name)
-		if f == nil || !f.Changed {
-			continue
+		if f == nil || !f.Changed || (fl.Name == "scenario" && experiment.IsScenario(f.Value.String())) {
+			continue // a built-in experiment is the draft's base (draft)
 		}
 		if err := d.SetFlag(fl.Name, f.Value.String()); err != nil {
 			return err
