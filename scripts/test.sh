@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh machine: Go modules are fetched
 # first, then vet, format check, unit/golden/property tests (every fuzz
-# target's seed corpus included), and the Python trainer's tests (in a
-# virtualenv with its pinned requirements). Quick enough to run before a
-# commit; the minute of fuzzing per parser family runs in .ci/run after
-# it (scripts/fuzz.sh). Set BLIS_VENV to put the virtualenv elsewhere
-# (default build/venv).
+# target's seed corpus included), and the Python trainer's and sweep
+# driver's tests (in a virtualenv with their pinned requirements). Quick
+# enough to run before a commit; the sweep driver's Ray tests
+# (tools/blis_sweep/test-ray.sh, which installs Ray) and the minute of
+# fuzzing per parser family (scripts/fuzz.sh) run in .ci/run after it.
+# Set BLIS_VENV to put the virtualenv elsewhere (default build/venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,4 +44,8 @@ py="$(cd "$venv" && pwd)/bin/python"
 # tests always see the checked-out code.
 (cd tools/physics_trainer && BLIS_REQUIRE_GO=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$py" -m pytest -q -p no:cacheprovider)
 
-echo "== all tests passed (fuzzing: scripts/fuzz.sh, which .ci/run runs after this)"
+echo "== Python sweep driver (tools/blis_sweep): the process pool; its Ray tests run in .ci/run"
+"$py" -m pip install -q --disable-pip-version-check -r tools/blis_sweep/requirements.lock
+(cd tools/blis_sweep && BLIS_REQUIRE_GO=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$py" -m pytest -q -p no:cacheprovider -m "not ray")
+
+echo "== all tests passed (the Ray backend's tests and the fuzzing: .ci/run runs them after this)"

@@ -167,7 +167,7 @@ func Capacity(ctx context.Context, s CapacitySpec) (*CapacityResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		r, err := p.Execute(ctx, 0, p.Runs, Options{Workers: s.Workers})
+		r, err := p.Execute(ctx, 0, 1, Options{Workers: s.Workers})
 		if err != nil {
 			return nil, err
 		}

@@ -239,7 +239,7 @@ func FuzzReadCSV(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	res, err := p.Execute(context.Background(), 0, p.Runs, Options{})
+	res, err := p.Execute(context.Background(), 0, 1, Options{})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -273,4 +273,22 @@ func FuzzReadCSV(f *testing.F) {
 		}
 		require.Equal(t, out.String(), again.String())
 	})
+}
+
+// TestDocsListEveryColumn: docs/sweeps.md's table of metrics names every
+// column of the registry (a class's columns by the realtime ones) with
+// its unit.
+func TestDocsListEveryColumn(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "docs", "sweeps.md"))
+	require.NoError(t, err)
+	doc := string(data)
+	for _, c := range Metrics() {
+		name := c.Name
+		for _, cl := range []string{"interactive_", "batch_"} {
+			if rest, ok := strings.CutPrefix(name, cl); ok {
+				name = "realtime_" + rest
+			}
+		}
+		require.Contains(t, doc, "`"+name+"`", "docs/sweeps.md lists no column %s", c.Name)
+	}
 }

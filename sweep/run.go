@@ -49,27 +49,29 @@ type Warning struct {
 	Runs int
 }
 
-// Execute runs the plan's runs in [lo, hi) that Done lacks, on
-// opt.Workers goroutines, and returns every row of the range, sorted by
-// run. When ctx ends, runs in progress are abandoned (a run is a row
-// only when it ended by itself), and the rows so far come back with
-// ctx's error.
-func (p *Plan) Execute(parent context.Context, lo, hi int, opt Options) (*Result, error) {
+// Execute runs the runs of shard i of n (the runs r with r mod n = i;
+// 0 of 1 is every run) that Done lacks, on opt.Workers goroutines, and
+// returns every row of the shard, sorted by run. When ctx ends, runs in
+// progress are abandoned (a run is a row only when it ended by itself),
+// and the rows so far come back with ctx's error.
+func (p *Plan) Execute(parent context.Context, i, n int, opt Options) (*Result, error) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	if lo < 0 || hi > p.Runs || lo > hi {
-		return nil, fmt.Errorf("runs [%d, %d) are not within the sweep's %d", lo, hi, p.Runs)
+	if n < 1 || i < 0 || i >= n {
+		return nil, fmt.Errorf("shard %d of %d: want 0 <= i < n", i, n)
 	}
 	var rows []Row
 	have := map[int]bool{}
 	for _, r := range opt.Done {
-		if r.Run >= lo && r.Run < hi && !have[r.Run] {
+		if r.Run >= 0 && r.Run < p.Runs && r.Run%n == i && !have[r.Run] {
 			have[r.Run] = true
 			rows = append(rows, r)
 		}
 	}
 	var todo []int
-	for r := lo; r < hi; r++ {
+	total := 0
+	for r := i; r < p.Runs; r += n {
+		total++
 		if !have[r] {
 			todo = append(todo, r)
 		}
@@ -129,7 +131,6 @@ func (p *Plan) Execute(parent context.Context, lo, hi int, opt Options) (*Result
 		last = time.Now()
 		return opt.Checkpoint(snap)
 	}
-	total := hi - lo
 	for d := range out {
 		if d.err != nil {
 			if fatal == nil && parent.Err() == nil {
@@ -210,8 +211,14 @@ func ParseShard(s string, getenv func(string) string) (i, n int, err error) {
 	return i, n, nil
 }
 
-// Shard is the runs [lo, hi) of shard i of n over runs runs: contiguous,
-// sizes differing by at most one, in index order.
-func Shard(runs, i, n int) (lo, hi int) {
-	return int(int64(i) * int64(runs) / int64(n)), int(int64(i+1) * int64(runs) / int64(n))
+// ShardRuns is the number of runs of shard i of n over runs runs: they
+// are the runs r with r mod n = i, so that every shard gets its share of
+// every part of the grid (the heavy points and the light ones), and the
+// shards' rows, taken in turn (run r is row r div n of shard r mod n),
+// are the table in run order.
+func ShardRuns(runs, i, n int) int {
+	if i >= runs {
+		return 0
+	}
+	return (runs-1-i)/n + 1
 }

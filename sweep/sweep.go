@@ -9,8 +9,9 @@
 // values, expanded as their product in a fixed order (the first axis
 // varies slowest), and K seeds per point (seed k is the point's run.seed
 // + k). Run r of the sweep is point r / K with seed index r % K; shard i
-// of N is the runs [⌊i·R/N⌋, ⌊(i+1)·R/N⌋), so that shards written apart
-// and concatenated in index order are the whole table.
+// of N is the runs r with r mod N = i, so that every shard has its share
+// of the heavy points and the light ones, and the shards' rows taken in
+// turn in index order are the whole table.
 //
 // The table has one row per run: point, the swept keys, seed, status,
 // error and the metric columns (Metrics, in a fixed order) that the

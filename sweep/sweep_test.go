@@ -44,7 +44,7 @@ func plan(t *testing.T, s Spec) *Plan {
 
 func run(t *testing.T, p *Plan, workers int) []Row {
 	t.Helper()
-	res, err := p.Execute(context.Background(), 0, p.Runs, Options{Workers: workers})
+	res, err := p.Execute(context.Background(), 0, 1, Options{Workers: workers})
 	require.NoError(t, err)
 	require.Len(t, res.Rows, p.Runs)
 	return res.Rows
@@ -80,19 +80,23 @@ func TestSameTableAnyWorkersOrderOrShards(t *testing.T) {
 		require.Equal(t, csv, write(t, p, got, "csv"), "workers %d", workers)
 		require.Equal(t, pq, write(t, p, got, "parquet"), "workers %d", workers)
 	}
-	// Shards run apart, read back from their CSV and merged in any order.
+	// Shards run apart, read back from their CSV and merged in any order;
+	// taken in turn, their lines are the table.
 	for _, n := range []int{1, 3, 5, 12, 13} {
 		var files [][]byte
-		covered := 0
+		var lines [][]string
 		for i := range n {
-			lo, hi := Shard(p.Runs, i, n)
-			require.Equal(t, covered, lo, "shards are contiguous")
-			covered = hi
-			res, err := p.Execute(context.Background(), lo, hi, Options{Workers: 2})
+			res, err := p.Execute(context.Background(), i, n, Options{Workers: 2})
 			require.NoError(t, err)
+			require.Len(t, res.Rows, ShardRuns(p.Runs, i, n))
 			files = append(files, write(t, p, res.Rows, "csv"))
+			lines = append(lines, strings.SplitAfter(string(files[i]), "\n")[1:])
 		}
-		require.Equal(t, p.Runs, covered)
+		turns := strings.SplitAfter(string(csv), "\n")[0]
+		for r := range p.Runs {
+			turns += lines[r%n][r/n]
+		}
+		require.Equal(t, string(csv), turns, "%d shards taken in turn", n)
 		rand.New(rand.NewPCG(uint64(n), 1)).Shuffle(len(files), func(i, j int) { files[i], files[j] = files[j], files[i] })
 		var rows []Row
 		for _, f := range files {
@@ -185,7 +189,7 @@ func TestUnknownKeyListsValidKeys(t *testing.T) {
 // error; the sweep goes on.
 func TestFailedRunIsARow(t *testing.T) {
 	p := plan(t, Spec{Base: base("workload.synthetic.requests", "50"), Grid: Grid{Axes: []Axis{axis("deployment.pools[0].vllm.max_num_seqs", "0", "16")}}, Seeds: 2})
-	res, err := p.Execute(context.Background(), 0, p.Runs, Options{})
+	res, err := p.Execute(context.Background(), 0, 1, Options{})
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Failed)
 	require.Equal(t, 4, res.Ran)
@@ -247,7 +251,7 @@ func TestResume(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var mu sync.Mutex
 	var saved []Row
-	res, err := p.Execute(ctx, 0, p.Runs, Options{Workers: 2,
+	res, err := p.Execute(ctx, 0, 1, Options{Workers: 2,
 		Progress: func(_ *Row, done, _, _ int) {
 			if done == 5 {
 				cancel()
@@ -263,7 +267,7 @@ func TestResume(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, write(t, p, saved, "parquet"), 0o644))
 	done, err := p.ReadFile(path)
 	require.NoError(t, err)
-	again, err := p.Execute(context.Background(), 0, p.Runs, Options{Workers: 3, Done: done})
+	again, err := p.Execute(context.Background(), 0, 1, Options{Workers: 3, Done: done})
 	require.NoError(t, err)
 	require.Equal(t, p.Runs-len(saved), again.Ran)
 	require.Equal(t, want, write(t, p, again.Rows, "parquet"))
@@ -293,18 +297,17 @@ func TestShards(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, [2]int{tc.i, tc.n}, [2]int{i, n})
 	}
-	// Shards partition the runs in order, sizes within one of each other.
+	// Shards partition the runs, sizes within one of each other.
 	for _, runs := range []int{0, 1, 7, 200, 1 << 24} {
 		for _, n := range []int{1, 2, 3, 7, 64, 1000} {
-			prev := 0
+			sum := 0
 			for i := range n {
-				lo, hi := Shard(runs, i, n)
-				require.Equal(t, prev, lo)
-				require.LessOrEqual(t, hi-lo, runs/n+1)
-				require.GreaterOrEqual(t, hi-lo, runs/n)
-				prev = hi
+				k := ShardRuns(runs, i, n)
+				require.LessOrEqual(t, k, runs/n+1)
+				require.GreaterOrEqual(t, k, runs/n)
+				sum += k
 			}
-			require.Equal(t, runs, prev)
+			require.Equal(t, runs, sum)
 		}
 	}
 }
@@ -323,7 +326,7 @@ func TestPanicIsARow(t *testing.T) {
 		}
 		return base("workload.synthetic.requests", "20")()
 	}, Grid: Grid{Axes: []Axis{axis("run.seed", "1", "2")}}, Workers: 1})
-	res, err := p.Execute(context.Background(), 0, p.Runs, Options{Workers: 1})
+	res, err := p.Execute(context.Background(), 0, 1, Options{Workers: 1})
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Failed)
 	require.Equal(t, "panic: boom", res.Rows[0].Error)

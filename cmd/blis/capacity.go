@@ -75,8 +75,9 @@ func runCapacity(cmd *cobra.Command, o *capacityFlags) error {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	flags := experimentFlags(cmd)
 	res, err := sweep.Capacity(ctx, sweep.CapacitySpec{
-		Base: func() (*experiment.Draft, error) { return draft(cmd.Flags(), &o.runFlags) },
+		Base: func() (*experiment.Draft, error) { return draft(flags, &o.runFlags) },
 		Key:  o.key, Min: o.min, Max: o.max, Find: o.find, Target: target, Seeds: o.seeds, Precision: o.precision, Workers: o.workers,
 		OnEval: func(ev sweep.Evaluation) {
 			verdict := "misses"

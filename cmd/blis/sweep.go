@@ -133,7 +133,20 @@ func sweepSpec(cmd *cobra.Command, o *sweepFlags) (sweep.Spec, error) {
 	if cmd.Flags().Changed("seeds") {
 		seeds = o.seeds
 	}
-	return sweep.Spec{Base: func() (*experiment.Draft, error) { return draft(cmd.Flags(), &base) }, Grid: g, Seeds: seeds, Workers: o.workers}, nil
+	flags := experimentFlags(cmd)
+	return sweep.Spec{Base: func() (*experiment.Draft, error) { return draft(flags, &base) }, Grid: g, Seeds: seeds, Workers: o.workers}, nil
+}
+
+// experimentFlags are cmd's flags but --workers, the sweep's own, which
+// blis run's flags would read as run.workers.
+func experimentFlags(cmd *cobra.Command) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(cmd.Name(), pflag.ContinueOnError)
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Name != "workers" {
+			fs.AddFlag(f)
+		}
+	})
+	return fs
 }
 
 func runSweep(cmd *cobra.Command, o *sweepFlags) error {
@@ -154,15 +167,13 @@ func runSweep(cmd *cobra.Command, o *sweepFlags) error {
 	default:
 		return fmt.Errorf("--emit %q: plan or k8s-indexed-job", o.emit)
 	}
-	lo, hi := 0, plan.Runs
+	shard, shards := 0, 1
 	out := o.out
 	if o.shard != "" {
-		i, n, err := sweep.ParseShard(o.shard, nil)
-		if err != nil {
+		if shard, shards, err = sweep.ParseShard(o.shard, nil); err != nil {
 			return err
 		}
-		lo, hi = sweep.Shard(plan.Runs, i, n)
-		out = strings.ReplaceAll(out, "{shard}", strconv.Itoa(i))
+		out = strings.ReplaceAll(out, "{shard}", strconv.Itoa(shard))
 	}
 	format := "csv"
 	if out != "" {
@@ -230,9 +241,9 @@ func runSweep(cmd *cobra.Command, o *sweepFlags) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
-	res, err := plan.Execute(ctx, lo, hi, opt)
+	res, err := plan.Execute(ctx, shard, shards, opt)
 	if errors.Is(err, context.Canceled) && res != nil {
-		msg := fmt.Sprintf("interrupted after %d of %d runs", len(res.Rows), hi-lo)
+		msg := fmt.Sprintf("interrupted after %d of %d runs", len(res.Rows), sweep.ShardRuns(plan.Runs, shard, shards))
 		if out != "" {
 			msg += fmt.Sprintf("; they are in %s: run again with --resume to finish", out)
 		}

@@ -82,7 +82,8 @@ func TestSweepBadInput(t *testing.T) {
 		require.ErrorContains(t, err, tc.want, "%v", tc.args)
 	}
 	// Failed runs are rows; the status counts them.
-	out, diag, err := runCLI(t, "sweep", "--requests", "20", "--set", "deployment.pools[0].vllm.max_num_seqs=0,8,-1", "--seeds", "2")
+	// (--workers is the sweep's, not run.workers, which an instance run refuses.)
+	out, diag, err := runCLI(t, "sweep", "--requests", "20", "--set", "deployment.pools[0].vllm.max_num_seqs=0,8,-1", "--seeds", "2", "--workers", "2")
 	require.Equal(t, 104, exitCode(t, err))
 	require.ErrorContains(t, err, "4 of 6 runs failed")
 	require.Equal(t, 4, strings.Count(out, ",error,\"sweep"))
@@ -210,6 +211,9 @@ func TestCapacityFindsTheREADMEsCount(t *testing.T) {
 	_, _, err = runCLI(t, "capacity", "-q", "--scenario", "mixed-slo", "--routing-policy", "least-loaded", "--search", "deployment.pools[0].replicas",
 		"--min", "1", "--max", "2", "--target", "realtime_slo_attainment>=0.999", "--seeds", "1")
 	require.Equal(t, 2, exitCode(t, err), "no value meets the target")
+	out, _, err = runCLI(t, "capacity", "-q", "--requests", "200", "--search", "workload.rate_scale", "--min", "1", "--max", "8", "--target", "ttft_p99_ms<=200", "--workers", "2")
+	require.NoError(t, err)
+	require.Contains(t, out, `"find": "max"`)
 	_, _, err = runCLI(t, "capacity", "--search", "workload.rate_scale", "--min", "1", "--max", "2", "--target", "slo>=1")
 	require.ErrorContains(t, err, `--target: target "slo>=1": no metric "slo"`)
 	_, _, err = runCLI(t, "capacity", "--search", "workload.rate_scale", "--min", "1", "--max", "2")
