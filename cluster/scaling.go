@@ -229,6 +229,9 @@ type fleet struct {
 	oscWin   int64
 	start    int64 // when the accounting started (0)
 	anyPol   bool
+	// retire lists terminated instances whose engines still hold their
+	// caches (sim.Engine.Retire frees them once their last event is past).
+	retire []int
 }
 
 // ScaleRecord is one scale action.
@@ -462,6 +465,7 @@ func (c *Sim) handleScaling(ev *cevent) {
 		}
 	case sevTick:
 		p := int(ev.slot)
+		c.retireTerminated()
 		c.evaluate(p)
 		if pr := &f.pools[p]; ev.id == 0 { // a periodic tick (not an event trigger) schedules the next
 			f.ev.push(cevent{at: c.now + pr.cfg.IntervalUs, kind: sevTick, slot: int32(p)})
@@ -501,6 +505,7 @@ func (c *Sim) setState(i int, s InstanceState) {
 		c.flushHeld()
 	case StateTerminated:
 		pr.res.Terminated++
+		f.retire = append(f.retire, i)
 		if fg, ok := c.router.(route.Forgetter); ok {
 			fg.Forget(i)
 		}
@@ -512,6 +517,25 @@ func (c *Sim) setState(i int, s InstanceState) {
 			}
 		}
 	}
+}
+
+// retireTerminated frees the caches of the terminated instances whose
+// engines have nothing left to do: memory follows the live fleet, not
+// every instance the run ever started.
+func (c *Sim) retireTerminated() {
+	f := c.fl
+	kept := f.retire[:0]
+	for _, i := range f.retire {
+		if _, busy := c.eng[i].NextEventUs(); busy {
+			kept = append(kept, i)
+			continue
+		}
+		if err := c.eng[i].Retire(); err != nil {
+			c.err = fmt.Errorf("instance %s: %w", c.ids[i], err)
+			return
+		}
+	}
+	f.retire = kept
 }
 
 // advanceLife moves instance i from loading to warming, or warming to

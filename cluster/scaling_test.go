@@ -267,3 +267,25 @@ func TestImagePulledOncePerNode(t *testing.T) {
 		roundMap(p.ReplicaSeconds))
 	require.GreaterOrEqual(t, firstRouted(res, ScaledInstanceID(3)), int64(87*sec))
 }
+
+// TestTerminatedEnginesAreRetired: an instance the autoscaler ended gives
+// its engine's caches back (sim.Engine.Retire) at the next evaluation,
+// and its results stay in the report.
+func TestTerminatedEnginesAreRetired(t *testing.T) {
+	r := newScaleRig(2, PoolScaling{Min: 1, Max: 3, IntervalUs: 5 * sec, Policy: &autoscale.Oscillator{Step: 1}})
+	c, err := New(r.cfg, NewSliceSource(steady(0, 20_000, 20*300, 0)))
+	require.NoError(t, err)
+	res, err := c.Run()
+	require.NoError(t, err)
+	p := res.Fleet.Pools[0]
+	require.Positive(t, p.Terminated)
+	retired := 0
+	for i, e := range c.eng {
+		if e.Retired() {
+			retired++
+			require.Equal(t, StateTerminated, c.fl.life[i].state)
+		}
+	}
+	require.GreaterOrEqual(t, int64(retired), p.Terminated-1, "all but one terminated after the last evaluation")
+	require.Len(t, res.Instances, len(c.eng), "retired instances keep their results")
+}

@@ -163,6 +163,11 @@ func (s *snapshots) start(engines []*sim.Engine) {
 func (s *snapshots) fill(v *route.View, engines []*sim.Engine, inflight []int64, now int64) {
 	v.NowUs = now
 	for i, e := range engines {
+		if !v.OK(i) {
+			// Not routable (starting, draining, terminated): no policy
+			// reads it, and an autoscaled day leaves hundreds of these.
+			continue
+		}
 		p := &s.pub[i]
 		if s.immediate {
 			st := e.Status()

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -55,4 +56,29 @@ func (g *abortRig) kill(id, at int64) bool {
 	require.NoError(g.t, err)
 	g.done = append(g.done, g.e.Completions()...)
 	return ok
+}
+
+// TestRetire: an engine with requests left refuses to retire; an idle one
+// retires, keeps its result (Finish gives the same), reports an empty
+// cache and refuses new requests.
+func TestRetire(t *testing.T) {
+	g := newAbortRig(t, baseConfig())
+	g.inject(RequestSpec{ID: 0, PromptTokens: 100, OutputTokens: 3}, 0)
+	require.Error(t, g.e.Retire(), "a request is left")
+	require.False(t, g.e.Retired())
+	g.until(math.MaxInt64)
+	before, err := g.e.Finish()
+	require.NoError(t, err)
+	require.NoError(t, g.e.Retire())
+	require.NoError(t, g.e.Retire(), "twice: nothing more")
+	require.True(t, g.e.Retired())
+	after, err := g.e.Finish()
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+	st := g.e.Status()
+	require.Zero(t, st.KVUtilization)
+	require.Equal(t, st.TotalKVBlocks, st.FreeKVBlocks)
+	require.Zero(t, st.InFlight)
+	require.ErrorContains(t, g.e.Inject(RequestSpec{ID: 1, PromptTokens: 10, OutputTokens: 1}, g.e.Now()), "retired")
+	require.Nil(t, g.e.kv.index, "the prefix index is gone")
 }

@@ -316,6 +316,9 @@ type Engine struct {
 	hasArrival                  bool
 
 	m metrics
+
+	// retired is the result Retire kept (nil until then).
+	retired *Result
 }
 
 // NewEngine returns an idle engine at time 0.
@@ -375,6 +378,9 @@ func (e *LimitError) Error() string {
 // identified by it. The arrival is an event at atUs: nothing else changes
 // until Advance processes it.
 func (e *Engine) Inject(spec RequestSpec, atUs int64) error {
+	if e.retired != nil {
+		return fmt.Errorf("request %d: the engine is retired", spec.ID)
+	}
 	if err := spec.Validate(); err != nil {
 		return err
 	}
@@ -486,6 +492,9 @@ func (e *Engine) Completions() []Completion { return e.done }
 // still hold requests (a caller that stopped at a horizon); they are counted
 // as still in the system.
 func (e *Engine) Finish() (res *Result, err error) {
+	if e.retired != nil {
+		return e.retired, nil
+	}
 	defer catch(&err)
 	e.checkEnd()
 	return e.result(), nil

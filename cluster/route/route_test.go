@@ -73,6 +73,13 @@ func TestScorers(t *testing.T) {
 	got := make([]float64, 2)
 	QueueDepthScorer{}.Score(req, view([4]float64{1, 1, 1, 0}, [4]float64{2, 0, 1, 0}), got)
 	require.Equal(t, []float64{1, 1}, got)
+	// Only routable instances set the range: a draining instance's load
+	// (8, instance 0 here) does not compress the others' scores.
+	v = view([4]float64{6, 1, 1, 0}, [4]float64{2, 2, 0, 0}, [4]float64{0, 0, 0, 0})
+	v.Routable = []bool{false, true, true}
+	got = make([]float64, 3)
+	QueueDepthScorer{}.Score(req, v, got)
+	require.Equal(t, []float64{0, 1}, got[1:], "loads 4 and 0 among the routable: 0 and 1, not 0.5 and 1")
 }
 
 func TestPrefixAffinityLearnsFromDecisions(t *testing.T) {

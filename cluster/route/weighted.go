@@ -192,16 +192,20 @@ func (s *PrefixAffinityScorer) Routed(req *Request, instance int) {
 }
 
 // QueueDepthScorer is the min-max normalized effective load, lower load
-// scoring higher: (max − load) / (max − min); every instance scores 1 when
-// all loads are equal.
+// scoring higher: (max − load) / (max − min) over the routable instances
+// (the candidates, as llm-d's scorers see only the pods its filters
+// pass); every instance scores 1 when all loads are equal.
 type QueueDepthScorer struct{}
 
 func (QueueDepthScorer) Name() string         { return QueueDepth }
 func (QueueDepthScorer) Routed(*Request, int) {}
 func (QueueDepthScorer) Score(_ *Request, v *View, dst []float64) {
-	lo, hi := v.Load(0), v.Load(0)
-	for i := 1; i < v.Len(); i++ {
-		lo, hi = min(lo, v.Load(i)), max(hi, v.Load(i))
+	f := v.first()
+	lo, hi := v.Load(f), v.Load(f)
+	for i := f + 1; i < v.Len(); i++ {
+		if v.OK(i) {
+			lo, hi = min(lo, v.Load(i)), max(hi, v.Load(i))
+		}
 	}
 	for i := range dst {
 		if hi == lo {

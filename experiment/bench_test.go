@@ -1,0 +1,50 @@
+package experiment
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"strconv"
+	"testing"
+)
+
+// BenchmarkAutoscaledDay is issue 30's target: 24 simulated hours of
+// diurnal-autoscale, uncompressed, at a mean of 50 requests/s (4.3M
+// requests), its HPA free to scale between 2 and 32 replicas; target
+// < 60 s on the 2-core machine, memory bounded by the work in flight
+// (terminated instances are retired). Run it with
+//
+//	go test ./experiment -run '^$' -bench AutoscaledDay -benchtime 1x
+//
+// BLIS_BENCH_HOURS shortens the day for a quick look.
+func BenchmarkAutoscaledDay(b *testing.B) {
+	hours := 24.0
+	if h, err := strconv.ParseFloat(os.Getenv("BLIS_BENCH_HOURS"), 64); err == nil && h > 0 {
+		hours = h
+	}
+	for range b.N {
+		d, err := LoadScenario("diurnal-autoscale")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, kv := range [][2]string{{"workload.spec.rate", "50"}, {"workload.spec.arrival.time_compression", "1"},
+			{"workload.spec.duration_s", strconv.FormatFloat(hours*3600, 'f', -1, 64)}, {"deployment.pools[0].max_replicas", "32"}} {
+			if err := d.Set(kv[0], kv[1], "bench"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		e, err := d.Resolve()
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.Run.Workers = runtime.GOMAXPROCS(0)
+		res, err := Run(context.Background(), e, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m := res.Cluster
+		b.ReportMetric(float64(m.Requests.Arrived), "requests")
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(m.Requests.Arrived)/float64(b.N), "µs/request")
+		b.ReportMetric(float64(m.Fleet.Pools[0].Created), "instances-created")
+	}
+}
