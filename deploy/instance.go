@@ -214,7 +214,7 @@ func (s InstanceSpec) Build(rng sim.RNG, index int) (*Instance, error) {
 	if n := s.Latency.Noise; !(n >= 0 && n <= 2) {
 		return nil, fieldErrf("latency.noise", "must be in [0, 2], got %v", n)
 	} else if n > 0 {
-		lat = sim.NewNoisy(lat, n, rng.Stream(sim.InstanceStream(sim.StreamLatencyNoise, index)))
+		lat = sim.NewNoisySource(lat, n, rng.Source(sim.InstanceStream(sim.StreamLatencyNoise, index)))
 	}
 	maxLen, err := s.maxModelLen(m)
 	if err != nil {

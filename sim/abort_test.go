@@ -242,7 +242,7 @@ func TestAbortQueuedRequest(t *testing.T) {
 		PromptTokens: 100, OutputTokens: 3}, g.completion(0))
 	require.Equal(t, Counts{Offered: 2, Injected: 2, Completed: 1, TimedOut: 1}, res.Requests)
 	require.Equal(t, []JourneyEvent{{Kind: JourneyFinished, Req: 1, AtUs: 500, Step: 1, Phase: PhasePrefill, PrefillTotal: 40,
-		DecodeMax: 2, FinishStatus: "aborted"}}, g.finished(1))
+		DecodeMax: 2, FinishStatus: "aborted", EnqueuedUs: 100}}, g.finished(1))
 }
 
 // A request preempted back to the queue keeps the tokens it delivered

@@ -668,6 +668,7 @@ func (e *Engine) journey(r *request, kind JourneyKind, at int64) {
 		DecodeDone:     r.outputs,
 		DecodeMax:      r.spec.OutputTokens,
 		NumPreemptions: r.preemptions,
+		EnqueuedUs:     r.enqueued,
 	}
 	if kind == JourneyFinished {
 		e.jev.FinishStatus = "length"

@@ -431,15 +431,18 @@ func (t *cpuTier) match(hashes []uint64) int64 {
 	return n
 }
 
-// reload marks n leading hashes as read back to the GPU.
-func (t *cpuTier) reload(hashes []uint64, now int64) {
+// reload marks n leading hashes as read back to the GPU; it returns how
+// many of them count as thrashing.
+func (t *cpuTier) reload(hashes []uint64, now int64) (thrash int64) {
 	for _, h := range hashes {
 		e := t.entries[h]
 		if now-e.storedAt < thrashWindowUs {
 			t.thrashing++
+			thrash++
 		}
 		t.unlink(e)
 		t.append(e)
 		t.reloaded++
 	}
+	return thrash
 }

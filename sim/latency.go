@@ -356,12 +356,20 @@ type Noisy struct {
 	Inner LatencyModel
 	Sigma float64
 	rng   *rand.Rand
+	src   *rand.PCG // rng's source when known (NewNoisySource): Engine.Clone copies it
 }
 
 // NewNoisy wraps a model; sigma is the log-normal σ (≈ the coefficient of
 // variation for small σ).
 func NewNoisy(inner LatencyModel, sigma float64, rng *rand.Rand) *Noisy {
 	return &Noisy{Inner: inner, Sigma: sigma, rng: rng}
+}
+
+// NewNoisySource is NewNoisy drawing from src (RNG.Source), whose state an
+// engine clone can copy (Engine.Clone); it draws exactly what NewNoisy
+// with rand.New(src) does.
+func NewNoisySource(inner LatencyModel, sigma float64, src *rand.PCG) *Noisy {
+	return &Noisy{Inner: inner, Sigma: sigma, rng: rand.New(src), src: src}
 }
 
 func (m *Noisy) Name() string                      { return m.Inner.Name() + "+noise" }

@@ -51,6 +51,9 @@ type JourneyEvent struct {
 	NumPreemptions int64
 	Resume         bool   // SCHEDULED: schedule.kind RESUME rather than FIRST
 	FinishStatus   string // FINISHED only: "length", or "aborted" for a timed-out request
+	// EnqueuedUs is when the request first joined the waiting queue (its
+	// QUEUED event's time; 0 before it): a blis field, not vLLM's.
+	EnqueuedUs int64
 }
 
 // StepSummary is one engine step as vLLM's step.BATCH_SUMMARY reports it.
@@ -111,7 +114,17 @@ type KVEvent struct {
 	AtUs   int64
 	Req    int64 // KVLoad only; -1 otherwise
 	Blocks int64
+	// Thrashing (KVLoad only) is how many of the reloaded blocks had been
+	// stored to the CPU less than KVThrashWindowUs before: they count in
+	// KVOffload.Thrashing. A blis field, not the subscriber's.
+	Thrashing int64
 }
+
+// KVThrashWindowUs is the KV thrashing window: a block reloaded from the
+// CPU tier less than this long after it was stored there counts as
+// thrashing (KVOffload.Thrashing, KVEvent.Thrashing; seed 004's 1000
+// ticks, docs/anomalies.md).
+const KVThrashWindowUs = thrashWindowUs
 
 // Observer receives the run as it happens, in simulation order. It must not
 // change the simulation; the trace writer is one. Pointers passed to it are

@@ -37,8 +37,12 @@ func NewRNG(seed int64) RNG { return RNG{seed: uint64(seed)} }
 
 // Stream returns a fresh generator for the named subsystem. Two calls with
 // the same name return generators with the same sequence.
-func (r RNG) Stream(name string) *rand.Rand {
+func (r RNG) Stream(name string) *rand.Rand { return rand.New(r.Source(name)) }
+
+// Source is the named stream's generator itself, whose state can be
+// copied (Stream wraps it).
+func (r RNG) Source(name string) *rand.PCG {
 	h := fnv.New64a()
 	h.Write([]byte(name))
-	return rand.New(rand.NewPCG(r.seed, h.Sum64()))
+	return rand.NewPCG(r.seed, h.Sum64())
 }

@@ -174,10 +174,10 @@ func (e *Engine) admitWaiting(budget int64) {
 		if reload > 0 {
 			// Read the CPU copies before allocating: allocation may evict
 			// GPU blocks into the CPU tier and push these out of it.
-			e.kv.cpu.reload(r.hashes[hits:hits+reload], e.now)
+			thrash := e.kv.cpu.reload(r.hashes[hits:hits+reload], e.now)
 			e.batch.ReloadBlocks += reload
 			if o := e.cfg.Observer; o != nil {
-				e.kev = KVEvent{Kind: KVLoad, Step: e.stepID, AtUs: e.now, Req: r.spec.ID, Blocks: reload}
+				e.kev = KVEvent{Kind: KVLoad, Step: e.stepID, AtUs: e.now, Req: r.spec.ID, Blocks: reload, Thrashing: thrash}
 				o.KV(&e.kev)
 			}
 		}

@@ -138,3 +138,12 @@ func (p *Index) Del(k uint64, v int32) {
 
 // Len is the number of keys.
 func (p *Index) Len() int { return p.n }
+
+// Clone returns an independent copy of the index whose lookups read keys
+// through keyOf (the copy's owner's keys).
+func (p *Index) Clone(keyOf func(v int32) uint64) *Index {
+	c := *p
+	c.slots = append([]uint64(nil), p.slots...)
+	c.keyOf = keyOf
+	return &c
+}

@@ -92,3 +92,26 @@ func TestIndexGrowsWithItsKeys(t *testing.T) {
 		require.Equal(t, int(n/2), p.Len())
 	}
 }
+
+// TestCloneIsIndependent: a clone answers as the original did when it was
+// made, and changes to either never show in the other.
+func TestCloneIsIndependent(t *testing.T) {
+	keys := []uint64{1 << 32, 2 << 32, 3<<32 | 5}
+	p := New(8, func(v int32) uint64 { return keys[v] })
+	require.True(t, p.Put(keys[0], 0))
+	require.True(t, p.Put(keys[1], 1))
+	ckeys := append([]uint64(nil), keys...)
+	c := p.Clone(func(v int32) uint64 { return ckeys[v] })
+	p.Del(keys[0], 0)
+	require.True(t, p.Put(keys[2], 2))
+	for _, tc := range []struct {
+		idx  *Index
+		k    uint64
+		want bool
+	}{{p, keys[0], false}, {p, keys[2], true}, {c, keys[0], true}, {c, keys[1], true}, {c, keys[2], false}} {
+		_, ok := tc.idx.Get(tc.k)
+		require.Equal(t, tc.want, ok, "key %x", tc.k)
+	}
+	require.Equal(t, 2, p.Len())
+	require.Equal(t, 2, c.Len())
+}

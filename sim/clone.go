@@ -1,0 +1,151 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+)
+
+// Clone returns an independent copy of the engine as it is now: its
+// clock, requests (in transit, in API processing, queued, running), event
+// queue, waiting queue, running batch, KV cache with its prefix index and
+// CPU tier, and latency model (noise streams included, at their current
+// position). Driven with the same calls, the copy does exactly what the
+// original would; nothing done to the copy reaches the original, and
+// nothing done to the original afterwards reaches the copy. It is how a
+// cluster asks "what if this request had been sent there" without
+// disturbing the run (docs/anomalies.md, "TTFT regret").
+//
+// The copy reports to obs (nil: no observer), never to the original's
+// observer. Its metrics start over: the latency histograms are empty and
+// keep nothing of the original's, while the counters the engine's own
+// invariants and scheduling read (steps, preemptions, the last step's
+// end, request counts) are copied. Cloning reads the original and writes
+// nothing to it; it allocates about the engine's state (its KV block
+// table and prefix index, and every request's block table).
+//
+// A latency model is shared between the two when it has no state of its
+// own (Blackbox, Roofline, Physics); Noisy and SlowStart are copied, and
+// any other model must implement LatencyCloner, or Clone fails.
+func (e *Engine) Clone(obs Observer) (*Engine, error) {
+	if e.retired != nil {
+		return nil, errors.New("sim: cannot clone a retired engine")
+	}
+	lat, err := cloneLatency(e.cfg.Latency)
+	if err != nil {
+		return nil, err
+	}
+	c := new(Engine)
+	*c = *e // every value field; the reference fields are replaced below
+	c.cfg.Latency = lat
+	c.cfg.Observer = obs
+	c.reqs = make([]request, len(e.reqs))
+	for i := range e.reqs {
+		r := &c.reqs[i]
+		*r = e.reqs[i]
+		if r.state == stFree {
+			r.blocks, r.hashes, r.holder = nil, nil, nil
+			continue
+		}
+		r.blocks = slices.Clone(r.blocks)
+		r.hashes = slices.Clone(r.hashes)
+		r.holder = slices.Clone(r.holder)
+	}
+	c.free = slices.Clone(e.free)
+	c.int32s, c.uint64s = arrayPool[int32]{}, arrayPool[uint64]{}
+	c.events = eventHeap{ev: slices.Clone(e.events.ev), seq: e.events.seq}
+	c.waiting = e.waiting
+	c.waiting.heap = slices.Clone(e.waiting.heap)
+	c.waiting.ring = slices.Clone(e.waiting.ring)
+	c.running = slices.Clone(e.running)
+	c.kv = e.kv.clone()
+	c.hit, c.rare, c.done = nil, nil, nil
+	if e.byID != nil {
+		c.byID = maps.Clone(e.byID)
+	}
+	c.m = e.m.clone()
+	return c, nil
+}
+
+// clone is a deep copy of the cache; the prefix index reads the copy's
+// hashes.
+func (k *kvCache) clone() *kvCache {
+	c := new(kvCache)
+	*c = *k
+	c.blocks = slices.Clone(k.blocks)
+	c.hashes = slices.Clone(k.hashes)
+	c.ring = slices.Clone(k.ring)
+	if k.index != nil {
+		c.index = k.index.Clone(func(b int32) uint64 { return c.hashes[b] })
+	}
+	if k.cpu != nil {
+		c.cpu = k.cpu.clone()
+	}
+	return c
+}
+
+// clone is a deep copy of the CPU tier, its LRU order kept.
+func (t *cpuTier) clone() *cpuTier {
+	c := new(cpuTier)
+	*c = *t
+	c.entries = make(map[uint64]*cpuEntry, len(t.entries))
+	c.pool = make([]cpuEntry, 0, len(t.entries))
+	c.head, c.tail = nil, nil
+	for e := t.head; e != nil; e = e.next {
+		c.pool = append(c.pool, cpuEntry{hash: e.hash, storedAt: e.storedAt})
+	}
+	for i := range c.pool {
+		n := &c.pool[i]
+		c.entries[n.hash] = n
+		c.append(n)
+	}
+	// The next store starts a new chunk: entries never move.
+	c.pool = c.pool[len(c.pool):]
+	return c
+}
+
+// clone copies the counters and starts the latency samples and records
+// over.
+func (m *metrics) clone() metrics {
+	c := *m
+	c.ttft, c.e2e, c.sched, c.records = nil, nil, nil, nil
+	c.ttftH, c.itl, c.e2eH, c.schedH = Histogram{}, Histogram{}, Histogram{}, Histogram{}
+	return c
+}
+
+// LatencyCloner is a latency model with state of its own (a random
+// stream, a clock): CloneLatency returns an independent copy in the same
+// state, for Engine.Clone.
+type LatencyCloner interface {
+	CloneLatency() (LatencyModel, error)
+}
+
+func cloneLatency(m LatencyModel) (LatencyModel, error) {
+	switch x := m.(type) {
+	case LatencyCloner:
+		return x.CloneLatency()
+	case *Noisy:
+		inner, err := cloneLatency(x.Inner)
+		if err != nil {
+			return nil, err
+		}
+		if x.src == nil {
+			return nil, fmt.Errorf("sim: latency noise made with NewNoisy cannot be cloned (its stream's state is hidden); make it with NewNoisySource")
+		}
+		src := *x.src
+		return &Noisy{Inner: inner, Sigma: x.Sigma, src: &src, rng: rand.New(&src)}, nil
+	case *SlowStart:
+		inner, err := cloneLatency(x.Inner)
+		if err != nil {
+			return nil, err
+		}
+		c := *x
+		c.Inner = inner
+		return &c, nil
+	case *Blackbox, *Roofline, *Physics:
+		return m, nil // read-only while stepping
+	}
+	return nil, fmt.Errorf("sim: latency model %s (%T) has no CloneLatency method, so an engine using it cannot be cloned", m.Name(), m)
+}
