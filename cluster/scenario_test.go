@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/blis-sim/blis/cluster/admit"
+	"github.com/blis-sim/blis/cluster/autoscale"
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/sim"
@@ -44,15 +45,21 @@ import (
 //	        [admission=tenant-quota quota= [quotas=t0,t1,...]] [admission-latency=µs] [routing-latency=µs]
 //	        [step=µs arrive=µs depart=µs] [kv-blocks= max-seqs= budget= block=] [k=] [index=]
 //	        [slo.CLASS=ttft,tpot,e2e] (targets in µs, 0 = none) [window=µs]
+//	        [scale=queue-depth|hpa|oscillator min= max= interval=µs up= down= sustain=µs cooldown=µs
+//	         target= provision=µs load=µs warm=µs drain=wait|immediate|redirect]
 //	    a new cluster whose instances take a constant step time (default 1000
 //	    µs), with 100 µs of API time before queueing and 50 µs after finishing;
-//	    window= turns on time windows
+//	    window= turns on time windows; scale= puts the instances in one pool
+//	    "p" under that autoscaler (hpa scales on queue depth per replica
+//	    toward target), one instance per node
 //	arrive t= id= prompt= output= [group= prefix=] [tenant=] [class=] [timeout=µs]
 //	burst t= first= n= prompt= output= [group= prefix=]
-//	    requests offered to the cluster
-//	run [until=µs]
+//	stream t= first= n= every=µs prompt= output=
+//	    requests offered to the cluster (stream: n requests, one every µs)
+//	run [until=µs] [show=scale]
 //	    process events (all, or those at or before until) and print every
-//	    decision and every request leaving, in order
+//	    decision and every request leaving, in order (show=scale: only the
+//	    scale actions)
 //	status
 //	    each instance's live state and what the router sees of it
 //	finish
@@ -72,8 +79,9 @@ func (m constLatency) PreemptionGamma() float64        { return sim.DefaultPreem
 // scriptSource is a Source fed by the script; it logs every request that
 // leaves.
 type scriptSource struct {
-	reqs []sim.RequestSpec
-	log  *bytes.Buffer
+	reqs  []sim.RequestSpec
+	log   *bytes.Buffer
+	quiet *bool // run show=: no request lines
 }
 
 func (s *scriptSource) Peek() (int64, bool) {
@@ -90,18 +98,29 @@ func (s *scriptSource) Next() sim.RequestSpec {
 }
 
 func (s *scriptSource) RequestDone(id, at int64, out Outcome) {
+	if s.quiet != nil && *s.quiet {
+		return
+	}
 	fmt.Fprintf(s.log, "t=%d done req=%d %s\n", at, id, out)
 }
 
 // decisionLog turns decision-trace lines into short lines in the log.
-type decisionLog struct{ log *bytes.Buffer }
+type decisionLog struct {
+	log  *bytes.Buffer
+	only *string // "": every kind
+}
 
 func (d decisionLog) Write(p []byte) (int, error) {
 	var m map[string]any
 	if err := json.Unmarshal(p, &m); err != nil {
 		return 0, fmt.Errorf("decision line %q: %w", p, err)
 	}
+	if *d.only != "" && m["type"] != *d.only {
+		return len(p), nil
+	}
 	switch m["type"] {
+	case "scale":
+		fmt.Fprintf(d.log, "t=%.0f scale pool=%v %v: %.0f -> %.0f (%v)\n", m["t_us"], m["pool"], m["policy"], m["from"], m["to"], m["reason"])
 	case "admission":
 		if m["admitted"] == true {
 			return len(p), nil // admissions are logged only when they reject
@@ -123,6 +142,10 @@ type scenario struct {
 	c   *Sim
 	src *scriptSource
 	log bytes.Buffer
+	// only, when set, is the one decision type run prints (show=), and
+	// quiet then silences the request lines.
+	only  *string
+	quiet *bool
 }
 
 func args(fields []string) map[string]string {
@@ -158,16 +181,27 @@ func (s *scenario) newCluster(a map[string]string) string {
 	t := s.t
 	n := int(num(t, a, "n", 2))
 	lat := constLatency{step: num(t, a, "step", 1000), arrive: num(t, a, "arrive", 100), depart: num(t, a, "depart", 50)}
-	var ins []Instance
-	for i := 0; i < n; i++ {
-		ins = append(ins, Instance{ID: InstanceID(i, n), Config: sim.Config{
+	engine := func() sim.Config {
+		return sim.Config{
 			Engine: sim.EngineConfig{VLLMKnobs: physics.VLLMKnobs{
 				MaxNumSeqs: num(t, a, "max-seqs", 8), MaxBatchedTokens: num(t, a, "budget", 512), ChunkedPrefillEnabled: true,
 				BlockSizeTokens: num(t, a, "block", 16), TotalKVBlocksGPU: num(t, a, "kv-blocks", 1000), PrefixCachingEnabled: true,
 			}},
 			Latency: lat,
 			Options: sim.Options{Exhaustive: true},
-		}})
+		}
+	}
+	var ins []Instance
+	scaling := s.scaling(a)
+	for i := 0; i < n; i++ {
+		in := Instance{ID: InstanceID(i, n), Config: engine()}
+		if scaling != nil {
+			in.ID, in.Pool = ScaledInstanceID(i), "p"
+		}
+		ins = append(ins, in)
+	}
+	if scaling != nil {
+		scaling.NewInstance = func(int, int) (sim.Config, error) { return engine(), nil }
 	}
 	rp := route.Params{PrefixIndexCapacity: int(num(t, a, "index", 0)), MinMatchShare: fnum(t, a, "min-share", 0)}
 	if sc, ok := a["scorers"]; ok {
@@ -211,17 +245,53 @@ func (s *scenario) newCluster(a map[string]string) string {
 		}
 	}
 	s.log.Reset()
-	s.src = &scriptSource{log: &s.log}
+	s.only, s.quiet = new(string), new(bool)
+	s.src = &scriptSource{log: &s.log, quiet: s.quiet}
 	s.c, err = New(Config{Instances: ins, Admission: ap, Routing: r, Freshness: fresh, SLOTargets: slo,
 		AdmissionLatencyUs: num(t, a, "admission-latency", 0), RoutingLatencyUs: num(t, a, "routing-latency", 0),
-		Decisions: decisionLog{&s.log}, CounterfactualK: int(num(t, a, "k", int64(n))), RecordRequests: true,
-		WindowUs: num(t, a, "window", 0)}, s.src)
+		Decisions: decisionLog{&s.log, s.only}, CounterfactualK: int(num(t, a, "k", int64(n))), RecordRequests: true,
+		WindowUs: num(t, a, "window", 0), Scaling: scaling}, s.src)
 	require.NoError(t, err)
 	out := fmt.Sprintf("ok: %d instances, %s routing, %s admission", n, r.Name(), ap.Name())
+	if scaling != nil {
+		ps := scaling.Pools[0]
+		out += fmt.Sprintf(", %s autoscaler in [%d, %d]", ps.Policy.Name(), ps.Min, ps.Max)
+	}
 	if ad.PerTenant {
 		out += " per tenant"
 	}
 	return out
+}
+
+// scaling is the cluster command's autoscaler, or nil without scale=.
+func (s *scenario) scaling(a map[string]string) *Scaling {
+	t := s.t
+	name, ok := a["scale"]
+	if !ok {
+		return nil
+	}
+	ps := PoolScaling{Name: "p", Min: int(num(t, a, "min", 1)), Max: int(num(t, a, "max", 4)), IntervalUs: num(t, a, "interval", 15_000),
+		GPUsPerReplica: 1, GPUsPerNode: 1, ProvisionMinUs: num(t, a, "provision", 0), ProvisionMaxUs: num(t, a, "provision", 0),
+		LoadUs: num(t, a, "load", 0), WarmUs: num(t, a, "warm", 0), NodeIdleUs: num(t, a, "idle", 0), PricePerGPUHour: 1}
+	switch name {
+	case "queue-depth":
+		ps.Policy = autoscale.NewThreshold(name, autoscale.ThresholdConfig{Metric: autoscale.MetricQueueDepth, Up: fnum(t, a, "up", 5),
+			Down: fnum(t, a, "down", 0.5), Step: 1, SustainUs: num(t, a, "sustain", 0), CooldownUs: num(t, a, "cooldown", 0)})
+	case "hpa":
+		c := autoscale.DefaultHPA(autoscale.MetricQueueDepth, fnum(t, a, "target", 5))
+		c.UpPeriodUs, c.DownPeriodUs, c.DownWindowUs = ps.IntervalUs, ps.IntervalUs, num(t, a, "down-window", 20*ps.IntervalUs)
+		ps.Policy = autoscale.NewHPA(c)
+	case "oscillator":
+		ps.Policy = &autoscale.Oscillator{Step: 1}
+	default:
+		t.Fatalf("scale=%s: not a policy of the scenarios", name)
+	}
+	if d, ok := a["drain"]; ok {
+		dr, err := ParseDrain(d)
+		require.NoError(t, err)
+		ps.Drain = dr
+	}
+	return &Scaling{Pools: []PoolScaling{ps}, RNG: sim.NewRNG(1), OscillationWindowUs: 20 * ps.IntervalUs}
 }
 
 func (s *scenario) request(a map[string]string, id, at int64) sim.RequestSpec {
@@ -252,8 +322,17 @@ func (s *scenario) exec(line string) string {
 			s.src.reqs = append(s.src.reqs, s.request(a, first+i, at))
 		}
 		return "ok"
+	case "stream":
+		first, at, every := num(t, a, "first", 0), num(t, a, "t", 0), num(t, a, "every", 1000)
+		for i := int64(0); i < num(t, a, "n", 1); i++ {
+			s.src.reqs = append(s.src.reqs, s.request(a, first+i, at+i*every))
+		}
+		return "ok"
 	case "run":
 		s.log.Reset()
+		*s.only = a["show"]
+		*s.quiet = *s.only != ""
+		defer func() { *s.only, *s.quiet = "", false }()
 		var err error
 		if u, ok := a["until"]; ok {
 			until, perr := strconv.ParseInt(u, 10, 64)
@@ -281,7 +360,7 @@ func (s *scenario) exec(line string) string {
 		for i := 0; i < s.c.NumInstances(); i++ {
 			st := s.c.InstanceStatus(i)
 			fmt.Fprintf(&b, "%s live: queue=%d batch=%d free=%d/%d kv=%.3f hit=%.3f | router sees: queue=%d batch=%d in-flight=%d free=%d kv=%.3f hit=%.3f\n",
-				InstanceID(i, s.c.NumInstances()), st.QueueDepth, st.BatchSize, st.FreeKVBlocks, st.TotalKVBlocks, st.KVUtilization, st.PrefixCacheHitRate,
+				s.c.ids[i], st.QueueDepth, st.BatchSize, st.FreeKVBlocks, st.TotalKVBlocks, st.KVUtilization, st.PrefixCacheHitRate,
 				v.QueueDepth[i], v.BatchSize[i], v.InFlight[i], v.FreeKVBlocks[i], v.KVUtilization[i], v.CacheHitRate[i])
 		}
 		return strings.TrimSpace(b.String())
@@ -320,14 +399,29 @@ func (s *scenario) exec(line string) string {
 		if f := res.Fairness; f != nil {
 			fmt.Fprintf(&b, "jain=%.4f\n", f.JainIndex)
 		}
+		if f := res.Fleet; f != nil && len(f.Pools) > 0 && f.Pools[0].Policy != "none" {
+			p := f.Pools[0]
+			var states []string
+			for st := StatePending; st < StateTerminated; st++ {
+				if v, ok := p.ReplicaSeconds[st.String()]; ok {
+					states = append(states, fmt.Sprintf("%s=%.3f", st, v))
+				}
+			}
+			fmt.Fprintf(&b, "fleet: ups=%d downs=%d oscillations=%d created=%d terminated=%d peak=%d nodes=%d replica-seconds: %s\n",
+				p.ScaleUps, p.ScaleDowns, p.Oscillations, p.Created, p.Terminated, p.PeakReplicas, p.Nodes, strings.Join(states, " "))
+		}
 		for _, w := range res.Windows {
 			ttft := "-"
 			if w.Completed > 0 {
 				ttft = fmt.Sprintf("%d/%d", w.TTFTP50Us, w.TTFTP99Us)
 			}
-			fmt.Fprintf(&b, "window [%d,%d) arrived=%d admitted=%d rejected=%d completed=%d dropped=%d timed-out=%d tokens=%d ttft-p50/p99=%s | queue=%d running=%d kv=%.3f/%.3f in-flight=%d\n",
+			fmt.Fprintf(&b, "window [%d,%d) arrived=%d admitted=%d rejected=%d completed=%d dropped=%d timed-out=%d tokens=%d ttft-p50/p99=%s | queue=%d running=%d kv=%.3f/%.3f in-flight=%d",
 				w.StartUs, w.EndUs, w.Arrived, w.Admitted, w.Rejected, w.Completed, w.Dropped, w.TimedOut, w.OutputTokens, ttft,
 				w.QueueDepth, w.Running, w.KVUtilMean, w.KVUtilMax, w.InFlight)
+			if res.Fleet != nil && res.Fleet.Pools[0].Policy != "none" {
+				fmt.Fprintf(&b, " | ready=%d starting=%d draining=%d", w.ReplicasReady, w.ReplicasStarting, w.ReplicasDraining)
+			}
+			b.WriteByte('\n')
 		}
 		return strings.TrimSpace(b.String())
 	}
