@@ -84,7 +84,9 @@ func (e *Engine) abort(id int64, atUs int64, killed bool) (ok bool, err error) {
 		return false, fmt.Errorf("request %d: aborted at %d µs, before its arrival_us %d", id, atUs, e.reqs[i].spec.ArrivalUs)
 	}
 	e.done = e.done[:0]
-	if !found || e.reqs[i].aborted {
+	if !found || e.reqs[i].aborted || e.reqs[i].state == stKept {
+		// A kept prefill handoff has left the client's view: only its KV
+		// remains, which ReleaseKV frees.
 		return false, nil
 	}
 	r := &e.reqs[i]
@@ -111,6 +113,13 @@ func (e *Engine) abort(id int64, atUs int64, killed bool) (ok bool, err error) {
 			e.fail("INV-2", "request %d is queued but not in the waiting queue", id)
 		}
 		e.transition(r, stQueued, stTimedOut)
+		e.journey(r, JourneyFinished, atUs)
+	case stPulling:
+		if r.pull == pullDue && !e.events.remove(evPulled, i) {
+			e.fail("INV-2", "request %d's KV arrival has no event", id)
+		}
+		e.pulling--
+		e.transition(r, stPulling, stTimedOut)
 		e.journey(r, JourneyFinished, atUs)
 	case stRunning:
 		if e.m.lastStepEnd > atUs {
@@ -243,7 +252,7 @@ func (e *Engine) Redirect(id int64, atUs int64) (spec RequestSpec, ok bool, err 
 		if o := e.cfg.Observer; o != nil {
 			o.Aborted(id, atUs)
 		}
-	case r.state == stQueued && r.firstScheduled == 0 && r.preemptions == 0:
+	case r.state == stQueued && r.firstScheduled == 0 && r.preemptions == 0 && r.pull == pullNone:
 		if !e.waiting.remove(e.reqs, i) {
 			e.fail("INV-2", "request %d is queued but not in the waiting queue", id)
 		}
@@ -268,7 +277,7 @@ func (e *Engine) Redirect(id int64, atUs int64) (spec RequestSpec, ok bool, err 
 func (e *Engine) Held(dst []int64) []int64 {
 	start := len(dst)
 	for i := range e.reqs {
-		if st := e.reqs[i].state; st >= stPending && st <= stRunning && !e.reqs[i].aborted {
+		if st := e.reqs[i].state; (st >= stPending && st <= stRunning || st == stPulling) && !e.reqs[i].aborted {
 			dst = append(dst, e.reqs[i].spec.ID)
 		}
 	}

@@ -61,7 +61,7 @@ func (e *Engine) Clone(obs Observer) (*Engine, error) {
 	c.waiting.ring = slices.Clone(e.waiting.ring)
 	c.running = slices.Clone(e.running)
 	c.kv = e.kv.clone()
-	c.hit, c.rare, c.done = nil, nil, nil
+	c.hit, c.rare, c.done, c.pulls = nil, nil, nil, nil // the last Advance's scratch
 	if e.byID != nil {
 		c.byID = maps.Clone(e.byID)
 	}

@@ -202,6 +202,9 @@ const (
 	stFinished
 	stDropped
 	stTimedOut // its client gave up (Abort)
+	stPulling  // HandoffDecode: blocks taken, waiting for its prompt's KV (sim/pd.go)
+	stKept     // HandoffPrefill: its token produced, its KV kept for the decode instance
+	numReqStates
 )
 
 // request is one request's engine state. It lives in a slot that is reused
@@ -244,6 +247,9 @@ type request struct {
 	prefillDone int64
 
 	preemptions int64
+	// pull is a HandoffDecode request's pull (pullNone, pullWaiting,
+	// pullArrived).
+	pull uint8
 	// qticket is the ticket of the request's waiting-queue entry, 0 when
 	// it is not queued.
 	qticket uint64
@@ -319,6 +325,11 @@ type Engine struct {
 
 	// retired is the result Retire kept (nil until then).
 	retired *Result
+
+	// Disaggregation (sim/pd.go): the pulls the last Advance started, and
+	// the requests waiting for their KV and those keeping theirs.
+	pulls         []Pull
+	pulling, kept int64
 }
 
 // NewEngine returns an idle engine at time 0.
@@ -452,6 +463,7 @@ func (e *Engine) Now() int64 { return e.now }
 func (e *Engine) Advance() (err error) {
 	defer catch(&err)
 	e.done = e.done[:0]
+	e.pulls = e.pulls[:0]
 	if e.events.len() == 0 {
 		return nil
 	}
@@ -469,6 +481,10 @@ func (e *Engine) Advance() (err error) {
 			e.onQueued(ev.req)
 		case evAbort:
 			e.onAbort(ev.req)
+		case evPulled:
+			e.onPulled(ev.req)
+		case evReleaseKV:
+			e.onReleaseKV(ev.req)
 		case evStep:
 			e.stepPending = false
 			// An abort may have emptied the engine since this step was

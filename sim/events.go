@@ -11,6 +11,8 @@ const (
 	evQueued
 	evAbort
 	evStep
+	evPulled    // a HandoffDecode request's KV arrived
+	evReleaseKV // a HandoffPrefill request's kept KV is freed
 )
 
 func (k eventKind) String() string {
@@ -23,6 +25,10 @@ func (k eventKind) String() string {
 		return "abort"
 	case evStep:
 		return "step"
+	case evPulled:
+		return "pulled"
+	case evReleaseKV:
+		return "release-kv"
 	}
 	return "unknown"
 }

@@ -52,16 +52,19 @@ func (e *Engine) fail(inv, format string, args ...any) {
 func (e *Engine) checkEnd() {
 	c := e.counts()
 	pending := c.Offered - c.Injected
-	if got := pending + c.StillArrival + c.StillQueued + c.StillRunning + c.Completed + c.Dropped + c.RejectedTooLong + c.TimedOut + c.Killed + c.Redirected; got != c.Offered {
-		e.fail("INV-1", "injected %d ≠ not arrived %d + in API %d + queued %d + running %d + completed %d + dropped %d + rejected too long %d + timed out %d + killed %d + redirected %d",
-			c.Offered, pending, c.StillArrival, c.StillQueued, c.StillRunning, c.Completed, c.Dropped, c.RejectedTooLong, c.TimedOut, c.Killed, c.Redirected)
+	if got := pending + c.StillArrival + c.StillQueued + c.StillRunning + c.Completed + c.Dropped + c.RejectedTooLong + c.TimedOut + c.Killed + c.Redirected + c.HandedOff; got != c.Offered {
+		e.fail("INV-1", "injected %d ≠ not arrived %d + in API %d + queued %d + running %d + completed %d + dropped %d + rejected too long %d + timed out %d + killed %d + redirected %d + handed off %d",
+			c.Offered, pending, c.StillArrival, c.StillQueued, c.StillRunning, c.Completed, c.Dropped, c.RejectedTooLong, c.TimedOut, c.Killed, c.Redirected, c.HandedOff)
 	}
-	var byState [stTimedOut + 1]int64
+	var byState [numReqStates]int64
 	for i := range e.reqs {
 		byState[e.reqs[i].state]++
 	}
 	left := byState[stFinished] + byState[stDropped] + byState[stTimedOut]
-	if byState[stPending] != pending || byState[stArriving] != c.StillArrival || byState[stQueued] != c.StillQueued ||
+	if byState[stPulling] != e.pulling || byState[stKept] != e.kept {
+		e.fail("INV-1", "request slots hold %d pulling and %d keeping KV; counters say %d and %d", byState[stPulling], byState[stKept], e.pulling, e.kept)
+	}
+	if byState[stPending] != pending || byState[stArriving] != c.StillArrival || byState[stQueued]+byState[stPulling] != c.StillQueued ||
 		byState[stRunning] != c.StillRunning || left != 0 {
 		e.fail("INV-1", "request slots hold %d pending, %d in API, %d queued, %d running, %d left unreleased; counters say %d, %d, %d, %d, 0",
 			byState[stPending], byState[stArriving], byState[stQueued], byState[stRunning], left,
@@ -70,7 +73,7 @@ func (e *Engine) checkEnd() {
 	if int64(len(e.free)) != byState[stFree] {
 		e.fail("INV-1", "%d free slots listed, %d slots free", len(e.free), byState[stFree])
 	}
-	if gone := c.Completed + c.Dropped + c.RejectedTooLong + c.TimedOut + c.Killed + c.Redirected; e.events.len() == 0 && gone != c.Offered {
+	if gone := c.Completed + c.Dropped + c.RejectedTooLong + c.TimedOut + c.Killed + c.Redirected + c.HandedOff; e.events.len() == 0 && gone != c.Offered && e.pulling == 0 {
 		e.fail("INV-1", "no event is left but %d of %d requests are neither completed, dropped, rejected nor timed out", c.Offered-gone, c.Offered)
 	}
 	e.checkKV(true)
@@ -106,8 +109,8 @@ func (e *Engine) checkKV(full bool) {
 	if kv.numFree < 0 || kv.numFree > kv.total() {
 		e.fail("INV-4", "free blocks %d outside [0, %d]", kv.numFree, kv.total())
 	}
-	if len(e.running) == 0 && kv.numFree != kv.total() {
-		e.fail("INV-4", "no request runs but %d of %d blocks are allocated", kv.used(), kv.total())
+	if len(e.running) == 0 && e.pulling == 0 && e.kept == 0 && kv.numFree != kv.total() {
+		e.fail("INV-4", "no request runs, pulls or keeps KV, but %d of %d blocks are allocated", kv.used(), kv.total())
 	}
 	if !full {
 		return
@@ -116,6 +119,15 @@ func (e *Engine) checkKV(full bool) {
 	for _, idx := range e.running {
 		for _, b := range e.reqs[idx].blocks {
 			refs[b]++
+		}
+	}
+	if e.pulling+e.kept > 0 { // blocks held outside the batch (sim/pd.go)
+		for i := range e.reqs {
+			if st := e.reqs[i].state; st == stPulling || st == stKept {
+				for _, b := range e.reqs[i].blocks {
+					refs[b]++
+				}
+			}
 		}
 	}
 	// The free list is the blocks never used (implicit) and the ring.

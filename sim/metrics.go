@@ -59,8 +59,11 @@ type Counts struct {
 	// scaled down without waiting for them); Redirected were taken out
 	// before they started, for another instance to serve (Engine.Redirect).
 	// Both omitted when 0.
-	Killed       int64 `json:"killed,omitempty"`
-	Redirected   int64 `json:"redirected,omitempty"`
+	Killed     int64 `json:"killed,omitempty"`
+	Redirected int64 `json:"redirected,omitempty"`
+	// HandedOff are HandoffPrefill requests that produced their token for
+	// a decode instance (sim/pd.go); omitted when 0.
+	HandedOff    int64 `json:"handed_off,omitempty"`
 	StillArrival int64 `json:"still_in_api"`
 	StillQueued  int64 `json:"still_queued"`
 	StillRunning int64 `json:"still_running"`
@@ -121,9 +124,12 @@ type Result struct {
 	// both 0 when nothing arrived.
 	StartUs, EndUs int64 `json:"-"`
 	// PromptTokens and CachedPromptTokens are the prefix cache hit rate's
-	// denominator and numerator.
-	PromptTokens, CachedPromptTokens int64 `json:"-"`
-	BusyUs                           int64 `json:"-"`
+	// denominator and numerator. RemotePromptTokens are the prompt tokens
+	// of HandoffDecode requests whose KV was pulled from a prefill
+	// instance (counted in PromptTokens, as vLLM's counter counts them, but
+	// computed elsewhere).
+	PromptTokens, CachedPromptTokens, RemotePromptTokens int64 `json:"-"`
+	BusyUs                                               int64 `json:"-"`
 	// FirstTooLong is the first request refused as longer than the model's
 	// context, for a diagnostic; nil when none was.
 	FirstTooLong *TooLongRequest `json:"-"`
@@ -170,6 +176,8 @@ type TooLongRequest struct {
 type metrics struct {
 	completed, dropped, timedOut    int64
 	tooLong, killed, redirected     int64
+	handedOff                       int64 // HandoffPrefill requests done here (sim/pd.go)
+	remoteTokens                    int64 // HandoffDecode prompt tokens pulled from elsewhere
 	firstTooLong                    *TooLongRequest
 	firstDropped                    *DroppedRequest
 	preemptions, kvAllocFailures    int64
@@ -226,6 +234,7 @@ func (e *Engine) result() *Result {
 		PerRequest:         m.records,
 		Hist:               Histograms{TTFT: &m.ttftH, ITL: &m.itl, E2E: &m.e2eH, Sched: &m.schedH},
 		PromptTokens:       m.promptTokens,
+		RemotePromptTokens: m.remoteTokens,
 		CachedPromptTokens: m.cachedTokens,
 		BusyUs:             m.busyUs,
 		FirstTooLong:       m.firstTooLong,
@@ -266,8 +275,8 @@ func (e *Engine) result() *Result {
 func (e *Engine) counts() Counts {
 	return Counts{
 		Offered: e.injected, Injected: e.arrived, Completed: e.m.completed, Dropped: e.m.dropped, RejectedTooLong: e.m.tooLong, TimedOut: e.m.timedOut,
-		Killed: e.m.killed, Redirected: e.m.redirected,
-		StillArrival: e.arriving, StillQueued: int64(e.waiting.len()), StillRunning: int64(len(e.running)),
+		Killed: e.m.killed, Redirected: e.m.redirected, HandedOff: e.m.handedOff,
+		StillArrival: e.arriving, StillQueued: int64(e.waiting.len()) + e.pulling, StillRunning: int64(len(e.running)),
 	}
 }
 

@@ -55,6 +55,9 @@ type RequestSpec struct {
 	// the request is aborted if it has not finished (a cluster run
 	// enforces it; the engine ignores it).
 	TimeoutUs int64
+	// Handoff is the request's part in a disaggregated request (sim/pd.go):
+	// HandoffNone for a request served whole.
+	Handoff Handoff
 }
 
 // Outcome is how a request left: completed (its last token delivered),
@@ -144,6 +147,10 @@ func (r RequestSpec) Validate() error {
 		return fmt.Errorf("request %d: timeout_us %d must be within [0, %d] µs", r.ID, r.TimeoutUs, MaxTimeUs)
 	case r.Session < 0:
 		return fmt.Errorf("request %d: session %d is negative", r.ID, r.Session)
+	case r.Handoff > HandoffDecode:
+		return fmt.Errorf("request %d: handoff %d is not a part", r.ID, r.Handoff)
+	case r.Handoff == HandoffPrefill && r.OutputTokens != 1:
+		return fmt.Errorf("request %d: a prefill handoff produces 1 token, got output_tokens %d", r.ID, r.OutputTokens)
 	case len(r.Content) > 0 && r.ContentTokens <= 0:
 		return fmt.Errorf("request %d: content_tokens %d must be > 0 with %d content ids", r.ID, r.ContentTokens, len(r.Content))
 	case len(r.Content) == 0 && r.ContentTokens != 0:

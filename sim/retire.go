@@ -14,7 +14,8 @@ func (e *Engine) Retire() (err error) {
 	if e.retired != nil {
 		return nil
 	}
-	if e.events.len() > 0 || e.injected != e.m.completed+e.m.dropped+e.m.timedOut+e.m.killed+e.m.redirected {
+	if e.events.len() > 0 || e.pulling+e.kept > 0 ||
+		e.injected != e.m.completed+e.m.dropped+e.m.timedOut+e.m.killed+e.m.redirected+e.m.handedOff {
 		return errors.New("sim: cannot retire an engine with requests or events left")
 	}
 	res, err := e.Finish()

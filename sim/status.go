@@ -34,9 +34,9 @@ type Status struct {
 func (e *Engine) Status() Status {
 	st := Status{
 		AtUs:             e.now,
-		QueueDepth:       int64(e.waiting.len()),
+		QueueDepth:       int64(e.waiting.len()) + e.pulling,
 		BatchSize:        int64(len(e.running)),
-		InFlight:         e.injected - e.m.completed - e.m.dropped - e.m.timedOut - e.m.killed - e.m.redirected,
+		InFlight:         e.injected - e.m.completed - e.m.dropped - e.m.timedOut - e.m.killed - e.m.redirected - e.m.handedOff,
 		FreeKVBlocks:     e.kv.numFree,
 		TotalKVBlocks:    e.kv.total(),
 		PromptTokens:     e.m.prefilledTokens,
@@ -99,6 +99,10 @@ type Completion struct {
 	Preemptions  int64
 	Tenant       int32
 	SLOClass     SLOClass
+	// HandedOff marks a HandoffPrefill request that produced its token and
+	// keeps its KV for its decode instance (sim/pd.go): not the client's
+	// completion.
+	HandedOff bool
 }
 
 // Knobs is the engine's vLLM settings (its token budget per step, its

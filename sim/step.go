@@ -16,6 +16,12 @@ func (e *Engine) step() {
 		e.kv.cpu.stepEvicted = 0
 	}
 	preempted := e.scheduleBatch()
+	if len(e.running) == 0 {
+		// Only pulls started (sim/pd.go): nothing computes, no step runs;
+		// the engine waits for a KV to arrive or a request to come.
+		e.stepID--
+		return
+	}
 	dt := e.executeBatch(preempted)
 	e.processCompletions(dt)
 	e.scheduleNextStep(dt)
@@ -137,6 +143,23 @@ func (e *Engine) admitWaiting(budget int64) {
 		// it at once).
 		if r.joinStep > e.stepID && len(e.running) > 0 {
 			break
+		}
+		if r.spec.Handoff == HandoffDecode && r.preemptions == 0 {
+			// Disaggregated (sim/pd.go): first its blocks and its pull,
+			// then, once its KV is in, its last prompt token.
+			if r.pull == pullNone {
+				if !e.startPull(idx) {
+					e.m.kvAllocFailures++
+					break
+				}
+				continue
+			}
+			n, ok := e.admitPulled(idx, budget)
+			if !ok {
+				break
+			}
+			budget -= n
+			continue
 		}
 		stream := r.spec.PromptTokens + r.outputs
 		// At least one token is computed, so at most (stream-1)/bs blocks
@@ -489,9 +512,13 @@ func (e *Engine) processCompletions(dt int64) {
 			kept = append(kept, idx)
 			continue
 		}
-		e.transition(r, stRunning, stFinished)
 		r.finished = end
-		e.releaseBlocks(r, true)
+		if r.spec.Handoff == HandoffPrefill {
+			e.keep(r) // its KV waits for the decode instance's pull
+		} else {
+			e.transition(r, stRunning, stFinished)
+			e.releaseBlocks(r, true)
+		}
 		// The response closes (api.DEPARTED) the departure overhead after
 		// the step, and never before its last token reached the client:
 		// a departure overhead fitted from traces (FINISHED → DEPARTED)
@@ -501,13 +528,17 @@ func (e *Engine) processCompletions(dt int64) {
 		if o := e.cfg.Observer; o != nil {
 			o.Departed(r.spec.ID, departed)
 		}
-		e.m.complete(r, departed)
+		if r.spec.Handoff != HandoffPrefill {
+			e.m.complete(r, departed)
+		}
 		e.checkCausality(r, departed)
 		e.done = append(e.done, Completion{ID: r.spec.ID, ArrivalUs: r.spec.ArrivalUs, InjectedUs: r.injected, EnqueuedUs: r.enqueued,
 			FirstScheduledUs: r.firstScheduled, FirstTokenUs: r.firstToken + e.outDelay, FinishedUs: r.finished + e.outDelay, DepartedUs: departed,
 			PromptTokens: r.spec.PromptTokens, OutputTokens: r.outputs, CachedTokens: r.firstCached, Preemptions: r.preemptions,
-			Tenant: r.spec.Tenant, SLOClass: r.spec.SLOClass})
-		e.release(idx)
+			Tenant: r.spec.Tenant, SLOClass: r.spec.SLOClass, HandedOff: r.spec.Handoff == HandoffPrefill})
+		if r.spec.Handoff != HandoffPrefill {
+			e.release(idx)
+		}
 	}
 	e.running = kept
 }

@@ -1,0 +1,143 @@
+package sim
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestHandoffPrefillKeepsKV: a prefill handoff computes its prompt and one
+// token, leaves as handed off (not completed, no client latency), and
+// keeps its 7 blocks (100 tokens at 16 a block) until ReleaseKV.
+func TestHandoffPrefillKeepsKV(t *testing.T) {
+	g := newAbortRig(t, baseConfig())
+	g.inject(RequestSpec{ID: 0, PromptTokens: 100, OutputTokens: 1, Handoff: HandoffPrefill}, 0)
+	g.until(5000)
+	// Queued at 100 (API time), one 1000 µs step: the token at 1100, the
+	// response closed 50 µs later.
+	c := g.completion(0)
+	require.True(t, c.HandedOff)
+	require.Equal(t, int64(1100), c.FirstTokenUs)
+	require.Equal(t, int64(1150), c.DepartedUs)
+	st := g.e.Status()
+	require.Equal(t, int64(7), st.TotalKVBlocks-st.FreeKVBlocks, "kept for the decode instance")
+	require.Zero(t, st.InFlight)
+	require.Error(t, g.e.KVArrived(0, 5000), "not a decode handoff")
+	require.Error(t, g.e.ReleaseKV(9, 5000), "unknown")
+	require.Error(t, g.e.Retire(), "its KV is still kept")
+
+	require.NoError(t, g.e.ReleaseKV(0, 5000))
+	g.until(math.MaxInt64)
+	st = g.e.Status()
+	require.Equal(t, st.TotalKVBlocks, st.FreeKVBlocks)
+	require.Error(t, g.e.ReleaseKV(0, g.e.Now()), "released once")
+	res := g.finish()
+	require.Equal(t, Counts{Offered: 1, Injected: 1, HandedOff: 1}, res.Requests)
+	require.Zero(t, res.Hist.TTFT.Count(), "a handoff's latency is not a client's")
+	require.NoError(t, g.e.Retire())
+}
+
+// TestHandoffDecodePullsThenDecodes: a decode handoff takes its blocks and
+// waits for its KV without running (no step, no seat); once the KV is in,
+// its first step recomputes the last prompt token and produces the first
+// token; its TTFT counts from the client's send.
+func TestHandoffDecodePullsThenDecodes(t *testing.T) {
+	g := newAbortRig(t, baseConfig())
+	g.inject(RequestSpec{ID: 5, PromptTokens: 100, OutputTokens: 3, Handoff: HandoffDecode}, 0)
+	g.through(100)
+	require.Equal(t, []Pull{{ID: 5, AtUs: 100, Tokens: 100, Blocks: 7}}, g.e.Pulls())
+	st := g.e.Status()
+	require.Equal(t, int64(1), st.QueueDepth, "waiting for its KV counts as waiting, as in vLLM")
+	require.Zero(t, st.BatchSize)
+	require.Equal(t, int64(7), st.TotalKVBlocks-st.FreeKVBlocks)
+	_, busy := g.e.NextEventUs()
+	require.False(t, busy, "no step runs while only a pull waits")
+
+	require.NoError(t, g.e.KVArrived(5, 5000))
+	require.Error(t, g.e.KVArrived(5, 5000), "once")
+	res := g.finish()
+	c := g.completion(5)
+	// The step at 5000 computes 1 token (the last prompt token) and gives
+	// the first; two decode steps give the others.
+	require.Equal(t, int64(6000), c.FirstTokenUs)
+	require.Equal(t, int64(8000), c.FinishedUs)
+	require.Equal(t, int64(5000), c.FirstScheduledUs)
+	require.Equal(t, Counts{Offered: 1, Injected: 1, Completed: 1}, res.Requests)
+	require.Equal(t, int64(3), res.Steps)
+	require.Equal(t, int64(100), res.RemotePromptTokens)
+	require.Equal(t, int64(1), res.Hist.TTFT.Count())
+	require.Equal(t, 6.0, res.TTFT.Max, "ms, from the client's send at 0")
+}
+
+// TestHandoffDecodeUsesItsPrefixCache: only the tokens past the decode
+// instance's cached prefix are pulled.
+func TestHandoffDecodeUsesItsPrefixCache(t *testing.T) {
+	g := newAbortRig(t, baseConfig())
+	// A request of group 1 leaves its 64-token prefix (4 blocks) cached.
+	g.inject(RequestSpec{ID: 0, PromptTokens: 80, OutputTokens: 1, PrefixGroup: 1, PrefixTokens: 64}, 0)
+	g.until(10_000)
+	g.inject(RequestSpec{ID: 1, ArrivalUs: 10_000, PromptTokens: 100, OutputTokens: 2, PrefixGroup: 1, PrefixTokens: 64, Handoff: HandoffDecode}, 10_000)
+	g.through(10_100)
+	require.Equal(t, []Pull{{ID: 1, AtUs: 10_100, Tokens: 36, Blocks: 3}}, g.e.Pulls())
+	require.NoError(t, g.e.KVArrived(1, 12_000))
+	res := g.finish()
+	require.Equal(t, int64(64), g.completion(1).CachedTokens)
+	require.Equal(t, int64(36), res.RemotePromptTokens)
+}
+
+// TestHandoffDecodeWaitsForBlocks: without room for its blocks a decode
+// handoff waits in the queue (counted as an allocation failure), is
+// never dropped, and pulls once blocks are free.
+func TestHandoffDecodeWaitsForBlocks(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Engine.TotalKVBlocksGPU = 10
+	g := newAbortRig(t, cfg)
+	// 120 + 9 tokens: 9 blocks at most, for 10 steps.
+	g.inject(RequestSpec{ID: 0, PromptTokens: 120, OutputTokens: 10}, 0)
+	// 100 tokens need 7 blocks: not there until request 0 leaves.
+	g.inject(RequestSpec{ID: 1, ArrivalUs: 500, PromptTokens: 100, OutputTokens: 2, Handoff: HandoffDecode}, 500)
+	var pulledAt int64 = -1
+	for pulledAt < 0 {
+		g.advance()
+		if p := g.e.Pulls(); len(p) > 0 {
+			pulledAt = p[0].AtUs
+		}
+	}
+	c0 := g.completion(0)
+	require.GreaterOrEqual(t, pulledAt, c0.FinishedUs, "the pull waited for request 0's blocks")
+	require.NoError(t, g.e.KVArrived(1, pulledAt+3000))
+	res := g.finish()
+	require.Equal(t, int64(2), res.Requests.Completed)
+	require.Zero(t, res.Requests.Dropped)
+	require.Positive(t, res.KVAllocFailures)
+}
+
+func TestHandoffSpecIsChecked(t *testing.T) {
+	for _, r := range []RequestSpec{
+		{ID: 1, PromptTokens: 10, OutputTokens: 2, Handoff: HandoffPrefill},
+		{ID: 1, PromptTokens: 10, OutputTokens: 2, Handoff: 9},
+	} {
+		require.Error(t, r.Validate())
+	}
+	require.Equal(t, "decode", HandoffDecode.String())
+}
+
+// TestAbortDuringPull: a decode handoff whose client gives up while its
+// KV is on its way leaves timed out and frees its blocks; a kept prefill
+// handoff cannot be aborted (only its KV is left, for ReleaseKV).
+func TestAbortDuringPull(t *testing.T) {
+	g := newAbortRig(t, baseConfig())
+	g.inject(RequestSpec{ID: 1, PromptTokens: 100, OutputTokens: 3, Handoff: HandoffDecode}, 0)
+	g.inject(RequestSpec{ID: 2, PromptTokens: 100, OutputTokens: 1, Handoff: HandoffPrefill}, 0)
+	g.through(1100)
+	require.NoError(t, g.e.KVArrived(1, 9000))
+	require.True(t, g.abort(1, 2000), "the pending arrival is cancelled")
+	require.True(t, g.completion(1).TimedOut)
+	require.False(t, g.abort(2, 2000), "handed off")
+	require.NoError(t, g.e.ReleaseKV(2, 3000))
+	res := g.finish()
+	require.Equal(t, Counts{Offered: 2, Injected: 2, TimedOut: 1, HandedOff: 1}, res.Requests)
+	st := g.e.Status()
+	require.Equal(t, st.TotalKVBlocks, st.FreeKVBlocks)
+}
