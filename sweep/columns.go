@@ -113,12 +113,8 @@ func hasFairness(e *experiment.Experiment) bool {
 	return true
 }
 
-// hasFleet: a cluster with an autoscaler reports its fleet's size and
-// cost.
-func hasFleet(e *experiment.Experiment) bool {
-	return e.Mode == experiment.ModeCluster && e.Policies.Autoscale.Type != "" && e.Policies.Autoscale.Type != "none"
-}
-
+// fleet reads the fleet's size and cost, which every cluster run reports
+// (a fixed fleet too).
 func fleet(f func(*cluster.Fleet) (float64, bool)) func(*view) (float64, bool) {
 	return func(v *view) (float64, bool) {
 		if v.c == nil || v.c.Fleet == nil {
@@ -287,11 +283,19 @@ var registry = func() []*metric {
 				}
 				return v.c.Fairness.JainIndex, true
 			}),
-		floatM("gpu_hours", "GPU·h", "the fleet's GPUs times their billed time (cluster.Fleet)", hasFleet,
+		floatM("mean_replicas", "instances", "the fleet's time-averaged size, summed over its pools (cluster.Fleet)", isCluster,
+			fleet(func(f *cluster.Fleet) (float64, bool) {
+				var n float64
+				for _, p := range f.Pools {
+					n += p.MeanReplicas
+				}
+				return n, true
+			})),
+		floatM("gpu_hours", "GPU·h", "the fleet's GPUs times their billed time", isCluster,
 			fleet(func(f *cluster.Fleet) (float64, bool) { return f.GPUHours, true })),
-		floatM("cost", "", "the fleet's cost: GPU-hours times each pool's price per GPU-hour", hasFleet,
+		floatM("cost", "USD", "GPU-hours times each pool's price per GPU-hour (docs/autoscaling.md)", isCluster,
 			fleet(func(f *cluster.Fleet) (float64, bool) { return f.Cost, true })),
-		floatM("cost_per_million_output_tokens", "", "cost per million output tokens delivered", hasFleet,
+		floatM("cost_per_million_output_tokens", "USD", "cost per million output tokens delivered", isCluster,
 			fleet(func(f *cluster.Fleet) (float64, bool) {
 				if f.CostPerMillionTokens == nil {
 					return 0, false

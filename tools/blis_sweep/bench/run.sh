@@ -22,6 +22,7 @@ run() { # name command...
   echo "$name $(cat "$out/time")" >>"$out/times"
 }
 names=(sequential go-pool python-pool ray)
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) CPUs)"
 for r in $(seq 1 "$rounds"); do
   for k in 0 1 2 3; do
     name=${names[$(((k + r) % 4))]}
@@ -35,6 +36,7 @@ for r in $(seq 1 "$rounds"); do
   done
 done
 for n in "${names[@]}"; do cmp "$out/$n.csv" "$out/sequential.csv"; done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "all four tables are byte-identical ($(wc -l <"$out/sequential.csv") lines, sha256 $(sha256sum "$out/sequential.csv" | cut -c1-16))"
 echo "| how | wall time, s (each round) | median |"
 echo "|---|---|---|"
