@@ -18,6 +18,7 @@ import (
 	"github.com/apache/arrow/go/v17/parquet/schema"
 
 	"github.com/blis-sim/blis/internal/pqread"
+	"github.com/blis-sim/blis/internal/tracevocab"
 )
 
 // Formats are the table formats, by file extension.
@@ -64,10 +65,10 @@ func (p *Plan) WriteCSV(w io.Writer, rows []Row) error {
 	return cw.Error()
 }
 
-// Parquet metadata keys: the table's kind and its column names, checked
-// when a table is read back.
+// Parquet metadata keys: the table's kind (the key otlpingest's tables
+// carry) and its column names, checked when a table is read back.
 const (
-	metaTable   = "blis.table"
+	metaTable   = tracevocab.MetaTable
 	metaColumns = "blis.sweep.columns"
 )
 
