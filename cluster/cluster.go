@@ -104,6 +104,12 @@ type Config struct {
 	// and an instance lifecycle, and reports the fleet's size and cost
 	// (scaling.go). Nil: a fixed fleet, no cost.
 	Scaling *Scaling
+	// Disagg, when not nil, splits requests between prefill and decode
+	// instances and moves their KV between them (pd.go).
+	Disagg *Disagg
+	// TraceDetailed adds disaggregation's transfer records to the
+	// decision trace.
+	TraceDetailed bool
 }
 
 // Source supplies the requests. Arrival times must not decrease and never
@@ -217,6 +223,7 @@ type Sim struct {
 	win *windower // nil without time windows
 
 	fl         *fleet         // nil without Config.Scaling
+	pd         *pdState       // nil without Config.Disagg
 	idBuf      []int64        // scratch for drains
 	redirected map[int64]bool // requests a drain re-routed (their routing latency counts twice)
 
@@ -312,6 +319,11 @@ func New(cfg Config, src Source) (*Sim, error) {
 			return nil, err
 		}
 	}
+	if cfg.Disagg != nil {
+		if err := c.newPD(); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
@@ -340,6 +352,9 @@ func (c *Sim) addInstance(id, pool string, cfg sim.Config) error {
 	if n := len(c.workers); n > 0 {
 		w := c.workers[i%n]
 		w.insts = append(w.insts, i)
+	}
+	if c.pd != nil {
+		return c.pdInstance(i)
 	}
 	return nil
 }
@@ -386,6 +401,9 @@ func (c *Sim) NextEventUs() (int64, bool) {
 	// only while there is work: once every request is gone and none is to
 	// come, the run is over, whatever the autoscalers would still do.
 	if at, has := c.fl.next(); has && (ok || c.fl.nHeld > 0) && (!ok || at < t) {
+		t, ok = at, true
+	}
+	if at, has := c.pdNext(); has && (!ok || at < t) {
 		t, ok = at, true
 	}
 	return t, ok
@@ -456,6 +474,11 @@ func (c *Sim) Step() error {
 		if evAt {
 			ev := c.events.pop()
 			c.handle(&ev)
+			active = true
+			continue
+		}
+		if at, ok := c.pdNext(); ok && at == t {
+			c.pdHandle()
 			active = true
 			continue
 		}
@@ -630,6 +653,11 @@ func (c *Sim) handle(ev *cevent) {
 		c.pendFree = append(c.pendFree, ev.slot)
 		c.agg.awaiting--
 		c.route(&c.cur)
+	case evHandoff:
+		c.inflight[ev.inst]--
+		if c.fl != nil {
+			c.maybeTerminate(int(ev.inst))
+		}
 	case evDone:
 		c.inflight[ev.inst]--
 		if c.inflight[ev.inst] < 0 {
@@ -674,6 +702,11 @@ func (c *Sim) route(spec *sim.RequestSpec) {
 	}
 	c.snap.fill(&c.view, c.eng, c.inflight, c.now)
 	c.checkFreshness()
+	if c.pd != nil && !c.pdMask(c.pd.canD) {
+		c.pdUnmask()
+		c.err = fmt.Errorf("request %d: no instance decodes (every pool's role is prefill)", spec.ID)
+		return
+	}
 	c.req.Spec = spec
 	c.req.Hashes, c.req.Blocks = nil, 0
 	if c.needs {
@@ -684,6 +717,9 @@ func (c *Sim) route(spec *sim.RequestSpec) {
 	i := c.router.Route(&c.req, &c.view)
 	if i < 0 || i >= len(c.eng) || !c.view.OK(i) {
 		c.err = fmt.Errorf("routing policy %s chose instance %d of %d, or one that takes no request", c.router.Name(), i, len(c.eng))
+		if c.pd != nil {
+			c.pdUnmask()
+		}
 		return
 	}
 	c.poolRouted(i, spec)
@@ -692,12 +728,25 @@ func (c *Sim) route(spec *sim.RequestSpec) {
 	}
 	c.router.Routed(&c.req, i)
 	c.inflight[i]++
+	if c.pd != nil {
+		c.pdUnmask()
+		if c.pdSplit(spec, i) {
+			return // prefilled elsewhere first (pd.go)
+		}
+	}
 	c.agg.routed(i)
 	e := c.eng[i]
 	if err := e.Inject(*spec, c.now+c.cfg.RoutingLatencyUs); err != nil {
 		c.err = fmt.Errorf("instance %s: %w", c.ids[i], err)
 		return
 	}
+	c.arm(spec, i)
+	at, ok := e.NextEventUs()
+	c.inst.set(i, at, ok)
+}
+
+// arm registers spec's client timeout, if it has one, with instance i.
+func (c *Sim) arm(spec *sim.RequestSpec, i int) {
 	if spec.TimeoutUs > 0 && spec.TimeoutUs <= math.MaxInt64-spec.ArrivalUs {
 		// A deadline already past when the request is routed (admission
 		// latency) aborts it at once.
@@ -707,8 +756,6 @@ func (c *Sim) route(spec *sim.RequestSpec) {
 		}
 		c.armed[spec.ID] = struct{}{}
 	}
-	at, ok := e.NextEventUs()
-	c.inst.set(i, at, ok)
 }
 
 // purgeTimeouts drops the deadlines of requests that have left, so that
@@ -727,6 +774,11 @@ func (c *Sim) purgeTimeouts() {
 // flight (sim.Engine.Abort). It reports whether it aborted anything.
 func (c *Sim) timeout(ev *cevent) bool {
 	i := int(ev.inst)
+	if c.pd != nil {
+		if r, ok := c.pd.reqs[ev.id]; ok && r.injectedD < 0 {
+			i = r.p // still prefilling: its client gives up there
+		}
+	}
 	e := c.eng[i]
 	ok, err := e.Abort(ev.id, c.now)
 	if err != nil {
@@ -753,6 +805,9 @@ func (c *Sim) advance(i int) {
 	for k := range e.Completions() {
 		c.complete(i, &e.Completions()[k], c.now)
 	}
+	if c.pd != nil {
+		c.pdPulls(i)
+	}
 	at, ok := e.NextEventUs()
 	c.inst.set(i, at, ok)
 }
@@ -762,8 +817,15 @@ func (c *Sim) advance(i int) {
 func (c *Sim) complete(i int, d *sim.Completion, at int64) {
 	// Causality across the pipeline: the instance received the request
 	// exactly the admission and routing latencies after it arrived (later
-	// when it waited for a ready instance, or a drain re-routed it).
+	// when it waited for a ready instance, or a drain re-routed it, or
+	// after its prefill elsewhere).
 	want := d.ArrivalUs + c.cfg.AdmissionLatencyUs + c.cfg.RoutingLatencyUs
+	if at, ok := c.pdInjected(i, d.ID); ok {
+		want = at
+	}
+	if c.pd != nil && c.pdCompleted(i, d) {
+		return // a prefill handed off: the request goes on
+	}
 	if c.fl != nil && (d.InjectedUs > want || c.redirected[d.ID]) {
 		want = d.InjectedUs
 		delete(c.redirected, d.ID)

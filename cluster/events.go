@@ -8,6 +8,7 @@ type evKind uint8
 
 const (
 	evRoute   evKind = 2 // a routing decision after the admission latency
+	evHandoff evKind = 3 // a prefill handoff's response departs: its prefill instance's in-flight count drops (pd.go)
 	evTimeout evKind = 4 // a client gives up: its request is aborted at its instance
 	evDone    evKind = 5 // a request left an instance: the router's in-flight count drops
 )

@@ -75,8 +75,11 @@ type Result struct {
 	Fairness  *Fairness        `json:"fairness,omitempty"`
 	Instances []InstanceResult `json:"instances"`
 	// Fleet is the fleet's size, scaling and cost (Config.Scaling).
-	Fleet      *Fleet          `json:"fleet,omitempty"`
-	PerRequest []RequestRecord `json:"per_request,omitempty"`
+	Fleet *Fleet `json:"fleet,omitempty"`
+	// Disaggregation is the run's prefill/decode split and KV transfers
+	// (pd.go); absent without Config.Disagg.
+	Disaggregation *PDResult       `json:"disaggregation,omitempty"`
+	PerRequest     []RequestRecord `json:"per_request,omitempty"`
 	// Windows are the time windows (Config.WindowUs), in time order. They
 	// are not part of the result's JSON, which keeps its size and shape;
 	// WriteWindowsCSV and WriteWindowsJSONL write them.
@@ -167,8 +170,10 @@ type TenantDetail struct {
 
 // InstanceResult is one instance's own metrics.
 type InstanceResult struct {
-	ID      string      `json:"id"`
-	Pool    string      `json:"pool,omitempty"`
+	ID   string `json:"id"`
+	Pool string `json:"pool,omitempty"`
+	// Role is its part under disaggregation (absent without it).
+	Role    string      `json:"role,omitempty"`
 	Routed  int64       `json:"routed"`
 	Metrics *sim.Result `json:"metrics"`
 }
@@ -418,14 +423,21 @@ func (c *Sim) Finish() (*Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("instance %s: %w", c.ids[i], err)
 		}
-		res.Instances = append(res.Instances, InstanceResult{ID: c.ids[i], Pool: c.pools[i], Routed: a.routedTo[i], Metrics: r})
+		ir := InstanceResult{ID: c.ids[i], Pool: c.pools[i], Routed: a.routedTo[i], Metrics: r}
+		if c.pd != nil {
+			ir.Role = c.pd.cfg.Pools[c.pd.pool[i]].Role.String()
+		}
+		res.Instances = append(res.Instances, ir)
 		ttft.Merge(r.Hist.TTFT)
 		itl.Merge(r.Hist.ITL)
 		e2e.Merge(r.Hist.E2E)
 		sched.Merge(r.Hist.Sched)
-		prompt += r.PromptTokens
+		// A disaggregated request's prompt counts once (its prefill's), and
+		// its tokens once (its decode's: the prefill's token is produced
+		// again there).
+		prompt += r.PromptTokens - r.RemotePromptTokens
 		cached += r.CachedPromptTokens
-		res.OutputTokens += r.OutputTokens
+		res.OutputTokens += r.OutputTokens - r.Requests.HandedOff
 		res.Preemptions += r.Preemptions
 		end = max(end, r.EndUs)
 		rc := r.Requests
@@ -450,6 +462,9 @@ func (c *Sim) Finish() (*Result, error) {
 	}
 	for _, n := range a.routedTo {
 		cnt.Routed += n
+	}
+	if c.pd != nil {
+		cnt.Routed -= c.pd.handoffs // a disaggregated request was routed once, sent twice
 	}
 	cnt.RejectedBy = slices.Clone(a.reasons)
 	slices.SortFunc(cnt.RejectedBy, func(x, y ReasonCount) int {
@@ -512,6 +527,7 @@ func (c *Sim) Finish() (*Result, error) {
 	if c.fl != nil {
 		res.Fleet = c.fleetResult(end, res)
 	}
+	res.Disaggregation = c.pdResult()
 	return res, nil
 }
 

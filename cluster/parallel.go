@@ -121,7 +121,9 @@ func (w *worker) window(bound int64) {
 
 // parallelOK says whether workers may advance instances concurrently.
 func (c *Sim) parallelOK() bool {
-	if c.cfg.Workers < 2 || len(c.eng) < 2 || c.obs != nil || runtime.GOMAXPROCS(0) < 2 {
+	// Disaggregation starts transfers from what an instance's step
+	// reports, on the shared network: instances then advance one at a time.
+	if c.cfg.Workers < 2 || len(c.eng) < 2 || c.obs != nil || runtime.GOMAXPROCS(0) < 2 || c.cfg.Disagg != nil {
 		return false
 	}
 	for _, in := range c.cfg.Instances {

@@ -252,7 +252,7 @@ func (e *Engine) Redirect(id int64, atUs int64) (spec RequestSpec, ok bool, err 
 		if o := e.cfg.Observer; o != nil {
 			o.Aborted(id, atUs)
 		}
-	case r.state == stQueued && r.firstScheduled == 0 && r.preemptions == 0 && r.pull == pullNone:
+	case r.state == stQueued && r.firstScheduled == 0 && r.preemptions == 0 && r.pull <= pullBlocked:
 		if !e.waiting.remove(e.reqs, i) {
 			e.fail("INV-2", "request %d is queued but not in the waiting queue", id)
 		}

@@ -83,6 +83,7 @@ func (k *kvCache) clone() *kvCache {
 	if k.cpu != nil {
 		c.cpu = k.cpu.clone()
 	}
+	c.x = k.x.clone(c) // sim/tiers.go
 	return c
 }
 
@@ -94,7 +95,7 @@ func (t *cpuTier) clone() *cpuTier {
 	c.pool = make([]cpuEntry, 0, len(t.entries))
 	c.head, c.tail = nil, nil
 	for e := t.head; e != nil; e = e.next {
-		c.pool = append(c.pool, cpuEntry{hash: e.hash, storedAt: e.storedAt})
+		c.pool = append(c.pool, cpuEntry{hash: e.hash, storedAt: e.storedAt, shared: e.shared})
 	}
 	for i := range c.pool {
 		n := &c.pool[i]

@@ -157,16 +157,17 @@ func TestCloneContinuesAsTheOriginal(t *testing.T) {
 // Clone copies it. Add it to Clone, then here.
 func TestCloneCoversEveryField(t *testing.T) {
 	handled := map[string][]string{
-		"Engine":   {"cfg", "reqs", "free", "int32s", "uint64s", "events", "waiting", "running", "kv", "batch", "hit", "rare", "done", "byID", "m", "retired", "pulls"},
-		"request":  {"blocks", "spec", "hashes", "holder"},
-		"kvCache":  {"blocks", "hashes", "ring", "index", "cpu"},
-		"cpuTier":  {"entries", "head", "tail", "pool"},
-		"metrics":  {"firstTooLong", "firstDropped", "ttft", "e2e", "sched", "ttftH", "itl", "e2eH", "schedH", "records"},
-		"queue":    {"heap", "ring"},
-		"Config":   {"Engine", "Policies", "Latency", "Observer"},
-		"Policies": {"Priority"},
+		"Engine":    {"cfg", "reqs", "free", "int32s", "uint64s", "events", "waiting", "running", "kv", "batch", "hit", "rare", "done", "byID", "m", "retired", "pulls"},
+		"request":   {"blocks", "spec", "hashes", "holder"},
+		"kvCache":   {"blocks", "hashes", "ring", "index", "cpu", "x"},
+		"cpuTier":   {"entries", "head", "tail", "pool", "x"},
+		"tierState": {"disk", "store", "tier", "events"},
+		"metrics":   {"firstTooLong", "firstDropped", "ttft", "e2e", "sched", "ttftH", "itl", "e2eH", "schedH", "records"},
+		"queue":     {"heap", "ring"},
+		"Config":    {"Engine", "Policies", "Latency", "Observer"},
+		"Policies":  {"Priority"},
 	}
-	for _, v := range []any{Engine{}, request{}, kvCache{}, cpuTier{}, metrics{}, queue{}, Config{}, Policies{}} {
+	for _, v := range []any{Engine{}, request{}, kvCache{}, cpuTier{}, tierState{}, metrics{}, queue{}, Config{}, Policies{}} {
 		typ := reflect.TypeOf(v)
 		for i := range typ.NumField() {
 			f := typ.Field(i)

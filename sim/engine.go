@@ -67,6 +67,9 @@ type EngineConfig struct {
 	ReserveFullSequence bool
 	// Pipeline is the request path around the engine core's step loop.
 	Pipeline Pipeline
+	// Tiers are the KV tiers behind the CPU one: a local disk, and the
+	// link to a store the cluster's instances share (sim/tiers.go).
+	Tiers KVTiers
 }
 
 // Pipeline is how requests and tokens travel between the client and the
@@ -169,6 +172,9 @@ func (c *EngineConfig) Validate() error {
 		return fieldErr("offload_threshold", "must be in [0, 1], got %v", c.OffloadThreshold)
 	case c.TotalKVBlocksCPU > 0 && !c.PrefixCachingEnabled:
 		return fieldErr("total_kv_blocks_cpu", "needs prefix caching: offloaded blocks are found again by their prefix hash")
+	}
+	if err := c.Tiers.validate(c); err != nil {
+		return err
 	}
 	return c.Pipeline.Validate()
 }
@@ -346,6 +352,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		blockSize: cfg.Engine.BlockSizeTokens,
 		kv:        newKVCache(cfg.Engine.TotalKVBlocksGPU, cfg.Engine.BlockSizeTokens, cfg.Engine.PrefixCachingEnabled, cpu),
 	}
+	e.kv.initTiers(&cfg.Engine)
 	e.blockShift = -1
 	if bs := e.blockSize; bs&(bs-1) == 0 {
 		e.blockShift = bits.TrailingZeros64(uint64(bs))

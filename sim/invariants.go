@@ -16,7 +16,10 @@ import "fmt"
 //	      and every step takes at least 1 µs.
 //	INV-4 KV conservation: allocated + free = total blocks; exhaustively,
 //	      every block's reference count equals the block tables holding it
-//	      and the free list holds exactly the unreferenced blocks.
+//	      and the free list holds exactly the unreferenced blocks; the CPU
+//	      tier and the disk hold at most their capacity and, exhaustively,
+//	      their LRU lists and indexes agree, and KV block events (when
+//	      watched) count exactly the prefix index's blocks (sim/tiers.go).
 //	INV-5 causality: arrival ≤ enqueue ≤ first schedule ≤ first token ≤
 //	      finish ≤ departure for every finished request; arrival ≤ abort ≤
 //	      departure, and no token delivered after the abort, for every
@@ -112,6 +115,7 @@ func (e *Engine) checkKV(full bool) {
 	if len(e.running) == 0 && e.pulling == 0 && e.kept == 0 && kv.numFree != kv.total() {
 		e.fail("INV-4", "no request runs, pulls or keeps KV, but %d of %d blocks are allocated", kv.used(), kv.total())
 	}
+	e.checkTiers(full)
 	if !full {
 		return
 	}

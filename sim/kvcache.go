@@ -70,6 +70,9 @@ type kvCache struct {
 	prefix     bool             // prefix caching on
 	index      *hashindex.Index // hash → block holding that prefix
 	cpu        *cpuTier         // nil without CPU offload
+	// x is the state of the tiers beyond the GPU (sim/tiers.go): nil
+	// without a CPU tier, a disk, a store or KV block events.
+	x *tierState
 
 	evictions int64 // cached blocks whose content was dropped by reuse
 	offloaded int64 // blocks copied to the CPU tier when evicted under pressure
@@ -265,8 +268,11 @@ func (c *kvCache) evict(e freeEnt) {
 	}
 	blk.hashed, blk.own, blk.gone = false, false, false
 	c.evictions++
+	if c.x != nil && !e.own {
+		c.x.event(c.hashes[e.b], TierGPU, true)
+	}
 	if c.cpu != nil && c.cpu.pressure(c) {
-		if c.cpu.store(c.hashes[e.b], c.now) {
+		if c.cpu.store(c.hashes[e.b], c.now, !e.own) {
 			c.offloaded++
 			c.stepStored++
 		}
@@ -314,6 +320,9 @@ func (c *kvCache) commit(b int32, h uint64) {
 	}
 	if c.index.Put(h, b) {
 		c.hashes[b], c.blocks[b].hashed = h, true
+		if c.x != nil {
+			c.x.filled(h)
+		}
 	}
 }
 
@@ -334,11 +343,20 @@ type cpuTier struct {
 
 	stored, reloaded, evicted, thrashing int64
 	stepEvicted                          int64
+
+	// x, when not nil, hears what the tier evicts (sim/tiers.go: KV block
+	// events, and the CPU tier's spill to the disk); tier is which tier
+	// this is (a disk is a cpuTier too).
+	x    *tierState
+	tier Tier
 }
 
 type cpuEntry struct {
-	hash       uint64
+	hash uint64
+	// storedAt is when the block was stored; on a disk, when its write
+	// is done and it can be read.
 	storedAt   int64
+	shared     bool // shared content (KV block events report it)
 	prev, next *cpuEntry
 }
 
@@ -389,8 +407,9 @@ func (t *cpuTier) append(e *cpuEntry) {
 }
 
 // store copies a block's content to the CPU; it reports whether a transfer
-// happened (false when the content was already there).
-func (t *cpuTier) store(h uint64, now int64) bool {
+// happened (false when the content was already there). shared says the
+// content is shared (not a request's own).
+func (t *cpuTier) store(h uint64, now int64, shared bool) bool {
 	if e, ok := t.entries[h]; ok {
 		t.unlink(e)
 		t.append(e)
@@ -403,6 +422,9 @@ func (t *cpuTier) store(h uint64, now int64) bool {
 		delete(t.entries, e.hash)
 		t.evicted++
 		t.stepEvicted++
+		if t.x != nil {
+			t.x.evicted(t.tier, e.hash, e.shared, now)
+		}
 	} else {
 		if len(t.pool) == cap(t.pool) {
 			// A new chunk; append never moves the entries the list and
@@ -412,11 +434,35 @@ func (t *cpuTier) store(h uint64, now int64) bool {
 		t.pool = append(t.pool, cpuEntry{})
 		e = &t.pool[len(t.pool)-1]
 	}
-	*e = cpuEntry{hash: h, storedAt: now}
+	*e = cpuEntry{hash: h, storedAt: now, shared: shared}
 	t.entries[h] = e
 	t.append(e)
 	t.stored++
+	if t.x != nil && shared {
+		t.x.event(h, t.tier, false)
+	}
 	return true
+}
+
+// has reports whether the tier holds h.
+func (t *cpuTier) has(h uint64) bool {
+	_, ok := t.entries[h]
+	return ok
+}
+
+// ready reports whether the tier holds h, stored (written) by now.
+func (t *cpuTier) ready(h uint64, now int64) bool {
+	e, ok := t.entries[h]
+	return ok && e.storedAt <= now
+}
+
+// touch marks h, which the tier holds, as read now: the most recently
+// used.
+func (t *cpuTier) touch(h uint64) {
+	e := t.entries[h]
+	t.unlink(e)
+	t.append(e)
+	t.reloaded++
 }
 
 // match counts leading hashes present on the CPU.

@@ -106,6 +106,9 @@ type Result struct {
 	PrefixCacheHitRate float64      `json:"prefix_cache_hit_rate"`
 	KVEvictions        int64        `json:"kv_prefix_evictions"`
 	KVOffload          *KVOffload   `json:"kv_offload,omitempty"`
+	// KVTiers is where the prompts' KV came from, tier by tier, with a
+	// CPU tier, a disk or a store (sim/tiers.go); nil without.
+	KVTiers *KVTiersResult `json:"kv_tiers,omitempty"`
 	// StepTimesClamped counts the steps whose latency-model time fell
 	// outside [1, MaxDurationUs] µs and was clamped into it; nil when none.
 	StepTimesClamped *Clamped `json:"step_times_clamped,omitempty"`
@@ -268,6 +271,7 @@ func (e *Engine) result() *Result {
 	if c := e.kv.cpu; c != nil {
 		res.KVOffload = &KVOffload{StoredBlocks: c.stored, ReloadedBlocks: c.reloaded, CPUEvictions: c.evicted, Thrashing: c.thrashing}
 	}
+	res.KVTiers = e.tiersResult()
 	return res
 }
 

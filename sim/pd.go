@@ -46,6 +46,7 @@ func (h Handoff) String() string {
 // A HandoffDecode request's pull: none yet, waiting for its KV, arrived.
 const (
 	pullNone    uint8 = iota
+	pullBlocked       // not started: its blocks were not free at its turn
 	pullWaiting       // blocks taken, KV not in
 	pullDue           // KVArrived called: its event is pending
 	pullArrived       // KV in: schedulable
@@ -60,6 +61,8 @@ type Pull struct {
 	AtUs   int64
 	Tokens int64
 	Blocks int64
+	// Waited says it waited at the head of the queue for free blocks.
+	Waited bool
 }
 
 // Pulls are the pulls the last Advance started, in the order the engine
@@ -118,13 +121,14 @@ func (e *Engine) startPull(idx int32) bool {
 	r.blocks, _ = e.kv.allocate(fresh, r.blocks)
 	e.transition(r, stQueued, stPulling)
 	e.pulling++
-	r.pull = pullWaiting
 	r.cached, r.computed, r.committed = hits, hits*e.blockSize, hits
 	e.m.promptTokens += prompt
 	e.m.cachedTokens += hits * e.blockSize
 	e.m.remoteTokens += prompt - hits*e.blockSize
 	r.firstCached = hits * e.blockSize
-	e.pulls = append(e.pulls, Pull{ID: r.spec.ID, AtUs: e.now, Tokens: prompt - hits*e.blockSize, Blocks: fresh})
+	waited := r.pull == pullBlocked
+	r.pull = pullWaiting
+	e.pulls = append(e.pulls, Pull{ID: r.spec.ID, AtUs: e.now, Tokens: prompt - hits*e.blockSize, Blocks: fresh, Waited: waited})
 	return true
 }
 
@@ -189,4 +193,9 @@ func (e *Engine) onReleaseKV(i int32) {
 	e.kept--
 	e.releaseBlocks(r, true)
 	e.release(i)
+	if e.waiting.len() > 0 {
+		// Requests may wait for these blocks with nothing running to
+		// schedule the next step.
+		e.ensureStep(e.now)
+	}
 }

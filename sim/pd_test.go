@@ -46,7 +46,7 @@ func TestHandoffDecodePullsThenDecodes(t *testing.T) {
 	g := newAbortRig(t, baseConfig())
 	g.inject(RequestSpec{ID: 5, PromptTokens: 100, OutputTokens: 3, Handoff: HandoffDecode}, 0)
 	g.through(100)
-	require.Equal(t, []Pull{{ID: 5, AtUs: 100, Tokens: 100, Blocks: 7}}, g.e.Pulls())
+	require.Equal(t, []Pull{{ID: 5, AtUs: 100, Tokens: 100, Blocks: 7}}, g.e.Pulls(), "not Waited: its blocks were free")
 	st := g.e.Status()
 	require.Equal(t, int64(1), st.QueueDepth, "waiting for its KV counts as waiting, as in vLLM")
 	require.Zero(t, st.BatchSize)
@@ -102,6 +102,7 @@ func TestHandoffDecodeWaitsForBlocks(t *testing.T) {
 		g.advance()
 		if p := g.e.Pulls(); len(p) > 0 {
 			pulledAt = p[0].AtUs
+			require.True(t, p[0].Waited, "it waited for blocks")
 		}
 	}
 	c0 := g.completion(0)

@@ -147,9 +147,10 @@ func (e *Engine) admitWaiting(budget int64) {
 		if r.spec.Handoff == HandoffDecode && r.preemptions == 0 {
 			// Disaggregated (sim/pd.go): first its blocks and its pull,
 			// then, once its KV is in, its last prompt token.
-			if r.pull == pullNone {
+			if r.pull == pullNone || r.pull == pullBlocked {
 				if !e.startPull(idx) {
 					e.m.kvAllocFailures++
+					r.pull = pullBlocked
 					break
 				}
 				continue
@@ -169,9 +170,8 @@ func (e *Engine) admitWaiting(budget int64) {
 		e.hit = e.hit[:0]
 		if e.cfg.Engine.PrefixCachingEnabled {
 			hits, hitsFree = e.matchPrefix(r, maxHit)
-			if e.kv.cpu != nil {
-				e.ensureHashes(r, maxHit)
-				reload = e.kv.cpu.match(r.hashes[hits:maxHit])
+			if e.kv.x != nil {
+				reload = e.matchTiers(r, hits, maxHit) // CPU, disk, store (sim/tiers.go)
 			}
 		}
 		computed := (hits + reload) * e.blockSize
@@ -194,15 +194,13 @@ func (e *Engine) admitWaiting(budget int64) {
 		}
 		e.waiting.popFront(e.reqs)
 		r.blocks = e.int32s.grow(r.blocks, max(hits+fresh, e.blockCap(r)))
+		// Blocks loaded from the disk or the store, registered on the GPU
+		// as computed ones are (the last of the reloaded ones).
+		var fetched int64
 		if reload > 0 {
 			// Read the CPU copies before allocating: allocation may evict
 			// GPU blocks into the CPU tier and push these out of it.
-			thrash := e.kv.cpu.reload(r.hashes[hits:hits+reload], e.now)
-			e.batch.ReloadBlocks += reload
-			if o := e.cfg.Observer; o != nil {
-				e.kev = KVEvent{Kind: KVLoad, Step: e.stepID, AtUs: e.now, Req: r.spec.ID, Blocks: reload, Thrashing: thrash}
-				o.KV(&e.kev)
-			}
+			fetched = e.loadTiers(r, hits, reload)
 		}
 		r.blocks = e.kv.acquire(e.hit, r.blocks)
 		r.blocks, _ = e.kv.allocate(fresh, r.blocks)
@@ -216,7 +214,7 @@ func (e *Engine) admitWaiting(budget int64) {
 		}
 		r.cached = hits
 		r.computed = computed
-		r.committed = hits + reload
+		r.committed = hits + reload - fetched
 		// Blocks reloaded from the CPU count as committed but are not
 		// registered on the GPU; a holder record over them (-1: none)
 		// keeps releaseBlocks from registering them.
@@ -276,6 +274,9 @@ func (e *Engine) executeBatch(preempted int64) int64 {
 		e.emitOffload()
 	}
 	dt := e.cfg.Latency.StepTimeUs(b)
+	if x := e.kv.x; x != nil {
+		dt = x.addLoad(e.now, dt) // disk and store loads (sim/tiers.go)
+	}
 	switch {
 	case dt < 1:
 		e.m.clamped.ToOneUs++
