@@ -81,6 +81,15 @@ type Config struct {
 	// candidates of each routing decision and its regret.
 	Decisions       io.Writer
 	CounterfactualK int
+	// TraceDetailed adds each instance's batch formations, preemptions
+	// and KV offload/reload records to the decision trace (detail.go);
+	// it needs Decisions, and runs the instances on one goroutine.
+	TraceDetailed bool
+	// Counterfactual, when not nil, samples routing decisions and
+	// reports their TTFT regret by counterfactual simulation
+	// (counterfactual.go): in Result.Counterfactual, and in the decision
+	// trace when there is one.
+	Counterfactual *Counterfactual
 	// RecordRequests keeps one record per request that left the cluster
 	// (completed, rejected or dropped).
 	RecordRequests bool
@@ -107,9 +116,6 @@ type Config struct {
 	// Disagg, when not nil, splits requests between prefill and decode
 	// instances and moves their KV between them (pd.go).
 	Disagg *Disagg
-	// TraceDetailed adds disaggregation's transfer records to the
-	// decision trace.
-	TraceDetailed bool
 }
 
 // Source supplies the requests. Arrival times must not decrease and never
@@ -228,6 +234,7 @@ type Sim struct {
 	redirected map[int64]bool // requests a drain re-routed (their routing latency counts twice)
 
 	agg aggregator
+	an  *analysis // anomalies, detailed trace, counterfactuals (analysis.go)
 	err error
 }
 
@@ -262,7 +269,13 @@ func New(cfg Config, src Source) (*Sim, error) {
 	if err := cfg.Freshness.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Counterfactual != nil {
+		if err := cfg.Counterfactual.validate(); err != nil {
+			return nil, err
+		}
+	}
 	c := &Sim{cfg: cfg, src: src, admit: cfg.Admission, router: cfg.Routing, inst: newInstHeap(n)}
+	c.an = newAnalysis(c)
 	c.obs, _ = src.(CompletionObserver)
 	if c.admit == nil {
 		c.admit = admit.AlwaysAdmit{}
@@ -287,6 +300,7 @@ func New(cfg Config, src Source) (*Sim, error) {
 		ic.Options.BoundedMemory = true
 		ic.Options.RecordRequests = false
 		ic.Options.HorizonUs = 0
+		ic.Observer = c.an.observer(c, i, in.ID, ic.Observer)
 		e, err := sim.NewEngine(ic)
 		if err != nil {
 			return nil, fmt.Errorf("instance %s: %w", in.ID, err)
@@ -336,6 +350,7 @@ func (c *Sim) addInstance(id, pool string, cfg sim.Config) error {
 	cfg.Options.BoundedMemory = true
 	cfg.Options.RecordRequests = false
 	cfg.Options.HorizonUs = 0
+	cfg.Observer = c.an.observer(c, len(c.eng), id, cfg.Observer)
 	e, err := sim.NewEngine(cfg)
 	if err != nil {
 		return fmt.Errorf("instance %s: %w", id, err)
@@ -726,6 +741,7 @@ func (c *Sim) route(spec *sim.RequestSpec) {
 	if c.dec != nil {
 		c.dec.routing(c.now, &c.req, c.router, &c.view, c.ids, i)
 	}
+	c.an.routed(c, i, spec)
 	c.router.Routed(&c.req, i)
 	c.inflight[i]++
 	if c.pd != nil {
@@ -850,6 +866,7 @@ func (c *Sim) complete(i int, d *sim.Completion, at int64) {
 		out = Killed
 	}
 	c.poolFinished(i, d)
+	c.an.completed(c, d)
 	c.agg.left(i, c.ids[i], d)
 	if c.armed != nil {
 		delete(c.armed, d.ID)

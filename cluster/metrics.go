@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/blis-sim/blis/cluster/anomaly"
 	"github.com/blis-sim/blis/sim"
 )
 
@@ -78,8 +79,14 @@ type Result struct {
 	Fleet *Fleet `json:"fleet,omitempty"`
 	// Disaggregation is the run's prefill/decode split and KV transfers
 	// (pd.go); absent without Config.Disagg.
-	Disaggregation *PDResult       `json:"disaggregation,omitempty"`
-	PerRequest     []RequestRecord `json:"per_request,omitempty"`
+	Disaggregation *PDResult `json:"disaggregation,omitempty"`
+	// Anomalies are the run's anomaly counters (cluster/anomaly,
+	// docs/anomalies.md).
+	Anomalies *anomaly.Report `json:"anomalies"`
+	// Counterfactual is the TTFT regret of the sampled routing decisions
+	// (Config.Counterfactual).
+	Counterfactual *CounterfactualResult `json:"counterfactual,omitempty"`
+	PerRequest     []RequestRecord       `json:"per_request,omitempty"`
 	// Windows are the time windows (Config.WindowUs), in time order. They
 	// are not part of the result's JSON, which keeps its size and shape;
 	// WriteWindowsCSV and WriteWindowsJSONL write them.
@@ -528,6 +535,10 @@ func (c *Sim) Finish() (*Result, error) {
 		res.Fleet = c.fleetResult(end, res)
 	}
 	res.Disaggregation = c.pdResult()
+	res.Anomalies = c.an.report(res)
+	if cf := c.an.cf; cf != nil {
+		res.Counterfactual = cf.result()
+	}
 	return res, nil
 }
 

@@ -123,7 +123,7 @@ func (w *worker) window(bound int64) {
 func (c *Sim) parallelOK() bool {
 	// Disaggregation starts transfers from what an instance's step
 	// reports, on the shared network: instances then advance one at a time.
-	if c.cfg.Workers < 2 || len(c.eng) < 2 || c.obs != nil || runtime.GOMAXPROCS(0) < 2 || c.cfg.Disagg != nil {
+	if c.cfg.Workers < 2 || len(c.eng) < 2 || c.obs != nil || runtime.GOMAXPROCS(0) < 2 || (c.cfg.TraceDetailed && c.dec != nil) || c.cfg.Disagg != nil {
 		return false
 	}
 	for _, in := range c.cfg.Instances {

@@ -127,6 +127,9 @@ type TraceLevel string
 const (
 	TraceNone      TraceLevel = "none"      // nothing: no cost
 	TraceDecisions TraceLevel = "decisions" // every admission and routing decision
+	// TraceDetailed adds each instance's batch formations, preemptions
+	// and KV offload/reload records.
+	TraceDetailed TraceLevel = "detailed"
 )
 
 // RunOptions are how the experiment runs and what it writes.
@@ -139,7 +142,13 @@ type RunOptions struct {
 	// events (0: one per CPU); the report is the same for any value.
 	Workers         int
 	TraceLevel      TraceLevel
-	CounterfactualK int // candidates per routing decision in the decision trace
+	CounterfactualK int // candidates per routing decision in the decision trace, alternatives simulated per sampled decision
+	// CounterfactualSample is the sampling of routing decisions for TTFT
+	// regret ("" or "0": none; a rate or every:N, cluster.ParseSample).
+	CounterfactualSample string
+	// SummaryMaxTokens bounds the summary (Outputs.Summary), in tokens
+	// counted by summary.Tokens.
+	SummaryMaxTokens int
 	// Fitness weights the report's fitness score (nil: none), in order.
 	Fitness []cluster.FitnessWeight
 	// WindowUs cuts the run into time windows (0: none); Window is it as
@@ -156,7 +165,8 @@ type RunOptions struct {
 type Outputs struct {
 	OTLPTrace     string // the run as vLLM's OTLP traces (JSON lines)
 	KVEvents      string // KV offload events (single instance, CPU tier)
-	DecisionTrace string // trace_level decisions
+	DecisionTrace string // trace_level decisions or detailed
+	Summary       string // the run's Markdown summary (package summary)
 	WindowOut     string // time windows, .csv or .jsonl
 	WindowPlot    string // time windows, .png, .svg or .pdf
 }

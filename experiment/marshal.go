@@ -152,8 +152,14 @@ func (e *Experiment) runNode() *yaml.Node {
 	} else {
 		add(n, "workers", r.Workers)
 		add(n, "trace_level", string(r.TraceLevel))
-		if r.TraceLevel == TraceDecisions {
+		if r.TraceLevel != TraceNone || r.CounterfactualSample != "" {
 			add(n, "counterfactual_k", r.CounterfactualK)
+		}
+		if r.CounterfactualSample != "" {
+			add(n, "counterfactual_sample", r.CounterfactualSample)
+		}
+		if r.Outputs.Summary != "" {
+			add(n, "summary_max_tokens", r.SummaryMaxTokens)
 		}
 		if len(r.Fitness) > 0 {
 			fw := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
@@ -164,6 +170,9 @@ func (e *Experiment) runNode() *yaml.Node {
 		}
 		add(n, "window", r.Window)
 		out.DecisionTrace, out.WindowOut, out.WindowPlot = &o.DecisionTrace, &o.WindowOut, &o.WindowPlot
+		if o.Summary != "" {
+			out.Summary = &o.Summary
+		}
 	}
 	if r.Outputs.OTLPTrace != "" {
 		o := r.OTLP

@@ -19,6 +19,7 @@ import (
 	"github.com/blis-sim/blis/sim"
 	"github.com/blis-sim/blis/sim/simtrace"
 	"github.com/blis-sim/blis/sim/workload"
+	"github.com/blis-sim/blis/summary"
 )
 
 // Resolve fills every default and checks every key; errors name where
@@ -328,12 +329,15 @@ func (d *Draft) resolveRun(e *Experiment) error {
 		return d.errf("run.workers", "must be >= 0, got %d", r.Workers)
 	}
 	r.TraceLevel = TraceLevel(deref(ry.TraceLevel, string(TraceNone)))
-	if r.TraceLevel != TraceNone && r.TraceLevel != TraceDecisions {
-		return d.errf("run.trace_level", "%q is not a level; use none or decisions", r.TraceLevel)
+	if r.TraceLevel != TraceNone && r.TraceLevel != TraceDecisions && r.TraceLevel != TraceDetailed {
+		return d.errf("run.trace_level", "%q is not a level; use none, decisions or detailed", r.TraceLevel)
 	}
 	r.CounterfactualK = deref(ry.CounterfactualK, 3)
 	if r.CounterfactualK < 0 {
 		return d.errf("run.counterfactual_k", "must be >= 0, got %d", r.CounterfactualK)
+	}
+	if err := d.resolveAnalysis(r, ry); err != nil {
+		return err
 	}
 	if n := &ry.FitnessWeights; n.Kind != 0 {
 		text, err := weightsText(n)
@@ -349,17 +353,22 @@ func (d *Draft) resolveRun(e *Experiment) error {
 		out = &outputsYAML{}
 	}
 	r.Outputs = Outputs{OTLPTrace: deref(out.OTLPTrace, ""), KVEvents: deref(out.KVEvents, ""), DecisionTrace: deref(out.DecisionTrace, ""),
-		WindowOut: deref(out.WindowOut, ""), WindowPlot: deref(out.WindowPlot, "")}
+		WindowOut: deref(out.WindowOut, ""), WindowPlot: deref(out.WindowPlot, ""), Summary: deref(out.Summary, "")}
 	if err := d.resolveWindow(r); err != nil {
 		return err
 	}
 	switch {
-	case r.TraceLevel == TraceDecisions && r.Outputs.DecisionTrace == "":
-		return d.errf("run.trace_level", "decisions needs %s FILE", d.name("run.outputs.decision_trace"))
+	case r.TraceLevel != TraceNone && r.Outputs.DecisionTrace == "":
+		return d.errf("run.trace_level", "%s needs %s FILE", r.TraceLevel, d.name("run.outputs.decision_trace"))
 	case r.TraceLevel == TraceNone && r.Outputs.DecisionTrace != "":
-		return d.errf("run.outputs.decision_trace", "needs %s decisions", d.name("run.trace_level"))
-	case ry.CounterfactualK != nil && r.TraceLevel != TraceDecisions:
-		return d.errf("run.counterfactual_k", "has no effect without %s decisions (it sizes the decision trace's candidate lists)", d.name("run.trace_level"))
+		return d.errf("run.outputs.decision_trace", "needs %s decisions or detailed", d.name("run.trace_level"))
+	case ry.CounterfactualK != nil && r.TraceLevel == TraceNone && r.CounterfactualSample == "":
+		return d.errf("run.counterfactual_k", "has no effect without %s decisions or detailed (it sizes the decision trace's candidate lists) or %s (the alternatives simulated)",
+			d.name("run.trace_level"), d.name("run.counterfactual_sample"))
+	case r.CounterfactualSample != "" && r.CounterfactualK < 1:
+		return d.errf("run.counterfactual_k", "must be >= 1 with %s: it is the number of alternatives simulated", d.name("run.counterfactual_sample"))
+	case ry.SummaryMaxTokens != nil && r.Outputs.Summary == "":
+		return d.errf("run.summary_max_tokens", "has no effect without %s FILE", d.name("run.outputs.summary"))
 	case r.Outputs.KVEvents != "" && r.Outputs.OTLPTrace == "":
 		return d.errf("run.outputs.kv_events", "needs %s (and CPU KV blocks)", d.name("run.outputs.otlp_trace"))
 	}
@@ -526,6 +535,9 @@ func (d *Draft) clusterKeys() []string {
 		}{
 			{r.TraceLevel != nil && *r.TraceLevel != string(TraceNone), "run.trace_level"},
 			{r.CounterfactualK != nil, "run.counterfactual_k"},
+			{r.CounterfactualSample != nil && *r.CounterfactualSample != "" && *r.CounterfactualSample != "0", "run.counterfactual_sample"},
+			{r.SummaryMaxTokens != nil, "run.summary_max_tokens"},
+			{r.Outputs != nil && r.Outputs.Summary != nil && *r.Outputs.Summary != "", "run.outputs.summary"},
 			{r.FitnessWeights.Kind != 0, "run.fitness_weights"},
 			{r.Window != nil && *r.Window != "", "run.window"},
 			{r.Outputs != nil && r.Outputs.DecisionTrace != nil && *r.Outputs.DecisionTrace != "", "run.outputs.decision_trace"},
@@ -618,6 +630,22 @@ func (d *Draft) checkScaling(e *Experiment) error {
 		case !auto && p.Replicas == 0:
 			return d.errf(at+"replicas", "is 0: a pool scaled to zero needs an autoscaler (policies.autoscale) to ever serve")
 		}
+	}
+	return nil
+}
+
+// resolveAnalysis reads the counterfactual sampling and the summary's
+// budget.
+func (d *Draft) resolveAnalysis(r *RunOptions, ry *runYAML) error {
+	sample := deref(ry.CounterfactualSample, "")
+	if _, on, err := cluster.ParseSample(sample); err != nil {
+		return d.errAt(err, "run.counterfactual_sample")
+	} else if on {
+		r.CounterfactualSample = strings.TrimSpace(sample)
+	}
+	r.SummaryMaxTokens = deref(ry.SummaryMaxTokens, summary.DefaultMaxTokens)
+	if r.SummaryMaxTokens < summary.MinMaxTokens || r.SummaryMaxTokens > summary.MaxMaxTokens {
+		return d.errf("run.summary_max_tokens", "must be in [%d, %d] tokens, got %d", summary.MinMaxTokens, summary.MaxMaxTokens, r.SummaryMaxTokens)
 	}
 	return nil
 }

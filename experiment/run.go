@@ -161,7 +161,7 @@ func (e *Experiment) checkFiles() error {
 	var out []atomicfile.Named
 	for _, k := range []struct{ key, path string }{
 		{"run.outputs.otlp_trace", o.OTLPTrace}, {"run.outputs.kv_events", o.KVEvents}, {"run.outputs.decision_trace", o.DecisionTrace},
-		{"run.outputs.window_out", o.WindowOut}, {"run.outputs.window_plot", o.WindowPlot},
+		{"run.outputs.window_out", o.WindowOut}, {"run.outputs.window_plot", o.WindowPlot}, {"run.outputs.summary", o.Summary},
 	} {
 		out = append(out, atomicfile.Named{Label: e.label(k.key), Path: k.path})
 	}
@@ -427,6 +427,9 @@ func (r *runner) cluster(ctx context.Context) error {
 	cfg.HorizonUs = int64(math.Round(e.Run.HorizonS * 1e6))
 	cfg.RecordRequests = e.Run.PerRequest
 	cfg.CounterfactualK = e.Run.CounterfactualK
+	if err := r.analysis(&cfg); err != nil {
+		return err
+	}
 	cfg.Workers = e.Run.Workers
 	cfg.WindowUs = e.Run.WindowUs
 	if cfg.Workers == 0 {
@@ -523,14 +526,14 @@ func (r *runner) cluster(ctx context.Context) error {
 	}
 	res.Cluster, res.Report = m, out
 	r.clusterDiagnostics(m, rep, gen, len(cfg.Instances))
-	return nil
+	return r.writeSummary(m)
 }
 
 // clusterOutputs opens the decision trace and the OTLP trace (every
 // instance writes into it, with ids from the echoed configuration).
 func (r *runner) clusterOutputs(cfg *cluster.Config, built *deploy.Built, config ClusterConfig) error {
 	e, o := r.e, r.e.Run.Outputs
-	if e.Run.TraceLevel == TraceDecisions {
+	if e.Run.TraceLevel != TraceNone {
 		b, err := r.create("run.outputs.decision_trace", o.DecisionTrace)
 		if err != nil {
 			return err

@@ -79,17 +79,20 @@ type replayYAML struct {
 }
 
 type runYAML struct {
-	Seed            *int64       `yaml:"seed"`
-	HorizonS        *float64     `yaml:"horizon_s"`
-	PerRequest      *bool        `yaml:"per_request"`
-	DebugInvariants *bool        `yaml:"debug_invariants"`
-	Workers         *int         `yaml:"workers"`
-	TraceLevel      *string      `yaml:"trace_level"`
-	CounterfactualK *int         `yaml:"counterfactual_k"`
-	FitnessWeights  yaml.Node    `yaml:"fitness_weights"`
-	Window          *string      `yaml:"window"`
-	OTLP            *otlpYAML    `yaml:"otlp"`
-	Outputs         *outputsYAML `yaml:"outputs"`
+	Seed            *int64   `yaml:"seed"`
+	HorizonS        *float64 `yaml:"horizon_s"`
+	PerRequest      *bool    `yaml:"per_request"`
+	DebugInvariants *bool    `yaml:"debug_invariants"`
+	Workers         *int     `yaml:"workers"`
+	TraceLevel      *string  `yaml:"trace_level"`
+	CounterfactualK *int     `yaml:"counterfactual_k"`
+	// CounterfactualSample is a string or a number (a rate).
+	CounterfactualSample *string      `yaml:"counterfactual_sample"`
+	SummaryMaxTokens     *int         `yaml:"summary_max_tokens"`
+	FitnessWeights       yaml.Node    `yaml:"fitness_weights"`
+	Window               *string      `yaml:"window"`
+	OTLP                 *otlpYAML    `yaml:"otlp"`
+	Outputs              *outputsYAML `yaml:"outputs"`
 }
 
 type otlpYAML struct {
@@ -105,6 +108,7 @@ type outputsYAML struct {
 	OTLPTrace     *string `yaml:"otlp_trace"`
 	KVEvents      *string `yaml:"kv_events"`
 	DecisionTrace *string `yaml:"decision_trace"`
+	Summary       *string `yaml:"summary"`
 	WindowOut     *string `yaml:"window_out"`
 	WindowPlot    *string `yaml:"window_plot"`
 }

@@ -150,3 +150,11 @@ func cloneLatency(m LatencyModel) (LatencyModel, error) {
 	}
 	return nil, fmt.Errorf("sim: latency model %s (%T) has no CloneLatency method, so an engine using it cannot be cloned", m.Name(), m)
 }
+
+// OutputDelayUs is the engine's Pipeline.OutputDelayUs: how long after
+// the step that produced it a token reaches the client.
+func (e *Engine) OutputDelayUs() int64 { return e.outDelay }
+
+// Waiting is the number of requests in the waiting queue (Status's
+// QueueDepth, without the rest of Status).
+func (e *Engine) Waiting() int64 { return int64(e.waiting.len()) }

@@ -692,6 +692,7 @@ func (e *Engine) journey(r *request, kind JourneyKind, at int64) {
 		DecodeMax:      r.spec.OutputTokens,
 		NumPreemptions: r.preemptions,
 		EnqueuedUs:     r.enqueued,
+		Class:          r.spec.SLOClass,
 	}
 	if kind == JourneyFinished {
 		e.jev.FinishStatus = "length"

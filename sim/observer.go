@@ -52,8 +52,10 @@ type JourneyEvent struct {
 	Resume         bool   // SCHEDULED: schedule.kind RESUME rather than FIRST
 	FinishStatus   string // FINISHED only: "length", or "aborted" for a timed-out request
 	// EnqueuedUs is when the request first joined the waiting queue (its
-	// QUEUED event's time; 0 before it): a blis field, not vLLM's.
+	// QUEUED event's time; 0 before it) and Class its SLO class: blis
+	// fields, not vLLM's.
 	EnqueuedUs int64
+	Class      SLOClass
 }
 
 // StepSummary is one engine step as vLLM's step.BATCH_SUMMARY reports it.

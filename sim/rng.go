@@ -13,6 +13,9 @@ const (
 	StreamLatencyNoise = "latency-noise"
 	StreamTraceJourney = "trace-journey"
 	StreamTraceStep    = "trace-step"
+	// StreamCounterfactual samples routing decisions for counterfactual
+	// simulation (a rate; cluster.Counterfactual).
+	StreamCounterfactual = "counterfactual"
 )
 
 // InstanceStream is the name of instance index's own stream of a
