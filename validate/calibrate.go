@@ -1,8 +1,15 @@
 package validate
 
 import (
+	"errors"
 	"math"
 )
+
+// ErrNothingToCompare is Search.Run's error when the start's loss is not
+// finite: no metric has a measured and a simulated mean above 0 to
+// compare (Objective's +Inf), so every probe ties and the "fit" would be
+// the start, reported with an infinite loss.
+var ErrNothingToCompare = errors.New("no metric (TTFT, ITL, E2E) has a measured mean above 0 to fit against")
 
 // Param is one parameter a calibration searches, within [Lo, Hi] (Lo > 0
 // when Log: the search runs on its logarithm).
@@ -65,6 +72,9 @@ func (s Search) Run(start []float64, eval func([]float64) (float64, error)) (Res
 	}
 	res.Evaluation++
 	res.StartLoss = loss
+	if math.IsInf(loss, 0) || math.IsNaN(loss) {
+		return res, ErrNothingToCompare
+	}
 	const invPhi = 0.6180339887498949
 	for round := 0; round < s.Rounds; round++ {
 		for i, p := range s.Params {

@@ -49,3 +49,17 @@ func TestSearchFindsTheMinimum(t *testing.T) {
 	_, err = s.Run([]float64{10, 0}, func([]float64) (float64, error) { return 0, boom })
 	require.ErrorIs(t, err, boom)
 }
+
+// A start whose loss is not finite (no metric to compare: every measured
+// mean 0) stops the search with ErrNothingToCompare after one evaluation,
+// never a result with an infinite or NaN loss.
+func TestSearchRefusesNothingToCompare(t *testing.T) {
+	s := Search{Params: []Param{{Name: "a", Lo: 1, Hi: 10, Log: true}}, Rounds: 2, Evals: 16}
+	for _, bad := range []float64{math.Inf(1), math.Inf(-1), math.NaN()} {
+		n := 0
+		_, err := s.Run([]float64{2}, func([]float64) (float64, error) { n++; return bad, nil })
+		require.ErrorIs(t, err, ErrNothingToCompare)
+		require.Equal(t, 1, n)
+	}
+	require.True(t, math.IsInf(Objective(Report{Metrics: []MetricReport{{Measured: Summary{Mean: 0}, Simulated: Summary{Mean: 3}}}}), 1))
+}

@@ -72,6 +72,12 @@ func FuzzRunCommand(f *testing.F) {
 			if errors.As(err, &inv) || invariantRE.MatchString(err.Error()) {
 				t.Fatalf("blis %s: an input made the simulator fail an invariant (a simulator bug): %v", strings.Join(args, " "), err)
 			}
+			// A non-finite number reached the JSON encoder: every ±Inf/NaN
+			// is refused where it is parsed or written as null (issue 32,
+			// class 1).
+			if strings.Contains(err.Error(), "json: unsupported value") {
+				t.Fatalf("blis %s: a non-finite number reached the JSON output: %v", strings.Join(args, " "), err)
+			}
 			// An int64 limit in the message that no argument holds is an
 			// overflow reported as if the user had given it.
 			for _, lim := range []string{"9223372036854775807", "9223372036854775808"} {

@@ -233,6 +233,9 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 	var cal *calibration
 	if o.calibrate {
 		if cal, err = calibratePipeline(e, at, recs, reqs); err != nil {
+			if errors.Is(err, validate.ErrNothingToCompare) {
+				return fmt.Errorf("--calibrate: %s: %w", path, err)
+			}
 			return err
 		}
 		fmt.Fprintf(stderr, "blis: calibrated in %d simulations, %.1f s wall: loss %.4f -> %.4f\n", cal.Simulations, cal.WallS, cal.StartLoss, cal.Loss)
