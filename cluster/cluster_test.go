@@ -287,6 +287,7 @@ func TestFitness(t *testing.T) {
 	r := &cluster.Result{RequestsPerS: 100, OutputTokensPerS: 10_000}
 	r.TTFT.P99 = 50 // ms: 50,000 µs
 	r.SchedulingDelay.Mean = 1
+	r.TTFT.Count, r.SchedulingDelay.Count = 10, 10
 	f := cluster.Fitness(r, ws)
 	require.InDelta(t, 0.5*0.5+0.3/(1+50)+1*0.5+2*0.5, f.Score, 1e-12)
 	require.InDelta(t, 0.0196, f.Components[1].Normalized, 1e-4, "seed 001's worked example")

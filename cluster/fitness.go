@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -15,6 +16,10 @@ import (
 //     0.5, 50 ms 0.0196.
 //   - Throughput maps to v / (v + ref), ref = 100 requests/s for
 //     throughput and 10,000 output tokens/s for tokens_per_sec.
+//   - A latency with no samples (every request rejected, dropped or timed
+//     out before it) has no value: its raw value is null, its sample
+//     count 0, and it maps to 0, the worst, never to the 1 a latency of
+//     0 ms would give. A run that serves nothing scores 0.
 //
 // Weights are used as given (not normalized) and must be >= 0, not all 0.
 // The normalization compresses differences (a 38 % better TTFT can be an
@@ -87,12 +92,28 @@ type FitnessResult struct {
 }
 
 // FitnessComponent is one key's raw value (ms for latencies, per second
-// for throughputs), normalized value and weight.
+// for throughputs), normalized value and weight; for a latency key, the
+// number of samples its raw value summarizes (Raw is null in JSON when
+// there are none).
 type FitnessComponent struct {
 	Key        string  `json:"key"`
 	Raw        float64 `json:"raw"`
 	Normalized float64 `json:"normalized"`
 	Weight     float64 `json:"weight"`
+	// Samples is the latency's sample count, nil for a throughput key.
+	Samples *int64 `json:"samples,omitempty"`
+}
+
+// MarshalJSON writes raw as null for a latency without samples.
+func (c FitnessComponent) MarshalJSON() ([]byte, error) {
+	type plain FitnessComponent
+	if c.Samples != nil && *c.Samples == 0 {
+		return json.Marshal(struct {
+			plain
+			Raw *float64 `json:"raw"`
+		}{plain: plain(c)})
+	}
+	return json.Marshal(plain(c))
 }
 
 func statOf(d sim.Distribution, stat string) float64 {
@@ -126,8 +147,12 @@ func Fitness(r *Result, ws []FitnessWeight) FitnessResult {
 		default:
 			stat, metric, _ := strings.Cut(w.Key, "_")
 			d := map[string]sim.Distribution{"ttft": r.TTFT, "itl": r.ITL, "e2e": r.E2E, "scheduling_delay": r.SchedulingDelay}[metric]
-			c.Raw = statOf(d, stat)
-			c.Normalized = 1 / (1 + c.Raw) // v µs / 1000 = v ms
+			n := d.Count
+			c.Samples = &n
+			if n > 0 {
+				c.Raw = statOf(d, stat)
+				c.Normalized = 1 / (1 + c.Raw) // v µs / 1000 = v ms
+			}
 		}
 		f.Score += c.Weight * c.Normalized
 		f.Components = append(f.Components, c)

@@ -143,7 +143,9 @@ type Attainment struct {
 
 // Fairness is Jain's index over the tenants' output-token throughputs,
 // (Σx)² / (n·Σx²), in [1/n, 1], every tenant that sent a request counted
-// (the design digest's decision), 1 when no tenant got any throughput.
+// (the design digest's decision), one that got nothing included; a named
+// tenant that sent nothing is listed (its detail) but not counted. 1 when
+// no counted tenant got any throughput (all equal), or none sent.
 type Fairness struct {
 	JainIndex float64        `json:"jain_index"`
 	Tenants   []TenantResult `json:"tenants"`
@@ -584,6 +586,7 @@ func attainment(target SLOTarget, g *classAgg, dur float64) *Attainment {
 func fairness(tenants []tenantAgg, dur float64, names []string, slo *[4]SLOTarget) *Fairness {
 	var f Fairness
 	var sum, sq float64
+	n := 0 // tenants that sent a request
 	for t, g := range tenants {
 		if g.arrived == 0 && g.detail == nil {
 			continue
@@ -601,6 +604,10 @@ func fairness(tenants []tenantAgg, dur float64, names []string, slo *[4]SLOTarge
 				TTFT: d.ttft.Summarize(), TPOT: d.tpot.Summarize(), E2E: d.e2e.Summarize(), SLO: attainment(slo[g.class], d, dur)}
 		}
 		f.Tenants = append(f.Tenants, tr)
+		if g.arrived == 0 {
+			continue // listed for its detail, not counted
+		}
+		n++
 		sum += x
 		sq += x * x
 	}
@@ -609,7 +616,7 @@ func fairness(tenants []tenantAgg, dur float64, names []string, slo *[4]SLOTarge
 	}
 	f.JainIndex = 1
 	if sq > 0 {
-		f.JainIndex = sum * sum / (float64(len(f.Tenants)) * sq)
+		f.JainIndex = sum * sum / (float64(n) * sq)
 	}
 	return &f
 }

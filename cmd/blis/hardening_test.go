@@ -49,3 +49,27 @@ func TestValidateCalibrateAllZeroLatencies(t *testing.T) {
 	require.True(t, json.Valid([]byte(out)))
 	require.Contains(t, out, `"err_mean": null`)
 }
+
+// Class 2, example: a run that rejects every request got the best fitness
+// (a latency with no samples counted as 0 ms); it now scores 0, with null
+// latencies and their sample counts.
+func TestFitnessOfARunThatRejectsEverything(t *testing.T) {
+	args := []string{"run", "-q", "--num-instances", "2", "--requests", "20", "--fitness-weights", "p99_ttft:1,throughput:1"}
+	out, _, err := runCLI(t, append(args, "--admission-policy", "reject-all")...)
+	require.NoError(t, err)
+	var rej struct {
+		Fitness struct {
+			Score      float64
+			Components []map[string]any
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rej))
+	require.Zero(t, rej.Fitness.Score)
+	require.Nil(t, rej.Fitness.Components[0]["raw"])
+	require.EqualValues(t, 0, rej.Fitness.Components[0]["samples"])
+	out, _, err = runCLI(t, args...)
+	require.NoError(t, err)
+	var ok struct{ Fitness struct{ Score float64 } }
+	require.NoError(t, json.Unmarshal([]byte(out), &ok))
+	require.Greater(t, ok.Fitness.Score, rej.Fitness.Score)
+}
