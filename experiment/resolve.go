@@ -103,6 +103,9 @@ func (d *Draft) resolveDeployment(e *Experiment) error {
 				return d.errf("deployment.router.capacity_wait_timeout_s", "must be within [0 (none but the request's own), %g] s, got %v", float64(sim.MaxDurationUs)/1e6, *w)
 			}
 			r.CapacityWaitTimeoutUs = int64(math.Round(*w * 1e6))
+			if *w > 0 && r.CapacityWaitTimeoutUs == 0 {
+				return d.errf("deployment.router.capacity_wait_timeout_s", "%v s rounds to 0 µs, which means none but the request's own; give at least 1e-06", *w)
+			}
 		}
 		for _, l := range []struct {
 			key string

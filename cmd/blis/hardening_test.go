@@ -73,3 +73,44 @@ func TestFitnessOfARunThatRejectsEverything(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &ok))
 	require.Greater(t, ok.Fitness.Score, rej.Fitness.Score)
 }
+
+// Class 3, examples: a spec of closed-loop tenants only accepted and
+// ignored rate, arrival and load_profile (the echo stated the ignored
+// rate); a sub-microsecond timeout_s rounded to 0, no timeout.
+func TestSpecIgnoredInputRefused(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"rate: applies to open-loop tenants only":      "version: 1\nduration_s: 10\nrate: 50\ntenants:\n  - id: c\n    closed_loop: {clients: 2}\n",
+		"tenants[0].timeout_s: 4e-07 s rounds to 0 µs": "version: 1\nduration_s: 10\ntenants:\n  - {id: a, timeout_s: 4e-7}\n",
+	} {
+		p := filepath.Join(dir, "w.yaml")
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+		_, _, err := runCLI(t, "run", "-q", "--workload-spec", p)
+		require.ErrorContains(t, err, "--workload-spec: "+p)
+		require.ErrorContains(t, err, name)
+	}
+}
+
+// Class 3, example: --data-parallel-size with --deployment was dropped
+// silently; it takes effect on a one-pool file (the flag beats the file:
+// N engines behind vllm-dp) and is refused by name on more pools.
+func TestDataParallelWithDeployment(t *testing.T) {
+	dir := t.TempDir()
+	one := filepath.Join(dir, "one.yaml")
+	require.NoError(t, os.WriteFile(one, []byte("pools:\n  - name: a\n    replicas: 2\n"), 0o644))
+	out, _, err := runCLI(t, "run", "-q", "--deployment", one, "--data-parallel-size", "4", "--requests", "20")
+	require.NoError(t, err)
+	var r struct {
+		Config struct {
+			Routing struct{ Policy string }
+			Pools   []struct{ Replicas int }
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	require.Equal(t, "vllm-dp", r.Config.Routing.Policy)
+	require.Equal(t, 4, r.Config.Pools[0].Replicas)
+	two := filepath.Join(dir, "two.yaml")
+	require.NoError(t, os.WriteFile(two, []byte("pools:\n  - {name: a, replicas: 2}\n  - {name: b, replicas: 1}\n"), 0o644))
+	_, _, err = runCLI(t, "run", "-q", "--deployment", two, "--data-parallel-size", "4", "--requests", "20")
+	require.ErrorContains(t, err, "--data-parallel-size cannot be combined with a deployment of 2 pools")
+}

@@ -381,7 +381,13 @@ func (p *specParser) seconds(key string, v float64, positive bool) (int64, error
 	if !(v >= 0) || v > maxDurationS || (positive && v == 0) {
 		return 0, p.errf(key, "must be a number of seconds in %s, %g], got %g", map[bool]string{true: "(0", false: "[0"}[positive], float64(maxDurationS), v)
 	}
-	return int64(math.Round(v * 1e6)), nil
+	us := int64(math.Round(v * 1e6))
+	if v > 0 && us == 0 {
+		// Validated after rounding: the simulator's clock counts whole
+		// microseconds, and 0 would mean none.
+		return 0, p.errf(key, "%g s rounds to 0 µs (the clock's unit), which would mean none; give at least 1e-06", v)
+	}
+	return us, nil
 }
 
 func (p *specParser) dist(key string, s *string, def string) (Dist, error) {
@@ -452,6 +458,9 @@ func (p *specParser) spec(f *specYAML) (*WorkloadSpec, error) {
 			if !(*v.src >= 0) || *v.src > maxDurationS*1e3 {
 				return nil, p.errf("slo_classes."+name+"."+v.key, "must be milliseconds >= 0 (0: no target), got %g", *v.src)
 			}
+			if *v.src > 0 && math.Round(*v.src*1e3) == 0 {
+				return nil, p.errf("slo_classes."+name+"."+v.key, "%g ms rounds to 0 µs, which means no target; give at least 0.001", *v.src)
+			}
 			*v.dst = *v.src
 		}
 	}
@@ -489,6 +498,18 @@ func (p *specParser) spec(f *specYAML) (*WorkloadSpec, error) {
 	}
 	if open > 0 && !(s.totalWeight > 0) || math.IsInf(s.totalWeight, 0) {
 		return nil, p.errf("tenants", "the open-loop tenants' weights sum to %g; they must sum to a finite number > 0 to share the rate", s.totalWeight)
+	}
+	if open == 0 {
+		// Closed-loop tenants send at their clients' pace: the rate, the
+		// arrival process and the load profile would be ignored.
+		for _, k := range []struct {
+			key string
+			set bool
+		}{{"rate", f.Rate != nil}, {"arrival", f.Arrival != nil}, {"load_profile", f.LoadProfile != nil}} {
+			if k.set {
+				return nil, p.errf(k.key, "applies to open-loop tenants only; every tenant of this spec is closed-loop (closed_loop), sending at its clients' pace")
+			}
+		}
 	}
 	return s, nil
 }
@@ -747,6 +768,14 @@ func (p *specParser) tenant(key string, ty *tenantYAML, s *WorkloadSpec) (Tenant
 		}
 		if ty.Arrival != nil {
 			return t, p.errf(key+".arrival", "a closed-loop tenant has no arrival process")
+		}
+		// Bursts and the abusive rate multiply arrivals, which a
+		// closed-loop tenant does not have.
+		if t.Behavior == BehaviorBursty {
+			return t, p.errf(key+".behavior", "bursty multiplies arrivals; a closed-loop tenant sends at its clients' pace")
+		}
+		if ty.Abusive != nil && ty.Abusive.RateMultiplier != nil {
+			return t, p.errf(key+".abusive.rate_multiplier", "multiplies the arrival rate; a closed-loop tenant sends at its clients' pace")
 		}
 	}
 	if ty.TimeoutS != nil {

@@ -1,0 +1,18 @@
+package experiment
+
+// Issue 32 (hardening, round 3).
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Class 3: a positive capacity wait timeout that rounds to 0 µs would mean
+// none; it is refused by key after rounding, and 1 µs is accepted.
+func TestCapacityWaitTimeoutValidatedAfterRounding(t *testing.T) {
+	_, err := parse(t, "version: 1\ndeployment:\n  router: {capacity_wait_timeout_s: 4e-7}\n")
+	require.ErrorContains(t, err, "deployment.router.capacity_wait_timeout_s: 4e-07 s rounds to 0 µs")
+	_, err = parse(t, "version: 1\ndeployment:\n  router: {capacity_wait_timeout_s: 1e-6}\n")
+	require.NoError(t, err)
+}

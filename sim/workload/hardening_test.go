@@ -1,0 +1,60 @@
+package workload
+
+// Issue 32, class 3: every key takes effect or is refused by name.
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A spec of closed-loop tenants only refuses the keys that drive open-loop
+// arrivals (rate, arrival, load_profile), and a closed-loop tenant the
+// behaviours that multiply arrivals; each error names its key and line.
+func TestClosedLoopSpecRefusesOpenLoopKeys(t *testing.T) {
+	const tenants = "tenants:\n  - id: c\n    closed_loop: {clients: 2}\n"
+	for key, line := range map[string]string{
+		"rate":         "rate: 50\n",
+		"arrival":      "arrival: {process: poisson}\n",
+		"load_profile": "load_profile:\n  - {type: step, start_s: 0, end_s: 5, multiplier: 2}\n",
+	} {
+		_, err := ParseSpec([]byte("version: 1\nduration_s: 10\n"+line+tenants), "w.yaml")
+		require.ErrorContains(t, err, fmt.Sprintf("w.yaml:3: %s: applies to open-loop tenants only", key))
+		// With an open-loop tenant beside it, the key takes effect.
+		_, err = ParseSpec([]byte("version: 1\nduration_s: 10\n"+line+tenants+"  - id: o\n"), "w.yaml")
+		require.NoError(t, err, key)
+	}
+	_, err := ParseSpec([]byte("version: 1\nduration_s: 10\ntenants:\n  - id: c\n    behavior: bursty\n    closed_loop: {clients: 2}\n"), "w.yaml")
+	require.ErrorContains(t, err, "tenants[0].behavior: bursty multiplies arrivals")
+	_, err = ParseSpec([]byte("version: 1\nduration_s: 10\ntenants:\n  - id: c\n    behavior: abusive\n    abusive: {rate_multiplier: 5}\n    closed_loop: {clients: 2}\n"), "w.yaml")
+	require.ErrorContains(t, err, "tenants[0].abusive.rate_multiplier: multiplies the arrival rate")
+}
+
+// Every time key of a spec is validated after rounding to the clock's
+// microsecond: a positive value that rounds to 0 (which would mean none)
+// is refused by name; 1 µs is accepted.
+func TestSpecTimesValidatedAfterRounding(t *testing.T) {
+	for _, tc := range []struct{ key, body string }{
+		{"duration_s", "version: 1\nduration_s: %s\ntenants: [{id: a}]\n"},
+		{"tenants[0].timeout_s", "version: 1\nduration_s: 1\ntenants:\n  - {id: a, timeout_s: %s}\n"},
+		{"load_profile[0].start_s", "version: 1\nduration_s: 1\nload_profile:\n  - {type: step, start_s: %s, end_s: 5, multiplier: 2}\ntenants: [{id: a}]\n"},
+		{"load_profile[0].end_s", "version: 1\nduration_s: 1\nload_profile:\n  - {type: step, start_s: 0, end_s: %s, multiplier: 2}\ntenants: [{id: a}]\n"},
+		{"arrival.burst_interval_s", "version: 1\nduration_s: 1\narrival: {process: bursty, burst_interval_s: %s, burst_duration_s: 0}\ntenants: [{id: a}]\n"},
+		{"arrival.burst_duration_s", "version: 1\nduration_s: 1\narrival: {process: bursty, burst_interval_s: 1, burst_duration_s: %s}\ntenants: [{id: a}]\n"},
+		{"arrival.period_s", "version: 1\nduration_s: 1\narrival: {process: diurnal, period_s: %s, time_compression: 1}\ntenants: [{id: a}]\n"},
+		{"slo_classes.batch.e2e_ms", "version: 1\nduration_s: 1\nslo_classes:\n  batch: {e2e_ms: %s}\ntenants: [{id: a}]\n"},
+	} {
+		small := "4e-7"
+		if tc.key == "slo_classes.batch.e2e_ms" {
+			small = "4e-4"
+		}
+		_, err := ParseSpec([]byte(fmt.Sprintf(tc.body, small)), "w.yaml")
+		require.ErrorContains(t, err, tc.key+": ", tc.key)
+		require.ErrorContains(t, err, "rounds to 0 µs", tc.key)
+	}
+	for _, ok := range []string{"version: 1\nduration_s: 1e-6\ntenants: [{id: a}]\n", "version: 1\nduration_s: 1\ntenants:\n  - {id: a, timeout_s: 1e-6}\n"} {
+		_, err := ParseSpec([]byte(ok), "w.yaml")
+		require.NoError(t, err)
+	}
+}
