@@ -19,6 +19,8 @@ import (
 	"github.com/blis-sim/blis/fit"
 	"github.com/blis-sim/blis/internal/atomicfile"
 	"github.com/blis-sim/blis/physics"
+
+	"github.com/blis-sim/blis/internal/columns"
 )
 
 type predictOpts struct {
@@ -349,6 +351,9 @@ func readBatchHeader(r *csv.Reader, path string) (*batchColumns, error) {
 	header, err := r.Read()
 	if err != nil {
 		return nil, fmt.Errorf("--batches %s: header: %w", path, err)
+	}
+	if err := columns.Duplicate(header, nil); err != nil {
+		return nil, fmt.Errorf("--batches %s: line 1: %w", path, err)
 	}
 	bc := &batchColumns{header: header,
 		betaF: jsonFields(reflect.TypeOf(features.BetaInput{})), alphaF: jsonFields(reflect.TypeOf(features.AlphaInput{}))}

@@ -35,6 +35,8 @@ import (
 	"github.com/apache/arrow/go/v17/parquet"
 	"github.com/apache/arrow/go/v17/parquet/file"
 	"github.com/apache/arrow/go/v17/parquet/schema"
+
+	"github.com/blis-sim/blis/internal/columns"
 )
 
 // File is an open Parquet file.
@@ -117,6 +119,16 @@ func Open(path string) (_ *File, err error) {
 	}
 	if rows != pr.NumRows() {
 		return nil, fmt.Errorf("%s: corrupt Parquet file: footer says %d rows, row groups hold %d", path, pr.NumRows(), rows)
+	}
+	// A table reader takes a column by name: a name twice would leave one
+	// copy unread.
+	root := pr.MetaData().Schema.Root()
+	names := make([]string, root.NumFields())
+	for i := range names {
+		names[i] = root.Field(i).Name()
+	}
+	if err := columns.Duplicate(names, nil); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	st, err := f.Stat()
 	if err != nil {
@@ -306,7 +318,10 @@ func read[T, P any](f *File, col, want string, add func([]T, []P) []T) (c Column
 	if len(fs) == 0 {
 		return c, fmt.Errorf("%s: no column %s", f.Path, col)
 	}
-	if got := typeName(fs[0]); len(fs) > 1 || got != want {
+	if len(fs) > 1 {
+		return c, fmt.Errorf("%s: column %s appears %d times", f.Path, col, len(fs))
+	}
+	if got := typeName(fs[0]); got != want {
 		return c, fmt.Errorf("%s: column %s has type %s, want %s", f.Path, col, got, want)
 	}
 	md := f.pr.MetaData()

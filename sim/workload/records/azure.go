@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/blis-sim/blis/internal/columns"
 )
 
 // Azure LLM inference traces (github.com/Azure/AzurePublicDataset,
@@ -33,6 +35,9 @@ func readAzure(r *reader, src io.Reader) error {
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", r.path, err)
+	}
+	if err := columns.Duplicate(header, func(h string) string { return strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))) }); err != nil {
+		return fmt.Errorf("%s:1: %w", r.path, err)
 	}
 	var where [3]int
 	for c, name := range azureColumns {

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/blis-sim/blis/internal/columns"
 )
 
 // CounterRow is one tick of a vllm-runs timeseries.csv: what vLLM's stat
@@ -66,6 +68,9 @@ func readCounters(path string, src io.Reader, opt Options) ([]CounterRow, Report
 	}
 	if err != nil {
 		return nil, r.rep, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := columns.Duplicate(header, func(h string) string { return strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")) }); err != nil {
+		return nil, r.rep, fmt.Errorf("%s:1: %w", path, err)
 	}
 	var where [5]int
 	for c, name := range counterColumns {

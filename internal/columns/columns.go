@@ -1,0 +1,23 @@
+// Package columns holds the check every table reader makes of its header:
+// no column may appear twice, since a reader that takes the first or the
+// last copy would silently drop the other (issue 32, class 7).
+package columns
+
+import "fmt"
+
+// Duplicate returns an error naming the first column that appears twice
+// in header (1-based positions), comparing names after norm (nil: as
+// they are); nil when every name is distinct.
+func Duplicate(header []string, norm func(string) string) error {
+	seen := make(map[string]int, len(header))
+	for i, h := range header {
+		if norm != nil {
+			h = norm(h)
+		}
+		if j, ok := seen[h]; ok {
+			return fmt.Errorf("column %s appears twice (columns %d and %d)", h, j+1, i+1)
+		}
+		seen[h] = i
+	}
+	return nil
+}
