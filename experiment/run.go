@@ -509,6 +509,9 @@ func (r *runner) cluster(ctx context.Context) error {
 	if gen != nil && gen.Err() != nil {
 		return e.syntheticErr(gen.Err())
 	}
+	if specSrc != nil && specSrc.Err() != nil {
+		return e.errAt(specSrc.Err(), "workload."+string(e.Workload.Kind))
+	}
 	if err := r.finish(); err != nil {
 		return err
 	}

@@ -114,3 +114,47 @@ func TestDataParallelWithDeployment(t *testing.T) {
 	_, _, err = runCLI(t, "run", "-q", "--deployment", two, "--data-parallel-size", "4", "--requests", "20")
 	require.ErrorContains(t, err, "--data-parallel-size cannot be combined with a deployment of 2 pools")
 }
+
+// Class 6, examples: errors name the file and key the user can change.
+func TestErrorsNameTheRightThing(t *testing.T) {
+	dir := t.TempDir()
+	// A huge think_time_ms failed mid-run as "request 3: arrival_us ...
+	// beyond the simulator's ...", without the spec or the key.
+	spec := filepath.Join(dir, "think.yaml")
+	require.NoError(t, os.WriteFile(spec, []byte("version: 1\nrequests: 10\ntenants:\n  - id: c\n    closed_loop: {clients: 2, think_time_ms: \"1125899906842624\"}\n"), 0o644))
+	_, _, err := runCLI(t, "run", "-q", "--workload-spec", spec)
+	require.ErrorContains(t, err, "--workload-spec: "+spec+": tenants[0].closed_loop.think_time_ms: the times it draws put a request at")
+
+	// Counter ticks 1 µs apart gave "--window: too many time windows ...
+	// use a longer window" in a command without --window, naming no file.
+	run := filepath.Join(dir, "run")
+	require.NoError(t, os.MkdirAll(run, 0o755))
+	src := filepath.Join("..", "..", "testdata", "vllm-runs", "RTX4090", "Llama-3.1-8B")
+	for _, f := range []string{"requests.jsonl", "meta.json"} {
+		b, err := os.ReadFile(filepath.Join(src, f))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(run, f), b, 0o644))
+	}
+	ts, err := os.ReadFile(filepath.Join(src, "timeseries.csv"))
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(ts)), "\n")
+	for i := 1; i < len(lines); i++ {
+		_, rest, _ := strings.Cut(lines[i], ",")
+		lines[i] = fmt.Sprintf("%.6f,%s", 1+float64(i)*1e-6, rest)
+	}
+	counters := filepath.Join(run, "timeseries.csv")
+	require.NoError(t, os.WriteFile(counters, []byte(strings.Join(lines, "\n")+"\n"), 0o644))
+	_, _, err = runCLI(t, "validate", "-q", filepath.Join(run, "requests.jsonl"))
+	require.ErrorContains(t, err, "engine counters "+counters+": ticks 1e-06 s apart")
+	require.NotContains(t, err.Error(), "--window")
+
+	// An unknown model in a run's meta.json names the meta.json, not a
+	// --model the user never gave (fixed before; pinned here).
+	meta, err := os.ReadFile(filepath.Join(run, "meta.json"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(run, "meta.json"), []byte(strings.Replace(string(meta), `"model": "meta-llama/Llama-3.1-8B"`, `"model": "acme/NoSuchModel"`, -1)), 0o644))
+	require.NoError(t, os.Remove(counters))
+	_, _, err = runCLI(t, "validate", "-q", filepath.Join(run, "requests.jsonl"))
+	require.ErrorContains(t, err, filepath.Join(run, "meta.json")+`: model "acme/NoSuchModel" is neither a file nor a shipped model`)
+	require.NotContains(t, err.Error(), "--model")
+}

@@ -242,6 +242,11 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 	}
 	start := time.Now()
 	res, desc, engines, run, err := simulateRecords(e, reqs, counters.tickUs)
+	if errors.Is(err, cluster.ErrTooManyWindows) && counters.tickUs > 0 {
+		// The windows are the counters' ticks, not a --window the user gave.
+		return fmt.Errorf("%s %s: ticks %v s apart (the median spacing of column t, in seconds) are too short to compare the run over: the simulation would need more time windows than it keeps; is column t in seconds?",
+			counters.label(), counters.path, float64(counters.tickUs)/1e6)
+	}
 	if err != nil {
 		return err
 	}
@@ -557,11 +562,21 @@ type runCounters struct {
 	rep    records.Report
 	ticks  []validate.CounterSecond
 	tickUs int64
+	given  bool // named by --counters, not found next to RECORDS
 }
 
 // readCounters reads --counters, or the timeseries.csv next to a vllm-runs
 // RECORDS when there is one, and finds the tick length: the median spacing
 // of the ticks, rounded to the µs.
+// label names where the counters came from: the flag, or the file found
+// next to RECORDS (the user gave no flag).
+func (c runCounters) label() string {
+	if c.given {
+		return "--counters"
+	}
+	return "engine counters"
+}
+
 func readCounters(stderr io.Writer, o *validateOpts, path, format string) (runCounters, error) {
 	c := runCounters{path: o.counters}
 	if c.path == "" && format == records.VLLMRuns {
@@ -572,15 +587,16 @@ func readCounters(stderr io.Writer, o *validateOpts, path, format string) (runCo
 	if c.path == "" {
 		return c, nil
 	}
+	c.given = o.counters != ""
 	rows, rep, err := records.ReadCounters(c.path, records.Options{Strict: o.strict})
 	if err != nil {
-		return c, fmt.Errorf("--counters: %w", err)
+		return c, fmt.Errorf("%s: %w", c.label(), err)
 	}
 	for _, s := range rep.Skipped {
 		fmt.Fprintf(stderr, "blis: %s: skipped %d rows: %s (first at line %d)\n", c.path, s.Count, s.Reason, s.FirstLine)
 	}
 	if len(rows) < 2 {
-		return c, fmt.Errorf("--counters: %s: %d usable row; the tick length needs two", c.path, len(rows))
+		return c, fmt.Errorf("%s %s: %d usable row; the tick length needs two", c.label(), c.path, len(rows))
 	}
 	gaps := make([]float64, len(rows)-1)
 	for i := range gaps {
@@ -590,7 +606,7 @@ func readCounters(stderr io.Writer, o *validateOpts, path, format string) (runCo
 	tick := gaps[(len(gaps)-1)/2]
 	c.tickUs = int64(math.Round(tick * 1e6))
 	if c.tickUs <= 0 || c.tickUs > sim.MaxDurationUs {
-		return c, fmt.Errorf("--counters: %s: ticks %v s apart (the median spacing of column t) is not a usable window", c.path, tick)
+		return c, fmt.Errorf("%s %s: ticks %v s apart (the median spacing of column t) is not a usable window", c.label(), c.path, tick)
 	}
 	c.rep = rep
 	c.ticks = make([]validate.CounterSecond, len(rows))

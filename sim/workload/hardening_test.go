@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/blis-sim/blis/sim"
 )
 
 // A spec of closed-loop tenants only refuses the keys that drive open-loop
@@ -57,4 +59,38 @@ func TestSpecTimesValidatedAfterRounding(t *testing.T) {
 		_, err := ParseSpec([]byte(ok), "w.yaml")
 		require.NoError(t, err)
 	}
+}
+
+// Class 6: think times that push a request beyond the simulator's clock
+// end the stream with an error naming the spec and the key, never a
+// request the simulator refuses as "request N: arrival_us ...".
+func TestSourceTimesBeyondTheClockNameTheKey(t *testing.T) {
+	const huge = `"1125899906842624"` // the largest a distribution takes, ms
+	for key, body := range map[string]string{
+		"tenants[0].closed_loop.think_time_ms":      "version: 1\nrequests: 10\ntenants:\n  - id: c\n    closed_loop: {clients: 2, think_time_ms: " + huge + "}\n",
+		"tenants[1].request_types[1].think_time_ms": "version: 1\nrequests: 30\ntenants:\n  - id: a\n    closed_loop: {clients: 1, think_time_ms: \"100000000000000\"}\n  - id: b\n    closed_loop: {clients: 1, think_time_ms: \"1\"}\n    request_types:\n      - {type: completion, weight: 0.001}\n      - {type: chat, turns: \"5\", think_time_ms: " + huge + "}\n",
+	} {
+		spec, err := ParseSpec([]byte(body), "w.yaml")
+		require.NoError(t, err)
+		src := NewSource(spec, sim.NewRNG(1))
+		for {
+			at, ok := src.Peek()
+			if !ok {
+				break
+			}
+			r := src.Next()
+			require.NoError(t, r.Validate(), "every request sent is valid")
+			require.Equal(t, at, r.ArrivalUs)
+			src.RequestDone(r.ID, r.ArrivalUs+1, sim.Completed)
+		}
+		require.ErrorContains(t, src.Err(), "w.yaml: "+key+": the times it draws put a request at", key)
+	}
+	spec, err := ParseSpec([]byte(minimalSpec), "w.yaml")
+	require.NoError(t, err)
+	src := NewSource(spec, sim.NewRNG(1))
+	for _, ok := src.Peek(); ok; _, ok = src.Peek() {
+		r := src.Next()
+		src.RequestDone(r.ID, r.ArrivalUs+1, sim.Completed)
+	}
+	require.NoError(t, src.Err())
 }

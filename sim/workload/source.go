@@ -41,6 +41,7 @@ type Source struct {
 	waiting map[int64]*conv // requests whose end the source must see
 	free    []*conv
 	stats   []TenantStats
+	err     error // a time beyond the simulator's clock (Err)
 }
 
 // TenantStats is what a tenant's clients did.
@@ -210,6 +211,16 @@ func msToUs(ms int64) int64 { return ms * 1000 }
 func secToUs(s float64) int64 { return int64(math.Round(s * 1e6)) }
 
 func (s *Source) push(p pending) {
+	if p.at > sim.MaxTimeUs || p.at < 0 {
+		// Beyond the simulator's clock: the stream ends here, and Err
+		// names the key whose times put it there.
+		if s.err == nil {
+			s.err = fmt.Errorf("%s: %s: the times it draws put a request at %d µs, beyond the simulator's %d µs (2^61, about 73,000 years); give shorter times",
+				s.spec.Source, s.timeKey(p), p.at, sim.MaxTimeUs)
+		}
+		s.pend = s.pend[:0]
+		return
+	}
 	p.seq = s.seq
 	s.seq++
 	s.pend.push(p)
@@ -392,6 +403,30 @@ func (s *Source) RequestDone(id int64, atUs int64, out sim.Outcome) {
 		s.push(pending{at: atUs + msToUs(ts.t.ThinkMs.Sample(ts.clients[c.client])), tenant: c.tenant, kind: pendClient, client: c.client})
 	}
 	s.release(c)
+}
+
+// Err is why the stream ended early: a time beyond the simulator's clock,
+// naming the spec and key (nil otherwise).
+func (s *Source) Err() error { return s.err }
+
+// timeKey is the spec key whose times scheduled p.
+func (s *Source) timeKey(p pending) string {
+	t := fmt.Sprintf("tenants[%d]", p.tenant)
+	switch p.kind {
+	case pendClient:
+		return t + ".closed_loop.think_time_ms"
+	case pendTurn:
+		types := s.tenants[p.tenant].t.Types
+		for i := range types {
+			if &types[i] == p.c.typ {
+				return fmt.Sprintf("%s.request_types[%d].think_time_ms", t, i)
+			}
+		}
+		return t + ".request_types[*].think_time_ms"
+	case pendBurst:
+		return t + ".burst.interval_ms"
+	}
+	return "rate, arrival and load_profile of " + t
 }
 
 // Stats is what each tenant sent, in spec order.
