@@ -364,17 +364,22 @@ type cpuEntry struct {
 // thrashing (seed 004: 1000 ticks).
 const thrashWindowUs = 1000
 
-// cpuChunk is the number of CPU tier entries allocated at a time (the
-// first chunk holds min(capacity, cpuChunk)).
-const cpuChunk = 1 << 16
+// CPU tier entries are allocated in chunks that follow the blocks stored:
+// the first holds cpuFirstChunk, each next one twice the last, up to
+// cpuChunk, never past the capacity. A tier that is never used costs
+// nothing, so memory follows the blocks used at any tier size and any
+// instance count (a first chunk of min(capacity, cpuChunk) reserved
+// ~2.5 MB per instance, 1.2 GB at 512 instances).
+const (
+	cpuFirstChunk = 64
+	cpuChunk      = 1 << 16
+)
 
 func newCPUTier(capacity int64, threshold float64) *cpuTier {
-	n := min(capacity, cpuChunk)
 	return &cpuTier{
 		capacity:  capacity,
 		threshold: threshold,
-		entries:   make(map[uint64]*cpuEntry, n),
-		pool:      make([]cpuEntry, 0, n),
+		entries:   make(map[uint64]*cpuEntry),
 	}
 }
 
@@ -429,7 +434,8 @@ func (t *cpuTier) store(h uint64, now int64, shared bool) bool {
 		if len(t.pool) == cap(t.pool) {
 			// A new chunk; append never moves the entries the list and
 			// the map point to.
-			t.pool = make([]cpuEntry, 0, min(t.capacity-int64(len(t.entries)), cpuChunk))
+			next := min(max(2*int64(cap(t.pool)), cpuFirstChunk), cpuChunk)
+			t.pool = make([]cpuEntry, 0, min(t.capacity-int64(len(t.entries)), next))
 		}
 		t.pool = append(t.pool, cpuEntry{})
 		e = &t.pool[len(t.pool)-1]

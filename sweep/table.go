@@ -17,6 +17,7 @@ import (
 	"github.com/apache/arrow/go/v17/parquet/file"
 	"github.com/apache/arrow/go/v17/parquet/schema"
 
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/internal/pqread"
 	"github.com/blis-sim/blis/internal/tracevocab"
 )
@@ -282,7 +283,7 @@ func (p *Plan) checkColumns(got []string) error {
 func (p *Plan) parseRow(rec []string) (Row, error) {
 	point, err := strconv.ParseInt(rec[0], 10, 64)
 	if err != nil || point < 0 || point >= int64(p.Points) {
-		return Row{}, fmt.Errorf("point %q is not a point of this sweep (0 to %d)", rec[0], p.Points-1)
+		return Row{}, fmt.Errorf("point %q is not a point of this sweep (0 to %d)", clip.String(rec[0]), p.Points-1)
 	}
 	na := len(p.Grid.Axes)
 	want := p.Grid.Values(int(point))
@@ -295,7 +296,7 @@ func (p *Plan) parseRow(rec []string) (Row, error) {
 	seed, err := strconv.ParseInt(rec[1+na], 10, 64)
 	k := seed - p.seed[point]
 	if err != nil || k < 0 || k >= int64(p.Seeds) {
-		return Row{}, fmt.Errorf("point %d: seed %q is not one of this sweep's (%d to %d)", point, rec[1+na], p.seed[point], p.seed[point]+int64(p.Seeds)-1)
+		return Row{}, fmt.Errorf("point %d: seed %q is not one of this sweep's (%d to %d)", point, clip.String(rec[1+na]), p.seed[point], p.seed[point]+int64(p.Seeds)-1)
 	}
 	row := Row{Run: int(point)*p.Seeds + int(k), Status: rec[2+na], Error: rec[3+na], Cells: make([]string, len(p.metrics))}
 	switch row.Status {
@@ -313,7 +314,7 @@ func (p *Plan) parseRow(rec []string) (Row, error) {
 			}
 		}
 	default:
-		return Row{}, fmt.Errorf("run %d: status %q is neither %s nor %s", row.Run, row.Status, StatusOK, StatusError)
+		return Row{}, fmt.Errorf("run %d: status %q is neither %s nor %s", row.Run, clip.String(row.Status), StatusOK, StatusError)
 	}
 	for j, m := range p.metrics {
 		s := rec[4+na+j]
@@ -324,13 +325,13 @@ func (p *Plan) parseRow(rec []string) (Row, error) {
 		case Int:
 			n, err := strconv.ParseInt(s, 10, 64)
 			if err != nil {
-				return Row{}, fmt.Errorf("run %d: %s = %q is not a whole number", row.Run, m.Name, s)
+				return Row{}, fmt.Errorf("run %d: %s = %q is not a whole number", row.Run, m.Name, clip.String(s))
 			}
 			s = fmtInt(n)
 		case Float:
 			x, err := strconv.ParseFloat(s, 64)
 			if err != nil {
-				return Row{}, fmt.Errorf("run %d: %s = %q is not a number", row.Run, m.Name, s)
+				return Row{}, fmt.Errorf("run %d: %s = %q is not a number", row.Run, m.Name, clip.String(s))
 			}
 			s = fmtFloat(x)
 		}

@@ -158,3 +158,29 @@ func TestErrorsNameTheRightThing(t *testing.T) {
 	require.ErrorContains(t, err, filepath.Join(run, "meta.json")+`: model "acme/NoSuchModel" is neither a file nor a shipped model`)
 	require.NotContains(t, err.Error(), "--model")
 }
+
+// Class 4, example: a CSV replay error quoted a whole 400 MB cell (3.7 GB
+// RSS); every quoted input is clipped. Property over the readers a run
+// takes: an error about one huge cell, value or name stays short.
+func TestHugeInputsAreClippedInErrors(t *testing.T) {
+	dir := t.TempDir()
+	huge := strings.Repeat("9", 1<<20)
+	cases := map[string]string{
+		"replay.csv":   "arrival_us,prompt_tokens,output_tokens\n0,10,5\n1," + huge + ",5\n",
+		"header.csv":   "arrival_us,prompt_tokens,output_tokens," + huge + "\n0,10,5\n",
+		"slo.csv":      "arrival_us,prompt_tokens,output_tokens,slo_class\n0,10,5," + huge + "\n",
+		"spec.yaml":    "version: 1\nduration_s: 1\ntenants:\n  - id: a\n    prompt_tokens: \"" + huge + "x\"\n",
+		"process.yaml": "version: 1\nduration_s: 1\narrival: {process: \"" + huge + "\"}\ntenants: [{id: a}]\n",
+	}
+	for name, body := range cases {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+		flag := "--replay"
+		if strings.HasSuffix(name, ".yaml") {
+			flag = "--workload-spec"
+		}
+		_, _, err := runCLI(t, "run", "-q", flag, p)
+		require.Error(t, err, name)
+		require.Less(t, len(err.Error()), 1000, "%s: %.300s", name, err.Error())
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/blis-sim/blis/internal/atomicfile"
 	"github.com/blis-sim/blis/physics"
 
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/internal/columns"
 )
 
@@ -361,7 +362,7 @@ func readBatchHeader(r *csv.Reader, path string) (*batchColumns, error) {
 		_, inB := bc.betaF[name]
 		_, inA := bc.alphaF[name]
 		if !inB && !inA {
-			return nil, fmt.Errorf("--batches %s: line 1, column %d: unknown column %q", path, j+1, name)
+			return nil, fmt.Errorf("--batches %s: line 1, column %d: unknown column %q", path, j+1, clip.String(name))
 		}
 		bc.hasPrompt = bc.hasPrompt || name == "prompt_tokens"
 		bc.hasSched = bc.hasSched || name == "scheduled_tokens"
@@ -381,7 +382,7 @@ func (bc *batchColumns) parseRow(rec []string, row int, path string) (b features
 	for j, cell := range rec {
 		v, err := strconv.ParseFloat(strings.TrimSpace(cell), 64)
 		if err != nil || v < 0 || v != v {
-			return b, a, fmt.Errorf("--batches %s: line %d, column %d (%s): %q is not a number >= 0", path, row+1, j+1, header[j], cell)
+			return b, a, fmt.Errorf("--batches %s: line %d, column %d (%s): %q is not a number >= 0", path, row+1, j+1, clip.String(header[j]), clip.String(cell))
 		}
 		for _, s := range []struct {
 			v  reflect.Value
@@ -391,7 +392,7 @@ func (bc *batchColumns) parseRow(rec []string, row int, path string) (b features
 				fv := s.v.Field(i)
 				if fv.Kind() == reflect.Int64 {
 					if v != float64(int64(v)) {
-						return b, a, fmt.Errorf("--batches %s: line %d, column %d (%s): %q is not an integer", path, row+1, j+1, header[j], cell)
+						return b, a, fmt.Errorf("--batches %s: line %d, column %d (%s): %q is not an integer", path, row+1, j+1, clip.String(header[j]), clip.String(cell))
 					}
 					fv.SetInt(int64(v))
 				} else {

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/sim"
 )
 
@@ -83,14 +84,14 @@ func ParseDist(s string) (Dist, error) {
 		// A bare number is a constant.
 		v, err := parseNum(in)
 		if err != nil {
-			return Dist{}, fmt.Errorf("distribution %q: %v; %s", s, err, distForms)
+			return Dist{}, fmt.Errorf("distribution %q: %v; %s", clip.String(s), err, distForms)
 		}
 		d := Dist{Kind: KindConst, Mean: v}
 		return d, d.Validate()
 	}
 	d := Dist{Kind: strings.ToLower(strings.TrimSpace(kind))}
 	syntax := func(format string, a ...any) (Dist, error) {
-		return Dist{}, fmt.Errorf("distribution %q: %s; %s", s, fmt.Sprintf(format, a...), distForms)
+		return Dist{}, fmt.Errorf("distribution %q: %s; %s", clip.String(s), fmt.Sprintf(format, a...), distForms)
 	}
 	switch d.Kind {
 	case KindHistogram:
@@ -100,7 +101,7 @@ func ParseDist(s string) (Dist, error) {
 		return d, d.Validate()
 	case KindConst, KindUniform, KindNormal, KindLognormal, KindExponential:
 	default:
-		return syntax("unknown kind %q", d.Kind)
+		return syntax("unknown kind %q", clip.String(d.Kind))
 	}
 	var positional []string
 	var keys []string // in input order, to reject duplicates
@@ -112,7 +113,7 @@ func ParseDist(s string) (Dist, error) {
 		key, val, isKey := strings.Cut(item, "=")
 		if !isKey {
 			if len(keys) > 0 {
-				return syntax("positional value %q after key=value items", item)
+				return syntax("positional value %q after key=value items", clip.String(item))
 			}
 			positional = append(positional, item)
 			continue
@@ -127,7 +128,7 @@ func ParseDist(s string) (Dist, error) {
 		case key == "min" || key == "max":
 			v, perr := strconv.ParseInt(val, 10, 64)
 			if perr != nil {
-				return syntax("%s: %q is not an integer", key, val)
+				return syntax("%s: %q is not an integer", clip.String(key), clip.String(val))
 			}
 			if key == "min" {
 				d.Min = v
@@ -139,7 +140,7 @@ func ParseDist(s string) (Dist, error) {
 		case key == "cv" && (d.Kind == KindNormal || d.Kind == KindLognormal):
 			d.CV, err = parseNum(val)
 		default:
-			return syntax("%s does not take %q", d.Kind, key)
+			return syntax("%s does not take %q", d.Kind, clip.String(key))
 		}
 		if err != nil {
 			return syntax("%s: %v", key, err)
@@ -195,13 +196,13 @@ func (d *Dist) parseBins(args string) error {
 		item = strings.TrimSpace(item)
 		k, v, ok := strings.Cut(item, "=")
 		if !ok {
-			return fmt.Errorf("item %q is not range=weight", item)
+			return fmt.Errorf("item %q is not range=weight", clip.String(item))
 		}
 		k, v = strings.ToLower(strings.TrimSpace(k)), strings.TrimSpace(v)
 		if k == "min" || k == "max" {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
-				return fmt.Errorf("%s: %q is not an integer", k, v)
+				return fmt.Errorf("%s: %q is not an integer", clip.String(k), clip.String(v))
 			}
 			if k == "min" {
 				d.Min = n
@@ -217,7 +218,7 @@ func (d *Dist) parseBins(args string) error {
 		lo, err1 := strconv.ParseInt(strings.TrimSpace(los), 10, 64)
 		hi, err2 := strconv.ParseInt(strings.TrimSpace(his), 10, 64)
 		if err1 != nil || err2 != nil {
-			return fmt.Errorf("range %q is not N or N-M with integers", k)
+			return fmt.Errorf("range %q is not N or N-M with integers", clip.String(k))
 		}
 		w, err := parseNum(v)
 		if err != nil {
@@ -245,7 +246,7 @@ func (d *Dist) parseBins(args string) error {
 func parseNum(s string) (float64, error) {
 	v, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("%q is not a finite number", s)
+		return 0, fmt.Errorf("%q is not a finite number", clip.String(s))
 	}
 	return v, nil
 }
@@ -304,7 +305,7 @@ func (d Dist) Validate() error {
 	case "":
 		return fmt.Errorf("distribution kind is empty; %s", distForms)
 	default:
-		return fmt.Errorf("unknown distribution kind %q; %s", d.Kind, distForms)
+		return fmt.Errorf("unknown distribution kind %q; %s", clip.String(d.Kind), distForms)
 	}
 	if err != nil {
 		return err

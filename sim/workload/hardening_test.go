@@ -4,6 +4,7 @@ package workload
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -93,4 +94,37 @@ func TestSourceTimesBeyondTheClockNameTheKey(t *testing.T) {
 		src.RequestDone(r.ID, r.ArrivalUs+1, sim.Completed)
 	}
 	require.NoError(t, src.Err())
+}
+
+// Class 4: totals are bounded where parsed. Closed-loop clients were
+// bounded per tenant, not in all (10,000 tenants × 10⁶ clients ran out of
+// memory); a burst of 10¹² sessions was scheduled at once.
+func TestSpecBoundsTotals(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("version: 1\nrequests: 10\ntenants:\n")
+	for i := range 3 {
+		fmt.Fprintf(&b, "  - id: t%d\n    closed_loop: {clients: 400000}\n", i)
+	}
+	_, err := ParseSpec([]byte(b.String()), "w.yaml")
+	require.ErrorContains(t, err, "w.yaml:9: tenants[2].closed_loop.clients: the spec's closed-loop clients total 1200000 from the first 3 tenants; at most 1000000 in all")
+	for size, want := range map[string]string{
+		`"1000000000000"`:                     "can draw bursts of 1000000000000 sessions; at most 100000",
+		`"lognormal:mean=20,cv=1"`:            "can draw bursts of",
+		`"lognormal:mean=20,cv=1,max=100000"`: "",
+		`"uniform:5,20"`:                      "",
+	} {
+		_, err := ParseSpec([]byte("version: 1\nduration_s: 1\ntenants:\n  - id: a\n    behavior: bursty\n    burst: {size: "+size+"}\n"), "w.yaml")
+		if want == "" {
+			require.NoError(t, err, size)
+		} else {
+			require.ErrorContains(t, err, "tenants[0].burst.size: "+want, size)
+		}
+	}
+	// Every scenario shipped stays within the bounds.
+	for _, n := range Scenarios() {
+		text, err := ScenarioText(n)
+		require.NoError(t, err)
+		_, err = ParseSpec(text, n)
+		require.NoError(t, err, n)
+	}
 }

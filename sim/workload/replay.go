@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/internal/pqread"
 	"github.com/blis-sim/blis/internal/tracevocab"
 	"github.com/blis-sim/blis/sim"
@@ -354,7 +355,7 @@ func replayParquet(rep *ReplayReport, opt ReplayOptions) ([]sim.RequestSpec, err
 		case output.V[i] > sim.MaxTokens:
 			err = skip(SkipTooManyTokens, row, "output_tokens", "%d is more than the simulator takes (%d)", output.V[i], int64(sim.MaxTokens))
 		case sloErr != nil:
-			err = skip(SkipBadSLOClass, row, "slo_class", "%q is not a class; use realtime, interactive or batch", name(1, i))
+			err = skip(SkipBadSLOClass, row, "slo_class", "%q is not a class; use realtime, interactive or batch", clip.String(name(1, i)))
 		default:
 			kept = append(kept, timed{t, sim.RequestSpec{PromptTokens: prompt.V[i], OutputTokens: output.V[i], SLOClass: slo}, name(0, i), name(2, i)})
 			if rep.tooLong(opt.MaxModelLen, prompt.V[i], output.V[i], fmt.Sprintf("%s: row %d (0-based)", path, row)); strict && rep.TooLong > 0 {
@@ -464,9 +465,9 @@ func replayCSV(f io.Reader, rep *ReplayReport, opt ReplayOptions) ([]sim.Request
 		c := slices.Index(csvNames[:], h)
 		switch {
 		case c < 0:
-			unknown = append(unknown, strconv.Quote(h))
+			unknown = append(unknown, strconv.Quote(clip.String(h)))
 		case where[c] >= 0:
-			return nil, fmt.Errorf("%s:%d: column %s appears twice", path, headerLine, h)
+			return nil, fmt.Errorf("%s:%d: column %s appears twice", path, headerLine, clip.String(h))
 		default:
 			where[c] = i
 		}
@@ -506,7 +507,7 @@ func replayCSV(f io.Reader, rep *ReplayReport, opt ReplayOptions) ([]sim.Request
 			}
 			x, err := strconv.ParseInt(cell, 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("%s:%d: %s: %q is not an integer", path, line, csvNames[c], cell)
+				return nil, fmt.Errorf("%s:%d: %s: %q is not an integer", path, line, csvNames[c], clip.String(cell))
 			}
 			v[c] = x
 		}
@@ -541,7 +542,7 @@ func replayCSV(f io.Reader, rep *ReplayReport, opt ReplayOptions) ([]sim.Request
 		}
 		slo, err := sim.ParseSLOClass(str[colSLOClass])
 		if err != nil {
-			return nil, bad(colSLOClass, "%q is not a class; use realtime, interactive or batch, or leave it empty", str[colSLOClass])
+			return nil, bad(colSLOClass, "%q is not a class; use realtime, interactive or batch, or leave it empty", clip.String(str[colSLOClass]))
 		}
 		if rep.tooLong(opt.MaxModelLen, v[colPrompt], v[colOutput], fmt.Sprintf("%s:%d", path, line)); opt.Strict && rep.TooLong > 0 {
 			return nil, fmt.Errorf("%s, which vLLM refuses", rep.TooLongAt)

@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/internal/yamlfile"
 	"github.com/blis-sim/blis/sim"
 )
@@ -73,10 +74,12 @@ const (
 // Limits on a spec, so that no value can overflow time arithmetic or
 // exhaust memory.
 const (
-	MaxTenants     = 10_000
-	maxDurationS   = 1e9 // ~31 years of simulated time, far below int64 µs
-	maxRate        = 1e7 // requests per second
-	maxClients     = 1_000_000
+	MaxTenants   = 10_000
+	maxDurationS = 1e9       // ~31 years of simulated time, far below int64 µs
+	maxRate      = 1e7       // requests per second
+	maxClients   = 1_000_000 // per tenant and in all (every client is held from the start)
+	// MaxBurstSize bounds a burst's sessions, scheduled when it starts.
+	MaxBurstSize   = 100_000
 	maxPrefixGroup = 1 << 20
 )
 
@@ -471,6 +474,7 @@ func (p *specParser) spec(f *specYAML) (*WorkloadSpec, error) {
 		return nil, p.errf("tenants", "at most %d tenants, got %d", MaxTenants, len(f.Tenants))
 	}
 	groups := 0
+	var clients int64
 	for i := range f.Tenants {
 		t, err := p.tenant(fmt.Sprintf("tenants[%d]", i), &f.Tenants[i], s)
 		if err != nil {
@@ -478,8 +482,12 @@ func (p *specParser) spec(f *specYAML) (*WorkloadSpec, error) {
 		}
 		for _, o := range s.Tenants {
 			if o.ID == t.ID {
-				return nil, p.errf(fmt.Sprintf("tenants[%d].id", i), "tenant %q is listed twice", t.ID)
+				return nil, p.errf(fmt.Sprintf("tenants[%d].id", i), "tenant %q is listed twice", clip.String(t.ID))
 			}
+		}
+		clients += int64(t.Clients)
+		if clients > maxClients {
+			return nil, p.errf(fmt.Sprintf("tenants[%d].closed_loop.clients", i), "the spec's closed-loop clients total %d from the first %d tenants; at most %d in all", clients, i+1, maxClients)
 		}
 		groups += t.Prefix.Groups
 		if groups > maxPrefixGroup {
@@ -538,7 +546,7 @@ func (p *specParser) arrival(key string, a *arrivalYAML, base Arrival) (Arrival,
 			out.PeriodUs, out.PeakToTrough, out.TimeCompression = 86_400e6, 10, 1
 		}
 	default:
-		return out, p.errf(key+".process", "%q is not a process; use poisson, gamma, constant, bursty or diurnal", out.Process)
+		return out, p.errf(key+".process", "%q is not a process; use poisson, gamma, constant, bursty or diurnal", clip.String(out.Process))
 	}
 	num := func(k string, v *float64, dst *float64, lo, hi float64) error {
 		if v == nil {
@@ -647,7 +655,7 @@ func (p *specParser) profile(segs []segmentYAML) ([]Segment, error) {
 				return nil, err
 			}
 		default:
-			return nil, p.errf(key+".type", "%q is not a segment type; use constant, step, ramp or spike", s.Type)
+			return nil, p.errf(key+".type", "%q is not a segment type; use constant, step, ramp or spike", clip.String(s.Type))
 		}
 		out = append(out, s)
 	}
@@ -669,7 +677,7 @@ func (p *specParser) tenant(key string, ty *tenantYAML, s *WorkloadSpec) (Tenant
 	if ty.SLOClass != nil {
 		cl, err := sim.ParseSLOClass(*ty.SLOClass)
 		if err != nil || cl == sim.SLONone {
-			return t, p.errf(key+".slo_class", "%q is not a class; use realtime, interactive or batch", *ty.SLOClass)
+			return t, p.errf(key+".slo_class", "%q is not a class; use realtime, interactive or batch", clip.String(*ty.SLOClass))
 		}
 		t.SLOClass = cl
 	}
@@ -726,6 +734,10 @@ func (p *specParser) tenant(key string, ty *tenantYAML, s *WorkloadSpec) (Tenant
 		if t.Burst.Size, err = p.dist(key+".burst.size", b.Size, "uniform:5,20"); err != nil {
 			return t, err
 		}
+		// A burst's sessions are scheduled when it starts: bound them.
+		if n := t.Burst.Size.largest(); n > MaxBurstSize {
+			return t, p.errf(key+".burst.size", "can draw bursts of %d sessions; at most %d (bound it with max=%d)", n, MaxBurstSize, MaxBurstSize)
+		}
 		if t.Burst.IntervalMs, err = p.dist(key+".burst.interval_ms", b.IntervalMs, "exponential:mean=50"); err != nil {
 			return t, err
 		}
@@ -746,7 +758,7 @@ func (p *specParser) tenant(key string, ty *tenantYAML, s *WorkloadSpec) (Tenant
 			}
 		}
 	default:
-		return t, p.errf(key+".behavior", "%q is not a behaviour; use normal, bursty or abusive", t.Behavior)
+		return t, p.errf(key+".behavior", "%q is not a behaviour; use normal, bursty or abusive", clip.String(t.Behavior))
 	}
 	if ty.Burst != nil && t.Behavior != BehaviorBursty {
 		return t, p.errf(key+".burst", "applies to behavior: bursty only")
@@ -793,7 +805,7 @@ func (p *specParser) requestType(key string, ry *requestTypeYAML, ty *tenantYAML
 	rt := RequestType{Type: strings.ToLower(*ry.Type), Weight: 1}
 	def, ok := typeDefaults[rt.Type]
 	if !ok {
-		return rt, p.errf(key+".type", "%q is not a request type; use completion, chat, reasoning or agentic", rt.Type)
+		return rt, p.errf(key+".type", "%q is not a request type; use completion, chat, reasoning or agentic", clip.String(rt.Type))
 	}
 	if ry.Weight != nil {
 		if !(*ry.Weight >= 0) || math.IsInf(*ry.Weight, 0) {
@@ -880,7 +892,7 @@ func (p *specParser) requestType(key string, ry *requestTypeYAML, ty *tenantYAML
 			}
 			rt.MaxContext = *ry.MaxContextTokens
 		default:
-			return rt, p.errf(key+".context", "%q is not a context growth; use linear or bounded", rt.Context)
+			return rt, p.errf(key+".context", "%q is not a context growth; use linear or bounded", clip.String(rt.Context))
 		}
 	}
 	return rt, nil
@@ -914,7 +926,7 @@ func (p *specParser) prefix(key string, py *prefixYAML) (Prefix, error) {
 	case strings.HasPrefix(pr.Popularity, "zipf:"):
 		v, err := strconv.ParseFloat(strings.TrimPrefix(pr.Popularity, "zipf:"), 64)
 		if err != nil || !(v > 0 && v <= 10) {
-			return pr, p.errf(key+".popularity", "zipf:S needs an exponent S in (0, 10], got %q", pr.Popularity)
+			return pr, p.errf(key+".popularity", "zipf:S needs an exponent S in (0, 10], got %q", clip.String(pr.Popularity))
 		}
 		pr.zipfS = v
 	default:

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	clipq "github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/sim"
 )
 
@@ -209,12 +210,7 @@ func jsonKind(goKind string) string {
 // clip shortens a value for a message.
 func clip(raw json.RawMessage) string { return clipString(string(raw)) }
 
-func clipString(s string) string {
-	if len(s) > 40 {
-		return s[:37] + "..."
-	}
-	return s
-}
+func clipString(s string) string { return clipq.String(s) }
 
 // eachLine calls fn with every line of src that is not blank and its
 // 1-based line number. Blank lines are neither rows nor skips.
