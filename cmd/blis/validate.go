@@ -158,6 +158,9 @@ func validateFlag(f experiment.Flag) bool {
 }
 
 func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
+	// Ctrl-C or SIGTERM during the minutes of a calibration: no --plot
+	// temporary is left and nothing is committed (status 130, 143).
+	defer atomicfile.ExitOnSignal("blis", cmd.ErrOrStderr())()
 	stderr := cmd.ErrOrStderr()
 	if o.quiet {
 		stderr = io.Discard

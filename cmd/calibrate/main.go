@@ -13,10 +13,14 @@ import (
 	"io"
 	"os"
 
+	"github.com/blis-sim/blis/internal/atomicfile"
 	"github.com/spf13/cobra"
 )
 
 func main() {
+	// Ctrl-C or SIGTERM: remove the outputs' temporaries and exit (130,
+	// 143); nothing half written is committed.
+	defer atomicfile.ExitOnSignal("calibrate", os.Stderr)()
 	if err := newRootCmd().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "calibrate:", err)
 		os.Exit(1)

@@ -18,11 +18,76 @@ package atomicfile
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"syscall"
 )
+
+// live is every temporary file not yet committed or aborted, so that
+// RemoveTemporaries can remove them when the process is stopped.
+var live struct {
+	sync.Mutex
+	m      map[string]bool
+	closed bool // RemoveTemporaries ran: no more commits
+}
+
+func register(tmp string) {
+	live.Lock()
+	defer live.Unlock()
+	if live.m == nil {
+		live.m = map[string]bool{}
+	}
+	live.m[tmp] = true
+}
+
+// ErrStopped is Create's and Commit's error once RemoveTemporaries ran.
+var ErrStopped = errors.New("stopped by a signal")
+
+// RemoveTemporaries removes every temporary file not yet committed and
+// keeps any from being created or committed after: what a process stopped
+// by a signal calls before it exits, so that it leaves no hidden
+// ".NAME.tmp-N" behind and commits nothing half written.
+func RemoveTemporaries() {
+	live.Lock()
+	defer live.Unlock()
+	live.closed = true
+	for tmp := range live.m {
+		os.Remove(tmp)
+	}
+	live.m = nil
+}
+
+// ExitOnSignal makes SIGINT and SIGTERM remove the temporaries
+// (RemoveTemporaries), say so on stderr as "prog: ..." and exit with the
+// shell's status for the signal (130, 143). It is for commands that do not
+// stop cleanly on cancellation themselves; stop undoes it.
+func ExitOnSignal(prog string, stderr io.Writer) (stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-ch:
+			RemoveTemporaries()
+			fmt.Fprintf(stderr, "%s: stopped by %v: outputs not yet written are not written, and no temporary file is left\n", prog, sig)
+			code := 130
+			if sig == syscall.SIGTERM {
+				code = 143
+			}
+			os.Exit(code)
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(done)
+	}
+}
 
 // Mode is the permission of a new output, before the umask.
 const Mode = 0o644
@@ -46,9 +111,16 @@ func Create(path, label string) (*File, error) {
 	var err error
 	for range 100 {
 		tmp := filepath.Join(dir, "."+base+".tmp-"+strconv.FormatUint(rand.Uint64()%1e12, 10))
+		live.Lock()
+		if live.closed {
+			live.Unlock()
+			return nil, fmt.Errorf("%s %s: %w", label, path, ErrStopped)
+		}
 		var f *os.File
 		f, err = os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, Mode)
+		live.Unlock()
 		if err == nil {
+			register(tmp)
 			return &File{File: f, path: path, label: label}, nil
 		}
 		if !errors.Is(err, os.ErrExist) {
@@ -67,6 +139,14 @@ func (f *File) Commit() error {
 		return nil
 	}
 	f.done = true
+	live.Lock()
+	defer live.Unlock()
+	delete(live.m, f.Name())
+	if live.closed {
+		f.File.Close()
+		os.Remove(f.Name())
+		return fmt.Errorf("%s %s: %w", f.label, f.path, ErrStopped)
+	}
 	if err := f.File.Close(); err != nil {
 		os.Remove(f.Name())
 		return fmt.Errorf("%s %s: %w", f.label, f.path, err)
@@ -86,6 +166,9 @@ func (f *File) Abort() {
 	f.done = true
 	f.File.Close()
 	os.Remove(f.Name())
+	live.Lock()
+	delete(live.m, f.Name())
+	live.Unlock()
 }
 
 // WriteFile writes data to path through a temporary file.
