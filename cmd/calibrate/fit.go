@@ -32,7 +32,19 @@ type fitOpts struct {
 	opt             fit.Options
 	quiet           bool
 	notes           string
+	// allowKV fits even when a trace's GPU KV blocks contradict the model
+	// and hardware by more than KVCapacityFactor.
+	allowKV bool
 }
+
+// KVCapacityFactor is how far (either way) the GPU KV blocks a trace
+// reports (kv.blocks_total_gpu) may be from what the configuration's
+// model, hardware, TP and --gpu-memory-utilization hold (vLLM's memory
+// profile, physics.KVBudget) before calibrate fit refuses the trace as
+// another configuration's (--allow-kv-mismatch overrides). vLLM's own
+// activation profile and CUDA graphs move the real figure by well under
+// this; another model or GPU moves it by more.
+const KVCapacityFactor = 2.0
 
 func addKnobFlags(f *pflag.FlagSet, k *physics.VLLMKnobs, kvHelp string) {
 	f.Int64Var(&k.MaxNumSeqs, "max-num-seqs", k.MaxNumSeqs, "vLLM --max-num-seqs: running requests at most")
@@ -143,6 +155,7 @@ it makes are in docs/fit.md.`,
 	f.BoolVar(&o.opt.AlphaCorrection, "alpha-correction", o.opt.AlphaCorrection, "subtract the scheduler overhead from alpha targets before the fit (added back to base_bias)")
 	f.StringVar(&o.notes, "notes", "", "free text added to the file's provenance notes (e.g. how the traces were made)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress on stderr")
+	f.BoolVar(&o.allowKV, "allow-kv-mismatch", false, fmt.Sprintf("fit even when a trace's GPU KV blocks (kv.blocks_total_gpu) are more than %g× from what the model, hardware, TP and --gpu-memory-utilization hold (by default a sign of the wrong --model or --hardware: refused)", KVCapacityFactor))
 	return cmd
 }
 
@@ -291,7 +304,7 @@ func runFit(cmd *cobra.Command, args []string, o *fitOpts) error {
 
 	var cfgs []fit.Config
 	for _, s := range specs {
-		cfg, err := loadFitConfig(s, logf, cmd.ErrOrStderr())
+		cfg, err := loadFitConfig(s, logf, cmd.ErrOrStderr(), o.allowKV)
 		if err != nil {
 			return err
 		}
@@ -300,6 +313,13 @@ func runFit(cmd *cobra.Command, args []string, o *fitOpts) error {
 	res, err := fit.Run(cfgs, o.opt, fitCommand(args))
 	if err != nil {
 		return err
+	}
+	// What the report warns about (a trace naming another model) is said
+	// on stderr too, even with --quiet.
+	for _, c := range res.Report.Configs {
+		for _, w := range c.Warnings {
+			fmt.Fprintf(cmd.ErrOrStderr(), "calibrate: warning (%s): %s\n", c.Name, w)
+		}
 	}
 	if o.notes != "" {
 		res.File.Provenance.Notes += "; " + o.notes
@@ -336,7 +356,7 @@ func fitSpecs(cmd *cobra.Command, args []string, o *fitOpts) ([]configSpec, erro
 // physics configuration; GPU KV blocks not given are the first trace's
 // kv.blocks_total_gpu. The model's notes go to stderr (shown even with
 // --quiet), progress to logf.
-func loadFitConfig(s configSpec, logf func(format string, a ...any), stderr io.Writer) (fit.Config, error) {
+func loadFitConfig(s configSpec, logf func(format string, a ...any), stderr io.Writer, allowKV bool) (fit.Config, error) {
 	var traces []*fit.Trace
 	for _, d := range s.dirs {
 		logf("reading %s", d)
@@ -351,13 +371,15 @@ func loadFitConfig(s configSpec, logf func(format string, a ...any), stderr io.W
 		traces = append(traces, tr)
 	}
 	k := s.knobs
-	if k.TotalKVBlocksGPU == 0 {
-		for _, tr := range traces {
-			if len(tr.Steps) > 0 {
-				k.TotalKVBlocksGPU = tr.Steps[0].KVTotal
-				break
-			}
+	var traceKV int64 // what the first trace with steps reports
+	for _, tr := range traces {
+		if len(tr.Steps) > 0 {
+			traceKV = tr.Steps[0].KVTotal
+			break
 		}
+	}
+	if k.TotalKVBlocksGPU == 0 {
+		k.TotalKVBlocksGPU = traceKV
 	}
 	m, err := physics.LoadModel(s.model)
 	if err != nil {
@@ -374,6 +396,11 @@ func loadFitConfig(s configSpec, logf func(format string, a ...any), stderr io.W
 			err = knobFlagError(err)
 		}
 		return fit.Config{}, fmt.Errorf("%s: %w", s.name, err)
+	}
+	if traceKV > 0 && !allowKV {
+		if err := checkKVCapacity(s, m, h, traceKV); err != nil {
+			return fit.Config{}, err
+		}
 	}
 	return fit.Config{Name: s.name, Phys: pc, Traces: traces}, nil
 }
@@ -480,4 +507,28 @@ func writeReport(outs *atomicfile.Group, dir string, res *fit.Result) error {
 		return err
 	}
 	return outs.WriteFile(filepath.Join(dir, "report.md"), "--report", md.Bytes())
+}
+
+// checkKVCapacity refuses a trace whose GPU KV blocks are more than
+// KVCapacityFactor from what the configuration holds: the trace proves its
+// model and GPU (a Llama-3.1-8B trace fitted as gpt2 reports a quarter of
+// gpt2's blocks on the same GPU), whatever the model name says.
+func checkKVCapacity(s configSpec, m physics.ModelSpec, h physics.HardwareSpec, traceKV int64) error {
+	k := s.knobs
+	k.TotalKVBlocksGPU = 0 // sized from memory, as vLLM does
+	pc, err := physics.NewPhysicsConfig(m, h, s.tp, k)
+	implied := int64(0)
+	if err == nil {
+		implied = pc.Knobs.TotalKVBlocksGPU
+	}
+	what := fmt.Sprintf("model %s on %s at TP %d with gpu_memory_utilization %g", m.Name, h.Name, s.tp, k.GPUMemoryUtilization)
+	if implied <= 0 {
+		return fmt.Errorf("configuration %s: the traces report %d GPU KV blocks (kv.blocks_total_gpu), but %s holds none (%v): give the server's --model, --hardware, --tp and --gpu-memory-utilization, or --allow-kv-mismatch to fit anyway",
+			s.name, traceKV, what, err)
+	}
+	if r := float64(traceKV) / float64(implied); r > KVCapacityFactor || r < 1/KVCapacityFactor {
+		return fmt.Errorf("configuration %s: the traces report %d GPU KV blocks (kv.blocks_total_gpu), but %s holds %d (%.2f× the traces' figure): more than %g× apart, so the traces are another configuration's; give the server's --model, --hardware, --tp and --gpu-memory-utilization, or --allow-kv-mismatch to fit anyway",
+			s.name, traceKV, what, implied, 1/r, KVCapacityFactor)
+	}
+	return nil
 }

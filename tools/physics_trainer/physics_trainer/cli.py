@@ -109,6 +109,10 @@ do not record it. --kv-blocks-gpu defaults to the trace's kv.blocks_total_gpu.
                    help="deprecated: KV offloading is on exactly when --kv-blocks-cpu > 0, as in blis run")
     f.add_argument("--kv-blocks-gpu", type=int, default=None,
                    help="GPU KV blocks; 0 (default) takes the traces' kv.blocks_total_gpu")
+    f.add_argument("--allow-kv-mismatch", action="store_true",
+                   help=f"fit even when a trace's GPU KV blocks (kv.blocks_total_gpu) are more than {KV_CAPACITY_FACTOR:g}x "
+                        "from what the model, hardware, TP and --gpu-memory-utilization hold (by default a sign of the "
+                        "wrong --model or --hardware: refused)")
     f.add_argument("--kv-blocks-cpu", type=int, default=0,
                    help="CPU KV blocks for offload to host memory (0: no CPU tier; > 0 turns KV offloading on, "
                         "as in blis run)")
@@ -269,11 +273,10 @@ def _fit(args, argv: Sequence[str]) -> int:
             traces.append(tr)
         if knobs is None:
             knobs = _knobs(args, args.kv_blocks_gpu or 0)
-        if knobs.total_kv_blocks_gpu == 0:
-            for tr in traces:
-                if tr.n_steps > 0:
-                    knobs = cf.VLLMKnobs(**{**knobs.to_dict(), "total_kv_blocks_gpu": int(tr.steps["kv_total"][0])})
-                    break
+        given = knobs
+        trace_kv = next((int(tr.steps["kv_total"][0]) for tr in traces if tr.n_steps > 0), 0)
+        if knobs.total_kv_blocks_gpu == 0 and trace_kv:
+            knobs = cf.VLLMKnobs(**{**knobs.to_dict(), "total_kv_blocks_gpu": trace_kv})
         try:
             m = cf.load_model(model)
         except Exception as e:
@@ -288,6 +291,8 @@ def _fit(args, argv: Sequence[str]) -> int:
             pc = cf.new_physics_config(m, h, tp, knobs)
         except Exception as e:
             raise UsageError(f"{name}: {e}") from e
+        if trace_kv > 0 and not args.allow_kv_mismatch:
+            _check_kv_capacity(name, m, h, tp, given, trace_kv)
         cfgs.append(Config(name=name, phys=pc, traces=traces))
     command = "python -m physics_trainer " + " ".join(argv)
     res = run(cfgs, opt, command=command, notes=args.notes)
@@ -302,6 +307,35 @@ def _fit(args, argv: Sequence[str]) -> int:
     print(summary(res.report))
     log("done")
     return 0
+
+
+# How far (either way) a trace's GPU KV blocks may be from what the
+# configuration holds before fit refuses it as another configuration's
+# (Go: cmd/calibrate KVCapacityFactor).
+KV_CAPACITY_FACTOR = 2.0
+
+
+def _check_kv_capacity(name, m, h, tp, knobs, trace_kv):
+    """Refuses traces whose kv.blocks_total_gpu is more than KV_CAPACITY_FACTOR
+    from the blocks the model, hardware, TP and memory utilization hold (Go's
+    checkKVCapacity, same message)."""
+    k = cf.VLLMKnobs(**{**knobs.to_dict(), "total_kv_blocks_gpu": 0})
+    what = f"model {m.name} on {h.name} at TP {tp} with gpu_memory_utilization {k.gpu_memory_utilization:g}"
+    try:
+        implied = int(cf.new_physics_config(m, h, tp, k).knobs.total_kv_blocks_gpu)
+        why = None
+    except Exception as e:  # the model does not fit the GPU
+        implied, why = 0, e
+    if implied <= 0:
+        raise UsageError(f"configuration {name}: the traces report {trace_kv} GPU KV blocks (kv.blocks_total_gpu), "
+                         f"but {what} holds none ({why}): give the server's --model, --hardware, --tp and "
+                         "--gpu-memory-utilization, or --allow-kv-mismatch to fit anyway")
+    r = trace_kv / implied
+    if r > KV_CAPACITY_FACTOR or r < 1 / KV_CAPACITY_FACTOR:
+        raise UsageError(f"configuration {name}: the traces report {trace_kv} GPU KV blocks (kv.blocks_total_gpu), "
+                         f"but {what} holds {implied} ({1 / r:.2f}× the traces' figure): more than "
+                         f"{KV_CAPACITY_FACTOR:g}× apart, so the traces are another configuration's; give the server's "
+                         "--model, --hardware, --tp and --gpu-memory-utilization, or --allow-kv-mismatch to fit anyway")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -78,3 +78,20 @@ def test_offload_rule_is_blis_runs():
         cli._offloading(args(10, False))
     with pytest.raises(cli.UsageError, match="--kv-blocks-cpu must be >= 0"):
         cli._offloading(args(-1, None))
+
+
+def test_kv_capacity_check_is_gos():
+    """Go's TestFitRefusesAnotherModelsTrace: traces whose kv.blocks_total_gpu is more than
+    KV_CAPACITY_FACTOR from what the model and GPU hold are refused, the same figures in the message."""
+    import pytest
+
+    m, h = cf.load_model("gpt2"), cf.load_hardware("h100-sxm")
+    k = cf.VLLMKnobs()
+    implied = int(cf.new_physics_config(m, h, 1, k).knobs.total_kv_blocks_gpu)
+    cli._check_kv_capacity("c", m, h, 1, k, implied)
+    cli._check_kv_capacity("c", m, h, 1, k, int(implied * 1.9))
+    cli._check_kv_capacity("c", m, h, 1, k, int(implied / 1.9))
+    with pytest.raises(cli.UsageError, match=rf"the traces report 28279 GPU KV blocks .* holds {implied} "):
+        cli._check_kv_capacity("c", m, h, 1, k, 28279)
+    with pytest.raises(cli.UsageError, match="more than 2× apart"):
+        cli._check_kv_capacity("c", m, h, 1, k, implied * 3)
