@@ -131,6 +131,9 @@ type Instance struct {
 	// the coefficient file used ("builtin:shipped/..." for a shipped one).
 	LatencyName        string
 	CoefficientsSource string
+	// RooflineFallback: no latency model was named and no shipped
+	// coefficients fit the configuration, so the roofline was taken.
+	RooflineFallback bool
 	// Warnings are about the choices, for the caller to show: a coefficient
 	// file used outside the configurations it was fitted on
 	// (coefficients.File.Check), each starting with the file's name.
@@ -270,6 +273,8 @@ func (s InstanceSpec) latency(in *Instance) (sim.LatencyModel, error) {
 		name = "roofline"
 		if l.Coefficients != "" || shipped != nil {
 			name = "physics"
+		} else {
+			in.RooflineFallback = true
 		}
 	}
 	in.LatencyName = name

@@ -83,9 +83,50 @@ func (r *runner) raised(gen *workload.Stream) {
 	}
 	if raised, grouped := gen.Raised(); raised > 0 {
 		p := r.e.Workload.Synthetic.PrefixTokens
-		r.note("%d of the %d prompts of a prefix group were sampled at most --prefix-tokens %d long and raised to %d tokens (the prompt length includes the prefix; docs/workloads.md)",
-			raised, grouped, p, p+1)
+		r.note("workload: a prompt includes its group's %d-token shared prefix, so the %d of %d prefixed prompts drawn no longer than it were lengthened to %d tokens (--prefix-tokens, --prefix-groups; docs/workloads.md)",
+			p, raised, grouped, p+1)
 	}
+}
+
+// overload says when the offered load exceeded what was served: the
+// requests arrived faster than they completed and queued (scheduling delay
+// p50 at least overloadQueueMs), so latencies grow with the run's length
+// rather than describing the deployment at that load.
+func (r *runner) overload(gen *workload.Stream, completed int64, durationS, schedP50Ms float64, what string) {
+	var a workload.Arrivals
+	switch {
+	case gen != nil:
+		a = gen.Arrivals()
+	case r.arrivals != nil:
+		a = r.arrivals()
+	default:
+		return
+	}
+	offered := a.PerS()
+	if offered == 0 || durationS <= 0 || r.res.Partial {
+		return
+	}
+	served := float64(completed) / durationS
+	if served < overloadShare*offered && schedP50Ms >= overloadQueueMs {
+		r.warn("overloaded: requests arrived at %.1f per second but %s served %.1f per second (%.0f %% of the offered load); they queued (scheduling delay p50 %.0f ms), so the latencies grow with the run's length: lower the rate or add instances",
+			offered, what, served, 100*served/offered, schedP50Ms)
+	}
+}
+
+// The overload warning's thresholds: served below this share of the
+// offered rate, with a queue of at least this median wait.
+const (
+	overloadShare   = 0.8
+	overloadQueueMs = 100.0
+)
+
+// tooLongPart is the summary's count of requests rejected as longer than
+// the model's context, when there are any.
+func tooLongPart(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d rejected as too long", n)
 }
 
 func (r *runner) partialNote() {
@@ -100,10 +141,11 @@ func (r *runner) instanceDiagnostics(m *sim.Result, rep *workload.ReplayReport, 
 	r.tooLong(m.Requests.RejectedTooLong, m.FirstTooLong, rep)
 	r.dropped("", m.Requests.Dropped, r.res.offered, m.FirstDropped)
 	r.raised(gen)
+	r.overload(gen, m.Requests.Completed, m.DurationS, m.SchedulingDelay.P50, "the instance")
 	offered := r.res.offered
 	r.res.summary = func(wall float64) string {
-		return fmt.Sprintf("%d requests (%d completed, %d dropped), %d steps, %.1f s simulated in %.2f s wall (%.1f µs per request)",
-			offered, m.Requests.Completed, m.Requests.Dropped, m.Steps, m.DurationS, wall, wall*1e6/float64(max(1, offered)))
+		return fmt.Sprintf("%d requests (%d completed, %d dropped%s), %d steps, %.1f s simulated in %.2f s wall (%.1f µs per request)",
+			offered, m.Requests.Completed, m.Requests.Dropped, tooLongPart(m.Requests.RejectedTooLong), m.Steps, m.DurationS, wall, wall*1e6/float64(max(1, offered)))
 	}
 	r.clamped("", m.StepTimesClamped)
 	if tw != nil {
@@ -129,6 +171,7 @@ func (r *runner) clusterDiagnostics(m *cluster.Result, rep *workload.ReplayRepor
 	r.skipped(rep)
 	r.tooLong(rq.RejectedTooLong, first, rep)
 	r.raised(gen)
+	r.overload(gen, rq.Completed, m.DurationS, m.SchedulingDelay.P50, fmt.Sprintf("the %d instances", n))
 	offered, windows, win := r.res.offered, len(m.Windows), r.e.Run.WindowUs
 	fleet, cost := fmt.Sprintf("%d instances", n), ""
 	if f := m.Fleet; f != nil {
@@ -150,8 +193,8 @@ func (r *runner) clusterDiagnostics(m *cluster.Result, rep *workload.ReplayRepor
 		cost = fmt.Sprintf("; %.2f GPU-hours, cost %.2f", f.GPUHours, f.Cost)
 	}
 	r.res.summary = func(wall float64) string {
-		return fmt.Sprintf("%s, %d of %d requests arrived (%d completed, %d rejected, %d dropped), %.1f s simulated in %.2f s wall (%.1f µs per request)%s",
-			fleet, rq.Arrived, offered, rq.Completed, rq.Rejected, rq.DroppedUnservable, m.DurationS, wall, wall*1e6/float64(max(1, rq.Arrived)), cost)
+		return fmt.Sprintf("%s, %d of %d requests arrived (%d completed, %d rejected, %d dropped%s), %.1f s simulated in %.2f s wall (%.1f µs per request)%s",
+			fleet, rq.Arrived, offered, rq.Completed, rq.Rejected, rq.DroppedUnservable, tooLongPart(rq.RejectedTooLong), m.DurationS, wall, wall*1e6/float64(max(1, rq.Arrived)), cost)
 	}
 	if win > 0 {
 		r.note("%d time windows of %s", windows, time.Duration(win)*time.Microsecond)

@@ -104,6 +104,9 @@ type runner struct {
 	// (nil without a trace): for the initial instances and those an
 	// autoscaler adds.
 	otlp func(i int, id string, pool int, c *sim.Config) error
+	// arrivals is what the workload sent (nil for a replay or given
+	// requests): the offered rate of the overload warning.
+	arrivals func() workload.Arrivals
 }
 
 // label names key for errors: its flag, file line or key.
@@ -232,6 +235,14 @@ func (r *runner) notes(pools []*deploy.Instance, names []string) {
 		prefix := ""
 		if len(pools) > 1 {
 			prefix = "pool " + names[i] + ": "
+		}
+		if in.RooflineFallback {
+			n := fmt.Sprintf("note: the latency model is the roofline: no shipped coefficients were fitted for %s on %s at TP %d (calibrate physics says which configurations have them; --coefficients FILE for the physics model, --latency roofline to choose it)",
+				in.Phys.Model.Name, in.Phys.Hardware.Name, in.Phys.TP)
+			if !seen[n] {
+				seen[n] = true
+				r.res.Notes = append(r.res.Notes, prefix+n)
+			}
 		}
 		for _, w := range in.Warnings {
 			r.res.Warnings = append(r.res.Warnings, prefix+w)
@@ -482,6 +493,7 @@ func (r *runner) cluster(ctx context.Context) error {
 	default:
 		specSrc = workload.NewSource(w.Spec, r.rng)
 		src = specSrc
+		r.arrivals = specSrc.Arrivals
 		cfg.TenantNames = w.Spec.TenantIDs()
 		targets = w.Spec.SLO
 	}

@@ -184,3 +184,48 @@ func TestHugeInputsAreClippedInErrors(t *testing.T) {
 		require.Less(t, len(err.Error()), 1000, "%s: %.300s", name, err.Error())
 	}
 }
+
+// UX: overload is said on stderr, with how much was served; a run that
+// keeps up says nothing (the default rate, a short run whose drain is
+// most of it, a cluster at its capacity).
+func TestOverloadIsSaid(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--rate", "30"}, `warning: overloaded: requests arrived at 30.1 per second but the instance served 20.6 per second (68 % of the offered load)`},
+		{[]string{"--num-instances", "2", "--rate", "60", "--requests", "2000"}, "but the 2 instances served"},
+		{[]string{"--requests", "300"}, ""},
+		{[]string{"--requests", "10"}, ""},
+		{[]string{"--num-instances", "2", "--rate", "30", "--requests", "1000"}, ""},
+	} {
+		_, stderr, err := runCLI(t, append([]string{"run", "-q"}, tc.args...)...)
+		require.NoError(t, err)
+		if tc.want == "" {
+			require.NotContains(t, stderr, "overloaded", "%v", tc.args)
+		} else {
+			require.Contains(t, stderr, tc.want, "%v", tc.args)
+		}
+	}
+}
+
+// UX: a model without fitted coefficients falls back to the roofline and
+// says so once, whatever the instance count; a named model or a shipped
+// configuration says nothing. The summary counts the requests rejected as
+// too long.
+func TestRooflineFallbackNoteAndTooLongSummary(t *testing.T) {
+	_, stderr, err := runCLI(t, "run", "--model", "llama-2-7b", "--requests", "50", "--num-instances", "3")
+	require.NoError(t, err)
+	require.Equal(t, 1, strings.Count(stderr, "the latency model is the roofline: no shipped coefficients were fitted for llama-2-7b on H100-SXM at TP 1"), stderr)
+	for _, args := range [][]string{{"--model", "llama-2-7b", "--latency", "roofline"}, {}} {
+		_, stderr, err := runCLI(t, append([]string{"run", "--requests", "50"}, args...)...)
+		require.NoError(t, err)
+		require.NotContains(t, stderr, "the latency model is the roofline", "%v", args)
+	}
+	_, stderr, err = runCLI(t, "run", "--requests", "50", "--max-model-len", "600")
+	require.NoError(t, err)
+	require.Regexp(t, `blis: 50 requests \(\d+ completed, 0 dropped, \d+ rejected as too long\)`, stderr)
+	_, stderr, err = runCLI(t, "run", "--requests", "50", "--max-model-len", "600", "--num-instances", "2")
+	require.NoError(t, err)
+	require.Regexp(t, `\d+ rejected, 0 dropped, \d+ rejected as too long\)`, stderr)
+}

@@ -143,7 +143,34 @@ type Stream struct {
 	next sim.RequestSpec
 	ok   bool
 	err  error
+	arr  Arrivals
 }
+
+// Arrivals counts the requests a workload sent and the span of their
+// arrival times, for the offered rate.
+type Arrivals struct {
+	N, FirstUs, LastUs int64
+}
+
+func (a *Arrivals) add(at int64) {
+	if a.N == 0 {
+		a.FirstUs = at
+	}
+	a.N++
+	a.LastUs = at
+}
+
+// PerS is the offered rate, requests per second between the first arrival
+// and the last; 0 without two arrivals apart.
+func (a Arrivals) PerS() float64 {
+	if a.N < 2 || a.LastUs <= a.FirstUs {
+		return 0
+	}
+	return float64(a.N-1) / (float64(a.LastUs-a.FirstUs) / 1e6)
+}
+
+// Arrivals is what Next has returned so far.
+func (s *Stream) Arrivals() Arrivals { return s.arr }
 
 // NewStream returns g's stream, its first request generated.
 func NewStream(g *Generator) *Stream {
@@ -167,6 +194,7 @@ func (s *Stream) Peek() (int64, bool) { return s.next.ArrivalUs, s.ok }
 // Next returns the next request (Peek must have returned true).
 func (s *Stream) Next() sim.RequestSpec {
 	r := s.next
+	s.arr.add(r.ArrivalUs)
 	s.advance()
 	return r
 }

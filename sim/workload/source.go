@@ -42,7 +42,11 @@ type Source struct {
 	free    []*conv
 	stats   []TenantStats
 	err     error // a time beyond the simulator's clock (Err)
+	arr     Arrivals
 }
+
+// Arrivals is what Next has sent so far.
+func (s *Source) Arrivals() Arrivals { return s.arr }
 
 // TenantStats is what a tenant's clients did.
 type TenantStats struct {
@@ -285,6 +289,7 @@ func (s *Source) Next() sim.RequestSpec {
 	case pendClient:
 		c = s.start(p.tenant, p.client, ts.clients[p.client].Uint64())
 	}
+	s.arr.add(p.at)
 	return s.send(c, p.at)
 }
 
