@@ -126,6 +126,47 @@ var Flags = []Flag{
 	{Name: "debug-invariants", Key: "run.debug_invariants", Type: "bool", Default: "false", Help: "check every invariant in full after every step (slow)"},
 }
 
+// FlagGroup is a section of blis run --help: the flags from First (in
+// Flags order) to the next group's First, less those outputFlags moves to
+// the outputs group.
+type FlagGroup struct {
+	Title, First string
+}
+
+// FlagGroups are blis run --help's sections, in order. A flag added to
+// Flags falls in the section it is listed in.
+var FlagGroups = []FlagGroup{
+	{"Engine (every instance: model, GPU, vLLM settings, scheduling)", "model"},
+	{"Latency model", "latency"},
+	{"Workload", "requests"},
+	{"Run and outputs", "seed"},
+	{"Cluster (any of these makes the run a cluster run)", "num-instances"},
+}
+
+// outputFlags are listed among the cluster's flags but are outputs.
+var outputFlags = map[string]bool{"trace-level": true, "decision-trace": true, "counterfactual-k": true, "counterfactual-sample": true,
+	"summarize-trace": true, "summary-max-tokens": true, "fitness-weights": true, "window": true, "window-out": true, "window-plot": true}
+
+// GroupOf is the title of the --help section of flag name ("" for a flag
+// not in Flags).
+func GroupOf(name string) string {
+	if outputFlags[name] {
+		return "Run and outputs"
+	}
+	g := ""
+	for _, f := range Flags {
+		for _, fg := range FlagGroups {
+			if fg.First == f.Name {
+				g = fg.Title
+			}
+		}
+		if f.Name == name {
+			return g
+		}
+	}
+	return ""
+}
+
 // The synthetic workload's default length distributions.
 const (
 	defaultPrompt = "lognormal:mean=1024,cv=0.6,max=16384"

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/blis-sim/blis/experiment"
 )
 
 // writeZeroLatencyBench writes a vllm bench serve result whose measured
@@ -228,4 +230,60 @@ func TestRooflineFallbackNoteAndTooLongSummary(t *testing.T) {
 	_, stderr, err = runCLI(t, "run", "--requests", "50", "--max-model-len", "600", "--num-instances", "2")
 	require.NoError(t, err)
 	require.Regexp(t, `\d+ rejected, 0 dropped, \d+ rejected as too long\)`, stderr)
+}
+
+// UX: blis run --help lists its flags in sections (experiment.FlagGroups,
+// the one table of flags): every flag once, under its section.
+func TestRunHelpGroupsEveryFlag(t *testing.T) {
+	out, _, err := runCLI(t, "run", "--help")
+	require.NoError(t, err)
+	_, usage, ok := strings.Cut(out, "\nUsage:\n")
+	require.True(t, ok)
+	section := ""
+	seen := map[string]string{}
+	for _, line := range strings.Split(usage, "\n") {
+		if strings.HasSuffix(line, ":") && !strings.HasPrefix(line, " ") {
+			section = strings.TrimSuffix(line, ":")
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) == 0 || section == "Examples" {
+			continue
+		}
+		name := f[0]
+		if strings.HasPrefix(name, "-") && len(name) == 3 && len(f) > 1 { // "-q, --quiet"
+			name = f[1]
+		}
+		if strings.HasPrefix(name, "--") {
+			name = strings.TrimPrefix(name, "--")
+			_, dup := seen[name]
+			require.False(t, dup, "--%s listed twice", name)
+			seen[name] = section
+		}
+	}
+	for _, fl := range experiment.Flags {
+		require.Equal(t, experiment.GroupOf(fl.Name), seen[fl.Name], "--%s", fl.Name)
+	}
+	for _, g := range experiment.FlagGroups {
+		require.Contains(t, usage, "\n"+g.Title+":\n")
+	}
+	require.Equal(t, "Run and outputs", seen["window-out"])
+	require.Equal(t, "Cluster (any of these makes the run a cluster run)", seen["routing-policy"])
+	require.Equal(t, "Experiment files and printing", seen["config"])
+}
+
+// UX: blis validate --help points at the runs the repository ships
+// (testdata/vllm-runs), not a folder a user does not have; every
+// repository path its help names exists.
+func TestValidateHelpNamesShippedRuns(t *testing.T) {
+	out, _, err := runCLI(t, "validate", "--help")
+	require.NoError(t, err)
+	require.NotContains(t, out, "shared/data")
+	require.Contains(t, out, "blis validate testdata/vllm-runs/RTX4090/Llama-3.1-8B/requests.jsonl")
+	for _, f := range strings.Fields(out) {
+		if strings.HasPrefix(f, "testdata/") {
+			_, err := os.Stat(filepath.Join("..", "..", strings.TrimRight(f, ",.;)")))
+			require.NoError(t, err, f)
+		}
+	}
 }

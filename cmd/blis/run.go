@@ -111,7 +111,44 @@ and no output file is written.
 	f.BoolVar(&o.printConfig, "print-config", false, "print the experiment resolved, every default filled in, as an experiment file, and exit")
 	f.BoolVar(&o.printSpec, "print-spec", false, "print the --scenario (or --workload-spec) file and exit, to start a spec of your own from it")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no diagnostics on stderr but warnings")
+	cmd.SetUsageFunc(groupedUsage)
 	return cmd
+}
+
+// groupedUsage prints blis run's usage with its flags in the sections of
+// experiment.FlagGroups (the files, --set and printing first).
+func groupedUsage(c *cobra.Command) error {
+	w := c.OutOrStderr()
+	fmt.Fprintf(w, "Usage:\n  %s\n", c.UseLine())
+	if c.Example != "" {
+		fmt.Fprintf(w, "\nExamples:\n%s\n", c.Example)
+	}
+	sets := map[string]*pflag.FlagSet{}
+	const general = "Experiment files and printing"
+	order := []string{general}
+	for _, g := range experiment.FlagGroups {
+		order = append(order, g.Title)
+	}
+	c.LocalFlags().VisitAll(func(fl *pflag.Flag) {
+		g := experiment.GroupOf(fl.Name)
+		if g == "" {
+			g = general
+		}
+		if sets[g] == nil {
+			sets[g] = pflag.NewFlagSet(g, pflag.ContinueOnError)
+			sets[g].SortFlags = false
+		}
+		sets[g].AddFlag(fl)
+	})
+	for _, g := range order {
+		if s := sets[g]; s != nil {
+			fmt.Fprintf(w, "\n%s:\n%s", g, s.FlagUsages())
+		}
+	}
+	if c.HasAvailableInheritedFlags() {
+		fmt.Fprintf(w, "\nGlobal Flags:\n%s", c.InheritedFlags().FlagUsages())
+	}
+	return nil
 }
 
 // addExperimentFlags defines the experiment's flags that keep selects.

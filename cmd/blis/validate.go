@@ -55,7 +55,7 @@ so a positive error is a simulation that is too slow), and the median
 per-request error; --plot draws simulated against measured per request.
 
 RECORDS is a per-request file in one of the formats users have:
-  vllm-runs       requests.jsonl of shared/data/vllm-runs (vLLM's own
+  vllm-runs       requests.jsonl of testdata/vllm-runs (vLLM's own
                   per-request stats; measured at the engine core's output)
   vllm-bench      vllm bench serve --save-result --save-detailed JSON
                   (measured at the client)
@@ -93,7 +93,7 @@ It prints the parameters as flags in two groups: the efficiencies, for
 runs of the same GPU, model and parallelism only (they absorb what is
 specific to this deployment's kernels), and the per-step cost and output
 delay, for any deployment on the same vLLM build and host.`,
-		Example: `  blis validate shared/data/vllm-runs/RTX4090/Llama-3.1-8B/vllm/requests.jsonl
+		Example: `  blis validate testdata/vllm-runs/RTX4090/Llama-3.1-8B/requests.jsonl
   blis validate runs/qwen/requests.jsonl --hardware rtx-pro-6000 --plot qwen.png
   blis validate bench.json --format vllm-bench --model llama-2-7b --hardware h100-sxm --max-num-seqs 256`,
 		Args: cobra.ExactArgs(1),
