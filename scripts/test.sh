@@ -13,13 +13,27 @@ cd "$(dirname "$0")/.."
 command -v go >/dev/null || { echo "test.sh: Go is not installed (need Go >= 1.26, the go line of go.mod; an older go >= 1.21 fetches it)" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "test.sh: python3 is not installed (need Python >= 3.11 with venv)" >&2; exit 1; }
 
-echo "== go mod download"
+# Each section says how long it took, so a slow one is seen (go vet takes
+# over a minute on a 2-core machine, printing nothing).
+start=$SECONDS
+section_name=""
+section_start=$SECONDS
+section() {
+  if [ -n "$section_name" ]; then
+    echo "   ($section_name: $((SECONDS - section_start)) s)"
+  fi
+  section_name="$1"
+  section_start=$SECONDS
+  if [ -n "$1" ]; then echo "== $1"; fi
+}
+
+section "go mod download"
 go mod download
 
-echo "== go vet"
+section "go vet"
 go vet ./...
 
-echo "== gofmt"
+section "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:" >&2
@@ -27,13 +41,13 @@ if [ -n "$unformatted" ]; then
   exit 1
 fi
 
-echo "== go test"
+section "go test"
 go test -count=1 ./...
 
-echo "== shipped coefficients up to date"
+section "shipped coefficients up to date"
 scripts/make-shipped-coefficients.sh --check
 
-echo "== Python trainer: pinned requirements and pytest"
+section "Python trainer: pinned requirements and pytest"
 venv="${BLIS_VENV:-build/venv}"
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
@@ -44,8 +58,9 @@ py="$(cd "$venv" && pwd)/bin/python"
 # tests always see the checked-out code.
 (cd tools/physics_trainer && BLIS_REQUIRE_GO=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$py" -m pytest -q -p no:cacheprovider)
 
-echo "== Python sweep driver (tools/blis_sweep): the process pool; its Ray tests run in .ci/run"
+section "Python sweep driver (tools/blis_sweep): the process pool; its Ray tests run in .ci/run"
 "$py" -m pip install -q --disable-pip-version-check -r tools/blis_sweep/requirements.lock
 (cd tools/blis_sweep && BLIS_REQUIRE_GO=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$py" -m pytest -q -p no:cacheprovider -m "not ray")
 
-echo "== all tests passed (the Ray backend's tests and the fuzzing: .ci/run runs them after this)"
+section ""
+echo "== all tests passed in $((SECONDS - start)) s (the Ray backend's tests and the fuzzing: .ci/run runs them after this)"
