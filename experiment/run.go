@@ -20,6 +20,7 @@ import (
 	"github.com/blis-sim/blis/sim"
 	"github.com/blis-sim/blis/sim/simtrace"
 	"github.com/blis-sim/blis/sim/workload"
+	"sync/atomic"
 )
 
 // Result is a run's outcome: the report blis run prints, and what it
@@ -68,7 +69,7 @@ func Run(ctx context.Context, e *Experiment, sinks Sinks) (*Result, error) {
 	if err := e.checkFiles(); err != nil {
 		return nil, err
 	}
-	r := &runner{e: e, sinks: sinks, rng: sim.NewRNG(e.Run.Seed), res: &Result{Mode: e.Mode}}
+	r := &runner{e: e, sinks: sinks, rng: sim.NewRNG(e.Run.Seed), res: &Result{Mode: e.Mode}, progress: progressFrom(ctx)}
 	defer func() {
 		if !r.committed {
 			sinks.Abort()
@@ -107,6 +108,28 @@ type runner struct {
 	// arrivals is what the workload sent (nil for a replay or given
 	// requests): the offered rate of the overload warning.
 	arrivals func() workload.Arrivals
+	progress *Progress // WithProgress's, or nil
+}
+
+// Progress is how far a run is, readable while it runs (blis run's
+// progress line): the requests the workload sent (Sent, of Total when the
+// workload has a count, else 0) and the last one's arrival time.
+type Progress struct {
+	workload.Progress
+	Total atomic.Int64
+}
+
+type progressKey struct{}
+
+// WithProgress makes Run report its progress to p (synthetic and workload
+// spec runs; a replay reports none).
+func WithProgress(ctx context.Context, p *Progress) context.Context {
+	return context.WithValue(ctx, progressKey{}, p)
+}
+
+func progressFrom(ctx context.Context) *Progress {
+	p, _ := ctx.Value(progressKey{}).(*Progress)
+	return p
 }
 
 // label names key for errors: its flag, file line or key.
@@ -289,7 +312,12 @@ func (r *runner) synthetic() (*workload.Stream, error) {
 	if err != nil {
 		return nil, r.e.syntheticErr(err)
 	}
-	return workload.NewStream(g), nil
+	s := workload.NewStream(g)
+	if p := r.progress; p != nil {
+		s.Watch(&p.Progress)
+		p.Total.Store(int64(r.e.Workload.Synthetic.Requests))
+	}
+	return s, nil
 }
 
 func (e *Experiment) syntheticErr(err error) error {
@@ -494,6 +522,10 @@ func (r *runner) cluster(ctx context.Context) error {
 		specSrc = workload.NewSource(w.Spec, r.rng)
 		src = specSrc
 		r.arrivals = specSrc.Arrivals
+		if p := r.progress; p != nil {
+			specSrc.Watch(&p.Progress)
+			p.Total.Store(w.Spec.Requests)
+		}
 		cfg.TenantNames = w.Spec.TenantIDs()
 		targets = w.Spec.SLO
 	}

@@ -4,12 +4,16 @@ package main
 // class a check beyond it.
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -287,3 +291,42 @@ func TestValidateHelpNamesShippedRuns(t *testing.T) {
 		}
 	}
 }
+
+// UX: a long run shows a progress line on a terminal (never in a pipe,
+// so outputs and tests see none): the requests sent and the simulated
+// time, erased when the run ends.
+func TestProgressLine(t *testing.T) {
+	p := &experiment.Progress{}
+	p.Total.Store(1000)
+	p.Sent.Store(250)
+	p.LastArrivalUs.Store(31_500_000)
+	var mu sync.Mutex
+	var b bytes.Buffer
+	w := writerFunc(func(x []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return b.Write(x) })
+	stop := showProgress(w, p, 0, 5*time.Millisecond)
+	time.Sleep(30 * time.Millisecond)
+	stop()
+	mu.Lock()
+	out := b.String()
+	mu.Unlock()
+	require.Contains(t, out, "\r\033[Kblis: 250 of 1000 (25 %) requests sent, 31.5 s simulated")
+	require.True(t, strings.HasSuffix(out, "\r\033[K"), "the line is erased: %q", out)
+	stop2 := showProgress(w, p, time.Hour, time.Hour)
+	stop2() // a run shorter than the delay writes nothing
+	require.Equal(t, out, b.String())
+	require.False(t, isTerminal(&b))
+
+	// The run reports its progress to the end.
+	e, err := experiment.NewDraft().Resolve()
+	require.NoError(t, err)
+	q := &experiment.Progress{}
+	_, err = experiment.Run(experiment.WithProgress(context.Background(), q), e, &experiment.MemSinks{})
+	require.NoError(t, err)
+	require.EqualValues(t, 1000, q.Sent.Load())
+	require.EqualValues(t, 1000, q.Total.Load())
+	require.Greater(t, q.LastArrivalUs.Load(), int64(100e6))
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

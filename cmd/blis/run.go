@@ -283,8 +283,17 @@ func runRun(cmd *cobra.Command, o *runFlags) error {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	stopProgress := func() {}
+	if !o.quiet && isTerminal(cmd.ErrOrStderr()) {
+		// Long runs (a million requests on 16 instances take tens of
+		// seconds) say how far they are, on the terminal only.
+		p := &experiment.Progress{}
+		ctx = experiment.WithProgress(ctx, p)
+		stopProgress = showProgress(cmd.ErrOrStderr(), p, 2*time.Second, time.Second)
+	}
 	start := time.Now()
 	res, err := experiment.Run(ctx, e, &experiment.FileSinks{Label: func(key string) string { return outputFlag(key) }})
+	stopProgress()
 	if res == nil {
 		return err
 	}
@@ -346,4 +355,53 @@ func printSpec(out io.Writer, d *experiment.Draft) error {
 func shippedNames() string {
 	return "Shipped models (--model): " + strings.Join(physics.BuiltinModels(), ", ") +
 		"\nShipped hardware (--hardware): " + strings.Join(physics.BuiltinHardware(), ", ")
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// showProgress rewrites one line on w every `every` after `delay`: the
+// requests sent (of the total when known) and the simulated time reached.
+// stop erases the line, if one was written, and returns once the loop
+// has ended.
+func showProgress(w io.Writer, p *experiment.Progress, delay, every time.Duration) (stop func()) {
+	done, ended := make(chan struct{}), make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(ended)
+		wrote := false
+		defer func() {
+			if wrote {
+				fmt.Fprint(w, "\r\033[K")
+			}
+		}()
+		timer := time.NewTimer(delay)
+		defer timer.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-timer.C:
+			}
+			sent, total := p.Sent.Load(), p.Total.Load()
+			of := ""
+			if total > 0 {
+				of = fmt.Sprintf(" of %d (%.0f %%)", total, 100*float64(sent)/float64(total))
+			}
+			fmt.Fprintf(w, "\r\033[Kblis: %d%s requests sent, %.1f s simulated, %.0f s wall", sent, of, float64(p.LastArrivalUs.Load())/1e6, time.Since(start).Seconds())
+			wrote = true
+			timer.Reset(every)
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended
+	}
 }

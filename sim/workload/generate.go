@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/blis-sim/blis/sim"
+	"sync/atomic"
 )
 
 // Arrival processes.
@@ -144,6 +145,7 @@ type Stream struct {
 	ok   bool
 	err  error
 	arr  Arrivals
+	prog *Progress
 }
 
 // Arrivals counts the requests a workload sent and the span of their
@@ -172,6 +174,22 @@ func (a Arrivals) PerS() float64 {
 // Arrivals is what Next has returned so far.
 func (s *Stream) Arrivals() Arrivals { return s.arr }
 
+// Progress is what a workload has sent, readable from another goroutine
+// while the simulation runs (a progress line).
+type Progress struct {
+	Sent, LastArrivalUs atomic.Int64
+}
+
+func (p *Progress) add(a Arrivals) {
+	if p != nil {
+		p.Sent.Store(a.N)
+		p.LastArrivalUs.Store(a.LastUs)
+	}
+}
+
+// Watch reports every request Next returns to p.
+func (s *Stream) Watch(p *Progress) { s.prog = p }
+
 // NewStream returns g's stream, its first request generated.
 func NewStream(g *Generator) *Stream {
 	s := &Stream{g: g}
@@ -195,6 +213,7 @@ func (s *Stream) Peek() (int64, bool) { return s.next.ArrivalUs, s.ok }
 func (s *Stream) Next() sim.RequestSpec {
 	r := s.next
 	s.arr.add(r.ArrivalUs)
+	s.prog.add(s.arr)
 	s.advance()
 	return r
 }

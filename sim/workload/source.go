@@ -43,10 +43,14 @@ type Source struct {
 	stats   []TenantStats
 	err     error // a time beyond the simulator's clock (Err)
 	arr     Arrivals
+	prog    *Progress
 }
 
 // Arrivals is what Next has sent so far.
 func (s *Source) Arrivals() Arrivals { return s.arr }
+
+// Watch reports every request Next sends to p.
+func (s *Source) Watch(p *Progress) { s.prog = p }
 
 // TenantStats is what a tenant's clients did.
 type TenantStats struct {
@@ -290,6 +294,7 @@ func (s *Source) Next() sim.RequestSpec {
 		c = s.start(p.tenant, p.client, ts.clients[p.client].Uint64())
 	}
 	s.arr.add(p.at)
+	s.prog.add(s.arr)
 	return s.send(c, p.at)
 }
 
