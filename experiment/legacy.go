@@ -125,6 +125,8 @@ func (d *Draft) ParseDeployment(data []byte, src string) error {
 	for i := range y.Pools {
 		p := &y.Pools[i]
 		at := fmt.Sprintf("pools[%d]", i)
+		// Paths are the file's folder's before anything reads them.
+		resolvePool(&p.InstanceYAML, filepath.Dir(src))
 		pool, err := p.PoolYAML.Pool(i, "")
 		if err != nil {
 			return placeFile(doc, at, err)
@@ -137,7 +139,6 @@ func (d *Draft) ParseDeployment(data []byte, src string) error {
 		if total > deploy.MaxInstances {
 			return doc.Errorf(at+".replicas", "the deployment has more than %d instances", deploy.MaxInstances)
 		}
-		resolvePool(&p.InstanceYAML, filepath.Dir(src))
 		dp.Pools = append(dp.Pools, p.PoolYAML)
 		keys["deployment."+at] = at
 		// Every pool must run the same scheduler and priority now: the

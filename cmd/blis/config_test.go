@@ -94,6 +94,7 @@ func TestConfigFormMatchesFlagForm(t *testing.T) {
 		"/tmp/coeffs.yaml":             "../../coefficients/shipped/llama-3.1-8b_h100-sxm_tp1.yaml",
 		"/tmp/agents.yaml":             filepath.Join(dir, "agents.yaml"),
 		"deploy.yaml":                  deployment,
+		"examples/deploy.yaml":         "../../examples/deploy.yaml",
 	}
 	outputs := map[string]bool{"--otlp-trace": true, "--kv-events": true, "--decision-trace": true, "--window-out": true, "--window-plot": true}
 	tested := 0

@@ -330,3 +330,119 @@ func TestProgressLine(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// README commands run as written, in order, from a fresh clone: every
+// file a command reads is in the repository or written by an earlier
+// command of the page (-o, --out, --otlp-trace, "> FILE", ...; a folder
+// written covers the files in it). The README named /tmp/tables before
+// the section that writes it, and deploy.yaml that no one has.
+func TestREADMECommandsRunInOrder(t *testing.T) {
+	root := filepath.Join("..", "..")
+	data, err := os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	var cmds [][]string
+	inSh := false
+	cont := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		switch {
+		case strings.HasPrefix(line, "```sh"):
+			inSh = true
+			continue
+		case strings.HasPrefix(line, "```"):
+			inSh = false
+			continue
+		}
+		if !inSh {
+			continue
+		}
+		line = strings.TrimSpace(line)
+		if i := strings.Index(line, "  #"); i >= 0 {
+			line = line[:i]
+		}
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		if strings.HasSuffix(line, "\\") {
+			cont += strings.TrimSuffix(line, "\\") + " "
+			continue
+		}
+		line, cont = cont+line, ""
+		for _, part := range strings.Split(line, ";") {
+			if f := strings.Fields(part); len(f) > 0 {
+				cmds = append(cmds, f)
+			}
+		}
+	}
+	require.Greater(t, len(cmds), 30)
+	written := []string{}
+	producedBy := map[string]bool{"-o": true, "--out": true, "--otlp-trace": true, "--kv-events": true, "--decision-trace": true,
+		"--window-out": true, "--window-plot": true, "--plot": true, "--report": true, ">": true}
+	readBy := map[string]bool{"--replay": true, "--deployment": true, "--config": true, "--policy-config": true, "--workload-spec": true,
+		"--coefficients": true, "--tables": true, "--counters": true, "--meta": true, "--configs": true}
+	isWritten := func(p string) bool {
+		for _, w := range written {
+			if p == w || strings.HasPrefix(p, strings.TrimSuffix(w, "/")+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	check := func(c []string, p string) {
+		p = strings.Trim(p, `'"`)
+		if p == "" || strings.HasPrefix(p, "-") || strings.Contains(p, "$") {
+			return
+		}
+		if isWritten(p) {
+			return
+		}
+		_, err := os.Stat(filepath.Join(root, p))
+		require.NoError(t, err, "%s: reads %s, which neither the repository nor an earlier README command has", strings.Join(c, " "), p)
+	}
+	for _, c := range cmds {
+		// Positional inputs of the commands that take files.
+		sub := ""
+		for i, a := range c {
+			if (a == "./cmd/calibrate" || a == "./cmd/blis") && i+1 < len(c) {
+				sub = c[i+1]
+				for _, a := range c[i+2:] {
+					if strings.HasPrefix(a, "-") || a == ">" {
+						break
+					}
+					if sub == "ingest" || sub == "fit" || sub == "validate" {
+						check(c, a)
+					}
+				}
+			}
+		}
+		for i := 0; i+1 < len(c); i++ {
+			if readBy[c[i]] {
+				check(c, c[i+1])
+			}
+		}
+		for i := 0; i+1 < len(c); i++ {
+			if producedBy[c[i]] {
+				written = append(written, strings.Trim(c[i+1], `'"`))
+			}
+		}
+		if strings.HasPrefix(c[len(c)-1], ">") && len(c[len(c)-1]) > 1 {
+			written = append(written, strings.TrimPrefix(c[len(c)-1], ">"))
+		}
+	}
+}
+
+// A deployment file's relative coefficients path is read from the file's
+// folder (the documented rule): it was opened from the working directory
+// first, so examples/deploy.yaml ran only from examples/. The README's
+// example file runs from the repository's root.
+func TestDeploymentPathsFromItsFolder(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join("..", "..", "coefficients", "shipped", "llama-3.1-8b_h100-sxm_tp1.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "co.yaml"), b, 0o644))
+	dep := filepath.Join(dir, "d.yaml")
+	require.NoError(t, os.WriteFile(dep, []byte("pools:\n  - name: a\n    replicas: 1\n    latency: {model: physics, coefficients: co.yaml}\n"), 0o644))
+	_, _, err = runCLI(t, "run", "-q", "--deployment", dep, "--requests", "10")
+	require.NoError(t, err)
+	_, _, err = runCLI(t, "run", "-q", "--deployment", filepath.Join("..", "..", "examples", "deploy.yaml"), "--requests", "20")
+	require.NoError(t, err)
+}
