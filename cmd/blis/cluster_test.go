@@ -158,7 +158,7 @@ func TestClusterBadInput(t *testing.T) {
 		{[]string{"--window", "1s", "--window-out", "windows"}, "--window-out: windows: the extension must be .csv or .jsonl"},
 		{[]string{"--window", "1s", "--window-plot", "w.eps"}, "--window-plot: w.eps: the extension must be .png, .svg or .pdf"},
 		{[]string{"--window", "1s", "--window-out", "w.csv", "--window-plot", "w.jpg"}, "--window-plot: w.jpg: the extension must be .png, .svg or .pdf"},
-		{[]string{"--window", "1s", "--window-out", filepath.Join(dir, "no", "such", "w.csv")}, "--window-out " + filepath.Join(dir, "no", "such", "w.csv") + ": open"},
+		{[]string{"--window", "1s", "--window-out", filepath.Join(dir, "no", "such", "w.csv")}, "--window-out " + filepath.Join(dir, "no", "such", "w.csv") + ": the folder " + filepath.Join(dir, "no", "such") + " does not exist"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, _, err := runCLI(t, append([]string{"run", "--requests", "10"}, tc.args...)...)

@@ -481,7 +481,7 @@ func checkFitOutputs(o *fitOpts, specs []configSpec, reportDir string) error {
 	}
 	outs := []atomicfile.Named{{Label: "-o", Path: o.output}}
 	for _, f := range reportFiles {
-		outs = append(outs, atomicfile.Named{Label: "--report", Path: filepath.Join(reportDir, f)})
+		outs = append(outs, atomicfile.Named{Label: "--report", Path: filepath.Join(reportDir, f), MadeDir: true})
 	}
 	return atomicfile.Check(ins, outs)
 }

@@ -96,3 +96,14 @@ func TestFitRefusesAnotherModelsTrace(t *testing.T) {
 	_, err = run(t, "fit", shrunk, "--enable-chunked-prefill=false", "--max-num-seqs", "64", "-q", "-o", out)
 	require.ErrorContains(t, err, "the traces report 5000 GPU KV blocks")
 }
+
+// Class 5: fit's outputs are checked before any table is read: a missing
+// folder for -o was found only after the fit (minutes on 10M rows).
+func TestFitChecksOutputsFirst(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "no", "c.yaml")
+	_, err := run(t, "fit", filepath.Join(dir, "tables"), "-o", out, "-q")
+	require.ErrorContains(t, err, "-o "+out+": the folder "+filepath.Join(dir, "no")+" does not exist")
+	_, err = run(t, "fit", filepath.Join(dir, "tables"), "-o", filepath.Join(dir, "c.yaml"), "--report", filepath.Join(dir, "c.yaml", "rep"), "-q")
+	require.Error(t, err)
+}

@@ -142,7 +142,7 @@ func runIngest(stdout, stderr io.Writer, args []string, o ingestOpts) error {
 		ins = append(ins, atomicfile.Named{Label: "input", Path: f})
 	}
 	for _, f := range otlpingest.OutputFiles(o.out) {
-		outs = append(outs, atomicfile.Named{Label: "-o", Path: f})
+		outs = append(outs, atomicfile.Named{Label: "-o", Path: f, MadeDir: true})
 	}
 	if err := atomicfile.Check(ins, outs); err != nil {
 		return err

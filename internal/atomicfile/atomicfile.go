@@ -237,8 +237,48 @@ func (g *Group) Abort() {
 }
 
 // Named is a path and what names it in errors (a flag or an argument).
+// MadeDir says the command creates the output's folder before writing it
+// (calibrate ingest -o, fit --report): Check then needs only a writable
+// ancestor.
 type Named struct {
 	Label, Path string
+	MadeDir     bool
+}
+
+// writable checks, before any work, that o can be written: its folder
+// exists (or, with MadeDir, its nearest existing ancestor) and is a folder
+// where a file can be created, probed by creating and removing one. A
+// run that would fail at its end for want of a folder fails at its start.
+func writable(o Named) error {
+	dir := filepath.Dir(o.Path)
+	anc := dir
+	for {
+		st, err := os.Stat(anc)
+		if err == nil {
+			if !st.IsDir() {
+				return fmt.Errorf("%s %s: %s is not a folder", o.Label, o.Path, anc)
+			}
+			break
+		}
+		if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			return fmt.Errorf("%s %s: %w", o.Label, o.Path, err)
+		}
+		up := filepath.Dir(anc)
+		if up == anc {
+			break
+		}
+		anc = up
+	}
+	if anc != dir && !o.MadeDir {
+		return fmt.Errorf("%s %s: the folder %s does not exist", o.Label, o.Path, dir)
+	}
+	f, err := os.CreateTemp(anc, ".blis-probe-*")
+	if err != nil {
+		return fmt.Errorf("%s %s: cannot write in %s: %w", o.Label, o.Path, anc, err)
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
 }
 
 // DirInputs are the regular files directly inside dir, each an input named
@@ -252,7 +292,7 @@ func DirInputs(label, dir string) []Named {
 	var out []Named
 	for _, e := range entries {
 		if e.Type().IsRegular() {
-			out = append(out, Named{label, filepath.Join(dir, e.Name())})
+			out = append(out, Named{Label: label, Path: filepath.Join(dir, e.Name())})
 		}
 	}
 	return out
@@ -307,6 +347,12 @@ func Check(inputs, outputs []Named) error {
 			}
 		}
 		outs = append(outs, k)
+	}
+	// Then that each can be written (after the clashes, which say more).
+	for _, o := range outs {
+		if err := writable(o.Named); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -77,26 +77,26 @@ func TestCheck(t *testing.T) {
 	wd := must(os.Getwd())
 	rel := must(filepath.Rel(wd, in))
 
-	inputs := append([]Named{{"--replay", in}}, DirInputs("TABLES_DIR", tables)...)
+	inputs := append([]Named{{Label: "--replay", Path: in}}, DirInputs("TABLES_DIR", tables)...)
 	for _, c := range []struct {
 		name    string
 		outputs []Named
 		want    string // "" for no error
 	}{
-		{"distinct", []Named{{"--otlp-trace", filepath.Join(dir, "t.jsonl")}, {"--kv-events", filepath.Join(dir, "kv.jsonl")}}, ""},
-		{"unset outputs are ignored", []Named{{"--otlp-trace", ""}, {"--kv-events", ""}}, ""},
-		{"a new file in an input folder", []Named{{"-o", filepath.Join(tables, "coeffs.yaml")}}, ""},
-		{"output is the input", []Named{{"--otlp-trace", in}}, "--otlp-trace " + in + " is also the input --replay " + in},
-		{"spelled differently", []Named{{"--otlp-trace", filepath.Join(dir, "sub", "..", ".", "x.csv")}}, "is also the input --replay"},
-		{"relative", []Named{{"--otlp-trace", rel}}, "is also the input --replay"},
-		{"through a symbolic link", []Named{{"--otlp-trace", filepath.Join(link, "x.csv")}}, "is also the input --replay"},
-		{"a hard link", []Named{{"--otlp-trace", hard}}, "is also the input --replay"},
-		{"a file of an input folder", []Named{{"-o", filepath.Join(tables, "steps.parquet")}}, "is also the input TABLES_DIR"},
-		{"two outputs", []Named{{"--otlp-trace", filepath.Join(dir, "f")}, {"--kv-events", filepath.Join(dir, "f")}},
+		{"distinct", []Named{{Label: "--otlp-trace", Path: filepath.Join(dir, "t.jsonl")}, {Label: "--kv-events", Path: filepath.Join(dir, "kv.jsonl")}}, ""},
+		{"unset outputs are ignored", []Named{{Label: "--otlp-trace", Path: ""}, {Label: "--kv-events", Path: ""}}, ""},
+		{"a new file in an input folder", []Named{{Label: "-o", Path: filepath.Join(tables, "coeffs.yaml")}}, ""},
+		{"output is the input", []Named{{Label: "--otlp-trace", Path: in}}, "--otlp-trace " + in + " is also the input --replay " + in},
+		{"spelled differently", []Named{{Label: "--otlp-trace", Path: filepath.Join(dir, "sub", "..", ".", "x.csv")}}, "is also the input --replay"},
+		{"relative", []Named{{Label: "--otlp-trace", Path: rel}}, "is also the input --replay"},
+		{"through a symbolic link", []Named{{Label: "--otlp-trace", Path: filepath.Join(link, "x.csv")}}, "is also the input --replay"},
+		{"a hard link", []Named{{Label: "--otlp-trace", Path: hard}}, "is also the input --replay"},
+		{"a file of an input folder", []Named{{Label: "-o", Path: filepath.Join(tables, "steps.parquet")}}, "is also the input TABLES_DIR"},
+		{"two outputs", []Named{{Label: "--otlp-trace", Path: filepath.Join(dir, "f")}, {Label: "--kv-events", Path: filepath.Join(dir, "f")}},
 			"--kv-events " + filepath.Join(dir, "f") + " is also the output --otlp-trace"},
-		{"two outputs, one through a link", []Named{{"--otlp-trace", filepath.Join(dir, "f")}, {"--kv-events", filepath.Join(link, "f")}},
+		{"two outputs, one through a link", []Named{{Label: "--otlp-trace", Path: filepath.Join(dir, "f")}, {Label: "--kv-events", Path: filepath.Join(link, "f")}},
 			"is also the output --otlp-trace"},
-		{"a directory", []Named{{"--plot", sub}}, "--plot " + sub + " is a directory"},
+		{"a directory", []Named{{Label: "--plot", Path: sub}}, "--plot " + sub + " is a directory"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := Check(inputs, c.outputs)

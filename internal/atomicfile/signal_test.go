@@ -65,3 +65,33 @@ func TestNothingCommittedAfterRemoveTemporaries(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, left)
 }
+
+// Issue 32, class 5: every output path is checked before the work: its
+// folder must exist (or, for a folder the command makes, a writable
+// ancestor) and take a file; a failing output was found only when the
+// run wrote it, after minutes of work.
+func TestCheckProbesOutputFolders(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	for _, c := range []struct {
+		out  Named
+		want string
+	}{
+		{Named{Label: "-o", Path: filepath.Join(dir, "c.yaml")}, ""},
+		{Named{Label: "-o", Path: filepath.Join(dir, "no", "c.yaml")}, "the folder " + filepath.Join(dir, "no") + " does not exist"},
+		{Named{Label: "--report", Path: filepath.Join(dir, "no", "deeper", "report.md"), MadeDir: true}, ""},
+		{Named{Label: "-o", Path: filepath.Join(file, "c.yaml")}, file + " is not a folder"},
+		{Named{Label: "--report", Path: filepath.Join(file, "r", "report.md"), MadeDir: true}, file + " is not a folder"},
+	} {
+		err := Check(nil, []Named{c.out})
+		if c.want == "" {
+			require.NoError(t, err, c.out.Path)
+		} else {
+			require.ErrorContains(t, err, c.out.Label+" "+c.out.Path+": "+c.want)
+		}
+	}
+	left, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, left, 1, "the probes are removed")
+}
