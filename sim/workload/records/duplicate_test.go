@@ -41,12 +41,46 @@ func TestVLLMBenchDuplicateArrayRefused(t *testing.T) {
 		`{"a": 1`:    "",
 		`{"a": "a"}`: "",
 	} {
-		k, ok := duplicateTopLevelKey([]byte(doc))
+		k, ok := dupKey([]byte(doc))
 		require.Equal(t, want != "", ok, doc)
 		require.Equal(t, want, k, doc)
 	}
 	good, err := os.ReadFile(filepath.Join("testdata", "vllm_bench.json"))
 	require.NoError(t, err)
-	_, ok := duplicateTopLevelKey(good)
+	_, ok := dupKey(good)
 	require.False(t, ok)
+}
+
+// Every JSON row reader refuses a row naming a field twice (the last copy
+// won silently): the row is skipped with its reason, or with --strict an
+// error naming file:line and the field. dupKey on escapes, nesting and
+// strings that look like keys.
+func TestJSONRowsWithADuplicateKey(t *testing.T) {
+	dir := t.TempDir()
+	for format, body := range map[string]string{
+		VLLMRuns:      `{"request_id": "a", "input_toks": 10, "output_toks": 5, "arrival_time": 1000.5, "queued_ts": 50.5, "scheduled_ts": 50.5, "first_token_ts": 50.6, "last_token_ts": 51.0, "input_toks": 9000}` + "\n",
+		Mooncake:      `{"timestamp": 0, "input_length": 100, "output_length": 20, "hash_ids": [0], "input_length": 7}` + "\n",
+		InferencePerf: `[{"start_time": 1.0, "end_time": 2.0, "request": "{}", "response": "{}", "info": {"input_tokens": 10, "output_tokens": 5}, "start_time": 9.0}]`,
+	} {
+		p := filepath.Join(dir, format)
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+		_, rep, err := Read(p, format, Options{})
+		if err == nil {
+			require.Len(t, rep.Skipped, 1, format)
+			require.Equal(t, SkipDuplicateKey, rep.Skipped[0].Reason, format)
+		}
+		_, _, err = Read(p, format, Options{Strict: true})
+		require.ErrorContains(t, err, "named twice in the row", format)
+	}
+	for doc, want := range map[string]string{
+		`{"a": "x\"y, \"a\": ", "b": {"a": 1}, "c": ["a", {"a": 2}]}`: "",
+		`{"a\"": 1, "a": 2}`:        "",
+		`{"s": "\\", "s": 1}`:       "s",
+		` { "k" : [ ] , "k" : 1 } `: "k",
+		`{"k": 1,}`:                 "",
+	} {
+		k, ok := dupKey([]byte(doc))
+		require.Equal(t, want != "", ok, doc)
+		require.Equal(t, want, k, doc)
+	}
 }

@@ -101,6 +101,9 @@ func first(raws ...json.RawMessage) json.RawMessage {
 
 func inferencePerfRow(raw json.RawMessage) (int64, Record, *rowError) {
 	var m ipEntry
+	if k, ok := dupKey(raw); ok {
+		return 0, Record{}, bad(SkipDuplicateKey, k, "named twice in the row")
+	}
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return 0, Record{}, typeError(err)
 	}

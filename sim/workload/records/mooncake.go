@@ -35,6 +35,9 @@ func readMooncake(r *reader, src io.Reader) error {
 
 func mooncakeRow(b []byte) (int64, Record, *rowError) {
 	var m mooncakeLine
+	if k, ok := dupKey(b); ok {
+		return 0, Record{}, bad(SkipDuplicateKey, k, "named twice in the row")
+	}
 	if err := json.Unmarshal(b, &m); err != nil {
 		return 0, Record{}, typeError(err)
 	}

@@ -332,3 +332,83 @@ func atoi2(s string) (int, bool) {
 	}
 	return int(s[0]-'0')*10 + int(s[1]-'0'), true
 }
+
+// dupKey reports the first key a JSON object names twice at its top level
+// (false when none is, or b is not an object: Unmarshal says what is wrong
+// then). It scans bytes without allocating, so a row costs one more pass;
+// encoding/json keeps the last copy of a key silently (issue 32, class 7).
+func dupKey(b []byte) (string, bool) {
+	i := 0
+	ws := func() {
+		for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+			i++
+		}
+	}
+	// str scans the string at b[i] == '"' and returns its raw bytes.
+	str := func() ([]byte, bool) {
+		start := i + 1
+		for i++; i < len(b); i++ {
+			switch b[i] {
+			case '\\':
+				i++
+			case '"':
+				i++
+				return b[start : i-1], true
+			}
+		}
+		return nil, false
+	}
+	ws()
+	if i >= len(b) || b[i] != '{' {
+		return "", false
+	}
+	i++
+	var keys [][]byte
+	for {
+		ws()
+		if i >= len(b) || b[i] != '"' {
+			return "", false // '}' or malformed
+		}
+		k, ok := str()
+		if !ok {
+			return "", false
+		}
+		for _, o := range keys {
+			if bytes.Equal(o, k) {
+				return string(k), true
+			}
+		}
+		keys = append(keys, k)
+		ws()
+		if i >= len(b) || b[i] != ':' {
+			return "", false
+		}
+		i++
+		// Skip the value: strings whole, brackets by depth.
+		depth := 0
+		for ; i < len(b); i++ {
+			c := b[i]
+			if c == '"' {
+				if _, ok := str(); !ok {
+					return "", false
+				}
+				i--
+				continue
+			}
+			if c == '{' || c == '[' {
+				depth++
+			} else if c == '}' || c == ']' {
+				if depth == 0 {
+					break
+				}
+				depth--
+			} else if c == ',' && depth == 0 {
+				break
+			}
+		}
+		if i >= len(b) || b[i] != ',' {
+			return "", false // the object's end (or malformed)
+		}
+		i++
+	}
+}

@@ -103,6 +103,7 @@ const (
 	SkipZeroOutputTokens = "zero_output_tokens" // and at least one output token
 	SkipTooManyTokens    = "too_many_tokens"    // a count above sim.MaxTokens, which no model's context comes near
 	SkipFailedRequest    = "failed_request"     // the trace says the request failed
+	SkipDuplicateKey     = "duplicate_key"      // a field named twice in the row: which one holds is not for the reader to guess
 )
 
 // Format names.

@@ -60,7 +60,7 @@ func readVLLMBench(r *reader, src io.Reader) error {
 	}
 	// Its arrays are the table's columns: one named twice would leave the
 	// other copy unread (issue 32, class 7).
-	if k, ok := duplicateTopLevelKey(data); ok {
+	if k, ok := dupKey(data); ok {
 		return fmt.Errorf("%s: key %s appears twice", r.path, k)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -169,48 +169,4 @@ func vllmBenchRow(f *vllmBenchFile, outputLens []json.RawMessage, i int) (int64,
 		rec.MeanITLUs = perTokenUs(e2e-ttft, rec.OutputTokens-1)
 	}
 	return t, rec, nil
-}
-
-// duplicateTopLevelKey reports the first key that a JSON object document
-// names twice at its top level (false when there is none or data is not an
-// object: Decode says what is wrong then).
-func duplicateTopLevelKey(data []byte) (string, bool) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return "", false
-	}
-	seen := map[string]bool{}
-	depth := 1
-	key := true // the next token at depth 1 is a key
-	for depth > 0 {
-		t, err := dec.Token()
-		if err != nil {
-			return "", false
-		}
-		switch v := t.(type) {
-		case json.Delim:
-			if v == '{' || v == '[' {
-				depth++
-			} else {
-				depth--
-			}
-			if depth == 1 {
-				key = true
-			}
-			continue
-		case string:
-			if depth == 1 && key {
-				if seen[v] {
-					return v, true
-				}
-				seen[v] = true
-				key = false
-				continue
-			}
-		}
-		if depth == 1 {
-			key = true
-		}
-	}
-	return "", false
 }

@@ -109,6 +109,9 @@ func sub(a, b int64) (int64, bool) {
 
 func vllmRunsRow(b []byte) (vllmRun, *rowError) {
 	var m vllmRunsLine
+	if k, ok := dupKey(b); ok {
+		return vllmRun{}, bad(SkipDuplicateKey, k, "named twice in the row")
+	}
 	if err := json.Unmarshal(b, &m); err != nil {
 		return vllmRun{}, typeError(err)
 	}
