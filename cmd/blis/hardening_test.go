@@ -446,3 +446,21 @@ func TestDeploymentPathsFromItsFolder(t *testing.T) {
 	_, _, err = runCLI(t, "run", "-q", "--deployment", filepath.Join("..", "..", "examples", "deploy.yaml"), "--requests", "20")
 	require.NoError(t, err)
 }
+
+// Class 2: SLO attainment with nothing finished is 0 beside finished: 0,
+// never 1 (docs/workloads.md), as the fitness of an empty run is 0.
+func TestAttainmentOfNothingFinished(t *testing.T) {
+	out, _, err := runCLI(t, "run", "-q", "--scenario", "mixed-slo", "--horizon", "0.2")
+	require.NoError(t, err)
+	var r struct {
+		Metrics struct {
+			SLO struct {
+				Finished   int64
+				Attainment float64
+			}
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	require.Zero(t, r.Metrics.SLO.Finished)
+	require.Zero(t, r.Metrics.SLO.Attainment)
+}
