@@ -79,3 +79,34 @@ policies:
 		require.True(t, strings.Contains(flat.String(), want), "report lacks %s", want)
 	}
 }
+
+// TestDisaggregatedUnderScaling: an autoscaler that keeps adding and
+// removing instances (oscillator, every second) terminates prefill
+// instances that still hold KV their decode instances have not pulled;
+// they are retired only once it is pulled, and every request is served.
+// The decode instances are small (400 KV blocks: three 2,000-token
+// requests at once), so handoffs wait for blocks and prefill instances
+// hold KV for seconds.
+func TestDisaggregatedUnderScaling(t *testing.T) {
+	text := `version: 1
+deployment:
+  pools:
+    - {name: p, role: prefill, replicas: 2, min_replicas: 1, max_replicas: 3, nodes: {provision_s: [0, 0]}, startup: {image_pull_s: 0, storage_gb_per_s: 1000, compile_s: 0, graph_capture_s: 0}, drain: {policy: wait}}
+    - {name: d, role: decode, replicas: 2, min_replicas: 1, max_replicas: 3, nodes: {provision_s: [0, 0]}, startup: {image_pull_s: 0, storage_gb_per_s: 1000, compile_s: 0, graph_capture_s: 0}, drain: {policy: wait}, vllm: {total_kv_blocks_gpu: 400}}
+workload:
+  synthetic: {requests: 600, rate: 20, prompt_tokens: "const:2000", output_tokens: "const:64", prefix_groups: 0}
+policies:
+  disaggregation: {type: always}
+  autoscale: {type: oscillator, params: {interval_s: 1}}
+`
+	e, err := parse(t, text)
+	require.NoError(t, err)
+	e.Run.Workers = 1
+	res, err := Run(context.Background(), e, &MemSinks{})
+	require.NoError(t, err)
+	m := res.Cluster
+	require.Equal(t, int64(600), m.Requests.Completed)
+	require.Equal(t, int64(600), m.Disaggregation.Transfers)
+	require.Greater(t, m.Disaggregation.PullsWaited, int64(0))
+	require.Greater(t, m.Fleet.Pools[0].ScaleDowns, int64(5))
+}
