@@ -70,6 +70,14 @@ policies:
 		// plus 20 µs of latency, for a transfer alone on its link.
 		require.InDelta(t, 6.046, m.Disaggregation.TransferMs.Min, 0.002)
 		require.Equal(t, int64(200), m.Requests.Completed)
+		// By role: the prefill instance computed every prompt and one token
+		// per request; the decode instance every output token.
+		roles := m.Disaggregation.Roles
+		require.Len(t, roles, 2)
+		require.Equal(t, "prefill", roles[0].Role.String())
+		require.InDelta(t, 200*2000, roles[0].PromptTokensPerS*m.DurationS, 1e-6)
+		require.InDelta(t, 200, roles[0].OutputTokensPerS*m.DurationS, 1e-6)
+		require.InDelta(t, 200*16, roles[1].OutputTokensPerS*m.DurationS, 1e-6)
 		require.NoError(t, res.WriteJSON(&out[i]))
 	}
 	require.Equal(t, out[0].String(), out[1].String())
