@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+
+	"github.com/blis-sim/blis/cluster"
 )
 
 // BenchmarkAutoscaledDay is issue 30's target: 24 simulated hours of
@@ -37,14 +39,7 @@ func BenchmarkAutoscaledDay(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		e.Run.Workers = runtime.GOMAXPROCS(0)
-		res, err := Run(context.Background(), e, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		m := res.Cluster
-		b.ReportMetric(float64(m.Requests.Arrived), "requests")
-		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(m.Requests.Arrived)/float64(b.N), "µs/request")
+		m := benchRun(b, e)
 		b.ReportMetric(float64(m.Fleet.Pools[0].Created), "instances-created")
 	}
 }
@@ -84,14 +79,21 @@ policies:
 		if err != nil {
 			b.Fatal(err)
 		}
-		e.Run.Workers = runtime.GOMAXPROCS(0)
-		res, err := Run(context.Background(), e, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		m := res.Cluster
-		b.ReportMetric(float64(m.Requests.Arrived), "requests")
-		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(m.Requests.Arrived)/float64(b.N), "µs/request")
+		m := benchRun(b, e)
 		b.ReportMetric(float64(m.Disaggregation.Disaggregated), "disaggregated")
 	}
+}
+
+// benchRun runs e on every CPU and reports its requests and the wall
+// time per request.
+func benchRun(b *testing.B, e *Experiment) *cluster.Result {
+	e.Run.Workers = runtime.GOMAXPROCS(0)
+	res, err := Run(context.Background(), e, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := res.Cluster
+	b.ReportMetric(float64(m.Requests.Arrived), "requests")
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(m.Requests.Arrived)/float64(b.N), "µs/request")
+	return m
 }

@@ -3,8 +3,6 @@ package experiment
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -103,21 +101,7 @@ func TestDisaggregationDocs(t *testing.T) {
 			require.Greater(t, rows[i].pd.SLO.GoodputRPS, rows[i].colo.SLO.GoodputRPS, "prompt %d", p)
 		}
 	}
-	table := b.String()
-	const begin, end = "<!-- disaggregation-table -->\n", "<!-- /disaggregation-table -->\n"
-	for _, doc := range []string{filepath.Join("..", "README.md"), filepath.Join("..", "docs", "disaggregation.md")} {
-		data, err := os.ReadFile(doc)
-		require.NoError(t, err)
-		s := string(data)
-		i, j := strings.Index(s, begin), strings.Index(s, end)
-		require.True(t, i >= 0 && j > i, "%s has no %q ... %q markers", doc, strings.TrimSpace(begin), strings.TrimSpace(end))
-		want := s[:i+len(begin)] + table + s[j:]
-		if *update {
-			require.NoError(t, os.WriteFile(doc, []byte(want), 0o644))
-			continue
-		}
-		require.Equal(t, want, s, "%s's disaggregation table is stale: go test ./experiment -run DisaggregationDocs -update", doc)
-	}
+	rewriteDocsBlock(t, "disaggregation-table", b.String(), "go test ./experiment -run DisaggregationDocs -update", "README.md", "docs/disaggregation.md")
 }
 
 // ms formats milliseconds, whole from 10 ms.
