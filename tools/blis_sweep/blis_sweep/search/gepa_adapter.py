@@ -39,6 +39,9 @@ class BlisGEPAAdapter:
     :class:`~blis_sweep.search.core.Outcome` s (with the run's summary).
     """
 
+    # GEPA's default proposer (the reflection LM with REFLECTION_PROMPT).
+    propose_new_texts = None
+
     def __init__(self, evaluator: PolicyEvaluator, *, max_records: int = 8, section_help: Mapping[str, str] | None = None):
         self.evaluator = evaluator
         self.max_records = max_records
@@ -79,11 +82,7 @@ class BlisGEPAAdapter:
                         "section": comp,
                         "other sections": {k: v for k, v in others.items() if k != comp},
                     },
-                    "Generated Outputs": {
-                        "policy section": candidate.get(comp, ""),
-                        "score": round(o.score, 6),
-                        "metrics": {k: round(v, 6) for k, v in o.metrics.items()},
-                    },
+                    "Generated Outputs": {"policy section": candidate.get(comp, ""), "score": round(o.score, 6)},
                     "Feedback": o.feedback(),
                 }
                 if comp in self.section_help:
@@ -98,3 +97,66 @@ def _name(item: Any) -> str:
         return Workload.of(item).name
     except Exception:
         return str(item)
+
+
+# GEPA's reflection prompt for a policy section (<curr_param>: the section's
+# YAML, <side_info>: make_reflective_dataset's records).
+REFLECTION_PROMPT = """You are tuning one section of a policy bundle for blis, a simulator of a fleet of vLLM
+instances behind a router. The section is YAML: {type: TEMPLATE, params: {...}} (docs/policies.md
+lists the templates and parameters of admission, priority, routing, scheduler and autoscale).
+
+The current section:
+```
+<curr_param>
+```
+
+How the bundle did on some workloads (the score is in [0, 1], higher is better: by default the
+share of arrived requests that met their SLO; the feedback has the run's metrics, anomaly counters
+and summary, or the error that made the bundle invalid):
+```
+<side_info>
+```
+
+Propose a better value for this section. Reply with the new section's YAML only, inside one
+``` block, e.g.
+```
+{type: weighted, params: {scorers: {queue-depth: 2, kv-utilization: 1}}}
+```"""
+
+
+def optimize_policy(seed_candidate: Mapping[str, str], workloads: Sequence[Any], evaluator: PolicyEvaluator,
+                    reflection_lm: Any, *, max_metric_calls: int = 20, run_dir: str | None = None, seed: int = 0,
+                    valset: Sequence[Any] | None = None, **gepa_kwargs: Any):
+    """``gepa.optimize`` with a :class:`BlisGEPAAdapter`: ``workloads`` are
+    the train set (and the validation set unless ``valset`` is given),
+    ``reflection_lm`` a callable ``prompt -> text`` (:func:`openai_lm` for
+    an OpenAI-compatible server) or a LiteLLM model name. Returns GEPA's
+    result (``best_candidate``, ``val_aggregate_scores``, ...)."""
+    import gepa
+
+    return gepa.optimize(seed_candidate=dict(seed_candidate), trainset=list(workloads),
+                         valset=list(valset) if valset is not None else list(workloads),
+                         adapter=BlisGEPAAdapter(evaluator), reflection_lm=reflection_lm,
+                         max_metric_calls=max_metric_calls, run_dir=run_dir, seed=seed,
+                         **{"reflection_prompt_template": REFLECTION_PROMPT, **gepa_kwargs})
+
+
+def openai_lm(model: str, api_base: str | None = None, api_key: str | None = None, temperature: float | None = None):
+    """A reflection LM on an OpenAI-compatible chat completions endpoint
+    (OpenAI, vLLM, Ollama, LiteLLM's proxy...): ``prompt -> text``. The key
+    is ``api_key`` or $OPENAI_API_KEY (any string for a local server)."""
+    import os
+
+    from openai import OpenAI  # installed with openevolve (requirements-search.lock)
+
+    client = OpenAI(base_url=api_base, api_key=api_key or os.environ.get("OPENAI_API_KEY") or "none")
+
+    def lm(prompt: Any) -> str:
+        messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": str(prompt)}]
+        kwargs: dict[str, Any] = {"model": model, "messages": messages}
+        if temperature is not None:
+            kwargs["temperature"] = temperature
+        resp = client.chat.completions.create(**kwargs)
+        return resp.choices[0].message.content or ""
+
+    return lm

@@ -119,7 +119,7 @@ class OpenEvolveEvaluator:
                 from ..backends import RayBackend
 
                 backend = RayBackend(self._kwargs.get("blis"), address=self._ray_address,
-                                     ship_binary=self._ray_address is None)
+                                     ship_binary=True)
             elif backend in (None, "local"):
                 backend = None
             self._evaluator = PolicyEvaluator(backend=backend, **self._kwargs)
