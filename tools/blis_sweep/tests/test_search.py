@@ -114,6 +114,7 @@ def test_fitness_objective_and_timeout(blis):
 
 
 def test_gepa_adapter_contract(evaluator):
+    pytest.importorskip("gepa")
     from gepa.core.adapter import EvaluationBatch
 
     from blis_sweep.search import BlisGEPAAdapter
@@ -162,6 +163,7 @@ def _least_loaded_lm(prompt):
 
 
 def test_gepa_end_to_end_with_a_stub_reflection_lm(evaluator):
+    pytest.importorskip("gepa")
     from blis_sweep.search.gepa_adapter import optimize_policy
 
     runs = []
@@ -178,6 +180,8 @@ def test_gepa_end_to_end_with_a_stub_reflection_lm(evaluator):
 
 
 def test_gepa_cli_on_a_stub_openai_server(blis, tmp_path, monkeypatch, capsys):
+    pytest.importorskip("gepa")
+    pytest.importorskip("openai")
     from blis_sweep.search.__main__ import main
 
     seed = tmp_path / "seed.yaml"
@@ -227,6 +231,7 @@ def test_openevolve_cascade_and_failures(blis, tmp_path):
 
 
 def test_openevolve_controller_with_a_stub_llm(blis, tmp_path, monkeypatch):
+    pytest.importorskip("openevolve")
     from openevolve.api import run_evolution
     from openevolve.config import Config
 
