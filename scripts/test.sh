@@ -48,7 +48,7 @@ py="$(cd "$venv" && pwd)/bin/python"
 
 echo "== Python sweep driver and policy search (tools/blis_sweep): the process pool, GEPA and OpenEvolve with a stub LLM; its Ray tests run in .ci/run"
 "$py" -m pip install -q --disable-pip-version-check -r tools/blis_sweep/requirements.lock
-# gepa and openevolve (no torch; ~10 s to install from a warm cache).
+# gepa and openevolve (no torch; ~10 s to install from a warm pip cache, 35 s cold).
 "$py" -m pip install -q --disable-pip-version-check -r tools/blis_sweep/requirements-search.lock
 (cd tools/blis_sweep && BLIS_REQUIRE_GO=1 BLIS_REQUIRE_SEARCH=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$py" -m pytest -q -p no:cacheprovider -m "not ray")
 

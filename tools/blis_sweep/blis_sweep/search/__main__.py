@@ -5,6 +5,7 @@ openevolve-run, on tools/blis_sweep/examples/openevolve/."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
 from .core import PolicyEvaluator, assemble_bundle, split_bundle
@@ -48,8 +49,10 @@ def main(argv: list[str] | None = None, reflection_lm=None) -> int:
                          horizon_s=a.horizon, timeout_s=a.timeout, backend=backend)
     lm = reflection_lm or openai_lm(a.model, a.api_base)
     try:
-        res = optimize_policy(seed_candidate, a.workload, ev, lm, max_metric_calls=a.max_metric_calls,
-                              run_dir=a.run_dir, seed=a.seed)
+        # GEPA reports its iterations on stdout: keep stdout for the bundle.
+        with contextlib.redirect_stdout(sys.stderr):
+            res = optimize_policy(seed_candidate, a.workload, ev, lm, max_metric_calls=a.max_metric_calls,
+                                  run_dir=a.run_dir, seed=a.seed)
     finally:
         ev.close()
     best = res.best_candidate

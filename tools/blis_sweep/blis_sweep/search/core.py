@@ -124,8 +124,7 @@ class Workload:
         if isinstance(item, Mapping):
             extra = tuple(str(a) for a in item.get("args", ()))
             if "scenario" in item:
-                base = Workload.of(str(item["scenario"]))
-                base = Workload(base.name, ("--scenario", str(item["scenario"])))
+                base = Workload(str(item["scenario"]), ("--scenario", str(item["scenario"])))
             elif "workload_spec" in item:
                 base = Workload(os.path.basename(str(item["workload_spec"])), ("--workload-spec", str(item["workload_spec"])))
             else:
