@@ -48,6 +48,9 @@ var roleNames = [...]string{"both", "prefill", "decode"}
 
 func (r Role) String() string { return roleNames[r] }
 
+// MarshalText writes r's name.
+func (r Role) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
 // ParseRole reads a role's name.
 func ParseRole(s string) (Role, error) {
 	for i, n := range roleNames {
@@ -79,11 +82,11 @@ type Disagg struct {
 // bandwidth, each direction, to other nodes (its RDMA NICs) and within its
 // node (NVLink), in bytes per second.
 type PDPool struct {
-	Name             string
-	Role             Role
-	KVBytesPerToken  float64
-	NetBytesPerSec   float64
-	LocalBytesPerSec float64
+	Name             string  `json:"pool"`
+	Role             Role    `json:"role"`
+	KVBytesPerToken  float64 `json:"kv_bytes_per_token"`
+	NetBytesPerSec   float64 `json:"net_bytes_per_s"`
+	LocalBytesPerSec float64 `json:"local_bytes_per_s"`
 }
 
 // PDResult is a run's disaggregation.
@@ -364,6 +367,16 @@ func (c *Sim) pdNext() (int64, bool) {
 		return 0, false
 	}
 	t, ok := c.pd.net.Next()
+	// A timer whose KV was pulled or freed is dropped, not waited for: it
+	// would hold the run's end (and its billed time) up to the abort
+	// timeout after the last handoff.
+	for c.pd.timers.len() > 0 {
+		r, live := c.pd.reqs[c.pd.timers.peek().id]
+		if live && !r.released && r.pullAt < 0 {
+			break
+		}
+		c.pd.timers.pop()
+	}
 	if c.pd.timers.len() > 0 {
 		if at := c.pd.timers.peek().at; !ok || at < t {
 			t, ok = at, true
