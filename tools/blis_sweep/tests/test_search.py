@@ -61,10 +61,13 @@ def test_assemble_bundle_forms_and_errors():
                                     "scheduler": {"type": "priority-fcfs"}}
     assert list(yaml.safe_load(text)) == ["admission", "routing", "scheduler"]  # SECTIONS' order
     for bad, msg in [({"routing": "{type: [x"}, "routing: not valid YAML"),
-                     ({"router": "least-loaded"}, "unknown component(s) router"),
+                     ({"version": "1"}, "component(s) 'version'"),
                      ({"scheduler": "[fcfs, sjf]"}, "scheduler: must be a mapping")]:
         with pytest.raises(CandidateError, match=msg.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
             assemble_bundle(bad)
+    # Every section blis has, in its order; a key it lacks goes to blis, whose error names it.
+    assert assemble_bundle({"disaggregation": "never", "zz_new": "x", "routing": "least-loaded"}) == (
+        "routing:\n  type: least-loaded\ndisaggregation:\n  type: never\nzz_new:\n  type: x\n")
     seed = split_bundle("version: 1\nrouting: {type: least-loaded}\nautoscale:\n  type: none\n")
     assert seed == {"routing": "{type: least-loaded}", "autoscale": "{type: none}"}
 
@@ -94,7 +97,7 @@ def test_score_is_the_slo_met_share_deterministic_and_invalid_scores_zero(evalua
     for cand, msg in [({"routing": "{type: bogus}"}, 'routing policy "bogus" is not a template'),
                       ({"routing": "{type: weighted, params: {scorers: {foo: 1}}}"}, '"foo" is not one of'),
                       ({"routing": "{type: [x"}, "routing: not valid YAML"),
-                      ({"routing": "least-loaded", "bogus": "x"}, "unknown component(s) bogus")]:
+                      ({"routing": "least-loaded", "router": "x"}, 'unknown key "router" in a policy file')]:
         outs = evaluator.evaluate(cand, ["mixed-slo", "bursty-traffic"])
         assert [o.score for o in outs] == [0, 0]
         assert msg in outs[0].error and "blis-job-" not in outs[0].error, outs[0].error
@@ -219,7 +222,7 @@ def test_openevolve_cascade_and_failures(blis, tmp_path):
     assert ev.evaluate(str(py)) == s2
     # Bad programs: 0 with the reason.
     for text, msg in [("routing: {type: [x\n", "not a policy file"), ("routing: {type: bogus}\n", "is not a template"),
-                      ("rooting: {type: least-loaded}\n", "unknown section(s) rooting")]:
+                      ("rooting: {type: least-loaded}\n", 'unknown key "rooting"')]:
         prog.write_text(text)
         m, art = ev.run(str(prog), 1)
         assert m == {"combined_score": 0.0} and msg in art["error"], art

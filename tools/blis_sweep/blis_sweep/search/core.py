@@ -43,7 +43,11 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..backends import Backend, Job, JobResult, LocalBackend
 
-SECTIONS = ("admission", "priority", "routing", "scheduler", "autoscale")
+# A policy file's sections (docs/policies.md), in the order written. A
+# candidate's other keys are passed on for blis to judge (its error lists
+# the valid sections), so a section blis adds later works before it is
+# listed here.
+SECTIONS = ("admission", "priority", "routing", "scheduler", "autoscale", "disaggregation")
 OBJECTIVES = ("slo", "fitness")
 
 
@@ -62,11 +66,12 @@ def assemble_bundle(candidate: Mapping[str, str]) -> str:
     naming the section for text that is none of these."""
     import yaml  # PyYAML: requirements-search.lock (and requirements-ray.lock)
 
-    unknown = sorted(set(candidate) - set(SECTIONS))
-    if unknown:
-        raise CandidateError(f"unknown component(s) {', '.join(unknown)}: a policy bundle's sections are {', '.join(SECTIONS)}")
+    bad = sorted(repr(k) for k in candidate if not isinstance(k, str) or k == "version" or not re.fullmatch(r"[a-z_]+", k))
+    if bad:
+        raise CandidateError(f"component(s) {', '.join(bad)}: a component is a policy section, "
+                             f"one of {', '.join(SECTIONS)}")
     bundle: dict[str, Any] = {}
-    for name in SECTIONS:
+    for name in list(SECTIONS) + sorted(set(candidate) - set(SECTIONS)):
         text = candidate.get(name)
         if text is None or not str(text).strip():
             continue
@@ -369,9 +374,6 @@ def split_bundle(text: str) -> dict[str, str]:
     data = yaml.safe_load(text) or {}
     if not isinstance(data, Mapping):
         raise CandidateError("a policy file is a mapping of sections")
-    data = {k: v for k, v in data.items() if k != "version"}
-    unknown = sorted(set(data) - set(SECTIONS))
-    if unknown:
-        raise CandidateError(f"unknown section(s) {', '.join(unknown)}: use {', '.join(SECTIONS)}")
-    return {k: yaml.safe_dump(data[k], default_flow_style=True, sort_keys=False, width=1 << 20).strip()
-            for k in SECTIONS if k in data}
+    data = {str(k): v for k, v in data.items() if k != "version"}
+    order = [k for k in SECTIONS if k in data] + sorted(set(data) - set(SECTIONS))
+    return {k: yaml.safe_dump(data[k], default_flow_style=True, sort_keys=False, width=1 << 20).strip() for k in order}

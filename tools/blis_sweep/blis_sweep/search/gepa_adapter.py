@@ -2,7 +2,7 @@
 policy bundle's sections as text, blis scores them.
 
 * Candidate: ``{section: YAML text}`` for some of admission, priority,
-  routing, scheduler, autoscale (docs/policies.md); the seed candidate is
+  routing, scheduler, autoscale, disaggregation (docs/policies.md); the seed candidate is
   usually :func:`~blis_sweep.search.core.split_bundle` of a policy file.
 * Batch items (GEPA's ``DataInst``): workloads, a built-in scenario name
   (``"mixed-slo"``), a workload spec file, or a mapping
@@ -103,7 +103,8 @@ def _name(item: Any) -> str:
 # YAML, <side_info>: make_reflective_dataset's records).
 REFLECTION_PROMPT = """You are tuning one section of a policy bundle for blis, a simulator of a fleet of vLLM
 instances behind a router. The section is YAML: {type: TEMPLATE, params: {...}} (docs/policies.md
-lists the templates and parameters of admission, priority, routing, scheduler and autoscale).
+lists the templates and parameters of admission, priority, routing, scheduler, autoscale and
+disaggregation).
 
 The current section:
 ```
