@@ -339,34 +339,72 @@ func (c *Sim) pdInjected(i int, id int64) (int64, bool) {
 // pdPulls starts the transfers of the pulls instance i's last Advance
 // started.
 func (c *Sim) pdPulls(i int) {
-	pd := c.pd
 	for _, pull := range c.eng[i].Pulls() {
-		r, ok := pd.reqs[pull.ID]
-		if !ok || r.d != i {
-			c.fail("PD-1", "instance %s pulls request %d, which no prefill instance handed it", c.ids[i], pull.ID)
+		c.pdPull(i, pull, c.now)
+		if c.err != nil {
 			return
-		}
-		p := &pd.cfg.Pools[pd.pool[r.p]]
-		bytes := float64(pull.Tokens) * p.KVBytesPerToken
-		out, in := pd.ports[r.p][0], pd.ports[i][1]
-		if c.sameNode(r.p, i) {
-			out, in = pd.ports[r.p][2], pd.ports[i][3]
-		}
-		if err := pd.net.Start(c.now, pull.ID, bytes, out, in); err != nil {
-			c.err = err
-			return
-		}
-		r.pullAt, r.bytes = c.now, bytes
-		pd.res.Transfers++
-		pd.res.Bytes += bytes
-		pd.res.MaxConcurrent = max(pd.res.MaxConcurrent, pd.net.Active())
-		if wait := c.now - r.injectedD; wait > 0 {
-			pd.waitH.Add(wait)
-		}
-		if pull.Waited {
-			pd.res.PullsWaited++
 		}
 	}
+}
+
+// pdPull starts the transfer of a pull instance i started at time at
+// (now, or in a parallel window, the event's time: never before the
+// network's last change, as windows end before the next transfer ends).
+func (c *Sim) pdPull(i int, pull sim.Pull, at int64) {
+	pd := c.pd
+	r, ok := pd.reqs[pull.ID]
+	if !ok || r.d != i {
+		c.fail("PD-1", "instance %s pulls request %d, which no prefill instance handed it", c.ids[i], pull.ID)
+		return
+	}
+	p := &pd.cfg.Pools[pd.pool[r.p]]
+	bytes := float64(pull.Tokens) * p.KVBytesPerToken
+	out, in := pd.ports[r.p][0], pd.ports[i][1]
+	if c.sameNode(r.p, i) {
+		out, in = pd.ports[r.p][2], pd.ports[i][3]
+	}
+	if err := pd.net.Start(at, pull.ID, bytes, out, in); err != nil {
+		c.err = err
+		return
+	}
+	r.pullAt, r.bytes = at, bytes
+	pd.res.Transfers++
+	pd.res.Bytes += bytes
+	pd.res.MaxConcurrent = max(pd.res.MaxConcurrent, pd.net.Active())
+	if wait := at - r.injectedD; wait > 0 {
+		pd.waitH.Add(wait)
+	}
+	if pull.Waited {
+		pd.res.PullsWaited++
+	}
+}
+
+// pdBound bounds a parallel window under disaggregation (Sim.bound): the
+// instances' events before it cannot affect one another through the
+// cluster. A handoff a prefill instance's next step produces departs (and
+// reaches its decode instance) no earlier than that step's end plus the
+// instance's output delay; a pull a decode instance starts at its next
+// event ends no earlier than the transfer latency after it; transfers in
+// flight and abort timeouts are cluster events. Every window's handoffs
+// and pulls are checked against it as they are applied (PD-2).
+func (c *Sim) pdBound(b int64) int64 {
+	pd := c.pd
+	if at, ok := c.pdNext(); ok {
+		b = min(b, at)
+	}
+	for i, e := range c.eng {
+		at, ok := e.NextEventUs()
+		if !ok {
+			continue
+		}
+		if pd.canP[i] {
+			b = min(b, satAdd(at, e.OutputDelayUs()))
+		}
+		if pd.canD[i] {
+			b = min(b, satAdd(at, pd.cfg.LatencyUs))
+		}
+	}
+	return b
 }
 
 // sameNode says whether instances a and b share a node (NVLink between
