@@ -345,6 +345,7 @@ func (c *Sim) pdPulls(i int) {
 		}
 		if pull.Waited {
 			pd.res.PullsWaited++
+			c.an.backpressure(c, i, pull.ID, c.now-r.injectedD)
 		}
 	}
 }

@@ -1,0 +1,121 @@
+package cluster
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/blis-sim/blis/cluster/disagg"
+	"github.com/blis-sim/blis/sim"
+)
+
+// TestPDBackpressureIsCounted: the decode instance with room for one
+// prompt's KV makes the second request's pull wait for blocks: one P/D
+// backpressure event, with the request, the decode instance and the time
+// of the pull; with room for both, none. A run without disaggregation
+// says the counter cannot fire.
+func TestPDBackpressureIsCounted(t *testing.T) {
+	two := []sim.RequestSpec{{ID: 0, PromptTokens: 2000, OutputTokens: 3}, {ID: 1, PromptTokens: 2000, OutputTokens: 3}}
+	cfg, _ := pdRig(1, 1, 150, disagg.Always{})
+	res := runPD(t, cfg, two)
+	bp := res.Anomalies.PDBackpressure
+	require.Equal(t, res.Disaggregation.PullsWaited, bp.Count)
+	require.Equal(t, int64(1), bp.Count)
+	require.Empty(t, bp.Note)
+	require.Len(t, bp.Examples, 1)
+	ex := bp.Examples[0]
+	require.Equal(t, "instance_1", ex.Instance)
+	require.Equal(t, []int64{1}, ex.Requests)
+	require.Greater(t, ex.AtUs, res.PerRequest[0].TTFT, "pulled once the first request freed its blocks")
+	require.Contains(t, ex.Detail, "waited")
+
+	cfg, _ = pdRig(1, 1, 1000, disagg.Always{})
+	res = runPD(t, cfg, two)
+	require.Zero(t, res.Anomalies.PDBackpressure.Count)
+
+	c, err := New(Config{Instances: []Instance{{ID: "a", Config: scaleEngine()}}}, NewSliceSource(two))
+	require.NoError(t, err)
+	res, err = c.Run()
+	require.NoError(t, err)
+	require.Contains(t, res.Anomalies.PDBackpressure.Note, "no prefill/decode disaggregation")
+	require.Contains(t, res.Anomalies.ScaleOscillation.Note, "no autoscaler")
+}
+
+// TestParseSample: the forms of --counterfactual-sample, and errors that
+// say what is expected.
+func TestParseSample(t *testing.T) {
+	for _, c := range []struct {
+		in    string
+		every int64
+		rate  float64
+		on    bool
+		err   string
+	}{
+		{in: ""}, {in: "0"}, {in: "  0 "},
+		{in: "every:1", every: 1, on: true},
+		{in: " every:50 ", every: 50, on: true},
+		{in: "every: 7", every: 7, on: true},
+		{in: "1", rate: 1, on: true},
+		{in: "0.05", rate: 0.05, on: true},
+		{in: "1e-3", rate: 0.001, on: true},
+		{in: "every:0", err: `"every:0": every:N needs a whole number N >= 1 of decisions`},
+		{in: "every:-3", err: "every:N needs a whole number N >= 1"},
+		{in: "every:1.5", err: "every:N needs a whole number N >= 1"},
+		{in: "every:", err: "every:N needs a whole number N >= 1"},
+		{in: "every", err: `"every" is neither a rate in (0, 1] nor every:N (every N-th decision)`},
+		{in: "2", err: `"2" is neither a rate in (0, 1]`},
+		{in: "-0.1", err: "is neither a rate in (0, 1]"},
+		{in: "NaN", err: "is neither a rate in (0, 1]"},
+		{in: "Inf", err: "is neither a rate in (0, 1]"},
+		{in: "5%", err: "is neither a rate in (0, 1]"},
+		{in: "0.0", err: "is neither a rate in (0, 1]"},
+	} {
+		cf, on, err := ParseSample(c.in)
+		if c.err != "" {
+			require.ErrorContains(t, err, c.err, "%q", c.in)
+			require.False(t, on)
+			continue
+		}
+		require.NoError(t, err, "%q", c.in)
+		require.Equal(t, c.on, on, "%q", c.in)
+		require.Equal(t, c.every, cf.EveryN, "%q", c.in)
+		require.Equal(t, c.rate, cf.Rate, "%q", c.in)
+		if on {
+			back, on2, err := ParseSample(cf.Label())
+			require.NoError(t, err)
+			require.True(t, on2)
+			require.Equal(t, cf, back, "Label reads back")
+		}
+	}
+}
+
+// FuzzParseSample: any text either parses to a valid sampling that its
+// label reads back to, is off, or is an error that quotes it.
+func FuzzParseSample(f *testing.F) {
+	for _, s := range []string{"", "0", "every:3", "0.5", "1", "every:x", "1e400", "-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		cf, on, err := ParseSample(s)
+		switch {
+		case err != nil:
+			if on || !strings.Contains(err.Error(), fmt.Sprintf("%q", s)) {
+				t.Fatalf("ParseSample(%q): on %v, error %v", s, on, err)
+			}
+		case on:
+			if cf.EveryN == 0 {
+				cf.RNG = sim.NewRNG(1).Stream(sim.StreamCounterfactual)
+			}
+			if err := cf.validate(); err != nil {
+				t.Fatalf("ParseSample(%q) = %+v, invalid: %v", s, cf, err)
+			}
+			cf.RNG = nil
+			back, _, err := ParseSample(cf.Label())
+			if err != nil || back != cf {
+				t.Fatalf("ParseSample(%q) = %+v; its label %q reads %+v, %v", s, cf, cf.Label(), back, err)
+			}
+		}
+	})
+}
