@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -118,4 +120,65 @@ func FuzzParseSample(f *testing.F) {
 			}
 		}
 	})
+}
+
+// pdRows are docs/anomalies.md's P/D backpressure rows: 2 prefill and 2
+// decode instances (pdRig: a 1 ms step, 8 requests per batch) serving
+// 400 requests of 500 to 2,000 prompt tokens every 12 ms (the network moves about 120 such prompts a second into the two decode instances), the decode
+// instances with room for the KV of 40 such prompts (4,000 blocks, the
+// baseline) or of 3 (400 blocks, starved).
+var pdRows = []struct {
+	label    string
+	kv       int64
+	baseline bool
+}{
+	{"baseline: 4,000 KV blocks per decode instance", 4000, true},
+	{"decode-starved: 400 KV blocks per decode instance", 400, false},
+}
+
+func pdRowRun(t *testing.T, kv int64) *Result {
+	cfg, _ := pdRig(2, 2, kv, disagg.Always{})
+	cfg.Decisions = nil
+	var reqs []sim.RequestSpec
+	for k := int64(0); k < 400; k++ {
+		reqs = append(reqs, sim.RequestSpec{ID: k, ArrivalUs: 12000 * k, PromptTokens: 500 + (k*389)%1501, OutputTokens: 10 + k%21})
+	}
+	return runPD(t, cfg, reqs)
+}
+
+// TestPDBackpressureDocs: docs/anomalies.md's P/D rows are what the
+// project measures (go test ./cluster -run PDBackpressureDocs -update);
+// the baseline reads 0, the starved decode pool far above it.
+func TestPDBackpressureDocs(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("| deployment | P/D backpressure (pulls that waited) | transfers | pull wait p99 (ms) | other counters | TTFT p99 (ms) |\n|---|---|---|---|---|---|\n")
+	var counts []int64
+	for _, row := range pdRows {
+		res := pdRowRun(t, row.kv)
+		a := res.Anomalies
+		var others int64
+		for _, c := range a.Counters() {
+			if c.Name != "pd_backpressure" {
+				others += c.Count
+			}
+		}
+		counts = append(counts, a.PDBackpressure.Count)
+		fmt.Fprintf(&b, "| %s | %d | %d | %.1f | %d | %.1f |\n", row.label, a.PDBackpressure.Count, res.Disaggregation.Transfers,
+			res.Disaggregation.PullWaitMs.P99, others, res.TTFT.P99)
+	}
+	require.Zero(t, counts[0], "the baseline")
+	require.True(t, counts[1] >= 20 && counts[1] >= 10*(counts[0]+1), "starved: %d", counts[1])
+	doc := filepath.Join("..", "docs", "anomalies.md")
+	const begin, end = "<!-- pd-table -->\n", "<!-- /pd-table -->\n"
+	data, err := os.ReadFile(doc)
+	require.NoError(t, err)
+	s := string(data)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	require.True(t, i >= 0 && j > i, "%s has no pd-table markers", doc)
+	want := s[:i+len(begin)] + b.String() + s[j:]
+	if *update {
+		require.NoError(t, os.WriteFile(doc, []byte(want), 0o644))
+		return
+	}
+	require.Equal(t, want, s, "%s's P/D table is stale: go test ./cluster -run PDBackpressureDocs -update", doc)
 }
