@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/blis-sim/blis/cluster/disagg"
+	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/sim"
 )
 
@@ -182,3 +185,56 @@ func TestPDBackpressureDocs(t *testing.T) {
 	}
 	require.Equal(t, want, s, "%s's P/D table is stale: go test ./cluster -run PDBackpressureDocs -update", doc)
 }
+
+// TestDetailedTraceGolden freezes the detailed decision trace
+// (testdata/detailed.golden.jsonl; go test ./cluster -run
+// DetailedTraceGolden -update rewrites it): two instances with a small
+// GPU cache and a CPU tier, so that the trace has batch, preemption,
+// kv_transfer (offload and reload) and counterfactual records beside the
+// admission and routing ones; every line is JSON with t_us, type and,
+// for the instances' records, instance.
+func TestDetailedTraceGolden(t *testing.T) {
+	var buf bytes.Buffer
+	var ins []Instance
+	for i := 0; i < 2; i++ {
+		ins = append(ins, Instance{ID: InstanceID(i, 2), Config: sim.Config{
+			Engine: sim.EngineConfig{VLLMKnobs: physics.VLLMKnobs{MaxNumSeqs: 8, MaxBatchedTokens: 512, ChunkedPrefillEnabled: true,
+				BlockSizeTokens: 16, TotalKVBlocksGPU: 48, TotalKVBlocksCPU: 200, CPUOffloading: true, PrefixCachingEnabled: true}, OffloadThreshold: 0.2},
+			Latency: constLatency{step: 1000, arrive: 100, depart: 50},
+		}})
+	}
+	var reqs []sim.RequestSpec
+	for i := int64(0); i < 16; i++ {
+		reqs = append(reqs, sim.RequestSpec{ID: i, ArrivalUs: i * 400, PromptTokens: 96 + 16*(i%4), OutputTokens: 20 + i%7, PrefixGroup: int32(1 + i%3), PrefixTokens: 64})
+	}
+	c, err := New(Config{Instances: ins, Decisions: &buf, TraceDetailed: true, CounterfactualK: 1, Counterfactual: &Counterfactual{EveryN: 4}}, NewSliceSource(reqs))
+	require.NoError(t, err)
+	res, err := c.Run()
+	require.NoError(t, err)
+	const golden = "testdata/detailed.golden.jsonl"
+	if *update {
+		require.NoError(t, os.WriteFile(golden, buf.Bytes(), 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	require.Equal(t, string(want), buf.String(), "regenerate with go test ./cluster -run DetailedTraceGolden -update")
+	types := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		require.Contains(t, m, "t_us")
+		typ := m["type"].(string)
+		types[typ]++
+		if typ != "admission" && typ != "routing" && typ != "counterfactual" {
+			require.Contains(t, m, "instance", line)
+		}
+	}
+	for _, typ := range []string{"admission", "routing", "batch", "preemption", "kv_transfer", "counterfactual"} {
+		require.Positive(t, types[typ], "%s records: %v", typ, types)
+	}
+	require.Equal(t, int(res.Preemptions), types["preemption"])
+	require.Equal(t, int64(4), res.Counterfactual.Sampled)
+}
+
+// CloneLatency: constLatency has no state, so a clone shares it.
+func (m constLatency) CloneLatency() (sim.LatencyModel, error) { return m, nil }
