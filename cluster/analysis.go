@@ -145,7 +145,7 @@ func (a *analysis) report(c *Sim, res *Result) *anomaly.Report {
 				dir = -1
 			}
 			if l, ok := prev[s.Pool]; ok && l.dir == -dir && s.AtUs-l.at < a.th.OscillationWindowUs {
-				osc.Add(0, anomaly.Example{AtUs: s.AtUs, Pool: s.Pool, Detail: fmt.Sprintf("scaled %d → %d %.0f s after scaling the other way (%s)",
+				osc.Add(0, anomaly.Example{AtUs: s.AtUs, Pool: s.Pool, Detail: fmt.Sprintf("scaled %d -> %d %.0f s after scaling the other way (%s)",
 					s.From, s.To, float64(s.AtUs-l.at)/1e6, s.Reason)}, 0)
 			}
 			prev[s.Pool] = last{dir, s.AtUs}
