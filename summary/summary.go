@@ -12,6 +12,7 @@ package summary
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/blis-sim/blis/cluster"
@@ -42,6 +43,9 @@ type line struct {
 	text    string
 	section int
 	rank    int
+	// numbered lines are items of their section's ordered list, numbered
+	// as they are kept (render).
+	numbered bool
 }
 
 const (
@@ -60,6 +64,12 @@ type doc struct{ lines []line }
 
 func (d *doc) add(section, rank int, format string, args ...any) {
 	d.lines = append(d.lines, line{text: ascii(fmt.Sprintf(format, args...)), section: section, rank: rank})
+}
+
+// item adds an item of the section's ordered list.
+func (d *doc) item(section, rank int, format string, args ...any) {
+	d.add(section, rank, format, args...)
+	d.lines[len(d.lines)-1].numbered = true
 }
 
 // ascii replaces what the token rule would count dearly (and what some
@@ -162,7 +172,7 @@ func issues(d *doc, ctx Context, res *cluster.Result) []string {
 	n := 0
 	issue := func(rank int, format string, args ...any) {
 		n++
-		d.add(secIssues, rank, "%d. "+format, append([]any{n}, args...)...)
+		d.item(secIssues, rank, format, args...)
 	}
 	if q.Rejected > 0 {
 		var why []string
@@ -291,8 +301,8 @@ func worst(d *doc, res *cluster.Result) {
 		return
 	}
 	for k, w := range cf.Worst {
-		d.add(secWorst, 1+min(k, 2), "%d. t=%.3f s, request %d -> %s (%s): TTFT %.1f ms; %s (%s) would have given %.1f ms: regret %.1f ms.",
-			k+1, float64(w.AtUs)/1e6, w.Request, w.Chosen, load(w.ChosenLoad), w.ChosenTTFTMs, w.Best, load(w.BestLoad), w.BestTTFTMs, w.RegretMs)
+		d.item(secWorst, 1+min(k, 2), "t=%.3f s, request %d -> %s (%s): TTFT %.1f ms; %s (%s) would have given %.1f ms: regret %.1f ms.",
+			float64(w.AtUs)/1e6, w.Request, w.Chosen, load(w.ChosenLoad), w.ChosenTTFTMs, w.Best, load(w.BestLoad), w.BestTTFTMs, w.RegretMs)
 	}
 }
 
@@ -318,16 +328,21 @@ func counterfactual(d *doc, res *cluster.Result) {
 // render writes the kept lines, each section under its header.
 func render(lines []line, keep []bool) string {
 	var b strings.Builder
-	sec := -1
+	sec, num := -1, 0
 	for i, l := range lines {
 		if !keep[i] {
 			continue
 		}
 		if l.section != sec {
-			sec = l.section
+			sec, num = l.section, 0
 			if h := headers[sec]; h != "" {
 				b.WriteString("\n" + h + "\n\n")
 			}
+		}
+		if l.numbered {
+			num++
+			b.WriteString(strconv.Itoa(num))
+			b.WriteString(". ")
 		}
 		b.WriteString(l.text)
 		b.WriteByte('\n')

@@ -129,3 +129,21 @@ func TestQuietRun(t *testing.T) {
 	require.Contains(t, s, "run with --counterfactual-sample")
 	require.Contains(t, s, "1 instance.")
 }
+
+// TestListsStayNumbered: an ordered list whose middle items were left out
+// is numbered 1, 2, … as kept.
+func TestListsStayNumbered(t *testing.T) {
+	for budget := MinMaxTokens; budget < 2000; budget += 13 {
+		s := Markdown(busyCtx, busyResult(), budget)
+		want := 1
+		for _, l := range strings.Split(s, "\n") {
+			switch {
+			case strings.HasPrefix(l, "## "):
+				want = 1
+			case regexp.MustCompile(`^\d+\. `).MatchString(l):
+				require.True(t, strings.HasPrefix(l, fmt.Sprintf("%d. ", want)), "budget %d: %q", budget, l)
+				want++
+			}
+		}
+	}
+}
