@@ -238,3 +238,12 @@ func TestDetailedTraceGolden(t *testing.T) {
 
 // CloneLatency: constLatency has no state, so a clone shares it.
 func (m constLatency) CloneLatency() (sim.LatencyModel, error) { return m, nil }
+
+// TestCounterfactualRefusesDisaggregation: sampled decisions are not
+// simulated through a prefill/decode split.
+func TestCounterfactualRefusesDisaggregation(t *testing.T) {
+	cfg, _ := pdRig(1, 1, 1000, disagg.Always{})
+	cfg.Counterfactual = &Counterfactual{EveryN: 1}
+	_, err := New(*cfg, NewSliceSource(nil))
+	require.ErrorContains(t, err, "counterfactual: not available with prefill/decode disaggregation")
+}
