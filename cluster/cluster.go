@@ -273,6 +273,11 @@ func New(cfg Config, src Source) (*Sim, error) {
 		if err := cfg.Counterfactual.validate(); err != nil {
 			return nil, err
 		}
+		if cfg.Disagg != nil {
+			// A clone would serve the request whole on its decode
+			// instance: not the run's path, so no regret of it.
+			return nil, fmt.Errorf("counterfactual: not available with prefill/decode disaggregation (a clone would serve the request whole on its decode instance)")
+		}
 	}
 	c := &Sim{cfg: cfg, src: src, admit: cfg.Admission, router: cfg.Routing, inst: newInstHeap(n)}
 	c.an = newAnalysis(c)

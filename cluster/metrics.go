@@ -538,7 +538,7 @@ func (c *Sim) Finish() (*Result, error) {
 		c.pdRoles(res)
 	}
 	res.Disaggregation = c.pdResult()
-	res.Anomalies = c.an.report(res)
+	res.Anomalies = c.an.report(c, res)
 	if cf := c.an.cf; cf != nil {
 		res.Counterfactual = cf.result()
 	}

@@ -376,6 +376,7 @@ func (c *Sim) pdPull(i int, pull sim.Pull, at int64) {
 	}
 	if pull.Waited {
 		pd.res.PullsWaited++
+		c.an.backpressure(c, i, pull.ID, at, at-r.injectedD)
 	}
 }
 

@@ -32,6 +32,8 @@ func TestDisaggregationErrors(t *testing.T) {
 			"policies.disaggregation.params.threshold: must be"},
 		{"version: 1\ndeployment:\n  pools: [{role: prefill}, {role: decode}]\npolicies:\n  disaggregation: {type: always, params: {prefill_scorers: {nope: 1}}}\n",
 			"policies.disaggregation.params.prefill_scorers"},
+		{"version: 1\ndeployment:\n  pools: [{role: prefill}, {role: decode}]\npolicies:\n  disaggregation: {type: always}\nrun: {counterfactual_sample: every:10}\n",
+			"x.yaml:6: run.counterfactual_sample, policies.disaggregation.type: counterfactual simulation is not available with prefill/decode disaggregation"},
 	} {
 		_, err := parse(t, tc.text)
 		require.Error(t, err, tc.text)

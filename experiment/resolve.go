@@ -716,6 +716,9 @@ func (d *Draft) checkDisaggregation(e *Experiment) error {
 		return d.errAt(fmt.Errorf("a %s pool needs a disaggregation decider (always or prefix-threshold), got never", e.Deployment.Pools[split].Role), role(split), "policies.disaggregation.type")
 	case dec == disagg.NeverName && d.f.Deployment != nil && d.f.Deployment.Network != nil:
 		return d.errAt(fmt.Errorf("has no effect without disaggregation (policies.disaggregation is never)"), "deployment.network")
+	case dec != disagg.NeverName && e.Run.CounterfactualSample != "" && e.Run.CounterfactualSample != "0":
+		return d.errAt(fmt.Errorf("counterfactual simulation is not available with prefill/decode disaggregation (a clone would serve the request whole on its decode instance)"),
+			"run.counterfactual_sample", "policies.disaggregation.type")
 	case dec != disagg.NeverName && e.Mode != ModeCluster:
 		return d.errf("policies.disaggregation.type", "%s needs a cluster: a prefill instance and a decode instance", dec)
 	case dec != disagg.NeverName && decode == 0:

@@ -104,6 +104,8 @@ type runner struct {
 	// (nil without a trace): for the initial instances and those an
 	// autoscaler adds.
 	otlp func(i int, id string, pool int, c *sim.Config) error
+	// summary is the run's Markdown summary's output (nil without one).
+	summary *bufio.Writer
 }
 
 // label names key for errors: its flag, file line or key.
@@ -545,6 +547,13 @@ func (r *runner) clusterOutputs(cfg *cluster.Config, built *deploy.Built, config
 		}
 		cfg.Decisions = b
 		r.closers = append(r.closers, flushAs(b, e.label("run.outputs.decision_trace")))
+	}
+	if o.Summary != "" { // created before the run, written after it (writeSummary)
+		b, err := r.create("run.outputs.summary", o.Summary)
+		if err != nil {
+			return err
+		}
+		r.summary = b
 	}
 	if o.OTLPTrace == "" {
 		return nil
