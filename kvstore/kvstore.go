@@ -1,0 +1,264 @@
+// Package kvstore is a KV-cache store a fleet's instances share (LMCache's
+// remote backend, Mooncake Store): objects (KV blocks, keyed by their
+// chained prefix hash) of a size in bytes, a capacity in bytes, and
+// eviction at a high watermark, as Mooncake Store's master does it.
+//
+// Eviction (Mooncake Store, docs/kv-tiers.md): an eviction round drops
+// the least recently used EvictionRatio of the store's objects, rounded up
+// (at least one). A put that takes the usage above HighWatermark ×
+// capacity is followed by one round (Mooncake's eviction thread, run at
+// once); a put the free space cannot take first runs rounds until it fits
+// (Mooncake's failed PutStart). Mooncake's defaults are 0.95 and 0.05
+// (DEFAULT_EVICTION_HIGH_WATERMARK_RATIO, DEFAULT_EVICTION_RATIO). Recency is the order of puts and gets as
+// they are applied; Mooncake's is an approximate LRU, this one is exact.
+//
+// Instances do not touch the store directly while they advance in
+// parallel: they record operations (Op), which Apply executes in a fixed
+// order (time, source, sequence), so the store's state never depends on
+// how instances were interleaved. Bandwidth and latency are the links'
+// (sim.StoreLink): the instance charges them to its step and to its puts'
+// visibility before the operation reaches the store.
+//
+// The package is pure: no clock, no goroutines, no map iteration in any
+// result. It is not safe for concurrent use, except that Has may be called
+// concurrently while nothing modifies the store.
+package kvstore
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Mooncake Store master's eviction defaults (mooncake-store's types.h:
+// DEFAULT_EVICTION_HIGH_WATERMARK_RATIO = 0.95, DEFAULT_EVICTION_RATIO =
+// 0.05; docs/source/design/mooncake-store.md, "Eviction Policy").
+const (
+	DefaultHighWatermark = 0.95
+	DefaultEvictionRatio = 0.05
+)
+
+// Config is a store's size and eviction.
+type Config struct {
+	CapacityBytes int64   // > 0
+	HighWatermark float64 // in (0, 1]; 0: DefaultHighWatermark
+	EvictionRatio float64 // in (0, 1]; 0: DefaultEvictionRatio
+}
+
+// Stats are what a store did.
+type Stats struct {
+	CapacityBytes int64 `json:"capacity_bytes"`
+	UsedBytes     int64 `json:"used_bytes"`
+	PeakBytes     int64 `json:"peak_bytes"`
+	Objects       int64 `json:"objects"`
+	// Puts are puts that stored an object; DuplicatePuts those of an
+	// object already there (they refresh its recency); RejectedPuts those
+	// of an object larger than the watermark allows.
+	Puts          int64 `json:"puts"`
+	DuplicatePuts int64 `json:"duplicate_puts,omitempty"`
+	RejectedPuts  int64 `json:"rejected_puts,omitempty"`
+	// Gets are reads of an object; MissedGets reads of one evicted
+	// before the read was applied.
+	Gets         int64 `json:"gets"`
+	MissedGets   int64 `json:"missed_gets,omitempty"`
+	Evictions    int64 `json:"evictions"`     // eviction rounds
+	EvictedBytes int64 `json:"evicted_bytes"` // bytes they freed
+	Evicted      int64 `json:"evicted"`       // objects they dropped
+}
+
+type entry struct {
+	key        uint64
+	bytes      int64
+	prev, next *entry // LRU list: head is the least recently used
+}
+
+// Store is the shared store.
+type Store struct {
+	cfg        Config
+	limit      int64 // HighWatermark × capacity, bytes
+	entries    map[uint64]*entry
+	head, tail *entry
+	st         Stats
+}
+
+// New returns an empty store.
+func New(cfg Config) (*Store, error) {
+	if cfg.HighWatermark == 0 {
+		cfg.HighWatermark = DefaultHighWatermark
+	}
+	if cfg.EvictionRatio == 0 {
+		cfg.EvictionRatio = DefaultEvictionRatio
+	}
+	switch {
+	case cfg.CapacityBytes <= 0:
+		return nil, fmt.Errorf("kvstore: capacity must be > 0 bytes, got %d", cfg.CapacityBytes)
+	case !(cfg.HighWatermark > 0 && cfg.HighWatermark <= 1):
+		return nil, fmt.Errorf("kvstore: high watermark must be in (0, 1], got %v", cfg.HighWatermark)
+	case !(cfg.EvictionRatio > 0 && cfg.EvictionRatio <= 1):
+		return nil, fmt.Errorf("kvstore: eviction ratio must be in (0, 1], got %v", cfg.EvictionRatio)
+	}
+	lim := math.Floor(cfg.HighWatermark * float64(cfg.CapacityBytes))
+	return &Store{cfg: cfg, limit: int64(lim), entries: map[uint64]*entry{}, st: Stats{CapacityBytes: cfg.CapacityBytes}}, nil
+}
+
+// Config is the store's configuration, defaults filled in.
+func (s *Store) Config() Config { return s.cfg }
+
+// Has reports whether the store holds key.
+func (s *Store) Has(key uint64) bool {
+	_, ok := s.entries[key]
+	return ok
+}
+
+// Len is the number of objects held.
+func (s *Store) Len() int { return len(s.entries) }
+
+// Stats is what the store did so far.
+func (s *Store) Stats() Stats {
+	st := s.st
+	st.Objects = int64(len(s.entries))
+	return st
+}
+
+// Put stores key with its size (or, when it is there, makes it the most
+// recently used), evicting first when it would not fit under the
+// watermark. It reports whether key is in the store afterwards.
+func (s *Store) Put(key uint64, bytes int64) bool {
+	if e, ok := s.entries[key]; ok {
+		s.st.DuplicatePuts++
+		s.touch(e)
+		return true
+	}
+	if bytes <= 0 || bytes > s.cfg.CapacityBytes {
+		s.st.RejectedPuts++
+		return false
+	}
+	// A put the free space cannot take fails and triggers an eviction
+	// (Mooncake's PutStart), retried until it fits.
+	for s.st.UsedBytes+bytes > s.cfg.CapacityBytes {
+		s.evict()
+	}
+	e := &entry{key: key, bytes: bytes}
+	s.entries[key] = e
+	s.pushBack(e)
+	s.st.UsedBytes += bytes
+	s.st.PeakBytes = max(s.st.PeakBytes, s.st.UsedBytes)
+	s.st.Puts++
+	// Usage above the watermark: the eviction thread's round, at once.
+	if s.st.UsedBytes > s.limit {
+		s.evict()
+	}
+	return s.Has(key)
+}
+
+// Get reads key: it becomes the most recently used. It reports whether
+// the store held it.
+func (s *Store) Get(key uint64) bool {
+	e, ok := s.entries[key]
+	if !ok {
+		s.st.MissedGets++
+		return false
+	}
+	s.st.Gets++
+	s.touch(e)
+	return true
+}
+
+// evict drops the least recently used EvictionRatio of the objects,
+// rounded up (at least one): one eviction round.
+func (s *Store) evict() {
+	n := int64(math.Ceil(s.cfg.EvictionRatio * float64(len(s.entries))))
+	n = max(n, 1)
+	s.st.Evictions++
+	for ; n > 0 && s.head != nil; n-- {
+		e := s.head
+		s.unlink(e)
+		delete(s.entries, e.key)
+		s.st.UsedBytes -= e.bytes
+		s.st.EvictedBytes += e.bytes
+		s.st.Evicted++
+	}
+}
+
+func (s *Store) touch(e *entry) {
+	if s.tail != e {
+		s.unlink(e)
+		s.pushBack(e)
+	}
+}
+
+func (s *Store) pushBack(e *entry) {
+	e.prev, e.next = s.tail, nil
+	if s.tail != nil {
+		s.tail.next = e
+	} else {
+		s.head = e
+	}
+	s.tail = e
+}
+
+func (s *Store) unlink(e *entry) {
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		s.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		s.tail = e.prev
+	}
+	e.prev, e.next = nil, nil
+}
+
+// Kind is an operation's kind.
+type Kind uint8
+
+const (
+	OpPut Kind = iota
+	OpGet
+)
+
+// Op is an operation an instance recorded: a put of Key (Bytes long) that
+// becomes visible at AtUs, or a get at AtUs. Src is the instance, Seq its
+// own count of operations: together they order operations of equal time.
+type Op struct {
+	AtUs  int64
+	Src   int32
+	Seq   int64
+	Kind  Kind
+	Key   uint64
+	Bytes int64
+}
+
+// Compare orders operations by time, then source, then sequence.
+func Compare(a, b Op) int {
+	if c := cmp.Compare(a.AtUs, b.AtUs); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Src, b.Src); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Seq, b.Seq)
+}
+
+// Apply sorts ops (Compare) and executes those at or before nowUs in that
+// order; it returns the rest (a suffix of ops, in order), to be applied
+// later.
+func (s *Store) Apply(ops []Op, nowUs int64) (later []Op) {
+	slices.SortFunc(ops, Compare)
+	for k := range ops {
+		op := &ops[k]
+		if op.AtUs > nowUs {
+			return ops[k:]
+		}
+		switch op.Kind {
+		case OpPut:
+			s.Put(op.Key, op.Bytes)
+		case OpGet:
+			s.Get(op.Key)
+		}
+	}
+	return ops[len(ops):]
+}
