@@ -116,6 +116,9 @@ type Config struct {
 	// Disagg, when not nil, splits requests between prefill and decode
 	// instances and moves their KV between them (pd.go).
 	Disagg *Disagg
+	// KVStore, when not nil, is a KV store the instances with a store
+	// link share (kvstore.go).
+	KVStore *KVStore
 }
 
 // Source supplies the requests. Arrival times must not decrease and never
@@ -230,6 +233,7 @@ type Sim struct {
 
 	fl         *fleet         // nil without Config.Scaling
 	pd         *pdState       // nil without Config.Disagg
+	kvs        *storeState    // nil without Config.KVStore
 	idBuf      []int64        // scratch for drains
 	redirected map[int64]bool // requests a drain re-routed (their routing latency counts twice)
 
@@ -338,6 +342,17 @@ func New(cfg Config, src Source) (*Sim, error) {
 			return nil, err
 		}
 	}
+	if cfg.KVStore != nil {
+		if err := c.newKVStore(); err != nil {
+			return nil, err
+		}
+	} else {
+		for i, in := range cfg.Instances {
+			if in.Config.Engine.Tiers.Store != (sim.StoreLink{}) {
+				return nil, fmt.Errorf("instance %s: it has a link to a KV store, and the cluster has none", c.ids[i])
+			}
+		}
+	}
 	return c, nil
 }
 
@@ -367,6 +382,9 @@ func (c *Sim) addInstance(id, pool string, cfg sim.Config) error {
 	if n := len(c.workers); n > 0 {
 		w := c.workers[i%n]
 		w.insts = append(w.insts, i)
+	}
+	if err := c.attachStore(i, &cfg); err != nil {
+		return err
 	}
 	if c.pd != nil {
 		return c.pdInstance(i)
@@ -444,6 +462,7 @@ func (c *Sim) Step() error {
 		c.fail("CL-4", "cluster clock would go back from %d to %d µs", c.now, t)
 		return c.err
 	}
+	c.kvSync(t)
 	c.snap.advance(t, c.eng)
 	if w := c.win; w != nil {
 		switch {
@@ -589,6 +608,8 @@ func (c *Sim) RunContext(ctx context.Context) (*Result, error) {
 							break
 						}
 					}
+					// (A sync point at or before at makes b <= at: Step
+					// syncs first.)
 					if err := c.parallelWindow(b); err != nil {
 						return nil, err
 					}

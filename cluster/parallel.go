@@ -188,6 +188,9 @@ func (c *Sim) bound() int64 {
 	if c.cfg.HorizonUs > 0 {
 		b = min(b, c.cfg.HorizonUs+1)
 	}
+	if c.kvs != nil {
+		b = min(b, c.kvs.next) // the store changes there
+	}
 	return b
 }
 
