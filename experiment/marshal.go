@@ -105,6 +105,9 @@ func (e *Experiment) deploymentNode() *yaml.Node {
 			*p = &r.Freshness[cluster.Signal(i)]
 		}
 		add(d, "router", ry)
+		if ks := e.Deployment.KVStore; ks != nil {
+			add(d, "kv_store", ks.YAML())
+		}
 	}
 	return d
 }

@@ -95,6 +95,24 @@ func (d *Draft) resolveDeployment(e *Experiment) error {
 		}
 		e.Deployment.Pools = append(e.Deployment.Pools, p)
 	}
+	if ky := dp.KVStore; ky != nil {
+		ks, err := ky.Spec()
+		if err != nil {
+			var fe *deploy.FieldError
+			if errors.As(err, &fe) {
+				return d.errAt(fe.Err, "deployment."+fe.Fields[0])
+			}
+			return d.errAt(err, "deployment.kv_store")
+		}
+		e.Deployment.KVStore = ks
+	}
+	if err := e.Deployment.LinkStore(); err != nil {
+		var pe *deploy.PoolError
+		if errors.As(err, &pe) {
+			return d.placePool(pe.Pool, pe.Err)
+		}
+		return err
+	}
 	r := &e.Deployment.Router
 	r.CapacityWaitTimeoutUs = deploy.DefaultCapacityWaitTimeoutUs
 	if ry := dp.Router; ry != nil {
@@ -492,6 +510,9 @@ func (d *Draft) clusterKeys() []string {
 	if dp := f.Deployment; dp != nil {
 		if dp.Router != nil {
 			keys = append(keys, "deployment.router")
+		}
+		if dp.KVStore != nil {
+			keys = append(keys, "deployment.kv_store")
 		}
 		if len(dp.Pools) > 1 {
 			keys = append(keys, "deployment.pools[1]")

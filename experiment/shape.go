@@ -26,6 +26,8 @@ type deploymentYAML struct {
 	Mode   *string           `yaml:"mode"`
 	Pools  []deploy.PoolYAML `yaml:"pools"`
 	Router *routerYAML       `yaml:"router"`
+	// KVStore is the KV store the pools share (docs/kv-tiers.md).
+	KVStore *deploy.KVStoreYAML `yaml:"kv_store"`
 }
 
 type routerYAML struct {
