@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/blis-sim/blis/kvstore"
 	"github.com/blis-sim/blis/sim"
@@ -60,11 +61,13 @@ func (v *storeView) Detached() sim.StoreKV { return &storeView{st: v.st, detache
 
 // storeState is the store and the instances' views of it.
 type storeState struct {
-	st     *kvstore.Store
-	views  []*storeView // in instance order; nil for an instance without a link
-	pend   []kvstore.Op // gathered, not yet due
-	period int64
-	next   int64 // the next sync point
+	st    *kvstore.Store
+	views []*storeView // in instance order; nil for an instance without a link
+	pend  []kvstore.Op // gathered, not yet due, sorted
+	// fresh and merged are scratch space.
+	fresh, merged []kvstore.Op
+	period        int64
+	next          int64 // the next sync point
 	// The block size and bytes every attached instance shares: a block's
 	// hash means the same KV on each.
 	blockTokens, blockBytes int64
@@ -130,13 +133,20 @@ func (c *Sim) kvSync(t int64) {
 	if s == nil || t < s.next {
 		return
 	}
+	// The new operations, sorted, merged into the pending ones (sorted).
+	s.fresh = s.fresh[:0]
 	for _, v := range s.views {
 		if v != nil && len(v.ops) > 0 {
-			s.pend = append(s.pend, v.ops...)
+			s.fresh = append(s.fresh, v.ops...)
 			v.ops = v.ops[:0]
 		}
 	}
-	later := s.st.Apply(s.pend, t)
+	if len(s.fresh) > 0 {
+		slices.SortFunc(s.fresh, kvstore.Compare)
+		s.merged = kvstore.Merge(s.merged[:0], s.pend, s.fresh)
+		s.pend, s.merged = s.merged, s.pend
+	}
+	later := s.st.ApplySorted(s.pend, t)
 	s.pend = append(s.pend[:0], later...)
 	if t > math.MaxInt64-s.period {
 		s.next = math.MaxInt64

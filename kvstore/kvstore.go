@@ -248,6 +248,27 @@ func Compare(a, b Op) int {
 // later.
 func (s *Store) Apply(ops []Op, nowUs int64) (later []Op) {
 	slices.SortFunc(ops, Compare)
+	return s.ApplySorted(ops, nowUs)
+}
+
+// Merge appends to dst the operations of a and b, each sorted (Compare),
+// in order.
+func Merge(dst, a, b []Op) []Op {
+	for len(a) > 0 && len(b) > 0 {
+		if Compare(b[0], a[0]) < 0 {
+			dst = append(dst, b[0])
+			b = b[1:]
+		} else {
+			dst = append(dst, a[0])
+			a = a[1:]
+		}
+	}
+	dst = append(dst, a...)
+	return append(dst, b...)
+}
+
+// ApplySorted is Apply for ops already sorted.
+func (s *Store) ApplySorted(ops []Op, nowUs int64) (later []Op) {
 	for k := range ops {
 		op := &ops[k]
 		if op.AtUs > nowUs {
