@@ -1,6 +1,11 @@
 package experiment
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -52,5 +57,61 @@ deployment:
 			_, err = d.Resolve()
 		}
 		require.ErrorContains(t, err, c.want, c.file)
+	}
+}
+
+// sharedKVRows are the setups docs/kv-tiers.md and the README compare on
+// the shared-kv scenario.
+var sharedKVRows = []struct{ label, scenario, sets string }{
+	{"per-instance caches only (`shared-kv-local`)", "shared-kv-local", ""},
+	{"per-instance caches, prefix-affinity routing", "shared-kv-local", "policies.routing.type=prefix-affinity"},
+	{"shared 1 TB store (`shared-kv`)", "shared-kv", ""},
+	{"shared 300 GB store (evicting)", "shared-kv", "deployment.kv_store.capacity_gb=300"},
+	{"shared 1 TB store, prefix-affinity routing", "shared-kv", "policies.routing.type=prefix-affinity"},
+}
+
+// TestSharedKVDocs: the shared-kv table in docs/kv-tiers.md and the
+// README is the one the scenarios give today.
+func TestSharedKVDocs(t *testing.T) {
+	out := make([]string, len(sharedKVRows))
+	for i, row := range sharedKVRows {
+		d, err := LoadScenario(row.scenario)
+		require.NoError(t, err)
+		for _, kv := range strings.Fields(row.sets) {
+			k, v, _ := strings.Cut(kv, "=")
+			require.NoError(t, d.Set(k, v, "test"))
+		}
+		e, err := d.Resolve()
+		require.NoError(t, err)
+		e.Run.Workers = 1
+		res, err := Run(context.Background(), e, nil)
+		require.NoError(t, err)
+		m := res.Cluster
+		fleet, gpu, store, evicted := m.PrefixCacheHitRate, m.PrefixCacheHitRate, "–", "–"
+		if kt := m.KVTiers; kt != nil {
+			fleet, gpu = 1-kt.ComputedRate, kt.GPU.HitRate
+			if kt.Store != nil {
+				store = fmt.Sprintf("%.1f %%", 100*kt.Store.HitRate)
+			}
+		}
+		if ks := m.KVStore; ks != nil {
+			evicted = fmt.Sprintf("%.0f GB / %d", float64(ks.PeakBytes)/1e9, ks.Evicted)
+		}
+		out[i] = fmt.Sprintf("| %s | %.1f %% | %.1f %% | %s | %s | %.1f | %.1f |\n", row.label, 100*fleet, 100*gpu, store, evicted, m.TTFT.P50, m.TTFT.P99)
+	}
+	table := "| setup | prompt tokens served from cache | GPU | store | store peak / blocks evicted | TTFT p50 (ms) | TTFT p99 (ms) |\n|---|---|---|---|---|---|---|\n" + strings.Join(out, "")
+	const begin, end = "<!-- shared-kv-table -->\n", "<!-- /shared-kv-table -->\n"
+	for _, doc := range []string{filepath.Join("..", "README.md"), filepath.Join("..", "docs", "kv-tiers.md")} {
+		data, err := os.ReadFile(doc)
+		require.NoError(t, err)
+		s := string(data)
+		i, j := strings.Index(s, begin), strings.Index(s, end)
+		require.True(t, i >= 0 && j > i, "%s has no %q ... %q markers", doc, strings.TrimSpace(begin), strings.TrimSpace(end))
+		want := s[:i+len(begin)] + table + s[j:]
+		if *update {
+			require.NoError(t, os.WriteFile(doc, []byte(want), 0o644))
+			continue
+		}
+		require.Equal(t, want, s, "%s's shared-kv table is stale: go test ./experiment -run SharedKVDocs -update", doc)
 	}
 }
