@@ -317,6 +317,9 @@ func New(cfg Config, src Source) (*Sim, error) {
 	if c.bs == 0 {
 		c.bs = c.eng[0].BlockSize()
 	}
+	for i := range c.eng {
+		c.sizePrefixIndex(i)
+	}
 	c.inflight = make([]int64, n)
 	c.view.Resize(n)
 	c.snap = newSnapshots(cfg.Freshness, n)
@@ -374,6 +377,7 @@ func (c *Sim) addInstance(id, pool string, cfg sim.Config) error {
 	c.eng = append(c.eng, e)
 	c.ids = append(c.ids, id)
 	c.pools = append(c.pools, pool)
+	c.sizePrefixIndex(i)
 	c.inflight = append(c.inflight, 0)
 	c.view.Resize(len(c.eng))
 	c.snap.grow(e)

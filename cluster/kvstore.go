@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/kvstore"
 	"github.com/blis-sim/blis/sim"
 )
@@ -162,4 +163,21 @@ func (c *Sim) kvStoreStats() *kvstore.Stats {
 	}
 	st := c.kvs.st.Stats()
 	return &st
+}
+
+// sizePrefixIndex sizes the router's prefix index for instance i, when the
+// router keeps one sized from the instances (route.AutoPrefixIndexCapacity):
+// the instance's own KV capacity (its GPU blocks, CPU tier and disk; the
+// shared store is no instance's), in the router's blocks.
+func (c *Sim) sizePrefixIndex(i int) {
+	pi, ok := c.router.(route.PrefixIndexer)
+	if !ok {
+		return
+	}
+	x := pi.PrefixIndex()
+	if x == nil || !x.Auto() {
+		return
+	}
+	e := c.eng[i]
+	x.SizeInstance(i, e.KVCapacityBlocks()*e.BlockSize()/c.bs)
 }

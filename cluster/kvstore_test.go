@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/blis-sim/blis/cluster"
+	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/deploy"
 	"github.com/blis-sim/blis/kvstore"
 	"github.com/blis-sim/blis/sim"
@@ -90,4 +91,32 @@ func TestStoreLinkWithoutAStoreIsRefused(t *testing.T) {
 	b.Config.Engine.Tiers = sim.KVTiers{BlockBytes: 1 << 20, Store: sim.StoreLink{GetBytesPerS: 1e9, PutBytesPerS: 1e9}}
 	_, err = cluster.New(cluster.Config{Instances: []cluster.Instance{{ID: "a", Config: b.Config}}}, cluster.NewSliceSource(nil))
 	require.ErrorContains(t, err, "has a link to a KV store, and the cluster has none")
+}
+
+// The router's prefix index is sized from each instance's KV capacity:
+// its GPU blocks and the CPU tier behind them, in the router's blocks.
+func TestPrefixIndexSizedFromTheInstances(t *testing.T) {
+	var ins []cluster.Instance
+	var want []int
+	for i, cpu := range []int64{0, 5000} {
+		spec := deploy.DefaultInstanceSpec()
+		spec.VLLM.TotalKVBlocksCPU = cpu
+		b, err := spec.Build(sim.NewRNG(1), i)
+		require.NoError(t, err)
+		ins = append(ins, cluster.Instance{ID: cluster.InstanceID(i, 2), Config: b.Config})
+		want = append(want, int(b.Config.Engine.TotalKVBlocksGPU+cpu))
+	}
+	rt, err := route.New(route.PrefixAffinityName, 2, route.Params{})
+	require.NoError(t, err)
+	_, err = cluster.New(cluster.Config{Instances: ins, Routing: rt}, cluster.NewSliceSource(nil))
+	require.NoError(t, err)
+	x := rt.(route.PrefixIndexer).PrefixIndex()
+	require.Greater(t, want[0], route.DefaultPrefixIndexCapacity)
+	require.Equal(t, want[0], x.Capacity(0))
+	require.Equal(t, want[1], x.Capacity(1))
+	// At 32-token router blocks, half as many.
+	rt, _ = route.New(route.PrefixAffinityName, 2, route.Params{})
+	_, err = cluster.New(cluster.Config{Instances: ins, Routing: rt, RouterBlockSize: 32}, cluster.NewSliceSource(nil))
+	require.NoError(t, err)
+	require.Equal(t, want[1]/2, rt.(route.PrefixIndexer).PrefixIndex().Capacity(1))
 }

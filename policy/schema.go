@@ -138,7 +138,7 @@ var (
 	pPerTenant = Param{Name: "per_tenant", Type: Bool, Doc: "one independent bucket per tenant, each with this capacity and rate, instead of one shared by all"}
 	pBase      = Param{Name: "base", Type: Float, Unit: "score", Doc: "added to every request's score (with the request's own integer priority; higher is served first by priority-fcfs)", Min: math.Inf(-1), Max: math.Inf(1)}
 	pAgeWeight = Param{Name: "age_weight", Type: Float, Unit: "score per second", Doc: "score per second since the request's arrival", Default: num(1), Max: math.Inf(1)}
-	pIndexCap  = Param{Name: "prefix_index_capacity", Type: Int, Unit: "blocks", Doc: "router-side prefix index size per instance, least recently used blocks evicted first (seed 001)", Default: integer(route.DefaultPrefixIndexCapacity), Min: 1, Max: route.MaxPrefixIndexCapacity}
+	pIndexCap  = Param{Name: "prefix_index_capacity", Type: Int, Unit: "blocks", Doc: "router-side prefix index size per instance, least recently used blocks evicted first; 0: each instance's own KV capacity (its GPU blocks, CPU tier and disk; seed 001's fixed 10000 forgot what the instances still held)", Default: integer(route.AutoPrefixIndexCapacity), Min: 0, Max: route.MaxPrefixIndexCapacity}
 )
 
 // classScores are slo-based's and inverted-slo's per-class scores (seed

@@ -119,6 +119,13 @@ type Forgetter interface {
 	Forget(instance int)
 }
 
+// PrefixIndexer is a policy that keeps a router-side prefix index (the
+// prefix-affinity policy, the weighted policy with its prefix-affinity
+// scorer): the cluster sizes it from its instances.
+type PrefixIndexer interface {
+	PrefixIndex() *PrefixIndex
+}
+
 // Names of the built-in policies.
 const (
 	RoundRobinName    = "round-robin"
@@ -135,9 +142,9 @@ type Params struct {
 	// Scorers and their weights for the weighted policy (ParseScorers).
 	Scorers []WeightedScorer
 	// PrefixIndexCapacity is the router-side prefix index's size per
-	// instance, in blocks (default DefaultPrefixIndexCapacity), for the
-	// weighted policy's prefix-affinity scorer and the prefix-affinity
-	// policy.
+	// instance, in blocks, for the weighted policy's prefix-affinity scorer
+	// and the prefix-affinity policy; AutoPrefixIndexCapacity (0, the
+	// default) sizes it from each instance's KV capacity.
 	PrefixIndexCapacity int
 	// MinMatchShare is the prefix-affinity policy's hit threshold, in
 	// [0, 1) (PrefixAffinityPolicy).
@@ -163,11 +170,7 @@ func New(name string, n int, p Params) (Policy, error) {
 	case VLLMDPName:
 		return NewVLLMDP(n, p.RefreshUs), nil
 	case PrefixAffinityName:
-		capacity := p.PrefixIndexCapacity
-		if capacity == 0 {
-			capacity = DefaultPrefixIndexCapacity
-		}
-		pa, err := NewPrefixAffinity(n, capacity, p.MinMatchShare)
+		pa, err := NewPrefixAffinity(n, p.PrefixIndexCapacity, p.MinMatchShare)
 		if err != nil {
 			return nil, err
 		}

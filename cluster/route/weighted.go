@@ -54,16 +54,25 @@ func (p *Weighted) Forget(i int) {
 	}
 }
 
+// PrefixIndex is the prefix-affinity scorer's index, nil without the
+// scorer (PrefixIndexer).
+func (p *Weighted) PrefixIndex() *PrefixIndex {
+	for _, s := range p.scorers {
+		if f, ok := s.(*PrefixAffinityScorer); ok {
+			return f.Index
+		}
+	}
+	return nil
+}
+
 // NewWeighted builds the policy for n instances; prefixCapacity sizes the
-// prefix-affinity scorer's index (0: DefaultPrefixIndexCapacity).
+// prefix-affinity scorer's index (AutoPrefixIndexCapacity, 0: from each
+// instance's KV capacity, as the cluster reports it).
 func NewWeighted(ws []WeightedScorer, n, prefixCapacity int) (*Weighted, error) {
 	if len(ws) == 0 {
 		return nil, fmt.Errorf("the weighted policy needs at least one scorer")
 	}
-	if prefixCapacity == 0 {
-		prefixCapacity = DefaultPrefixIndexCapacity
-	}
-	if prefixCapacity < 1 || prefixCapacity > MaxPrefixIndexCapacity {
+	if prefixCapacity < 0 || prefixCapacity > MaxPrefixIndexCapacity {
 		return nil, fmt.Errorf("prefix index capacity must be within [1, %d] blocks, got %d", MaxPrefixIndexCapacity, prefixCapacity)
 	}
 	var sum float64
