@@ -231,9 +231,11 @@ type Sim struct {
 
 	win *windower // nil without time windows
 
-	fl         *fleet         // nil without Config.Scaling
-	pd         *pdState       // nil without Config.Disagg
-	kvs        *storeState    // nil without Config.KVStore
+	fl         *fleet              // nil without Config.Scaling
+	pd         *pdState            // nil without Config.Disagg
+	kvs        *storeState         // nil without Config.KVStore
+	precise    *route.PreciseIndex // the router's, fed by the instances' KV events
+	kevBuf     []sim.KVBlockEvent
 	idBuf      []int64        // scratch for drains
 	redirected map[int64]bool // requests a drain re-routed (their routing latency counts twice)
 
@@ -356,6 +358,9 @@ func New(cfg Config, src Source) (*Sim, error) {
 			}
 		}
 	}
+	if err := c.initPrecise(); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -388,6 +393,9 @@ func (c *Sim) addInstance(id, pool string, cfg sim.Config) error {
 		w.insts = append(w.insts, i)
 	}
 	if err := c.attachStore(i, &cfg); err != nil {
+		return err
+	}
+	if err := c.watchPrecise(i); err != nil {
 		return err
 	}
 	if c.pd != nil {
@@ -753,6 +761,9 @@ func (c *Sim) route(spec *sim.RequestSpec) {
 		full := spec.PromptTokens / c.bs
 		c.hashBuf = sim.AppendBlockHashes(c.hashBuf[:0], spec, c.bs, min(full, sim.SharedBlocks(spec, c.bs)))
 		c.req.Hashes, c.req.Blocks = c.hashBuf, int(full)
+	}
+	if c.precise != nil {
+		c.feedPrecise()
 	}
 	i := c.router.Route(&c.req, &c.view)
 	if i < 0 || i >= len(c.eng) || !c.view.OK(i) {

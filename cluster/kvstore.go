@@ -181,3 +181,52 @@ func (c *Sim) sizePrefixIndex(i int) {
 	e := c.eng[i]
 	x.SizeInstance(i, e.KVCapacityBlocks()*e.BlockSize()/c.bs)
 }
+
+// initPrecise feeds the router's precise prefix index, when it has one
+// (route.PrefixPrecise): every instance reports its KV block events, which
+// the index reads before each routing decision (feedPrecise), and the
+// index reads the shared store for the instances linked to it.
+func (c *Sim) initPrecise() error {
+	pi, ok := c.router.(route.PreciseIndexer)
+	if !ok || pi.PreciseIndex() == nil {
+		return nil
+	}
+	c.precise = pi.PreciseIndex()
+	if c.kvs != nil {
+		c.precise.SetStore(c.kvs.st.Has)
+	}
+	for i := range c.eng {
+		if err := c.watchPrecise(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Sim) watchPrecise(i int) error {
+	if c.precise == nil {
+		return nil
+	}
+	e := c.eng[i]
+	if e.BlockSize() != c.bs {
+		return fmt.Errorf("instance %s: the precise prefix index reads its KV events, whose blocks are %d tokens; the router's are %d", c.ids[i], e.BlockSize(), c.bs)
+	}
+	e.WatchKVBlocks()
+	if c.kvs != nil && i < len(c.kvs.views) && c.kvs.views[i] != nil {
+		c.precise.Link(i)
+	}
+	return nil
+}
+
+// feedPrecise hands the precise index the KV block events the instances
+// recorded since the last decision, instance by instance: every event
+// before the decision's instant (the instances are there, with one worker
+// or several).
+func (c *Sim) feedPrecise() {
+	for i, e := range c.eng {
+		c.kevBuf = e.TakeKVBlockEvents(c.kevBuf[:0])
+		for _, ev := range c.kevBuf {
+			c.precise.Apply(i, ev)
+		}
+	}
+}

@@ -27,6 +27,10 @@ tenants:
 // storeCluster runs chat sessions round-robin over n instances, each with a
 // link to a shared store of storeBytes (0: no store), on workers workers.
 func storeCluster(t *testing.T, n int, storeBytes int64, workers int) (*cluster.Result, string) {
+	return storeClusterRouted(t, n, storeBytes, workers, nil)
+}
+
+func storeClusterRouted(t *testing.T, n int, storeBytes int64, workers int, rt route.Policy) (*cluster.Result, string) {
 	t.Helper()
 	spec, err := workload.ParseSpec([]byte(sessionsSpec), "test.yaml")
 	require.NoError(t, err)
@@ -41,7 +45,7 @@ func storeCluster(t *testing.T, n int, storeBytes int64, workers int) (*cluster.
 		}
 		ins = append(ins, cluster.Instance{ID: cluster.InstanceID(i, n), Config: b.Config})
 	}
-	cfg := cluster.Config{Instances: ins, Workers: workers}
+	cfg := cluster.Config{Instances: ins, Workers: workers, Routing: rt}
 	if storeBytes > 0 {
 		cfg.KVStore = &cluster.KVStore{Store: kvstore.Config{CapacityBytes: storeBytes}}
 	}
@@ -119,4 +123,26 @@ func TestPrefixIndexSizedFromTheInstances(t *testing.T) {
 	_, err = cluster.New(cluster.Config{Instances: ins, Routing: rt, RouterBlockSize: 32}, cluster.NewSliceSource(nil))
 	require.NoError(t, err)
 	require.Equal(t, want[1]/2, rt.(route.PrefixIndexer).PrefixIndex().Capacity(1))
+}
+
+// The precise prefix index reads the instances' KV events: it routes a
+// session's turns where its blocks are, as the approximate index does from
+// its own decisions, and the same on any number of workers.
+func TestPrecisePrefixIndex(t *testing.T) {
+	run := func(mode string, store int64, workers int) (*cluster.Result, string) {
+		rt, err := route.New(route.PrefixAffinityName, 4, route.Params{PrefixMode: mode})
+		require.NoError(t, err)
+		return storeClusterRouted(t, 4, store, workers, rt)
+	}
+	approx, _ := run(route.PrefixApproximate, 0, 1)
+	precise, a := run(route.PrefixPrecise, 0, 1)
+	_, b := run(route.PrefixPrecise, 0, 2)
+	require.Equal(t, a, b)
+	t.Logf("GPU hit rate: approximate %.3f, precise %.3f", approx.PrefixCacheHitRate, precise.PrefixCacheHitRate)
+	require.Greater(t, precise.PrefixCacheHitRate, 0.8)
+	require.InDelta(t, approx.PrefixCacheHitRate, precise.PrefixCacheHitRate, 0.05)
+	withStore, c := run(route.PrefixPrecise, 64<<30, 1)
+	_, d := run(route.PrefixPrecise, 64<<30, 2)
+	require.Equal(t, c, d)
+	require.Greater(t, 1-withStore.KVTiers.ComputedRate, 0.8)
 }

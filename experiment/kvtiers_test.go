@@ -69,6 +69,8 @@ var sharedKVRows = []struct{ label, scenario, sets string }{
 	{"shared 1 TB store (`shared-kv`)", "shared-kv", ""},
 	{"shared 300 GB store (evicting)", "shared-kv", "deployment.kv_store.capacity_gb=300"},
 	{"shared 1 TB store, prefix-affinity routing", "shared-kv", "policies.routing.type=prefix-affinity"},
+	{"shared 1 TB store, precise prefix-affinity (KV events, tier weights)", "shared-kv", "policies.routing.type=prefix-affinity policies.routing.params.prefix_mode=precise"},
+	{"shared 1 TB store, llm-d's default scorers, precise", "shared-kv", "policies.routing.type=weighted policies.routing.params.prefix_mode=precise"},
 }
 
 // TestSharedKVDocs: the shared-kv table in docs/kv-tiers.md and the

@@ -56,7 +56,11 @@ func (p *PrefixAffinityPolicy) Index() *PrefixIndex { return p.scorer.Index }
 func (p *PrefixAffinityPolicy) PrefixIndex() *PrefixIndex { return p.scorer.Index }
 
 // Forget drops a terminated instance from the index.
-func (p *PrefixAffinityPolicy) Forget(i int) { p.scorer.Index.Forget(i) }
+func (p *PrefixAffinityPolicy) Forget(i int) { p.scorer.forget(i) }
+
+// PreciseIndex is the policy's precise index, nil in approximate mode
+// (PreciseIndexer).
+func (p *PrefixAffinityPolicy) PreciseIndex() *PreciseIndex { return p.scorer.Precise }
 
 // Score writes each instance's match share.
 func (p *PrefixAffinityPolicy) Score(req *Request, v *View, dst []float64) {

@@ -126,6 +126,13 @@ type PrefixIndexer interface {
 	PrefixIndex() *PrefixIndex
 }
 
+// PreciseIndexer is a policy that may read the instances' KV events
+// (PrefixPrecise): the cluster feeds its index, when it is not nil, before
+// every decision.
+type PreciseIndexer interface {
+	PreciseIndex() *PreciseIndex
+}
+
 // Names of the built-in policies.
 const (
 	RoundRobinName    = "round-robin"
@@ -146,6 +153,11 @@ type Params struct {
 	// and the prefix-affinity policy; AutoPrefixIndexCapacity (0, the
 	// default) sizes it from each instance's KV capacity.
 	PrefixIndexCapacity int
+	// PrefixMode is the prefix-affinity scorer's index: PrefixApproximate
+	// ("" too) or PrefixPrecise; TierWeights the precise scorer's (nil:
+	// DefaultTierWeights).
+	PrefixMode  string
+	TierWeights *TierWeights
 	// MinMatchShare is the prefix-affinity policy's hit threshold, in
 	// [0, 1) (PrefixAffinityPolicy).
 	MinMatchShare float64
@@ -174,6 +186,9 @@ func New(name string, n int, p Params) (Policy, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := pa.scorer.setMode(n, p.PrefixMode, p.TierWeights); err != nil {
+			return nil, err
+		}
 		return pa, nil
 	case WeightedName:
 		ws := p.Scorers
@@ -183,7 +198,18 @@ func New(name string, n int, p Params) (Policy, error) {
 				return nil, err
 			}
 		}
-		return NewWeighted(ws, n, p.PrefixIndexCapacity)
+		w, err := NewWeighted(ws, n, p.PrefixIndexCapacity)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range w.scorers {
+			if f, ok := s.(*PrefixAffinityScorer); ok {
+				if err := f.setMode(n, p.PrefixMode, p.TierWeights); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return w, nil
 	}
 	return nil, fmt.Errorf("routing policy %q is not a policy; use one of %s", name, strings.Join(Names, ", "))
 }
