@@ -15,37 +15,39 @@ import (
 // TierSpec is an instance's tiers beyond the CPU tier.
 type TierSpec struct {
 	// Disk is a local NVMe drive behind the CPU tier (nil: none).
-	Disk *DiskSpec
+	Disk *DiskSpec `json:"disk,omitempty"`
 	// Store is the instance's link to the deployment's shared store (nil:
 	// not linked). A deployment with a store sets it on every pool that
 	// does not opt out (NoStore).
-	Store   *StoreLinkSpec
-	NoStore bool
+	Store   *StoreLinkSpec `json:"store_link,omitempty"`
+	NoStore bool           `json:"-"`
 	// wantStore: the pool's file asked for the link (kv_tiers.store: true).
 	wantStore bool
 }
 
 // DiskSpec is a local disk.
 type DiskSpec struct {
-	CapacityGB              float64
-	ReadGBPerS, WriteGBPerS float64
-	LatencyUs               int64
+	CapacityGB  float64 `json:"capacity_gb"`
+	ReadGBPerS  float64 `json:"read_gb_per_s"`
+	WriteGBPerS float64 `json:"write_gb_per_s"`
+	LatencyUs   int64   `json:"latency_us"`
 }
 
 // StoreLinkSpec is an instance's link to the store: per GPU of the
 // instance (one NIC per GPU), and the latency of one get or put.
 type StoreLinkSpec struct {
-	GetGBPerSPerGPU, PutGBPerSPerGPU float64
-	LatencyUs                        int64
+	GetGBPerSPerGPU float64 `json:"get_gb_per_s_per_gpu"`
+	PutGBPerSPerGPU float64 `json:"put_gb_per_s_per_gpu"`
+	LatencyUs       int64   `json:"latency_us"`
 }
 
 // KVStoreSpec is the deployment's shared store.
 type KVStoreSpec struct {
-	CapacityGB    float64
-	HighWatermark float64
-	EvictionRatio float64
-	SyncUs        int64
-	Link          StoreLinkSpec
+	CapacityGB    float64       `json:"capacity_gb"`
+	HighWatermark float64       `json:"high_watermark"`
+	EvictionRatio float64       `json:"eviction_ratio"`
+	SyncUs        int64         `json:"sync_us"`
+	Link          StoreLinkSpec `json:"link"`
 }
 
 // DefaultDiskSpec is a PCIe 4.0 NVMe drive's rates and latency

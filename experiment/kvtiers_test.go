@@ -118,3 +118,38 @@ func TestSharedKVDocs(t *testing.T) {
 		require.Equal(t, want, s, "%s's shared-kv table is stale: go test ./experiment -run SharedKVDocs -update", doc)
 	}
 }
+
+// A disk behind a small CPU tier serves what the CPU tier evicted, and
+// the report echoes the tiers.
+func TestDiskTierRuns(t *testing.T) {
+	d, err := Parse([]byte(`version: 1
+deployment:
+  pools:
+    - replicas: 2
+      vllm: {total_kv_blocks_gpu: "2000", total_kv_blocks_cpu: 1000}
+      kv_tiers: {disk: {capacity_gb: 100}}
+workload:
+  spec:
+    version: 1
+    duration_s: 120
+    rate: 1
+    tenants:
+      - id: chat
+        prompt_tokens: "lognormal:mean=4000,cv=0.5,max=16000"
+        output_tokens: "lognormal:mean=200,cv=0.5,max=1000"
+        request_types: [{type: chat, turns: "uniform:4,12", think_time_ms: "exponential:mean=20000"}]
+policies:
+  routing: {type: prefix-affinity}
+`), "x.yaml")
+	require.NoError(t, err)
+	e, err := d.Resolve()
+	require.NoError(t, err)
+	res, err := Run(context.Background(), e, nil)
+	require.NoError(t, err)
+	kt := res.Cluster.KVTiers
+	require.NotNil(t, kt)
+	require.NotNil(t, kt.Disk)
+	require.Greater(t, kt.Disk.HitTokens, int64(0))
+	require.Greater(t, kt.Disk.StoredBlocks, int64(0))
+	require.Nil(t, kt.Store)
+}
