@@ -19,9 +19,9 @@
 // (sim.StoreLink): the instance charges them to its step and to its puts'
 // visibility before the operation reaches the store.
 //
-// The package is pure: no clock, no goroutines, no map iteration in any
-// result. It is not safe for concurrent use, except that Has may be called
-// concurrently while nothing modifies the store.
+// The package is pure: no clock, no goroutines, no map iteration. It is
+// not safe for concurrent use, except that Has may be called concurrently
+// while nothing modifies the store.
 package kvstore
 
 import (
@@ -29,6 +29,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/blis-sim/blis/internal/hashindex"
 )
 
 // Mooncake Store master's eviction defaults (mooncake-store's types.h:
@@ -67,20 +69,31 @@ type Stats struct {
 	Evicted      int64 `json:"evicted"`       // objects they dropped
 }
 
-type entry struct {
+// node is an object in the LRU list (head: the least recently used).
+type node struct {
 	key        uint64
 	bytes      int64
-	prev, next *entry // LRU list: head is the least recently used
+	prev, next int32 // -1: none
 }
 
-// Store is the shared store.
+// Store is the shared store. Objects live in a slice of nodes, found by
+// an open-addressing index over their keys (internal/hashindex, as the
+// engine's prefix cache): no allocation per object, and lookups that may
+// run concurrently while nothing modifies the store.
 type Store struct {
 	cfg        Config
 	limit      int64 // HighWatermark × capacity, bytes
-	entries    map[uint64]*entry
-	head, tail *entry
+	maxObjects int   // the index's bound
+	idx        *hashindex.Index
+	nodes      []node
+	free       []int32
+	head, tail int32
 	st         Stats
 }
+
+// maxObjects bounds the number of objects (the index numbers them in
+// int32): at most one per byte of capacity, at most 2^30.
+const maxObjects = 1 << 30
 
 // New returns an empty store.
 func New(cfg Config) (*Store, error) {
@@ -99,7 +112,10 @@ func New(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("kvstore: eviction ratio must be in (0, 1], got %v", cfg.EvictionRatio)
 	}
 	lim := math.Floor(cfg.HighWatermark * float64(cfg.CapacityBytes))
-	return &Store{cfg: cfg, limit: int64(lim), entries: map[uint64]*entry{}, st: Stats{CapacityBytes: cfg.CapacityBytes}}, nil
+	s := &Store{cfg: cfg, limit: int64(lim), maxObjects: int(min(cfg.CapacityBytes, maxObjects)), head: -1, tail: -1,
+		st: Stats{CapacityBytes: cfg.CapacityBytes}}
+	s.idx = hashindex.New(int64(s.maxObjects), func(v int32) uint64 { return s.nodes[v].key })
+	return s, nil
 }
 
 // Config is the store's configuration, defaults filled in.
@@ -107,17 +123,17 @@ func (s *Store) Config() Config { return s.cfg }
 
 // Has reports whether the store holds key.
 func (s *Store) Has(key uint64) bool {
-	_, ok := s.entries[key]
+	_, ok := s.idx.Get(key)
 	return ok
 }
 
 // Len is the number of objects held.
-func (s *Store) Len() int { return len(s.entries) }
+func (s *Store) Len() int { return s.idx.Len() }
 
 // Stats is what the store did so far.
 func (s *Store) Stats() Stats {
 	st := s.st
-	st.Objects = int64(len(s.entries))
+	st.Objects = int64(s.idx.Len())
 	return st
 }
 
@@ -125,9 +141,9 @@ func (s *Store) Stats() Stats {
 // recently used), evicting first when it would not fit under the
 // watermark. It reports whether key is in the store afterwards.
 func (s *Store) Put(key uint64, bytes int64) bool {
-	if e, ok := s.entries[key]; ok {
+	if n, ok := s.idx.Get(key); ok {
 		s.st.DuplicatePuts++
-		s.touch(e)
+		s.touch(n)
 		return true
 	}
 	if bytes <= 0 || bytes > s.cfg.CapacityBytes {
@@ -136,12 +152,20 @@ func (s *Store) Put(key uint64, bytes int64) bool {
 	}
 	// A put the free space cannot take fails and triggers an eviction
 	// (Mooncake's PutStart), retried until it fits.
-	for s.st.UsedBytes+bytes > s.cfg.CapacityBytes {
+	for s.st.UsedBytes+bytes > s.cfg.CapacityBytes || s.idx.Len() >= s.maxObjects {
 		s.evict()
 	}
-	e := &entry{key: key, bytes: bytes}
-	s.entries[key] = e
-	s.pushBack(e)
+	var n int32
+	if k := len(s.free); k > 0 {
+		n = s.free[k-1]
+		s.free = s.free[:k-1]
+	} else {
+		s.nodes = append(s.nodes, node{})
+		n = int32(len(s.nodes) - 1)
+	}
+	s.nodes[n] = node{key: key, bytes: bytes, prev: -1, next: -1}
+	s.idx.Put(key, n)
+	s.pushBack(n)
 	s.st.UsedBytes += bytes
 	s.st.PeakBytes = max(s.st.PeakBytes, s.st.UsedBytes)
 	s.st.Puts++
@@ -155,61 +179,65 @@ func (s *Store) Put(key uint64, bytes int64) bool {
 // Get reads key: it becomes the most recently used. It reports whether
 // the store held it.
 func (s *Store) Get(key uint64) bool {
-	e, ok := s.entries[key]
+	n, ok := s.idx.Get(key)
 	if !ok {
 		s.st.MissedGets++
 		return false
 	}
 	s.st.Gets++
-	s.touch(e)
+	s.touch(n)
 	return true
 }
 
 // evict drops the least recently used EvictionRatio of the objects,
 // rounded up (at least one): one eviction round.
 func (s *Store) evict() {
-	n := int64(math.Ceil(s.cfg.EvictionRatio * float64(len(s.entries))))
-	n = max(n, 1)
+	k := int64(math.Ceil(s.cfg.EvictionRatio * float64(s.idx.Len())))
+	k = max(k, 1)
 	s.st.Evictions++
-	for ; n > 0 && s.head != nil; n-- {
-		e := s.head
-		s.unlink(e)
-		delete(s.entries, e.key)
+	for ; k > 0 && s.head >= 0; k-- {
+		n := s.head
+		e := &s.nodes[n]
+		s.unlink(n)
+		s.idx.Del(e.key, n)
 		s.st.UsedBytes -= e.bytes
 		s.st.EvictedBytes += e.bytes
 		s.st.Evicted++
+		s.free = append(s.free, n)
 	}
 }
 
-func (s *Store) touch(e *entry) {
-	if s.tail != e {
-		s.unlink(e)
-		s.pushBack(e)
+func (s *Store) touch(n int32) {
+	if s.tail != n {
+		s.unlink(n)
+		s.pushBack(n)
 	}
 }
 
-func (s *Store) pushBack(e *entry) {
-	e.prev, e.next = s.tail, nil
-	if s.tail != nil {
-		s.tail.next = e
+func (s *Store) pushBack(n int32) {
+	e := &s.nodes[n]
+	e.prev, e.next = s.tail, -1
+	if s.tail >= 0 {
+		s.nodes[s.tail].next = n
 	} else {
-		s.head = e
+		s.head = n
 	}
-	s.tail = e
+	s.tail = n
 }
 
-func (s *Store) unlink(e *entry) {
-	if e.prev != nil {
-		e.prev.next = e.next
+func (s *Store) unlink(n int32) {
+	e := &s.nodes[n]
+	if e.prev >= 0 {
+		s.nodes[e.prev].next = e.next
 	} else {
 		s.head = e.next
 	}
-	if e.next != nil {
-		e.next.prev = e.prev
+	if e.next >= 0 {
+		s.nodes[e.next].prev = e.prev
 	} else {
 		s.tail = e.prev
 	}
-	e.prev, e.next = nil, nil
+	e.prev, e.next = -1, -1
 }
 
 // Kind is an operation's kind.

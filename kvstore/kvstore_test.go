@@ -9,8 +9,8 @@ import (
 
 func keys(s *Store) []uint64 {
 	var ks []uint64
-	for e := s.head; e != nil; e = e.next {
-		ks = append(ks, e.key)
+	for n := s.head; n >= 0; n = s.nodes[n].next {
+		ks = append(ks, s.nodes[n].key)
 	}
 	return ks
 }
@@ -113,12 +113,15 @@ func TestRandomizedAccounting(t *testing.T) {
 			s.Put(k, int64(1+rng.IntN(300)))
 		}
 		var sum int64
-		for e := s.head; e != nil; e = e.next {
-			sum += e.bytes
+		var objs int64
+		for n := s.head; n >= 0; n = s.nodes[n].next {
+			sum += s.nodes[n].bytes
+			objs++
+			require.True(t, s.Has(s.nodes[n].key))
 		}
 		st := s.Stats()
 		require.Equal(t, sum, st.UsedBytes)
 		require.LessOrEqual(t, st.UsedBytes, int64(10_000))
-		require.Equal(t, int64(len(s.entries)), st.Objects)
+		require.Equal(t, objs, st.Objects)
 	}
 }
