@@ -231,10 +231,10 @@ type Sim struct {
 
 	win *windower // nil without time windows
 
-	fl         *fleet              // nil without Config.Scaling
-	pd         *pdState            // nil without Config.Disagg
-	kvs        *storeState         // nil without Config.KVStore
-	precise    *route.PreciseIndex // the router's, fed by the instances' KV events
+	fl         *fleet                // nil without Config.Scaling
+	pd         *pdState              // nil without Config.Disagg
+	kvs        *storeState           // nil without Config.KVStore
+	precise    []*route.PreciseIndex // the routers', fed by the instances' KV events
 	kevBuf     []sim.KVBlockEvent
 	idBuf      []int64        // scratch for drains
 	redirected map[int64]bool // requests a drain re-routed (their routing latency counts twice)
@@ -319,9 +319,6 @@ func New(cfg Config, src Source) (*Sim, error) {
 	if c.bs == 0 {
 		c.bs = c.eng[0].BlockSize()
 	}
-	for i := range c.eng {
-		c.sizePrefixIndex(i)
-	}
 	c.inflight = make([]int64, n)
 	c.view.Resize(n)
 	c.snap = newSnapshots(cfg.Freshness, n)
@@ -357,6 +354,9 @@ func New(cfg Config, src Source) (*Sim, error) {
 				return nil, fmt.Errorf("instance %s: it has a link to a KV store, and the cluster has none", c.ids[i])
 			}
 		}
+	}
+	for i := range c.eng {
+		c.sizePrefixIndex(i)
 	}
 	if err := c.initPrecise(); err != nil {
 		return nil, err

@@ -170,16 +170,26 @@ func (c *Sim) kvStoreStats() *kvstore.Stats {
 // the instance's own KV capacity (its GPU blocks, CPU tier and disk; the
 // shared store is no instance's), in the router's blocks.
 func (c *Sim) sizePrefixIndex(i int) {
-	pi, ok := c.router.(route.PrefixIndexer)
-	if !ok {
-		return
+	for _, r := range c.routers() {
+		pi, ok := r.(route.PrefixIndexer)
+		if !ok {
+			continue
+		}
+		if x := pi.PrefixIndex(); x != nil && x.Auto() {
+			e := c.eng[i]
+			x.SizeInstance(i, e.KVCapacityBlocks()*e.BlockSize()/c.bs)
+		}
 	}
-	x := pi.PrefixIndex()
-	if x == nil || !x.Auto() {
-		return
+}
+
+// routers are the routing policies: the router's and, under
+// disaggregation, the prefill router's.
+func (c *Sim) routers() []route.Policy {
+	rs := []route.Policy{c.router}
+	if c.pd != nil && c.pd.cfg.Prefill != nil {
+		rs = append(rs, c.pd.cfg.Prefill)
 	}
-	e := c.eng[i]
-	x.SizeInstance(i, e.KVCapacityBlocks()*e.BlockSize()/c.bs)
+	return rs
 }
 
 // initPrecise feeds the router's precise prefix index, when it has one
@@ -187,13 +197,14 @@ func (c *Sim) sizePrefixIndex(i int) {
 // the index reads before each routing decision (feedPrecise), and the
 // index reads the shared store for the instances linked to it.
 func (c *Sim) initPrecise() error {
-	pi, ok := c.router.(route.PreciseIndexer)
-	if !ok || pi.PreciseIndex() == nil {
-		return nil
-	}
-	c.precise = pi.PreciseIndex()
-	if c.kvs != nil {
-		c.precise.SetStore(c.kvs.st.Has)
+	for _, r := range c.routers() {
+		if pi, ok := r.(route.PreciseIndexer); ok && pi.PreciseIndex() != nil {
+			x := pi.PreciseIndex()
+			if c.kvs != nil {
+				x.SetStore(c.kvs.st.Has)
+			}
+			c.precise = append(c.precise, x)
+		}
 	}
 	for i := range c.eng {
 		if err := c.watchPrecise(i); err != nil {
@@ -213,7 +224,9 @@ func (c *Sim) watchPrecise(i int) error {
 	}
 	e.WatchKVBlocks()
 	if c.kvs != nil && i < len(c.kvs.views) && c.kvs.views[i] != nil {
-		c.precise.Link(i)
+		for _, x := range c.precise {
+			x.Link(i)
+		}
 	}
 	return nil
 }
@@ -225,8 +238,10 @@ func (c *Sim) watchPrecise(i int) error {
 func (c *Sim) feedPrecise() {
 	for i, e := range c.eng {
 		c.kevBuf = e.TakeKVBlockEvents(c.kevBuf[:0])
-		for _, ev := range c.kevBuf {
-			c.precise.Apply(i, ev)
+		for _, x := range c.precise {
+			for _, ev := range c.kevBuf {
+				x.Apply(i, ev)
+			}
 		}
 	}
 }

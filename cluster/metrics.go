@@ -551,6 +551,9 @@ func (c *Sim) Finish() (*Result, error) {
 	if c.fl != nil {
 		res.Fleet = c.fleetResult(end, res)
 	}
+	if c.pd != nil {
+		c.pdRoles(res)
+	}
 	res.Disaggregation = c.pdResult()
 	res.Anomalies = c.an.report(res)
 	if cf := c.an.cf; cf != nil {

@@ -529,7 +529,9 @@ func (c *Sim) retireTerminated() {
 	f := c.fl
 	kept := f.retire[:0]
 	for _, i := range f.retire {
-		if _, busy := c.eng[i].NextEventUs(); busy {
+		// Busy, or a prefill instance still holding KV that a decode
+		// instance has yet to pull: retired later.
+		if _, busy := c.eng[i].NextEventUs(); busy || !c.eng[i].CanRetire() {
 			kept = append(kept, i)
 			continue
 		}

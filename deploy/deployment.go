@@ -23,6 +23,9 @@ import (
 type Deployment struct {
 	Pools  []Pool
 	Router Router
+	// Network moves KV between prefill and decode instances (network.go);
+	// it matters only under disaggregation.
+	Network Network
 	// KVStore is the KV store the pools share (nil: none; tiers.go).
 	KVStore *KVStoreSpec
 }
@@ -31,6 +34,9 @@ type Deployment struct {
 type Pool struct {
 	Name     string
 	Replicas int
+	// Role is the pool's part under prefill/decode disaggregation: both
+	// (the default), prefill or decode (network.go).
+	Role     string
 	Instance InstanceSpec
 	// Fleet is the pool's autoscaling side: bounds, nodes, cost, start-up
 	// and drain.
@@ -66,6 +72,7 @@ const MaxInstances = 4096
 //
 //   - name: h100                  # letters, digits, . _ -; default pool<i>
 //     replicas: 4                 # instances in the pool (>= 1), default 1
+//     role: both                  # both, prefill or decode (disaggregation)
 //     model: llama-3.1-8b         # shipped name or config.json path
 //     hardware: h100-sxm          # shipped name or hardware JSON path
 //     tp: 1
@@ -97,6 +104,7 @@ type PoolYAML struct {
 	Replicas     *int   `yaml:"replicas"`
 	InstanceYAML `yaml:",inline"`
 	FleetYAML    `yaml:",inline"`
+	Role         *string `yaml:"role"`
 }
 
 // InstanceYAML is an instance's keys.
@@ -176,9 +184,15 @@ func ValidPoolName(name string) bool { return poolNameRE.MatchString(name) }
 // (model, hardware, coefficients) are resolved from dir when the file
 // exists there. Errors are *FieldError values keyed relative to the pool.
 func (y *PoolYAML) Pool(i int, dir string) (Pool, error) {
-	p := Pool{Name: y.Name, Replicas: 1, Instance: DefaultInstanceSpec()}
+	p := Pool{Name: y.Name, Replicas: 1, Role: RoleBoth, Instance: DefaultInstanceSpec()}
 	if p.Name == "" {
 		p.Name = fmt.Sprintf("pool%d", i)
+	}
+	if y.Role != nil {
+		if _, err := cluster.ParseRole(*y.Role); err != nil {
+			return p, fieldErr("role", err)
+		}
+		p.Role = *y.Role
 	}
 	if !ValidPoolName(p.Name) {
 		return p, fieldErrf("name", "%q must be 1-64 letters, digits, '.', '_' or '-'", p.Name)
@@ -483,7 +497,7 @@ func Uniform(spec InstanceSpec, n int) (*Deployment, error) {
 	if n < 1 || n > MaxInstances {
 		return nil, fieldErrf("replicas", "must be in [1, %d], got %d", MaxInstances, n)
 	}
-	return &Deployment{Pools: []Pool{{Name: "pool0", Replicas: n, Instance: spec, Fleet: DefaultFleet(spec, n)}}}, nil
+	return &Deployment{Pools: []Pool{{Name: "pool0", Replicas: n, Role: RoleBoth, Instance: spec, Fleet: DefaultFleet(spec, n)}}, Network: DefaultNetwork()}, nil
 }
 
 // YAML is s as a pool's keys, every key given (the inverse of Apply, up

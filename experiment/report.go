@@ -76,11 +76,13 @@ type SpecReport struct {
 // ClusterConfig is a cluster run's configuration as the report echoes
 // it.
 type ClusterConfig struct {
-	Instances     int              `json:"instances"`
-	Pools         []PoolEcho       `json:"pools"`
-	Admission     AdmissionEcho    `json:"admission"`
-	Routing       RoutingEcho      `json:"routing"`
-	Policies      PoliciesEcho     `json:"policies"`
+	Instances int           `json:"instances"`
+	Pools     []PoolEcho    `json:"pools"`
+	Admission AdmissionEcho `json:"admission"`
+	Routing   RoutingEcho   `json:"routing"`
+	Policies  PoliciesEcho  `json:"policies"`
+	// Network is the KV transfers' (under disaggregation only).
+	Network       *deploy.Network  `json:"network,omitempty"`
 	Observability map[string]int64 `json:"observability_refresh_us"`
 	Workload      string           `json:"workload"`
 	Seed          int64            `json:"seed"`
@@ -96,6 +98,8 @@ type ClusterConfig struct {
 type PoolEcho struct {
 	Name     string `json:"name"`
 	Replicas int    `json:"replicas"`
+	// Role and the pool's transfer physics, under disaggregation only.
+	Role *cluster.PDPool `json:"disaggregation,omitempty"`
 	InstanceEcho
 	// Fleet is the pool's bounds, nodes, price, start-up and drain; its
 	// start-up times as the run uses them (weights from the model's
@@ -134,6 +138,9 @@ type PoliciesEcho struct {
 	Routing   policy.Section `json:"routing"`
 	Scheduler policy.Section `json:"scheduler"`
 	Autoscale policy.Section `json:"autoscale"`
+	// Disaggregation is absent when never (the echo of a run without it
+	// keeps its shape, and its trace ids).
+	Disaggregation *policy.Section `json:"disaggregation,omitempty"`
 }
 
 func echoInstance(e *Experiment, spec *deploy.InstanceSpec, in *deploy.Instance) InstanceEcho {
@@ -204,7 +211,16 @@ func (e *Experiment) echoCluster(b *deploy.Built) ClusterConfig {
 		cc.Routing.Scorers = route.FormatScorers(ws)
 	}
 	p := &e.Policies
-	cc.Policies = PoliciesEcho{p.Admission, p.Priority, p.Routing, p.Scheduler, p.Autoscale}
+	cc.Policies = PoliciesEcho{p.Admission, p.Priority, p.Routing, p.Scheduler, p.Autoscale, nil}
+	if e.Disaggregated() {
+		cc.Policies.Disaggregation = &p.Disaggregation
+		cc.Network = &d.Network
+		if pd, err := d.PDPools(b); err == nil { // an error fails the run before its report
+			for i := range pd {
+				cc.Pools[i].Role = &pd[i]
+			}
+		}
+	}
 	for s := cluster.Signal(0); s < cluster.NumSignals; s++ {
 		cc.Observability[s.String()] = d.Router.Freshness[s]
 	}

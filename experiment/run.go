@@ -444,6 +444,11 @@ func (r *runner) cluster(ctx context.Context) error {
 	if cfg.Routing, err = e.Policies.Routing.Routing(env); err != nil {
 		return e.placeSection(policy.Routing, err)
 	}
+	if e.Disaggregated() {
+		if cfg.Disagg, err = disaggregation(e, &d, built, env); err != nil {
+			return err
+		}
+	}
 	// The workload, and the SLO targets requests with a class are scored
 	// against: a spec's, or the published defaults.
 	targets := workload.DefaultSLOTargets()
@@ -674,4 +679,19 @@ func (r *runner) scaling(cfg *cluster.Config, d *deploy.Deployment, built *deplo
 	}
 	cfg.Scaling = sc
 	return nil
+}
+
+// disaggregation is the cluster's prefill/decode split: the decider and
+// prefill router of the bundle's section, every pool's role and links.
+func disaggregation(e *Experiment, d *deploy.Deployment, built *deploy.Built, env policy.Env) (*cluster.Disagg, error) {
+	dz, err := e.Policies.Disaggregation.Disaggregation(env, e.Policies.Routing)
+	if err != nil {
+		return nil, e.placeSection(policy.Disaggregation, err)
+	}
+	pools, err := d.PDPools(built)
+	if err != nil {
+		return nil, e.placeBuild(err)
+	}
+	n := d.Network
+	return &cluster.Disagg{Pools: pools, Decider: dz.Decider, Prefill: dz.Prefill, LatencyUs: n.LatencyUs, AbortTimeoutUs: n.AbortTimeoutUs}, nil
 }
