@@ -447,6 +447,9 @@ func (c *Sim) Finish() (*Result, error) {
 				res.KVTiers = &sim.KVTiersResult{}
 			}
 			res.KVTiers.Add(r.KVTiers)
+			// A disaggregated request's prompt counts once, its
+			// prefill's, as in prefix_cache_hit_rate.
+			res.KVTiers.PromptTokens -= r.RemotePromptTokens
 		}
 		ttft.Merge(r.Hist.TTFT)
 		itl.Merge(r.Hist.ITL)
