@@ -198,6 +198,9 @@ func (c *Sim) bound() int64 {
 	if c.pd != nil {
 		b = c.pdBound(b)
 	}
+	if c.kvs != nil {
+		b = min(b, c.kvs.next) // the store changes there
+	}
 	return b
 }
 

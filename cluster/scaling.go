@@ -506,6 +506,9 @@ func (c *Sim) setState(i int, s InstanceState) {
 	case StateTerminated:
 		pr.res.Terminated++
 		f.retire = append(f.retire, i)
+		if c.precise != nil {
+			c.kevBuf = c.eng[i].TakeKVBlockEvents(c.kevBuf[:0]) // none may reach the index after Forget
+		}
 		if fg, ok := c.router.(route.Forgetter); ok {
 			fg.Forget(i)
 		}

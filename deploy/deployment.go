@@ -26,6 +26,8 @@ type Deployment struct {
 	// Network moves KV between prefill and decode instances (network.go);
 	// it matters only under disaggregation.
 	Network Network
+	// KVStore is the KV store the pools share (nil: none; tiers.go).
+	KVStore *KVStoreSpec
 }
 
 // Pool is a number of identical instances.
@@ -114,6 +116,7 @@ type InstanceYAML struct {
 	ExpertParallel *bool        `yaml:"enable_expert_parallel"`
 	VLLM           *VLLMYAML    `yaml:"vllm"`
 	Latency        *LatencyYAML `yaml:"latency"`
+	KVTiers        *KVTiersYAML `yaml:"kv_tiers"`
 }
 
 // VLLMYAML is an instance's vllm keys.
@@ -166,6 +169,9 @@ var Mappings = map[string]yamlfile.Mapping{
 	"deploy.NodesYAML":    {What: "nodes", Keys: reflect.TypeOf(NodesYAML{})},
 	"deploy.StartupYAML":  {What: "startup", Keys: reflect.TypeOf(StartupYAML{})},
 	"deploy.DrainYAML":    {What: "drain", Keys: reflect.TypeOf(DrainYAML{})},
+	"deploy.KVTiersYAML":  {What: "kv_tiers", Keys: reflect.TypeOf(KVTiersYAML{})},
+	"deploy.DiskYAML":     {What: "kv_tiers.disk", Keys: reflect.TypeOf(DiskYAML{})},
+	"deploy.KVStoreYAML":  {What: "kv_store", Keys: reflect.TypeOf(KVStoreYAML{})},
 }
 
 var poolNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
@@ -311,6 +317,11 @@ func (y *InstanceYAML) Apply(s *InstanceSpec, dir string) error {
 				return fieldErr("vllm.total_kv_blocks_gpu", err)
 			}
 			k.TotalKVBlocksGPU = n
+		}
+	}
+	if t := y.KVTiers; t != nil {
+		if err := t.apply(&s.Tiers); err != nil {
+			return err
 		}
 	}
 	l := y.Latency
@@ -465,6 +476,9 @@ func (d *Deployment) Build(rng sim.RNG) (*Built, error) {
 	b.Config.AdmissionLatencyUs = d.Router.AdmissionLatencyUs
 	b.Config.RoutingLatencyUs = d.Router.RoutingLatencyUs
 	b.Config.Freshness = d.Router.Freshness
+	if d.KVStore != nil {
+		b.Config.KVStore = d.KVStore.Cluster()
+	}
 	if n == 0 && len(b.Pools) > 0 {
 		b.Config.RouterBlockSize = b.Pools[0].Config.Engine.BlockSizeTokens
 	}
@@ -509,6 +523,7 @@ func (s InstanceSpec) YAML() InstanceYAML {
 	if k.TotalKVBlocksCPU > 0 { // no effect without a CPU tier
 		y.VLLM.OffloadThreshold = &s.OffloadThreshold
 	}
+	y.KVTiers = s.Tiers.yaml()
 	l := s.Latency
 	model := l.Model
 	if model == "" {

@@ -200,7 +200,7 @@ func TestSet(t *testing.T) {
 	require.Equal(t, [3]float64{1, 2, 3}, e.Deployment.Pools[0].Instance.Latency.Blackbox.Alpha)
 	v, ok := e.Get("policies.routing.params.prefix_index_capacity")
 	require.True(t, ok)
-	require.Equal(t, "10000", v)
+	require.Equal(t, "0", v) // sized from the instances
 	v, ok = e.Get("deployment.pools[0].replicas")
 	require.True(t, ok)
 	require.Equal(t, "4", v)

@@ -111,6 +111,9 @@ func (e *Experiment) deploymentNode() *yaml.Node {
 			*p = &r.Freshness[cluster.Signal(i)]
 		}
 		add(d, "router", ry)
+		if ks := e.Deployment.KVStore; ks != nil {
+			add(d, "kv_store", ks.YAML())
+		}
 	}
 	if e.Disaggregated() {
 		n := e.Deployment.Network

@@ -51,6 +51,8 @@ type InstanceEcho struct {
 	Latency      string            `json:"latency"`
 	Coefficients string            `json:"coefficients,omitempty"`
 	Noise        float64           `json:"latency_noise"`
+	// KVTiers are the pool's disk and store link (absent without).
+	KVTiers *deploy.TierSpec `json:"kv_tiers,omitempty"`
 }
 
 // ClusterReport is the JSON a cluster run prints.
@@ -88,6 +90,8 @@ type ClusterConfig struct {
 	// WindowUs is run.window (absent without it, so that a run's JSON
 	// does not change).
 	WindowUs int64 `json:"window_us,omitempty"`
+	// KVStore is the fleet's shared KV store (absent without).
+	KVStore *deploy.KVStoreSpec `json:"kv_store,omitempty"`
 }
 
 // PoolEcho is a pool as the report echoes it.
@@ -140,8 +144,13 @@ type PoliciesEcho struct {
 }
 
 func echoInstance(e *Experiment, spec *deploy.InstanceSpec, in *deploy.Instance) InstanceEcho {
+	var tiers *deploy.TierSpec
+	if t := spec.Tiers; t.Disk != nil || t.Store != nil {
+		tiers = &t
+	}
 	return InstanceEcho{
-		Model: in.Phys.Model.Name, Hardware: in.Phys.Hardware.Name, TP: in.Phys.TP, VLLM: in.Phys.Knobs,
+		KVTiers: tiers,
+		Model:   in.Phys.Model.Name, Hardware: in.Phys.Hardware.Name, TP: in.Phys.TP, VLLM: in.Phys.Knobs,
 		LongPrefill: spec.LongPrefillThreshold, MaxModelLen: spec.MaxModelLen, Async: spec.AsyncScheduling, ReserveFull: spec.ReserveFullSequence,
 		OutputDelay: spec.OutputDelayUs, Scheduler: e.Policies.Scheduler.Type, Priority: e.Policies.Priority.Type,
 		Latency: in.Config.Latency.Name(), Coefficients: in.CoefficientsSource, Noise: spec.Latency.Noise,
@@ -178,7 +187,7 @@ func (e *Experiment) echoInstanceRun(in *deploy.Instance) InstanceConfig {
 func (e *Experiment) echoCluster(b *deploy.Built) ClusterConfig {
 	d := &e.Deployment
 	cc := ClusterConfig{Instances: d.NumInstances(), Workload: e.describeWorkload(), Seed: e.Run.Seed, HorizonS: e.Run.HorizonS,
-		Observability: map[string]int64{}, WindowUs: e.Run.WindowUs}
+		Observability: map[string]int64{}, WindowUs: e.Run.WindowUs, KVStore: d.KVStore}
 	for i, p := range d.Pools {
 		ps := p.Scaling(b.Pools[i])
 		fl := &FleetEcho{Fleet: p.Fleet, LoadS: float64(ps.LoadUs) / 1e6, WarmS: float64(ps.WarmUs) / 1e6}

@@ -99,6 +99,24 @@ func (d *Draft) resolveDeployment(e *Experiment) error {
 		}
 		e.Deployment.Pools = append(e.Deployment.Pools, p)
 	}
+	if ky := dp.KVStore; ky != nil {
+		ks, err := ky.Spec()
+		if err != nil {
+			var fe *deploy.FieldError
+			if errors.As(err, &fe) {
+				return d.errAt(fe.Err, "deployment."+fe.Fields[0])
+			}
+			return d.errAt(err, "deployment.kv_store")
+		}
+		e.Deployment.KVStore = ks
+	}
+	if err := e.Deployment.LinkStore(); err != nil {
+		var pe *deploy.PoolError
+		if errors.As(err, &pe) {
+			return d.placePool(pe.Pool, pe.Err)
+		}
+		return err
+	}
 	if err := d.resolveNetwork(e, dp.Network); err != nil {
 		return err
 	}
@@ -502,6 +520,9 @@ func (d *Draft) clusterKeys() []string {
 		}
 		if dp.Network != nil {
 			keys = append(keys, "deployment.network")
+		}
+		if dp.KVStore != nil {
+			keys = append(keys, "deployment.kv_store")
 		}
 		if len(dp.Pools) > 1 {
 			keys = append(keys, "deployment.pools[1]")

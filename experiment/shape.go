@@ -27,6 +27,8 @@ type deploymentYAML struct {
 	Pools   []deploy.PoolYAML `yaml:"pools"`
 	Router  *routerYAML       `yaml:"router"`
 	Network *networkYAML      `yaml:"network"`
+	// KVStore is the KV store the pools share (docs/kv-tiers.md).
+	KVStore *deploy.KVStoreYAML `yaml:"kv_store"`
 }
 
 // networkYAML is deploy.Network: the KV transfers' links under

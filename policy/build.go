@@ -118,6 +118,12 @@ func (s Section) Routing(env Env) (route.Policy, error) {
 	if s.Has("min_match_share") {
 		p.MinMatchShare = s.Float("min_match_share")
 	}
+	if s.Has("prefix_mode") {
+		p.PrefixMode = s.String("prefix_mode")
+		w := route.DefaultTierWeights
+		w[sim.TierCPU], w[sim.TierDisk], w[sim.TierStore] = s.Float("cpu_weight"), s.Float("disk_weight"), s.Float("store_weight")
+		p.TierWeights = &w
+	}
 	p.RefreshUs = env.QueueDepthRefreshUs
 	return route.New(s.Type, env.Instances, p)
 }

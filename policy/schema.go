@@ -37,6 +37,7 @@ import (
 	"github.com/blis-sim/blis/cluster/admit"
 	"github.com/blis-sim/blis/cluster/disagg"
 	"github.com/blis-sim/blis/cluster/route"
+	"github.com/blis-sim/blis/sim"
 )
 
 // Kind is a section of the bundle.
@@ -146,7 +147,14 @@ var (
 	// prefill profile with its own scorers after the decode one).
 	pPrefillScorers = Param{Name: "prefill_scorers", Type: FloatMap, Unit: "weight", Doc: "the prefill instance is picked by the weighted policy with these scorers and weights among the instances that prefill (normalized to sum to 1); not given: the routing section's policy, run again among them",
 		Max: math.Inf(1), Keys: route.ScorerNames}
-	pIndexCap = Param{Name: "prefix_index_capacity", Type: Int, Unit: "blocks", Doc: "router-side prefix index size per instance, least recently used blocks evicted first (seed 001)", Default: integer(route.DefaultPrefixIndexCapacity), Min: 1, Max: route.MaxPrefixIndexCapacity}
+	pPrefixMode = Param{Name: "prefix_mode", Type: String, Doc: "approximate: the router's own prefix index, learned from its decisions; precise: the instances' KV events, block by block and tier by tier, as llm-d's precise prefix-cache scorer (docs/kv-tiers.md)",
+		Default: text(route.PrefixApproximate), Enum: []string{route.PrefixApproximate, route.PrefixPrecise}}
+	pTierWeights = []Param{
+		{Name: "cpu_weight", Type: Float, Doc: "precise mode: what a block in an instance's CPU tier is worth against one on its GPU (1); llm-d's kvCacheBackendConfigs cpu weight", Default: num(route.DefaultTierWeights[sim.TierCPU]), Max: 1},
+		{Name: "disk_weight", Type: Float, Doc: "precise mode: a block on an instance's local disk (ours)", Default: num(route.DefaultTierWeights[sim.TierDisk]), Max: 1},
+		{Name: "store_weight", Type: Float, Doc: "precise mode: a block in the fleet's shared KV store, for the instances linked to it (ours)", Default: num(route.DefaultTierWeights[sim.TierStore]), Max: 1},
+	}
+	pIndexCap = Param{Name: "prefix_index_capacity", Type: Int, Unit: "blocks", Doc: "router-side prefix index size per instance, least recently used blocks evicted first; 0: each instance's own KV capacity (its GPU blocks, CPU tier and disk; seed 001's fixed 10000 forgot what the instances still held)", Default: integer(route.AutoPrefixIndexCapacity), Min: 0, Max: route.MaxPrefixIndexCapacity}
 )
 
 // classScores are slo-based's and inverted-slo's per-class scores (seed
@@ -208,11 +216,12 @@ var templates = []Template{
 		Params: []Param{
 			{Name: "scorers", Type: FloatMap, Unit: "weight", Doc: "scorers and their weights, normalized to sum to 1 (at least one > 0)", Default: Value{M: []Entry{{route.PrefixAffinity, 3}, {route.QueueDepth, 2}, {route.KVUtilization, 2}}},
 				Max: math.Inf(1), Keys: route.ScorerNames},
-			pIndexCap,
+			pIndexCap, pPrefixMode, pTierWeights[0], pTierWeights[1], pTierWeights[2],
 		}},
 	{Kind: Routing, Name: route.PrefixAffinityName, Doc: "The instance whose router-side prefix index holds the longest share of the request's blocks, the least loaded among equals; least-loaded on a miss",
 		Params: []Param{pIndexCap,
 			{Name: "min_match_share", Type: Float, Doc: "a hit needs more than this share of the request's blocks cached", MaxOpen: true, Max: 1},
+			pPrefixMode, pTierWeights[0], pTierWeights[1], pTierWeights[2],
 		}},
 	{Kind: Routing, Name: route.VLLMDPName, Doc: "vLLM's own data-parallel load balancer: the engine with the lowest 4 × waiting + running in the counts it last published (every queue_depth refresh), with its own sends since then added"},
 	{Kind: Routing, Name: route.AlwaysBusiestName, Pathological: true, Doc: "The most loaded instance"},

@@ -131,7 +131,7 @@ func TestClusterBadInput(t *testing.T) {
 		{[]string{"--admission-policy", "token-bucket", "--token-bucket-refill-rate", "-3"}, "--token-bucket-refill-rate: must be >= 0"},
 		{[]string{"--admission-latency", "-5"}, "--admission-latency: must be within [0, 1099511627776] µs, got -5"},
 		{[]string{"--routing-latency", "-5"}, "--routing-latency: must be within [0, 1099511627776] µs, got -5"},
-		{[]string{"--routing-policy", "weighted", "--prefix-index-capacity", "0"}, "--prefix-index-capacity: must be within [1, 1073741824] blocks, got 0"},
+		{[]string{"--routing-policy", "weighted", "--prefix-index-capacity", "-1"}, "--prefix-index-capacity: must be within [0, 1073741824] blocks, got -1"},
 		{[]string{"--prefix-index-capacity", "100"}, "--prefix-index-capacity: routing policy round-robin takes no parameters"},
 		{[]string{"--token-bucket-capacity", "100"}, "--token-bucket-capacity: admission policy always-admit takes no parameters"},
 		{[]string{"--admission-policy", "rate-limit", "--token-bucket-capacity", "100"}, `--token-bucket-capacity: admission policy rate-limit has no parameter "capacity"; use one of rate, burst, per_tenant`},
