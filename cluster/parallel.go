@@ -26,16 +26,12 @@ import (
 // trace writer shares one output) and the source does not react to
 // completions (a closed loop can create an arrival inside the window).
 
-// doneAt is a completion, or under disaggregation a pull, and when its
-// instance event happened. A pull sorts after its event's completions,
-// as Sim.advance applies them.
+// doneAt is a completion and when its instance event happened.
 type doneAt struct {
-	at     int64
-	inst   int
-	isPull bool
-	ord    int
-	d      sim.Completion
-	pull   sim.Pull
+	at   int64
+	inst int
+	ord  int
+	d    sim.Completion
 }
 
 // worker advances a fixed share of the instances. Windows are short (a
@@ -119,18 +115,19 @@ func (w *worker) window(bound int64) {
 			for k, d := range e.Completions() {
 				w.out = append(w.out, doneAt{at: at, inst: i, ord: k, d: d})
 			}
-			for k, p := range e.Pulls() {
-				w.out = append(w.out, doneAt{at: at, inst: i, isPull: true, ord: k, pull: p})
-			}
 		}
 	}
 }
 
 // parallelOK says whether workers may advance instances concurrently.
 func (c *Sim) parallelOK() bool {
-	// Under disaggregation the windows are bounded by the handoffs and
-	// pulls the instances could start (pdBound).
-	if c.cfg.Workers < 2 || len(c.eng) < 2 || c.obs != nil || runtime.GOMAXPROCS(0) < 2 || (c.cfg.TraceDetailed && c.dec != nil) {
+	// Disaggregation couples the instances through handoffs (a prefill's
+	// response reaches its decode instance one output delay after its step)
+	// and pulls (a transfer may end one transfer latency after the decode
+	// instance's step starts it): windows bounded by those hold about one
+	// instance event each (measured: 1.1 events per window on P/D 8:8,
+	// against 17 colocated), so those runs advance on one goroutine.
+	if c.cfg.Workers < 2 || len(c.eng) < 2 || c.obs != nil || runtime.GOMAXPROCS(0) < 2 || (c.cfg.TraceDetailed && c.dec != nil) || c.cfg.Disagg != nil {
 		return false
 	}
 	for _, in := range c.cfg.Instances {
@@ -195,9 +192,6 @@ func (c *Sim) bound() int64 {
 	if c.cfg.HorizonUs > 0 {
 		b = min(b, c.cfg.HorizonUs+1)
 	}
-	if c.pd != nil {
-		b = c.pdBound(b)
-	}
 	if c.kvs != nil {
 		b = min(b, c.kvs.next) // the store changes there
 	}
@@ -241,28 +235,10 @@ func (c *Sim) parallelWindow(bound int64) error {
 		if c := cmp.Compare(a.inst, b.inst); c != 0 {
 			return c
 		}
-		if a.isPull != b.isPull {
-			if a.isPull {
-				return 1
-			}
-			return -1
-		}
 		return cmp.Compare(a.ord, b.ord)
 	})
 	for k := range c.merged {
 		m := &c.merged[k]
-		if m.isPull {
-			if m.at+c.pd.cfg.LatencyUs < bound {
-				c.fail("PD-2", "instance %s started a pull at %d µs, which may end before the parallel window's bound %d", c.ids[m.inst], m.at, bound)
-				return c.err
-			}
-			c.pdPull(m.inst, m.pull, m.at)
-			continue
-		}
-		if m.d.HandedOff && m.d.DepartedUs < bound {
-			c.fail("PD-2", "instance %s handed off request %d departing at %d µs, before the parallel window's bound %d", c.ids[m.inst], m.d.ID, m.d.DepartedUs, bound)
-			return c.err
-		}
 		c.complete(m.inst, &m.d, m.at)
 	}
 	for i, e := range c.eng {

@@ -347,9 +347,7 @@ func (c *Sim) pdPulls(i int) {
 	}
 }
 
-// pdPull starts the transfer of a pull instance i started at time at
-// (now, or in a parallel window, the event's time: never before the
-// network's last change, as windows end before the next transfer ends).
+// pdPull starts the transfer of a pull instance i started at time at.
 func (c *Sim) pdPull(i int, pull sim.Pull, at int64) {
 	pd := c.pd
 	r, ok := pd.reqs[pull.ID]
@@ -378,34 +376,6 @@ func (c *Sim) pdPull(i int, pull sim.Pull, at int64) {
 		pd.res.PullsWaited++
 		c.an.backpressure(c, i, pull.ID, at, at-r.injectedD)
 	}
-}
-
-// pdBound bounds a parallel window under disaggregation (Sim.bound): the
-// instances' events before it cannot affect one another through the
-// cluster. A handoff a prefill instance's next step produces departs (and
-// reaches its decode instance) no earlier than that step's end plus the
-// instance's output delay; a pull a decode instance starts at its next
-// event ends no earlier than the transfer latency after it; transfers in
-// flight and abort timeouts are cluster events. Every window's handoffs
-// and pulls are checked against it as they are applied (PD-2).
-func (c *Sim) pdBound(b int64) int64 {
-	pd := c.pd
-	if at, ok := c.pdNext(); ok {
-		b = min(b, at)
-	}
-	for i, e := range c.eng {
-		at, ok := e.NextEventUs()
-		if !ok {
-			continue
-		}
-		if pd.canP[i] {
-			b = min(b, satAdd(at, e.OutputDelayUs()))
-		}
-		if pd.canD[i] {
-			b = min(b, satAdd(at, pd.cfg.LatencyUs))
-		}
-	}
-	return b
 }
 
 // sameNode says whether instances a and b share a node (NVLink between

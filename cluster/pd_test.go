@@ -177,11 +177,11 @@ func TestPDIsDeterministic(t *testing.T) {
 	require.True(t, strings.Contains(outs[0], `"type":"disaggregation"`))
 }
 
-// TestPDWorkersAgree: parallel windows under disaggregation (bounded by
-// the handoffs and pulls the instances could start, pdBound) give the
-// same result and decision trace as one worker, for several splits. The
-// 3:1 split also keeps requests whose KV arrived waiting in the decode
-// instance's queue with their blocks (INV-1 and INV-4 count them).
+// TestPDWorkersAgree: any worker count gives the same result and
+// decision trace (a disaggregated run advances its instances on one
+// goroutine: parallelOK), for several splits. The 3:1 split keeps
+// requests whose KV arrived waiting in the decode instance's queue with
+// their blocks (INV-1 and INV-4 count them).
 func TestPDWorkersAgree(t *testing.T) {
 	for _, tc := range []struct {
 		nP, nD  int
