@@ -105,15 +105,30 @@ func (a *analysis) completed(c *Sim, d *sim.Completion) {
 	}
 }
 
+// backpressure counts a decode pull that waited at the head of decode
+// instance i's queue for free KV blocks (P/D backpressure): the request
+// had reached the instance waitUs before.
+func (a *analysis) backpressure(c *Sim, i int, req, at, waitUs int64) {
+	a.fleet.PDBackpressure.Add(1, anomaly.Example{AtUs: at, Instance: c.ids[i], Requests: []int64{req},
+		Detail: fmt.Sprintf("the decode handoff of request %d waited %.1f ms in the decode queue, at its head for free KV blocks, before pulling its KV",
+			req, float64(waitUs)/1e3)}, i)
+}
+
 // report is the run's anomalies: the instances' counters, the fleet's
 // head-of-line blocking, and the scale oscillations the fleet counted
 // (res.Fleet), with examples found again in its scale records.
-func (a *analysis) report(res *Result) *anomaly.Report {
+func (a *analysis) report(c *Sim, res *Result) *anomaly.Report {
 	r := anomaly.NewReport(a.th)
 	for _, d := range a.det {
 		r.Merge(d.Report())
 	}
 	r.Merge(a.fleet)
+	if c.cfg.Scaling == nil || !c.autoscaled() {
+		r.ScaleOscillation.Note = "no autoscaler in this run: the fleet never scales"
+	}
+	if c.cfg.Disagg == nil {
+		r.PDBackpressure.Note = "no prefill/decode disaggregation in this run: no decode pull to wait"
+	}
 	if f := res.Fleet; f != nil {
 		osc := &r.ScaleOscillation
 		for _, p := range f.Pools {
@@ -130,7 +145,7 @@ func (a *analysis) report(res *Result) *anomaly.Report {
 				dir = -1
 			}
 			if l, ok := prev[s.Pool]; ok && l.dir == -dir && s.AtUs-l.at < a.th.OscillationWindowUs {
-				osc.Add(0, anomaly.Example{AtUs: s.AtUs, Pool: s.Pool, Detail: fmt.Sprintf("scaled %d → %d %.0f s after scaling the other way (%s)",
+				osc.Add(0, anomaly.Example{AtUs: s.AtUs, Pool: s.Pool, Detail: fmt.Sprintf("scaled %d -> %d %.0f s after scaling the other way (%s)",
 					s.From, s.To, float64(s.AtUs-l.at)/1e6, s.Reason)}, 0)
 			}
 			prev[s.Pool] = last{dir, s.AtUs}
@@ -182,4 +197,14 @@ func (t tee) KV(ev *sim.KVEvent) {
 	for _, o := range t {
 		o.KV(ev)
 	}
+}
+
+// autoscaled says whether any pool has an autoscaler.
+func (c *Sim) autoscaled() bool {
+	for _, p := range c.cfg.Scaling.Pools {
+		if p.Policy != nil {
+			return true
+		}
+	}
+	return false
 }

@@ -116,6 +116,9 @@ type Config struct {
 	// Disagg, when not nil, splits requests between prefill and decode
 	// instances and moves their KV between them (pd.go).
 	Disagg *Disagg
+	// KVStore, when not nil, is a KV store the instances with a store
+	// link share (kvstore.go).
+	KVStore *KVStore
 }
 
 // Source supplies the requests. Arrival times must not decrease and never
@@ -228,8 +231,11 @@ type Sim struct {
 
 	win *windower // nil without time windows
 
-	fl         *fleet         // nil without Config.Scaling
-	pd         *pdState       // nil without Config.Disagg
+	fl         *fleet                // nil without Config.Scaling
+	pd         *pdState              // nil without Config.Disagg
+	kvs        *storeState           // nil without Config.KVStore
+	precise    []*route.PreciseIndex // the routers', fed by the instances' KV events
+	kevBuf     []sim.KVBlockEvent
 	idBuf      []int64        // scratch for drains
 	redirected map[int64]bool // requests a drain re-routed (their routing latency counts twice)
 
@@ -272,6 +278,11 @@ func New(cfg Config, src Source) (*Sim, error) {
 	if cfg.Counterfactual != nil {
 		if err := cfg.Counterfactual.validate(); err != nil {
 			return nil, err
+		}
+		if cfg.Disagg != nil {
+			// A clone would serve the request whole on its decode
+			// instance: not the run's path, so no regret of it.
+			return nil, fmt.Errorf("counterfactual: not available with prefill/decode disaggregation (a clone would serve the request whole on its decode instance)")
 		}
 	}
 	c := &Sim{cfg: cfg, src: src, admit: cfg.Admission, router: cfg.Routing, inst: newInstHeap(n)}
@@ -338,6 +349,23 @@ func New(cfg Config, src Source) (*Sim, error) {
 			return nil, err
 		}
 	}
+	if cfg.KVStore != nil {
+		if err := c.newKVStore(); err != nil {
+			return nil, err
+		}
+	} else {
+		for i, in := range cfg.Instances {
+			if in.Config.Engine.Tiers.Store != (sim.StoreLink{}) {
+				return nil, fmt.Errorf("instance %s: it has a link to a KV store, and the cluster has none", c.ids[i])
+			}
+		}
+	}
+	for i := range c.eng {
+		c.sizePrefixIndex(i)
+	}
+	if err := c.initPrecise(); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -359,6 +387,7 @@ func (c *Sim) addInstance(id, pool string, cfg sim.Config) error {
 	c.eng = append(c.eng, e)
 	c.ids = append(c.ids, id)
 	c.pools = append(c.pools, pool)
+	c.sizePrefixIndex(i)
 	c.inflight = append(c.inflight, 0)
 	c.view.Resize(len(c.eng))
 	c.snap.grow(e)
@@ -367,6 +396,12 @@ func (c *Sim) addInstance(id, pool string, cfg sim.Config) error {
 	if n := len(c.workers); n > 0 {
 		w := c.workers[i%n]
 		w.insts = append(w.insts, i)
+	}
+	if err := c.attachStore(i, &cfg); err != nil {
+		return err
+	}
+	if err := c.watchPrecise(i); err != nil {
+		return err
 	}
 	if c.pd != nil {
 		return c.pdInstance(i)
@@ -444,6 +479,7 @@ func (c *Sim) Step() error {
 		c.fail("CL-4", "cluster clock would go back from %d to %d µs", c.now, t)
 		return c.err
 	}
+	c.kvSync(t)
 	c.snap.advance(t, c.eng)
 	if w := c.win; w != nil {
 		switch {
@@ -589,6 +625,8 @@ func (c *Sim) RunContext(ctx context.Context) (*Result, error) {
 							break
 						}
 					}
+					// (A sync point at or before at makes b <= at: Step
+					// syncs first.)
 					if err := c.parallelWindow(b); err != nil {
 						return nil, err
 					}
@@ -728,6 +766,9 @@ func (c *Sim) route(spec *sim.RequestSpec) {
 		full := spec.PromptTokens / c.bs
 		c.hashBuf = sim.AppendBlockHashes(c.hashBuf[:0], spec, c.bs, min(full, sim.SharedBlocks(spec, c.bs)))
 		c.req.Hashes, c.req.Blocks = c.hashBuf, int(full)
+	}
+	if c.precise != nil {
+		c.feedPrecise()
 	}
 	i := c.router.Route(&c.req, &c.view)
 	if i < 0 || i >= len(c.eng) || !c.view.OK(i) {

@@ -126,6 +126,9 @@ type counterfactuals struct {
 	order                  []int
 	outcome                []cfOutcome
 	watch                  firstTokenWatch
+	// spare is the last clone, whose memory the next one reuses
+	// (sim.Engine.CloneInto).
+	spare *sim.Engine
 }
 
 type cfOutcome struct {
@@ -264,7 +267,8 @@ func (cf *counterfactuals) simulate(c *Sim, j int, spec *sim.RequestSpec) cfOutc
 	out := cfOutcome{inst: j}
 	w := &cf.watch
 	*w = firstTokenWatch{id: spec.ID}
-	e, err := c.eng[j].Clone(w)
+	e, err := c.eng[j].CloneInto(cf.spare, w)
+	cf.spare = nil
 	if err != nil {
 		c.err = fmt.Errorf("counterfactual of request %d on instance %s: %w", spec.ID, c.ids[j], err)
 		return out
@@ -287,6 +291,7 @@ func (cf *counterfactuals) simulate(c *Sim, j int, spec *sim.RequestSpec) cfOutc
 		}
 	}
 	cf.steps += w.steps
+	cf.spare = e
 	if w.first {
 		out.resolved = true
 		out.ttft = w.at + e.OutputDelayUs() - spec.ArrivalUs

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/blis-sim/blis/cluster/anomaly"
+	"github.com/blis-sim/blis/kvstore"
 	"github.com/blis-sim/blis/sim"
 )
 
@@ -66,6 +67,12 @@ type Result struct {
 	OutputTokens       int64            `json:"output_tokens"`
 	Preemptions        int64            `json:"preemptions"`
 	PrefixCacheHitRate float64          `json:"prefix_cache_hit_rate"`
+	// KVTiers is where the fleet's prompt tokens' KV came from, tier by
+	// tier (GPU, CPU, disk, store), summed over the instances with tiers
+	// beyond the GPU; absent when none has any.
+	KVTiers *sim.KVTiersResult `json:"kv_tiers,omitempty"`
+	// KVStore is what the fleet's shared KV store did (Config.KVStore).
+	KVStore *kvstore.Stats `json:"kv_store,omitempty"`
 	// PerSLOClass has one entry per class that any request carried, in
 	// class order (realtime, interactive, batch).
 	PerSLOClass []ClassResult `json:"per_slo_class,omitempty"`
@@ -437,6 +444,15 @@ func (c *Sim) Finish() (*Result, error) {
 			ir.Role = c.pd.cfg.Pools[c.pd.pool[i]].Role.String()
 		}
 		res.Instances = append(res.Instances, ir)
+		if r.KVTiers != nil {
+			if res.KVTiers == nil {
+				res.KVTiers = &sim.KVTiersResult{}
+			}
+			res.KVTiers.Add(r.KVTiers)
+			// A disaggregated request's prompt counts once, its
+			// prefill's, as in prefix_cache_hit_rate.
+			res.KVTiers.PromptTokens -= r.RemotePromptTokens
+		}
 		ttft.Merge(r.Hist.TTFT)
 		itl.Merge(r.Hist.ITL)
 		e2e.Merge(r.Hist.E2E)
@@ -490,6 +506,10 @@ func (c *Sim) Finish() (*Result, error) {
 		return nil, c.err
 	}
 	res.TTFT, res.ITL, res.E2E, res.SchedulingDelay = ttft.Summarize(), itl.Summarize(), e2e.Summarize(), sched.Summarize()
+	if res.KVTiers != nil {
+		res.KVTiers.Rates()
+	}
+	res.KVStore = c.kvStoreStats()
 	if prompt > 0 {
 		res.PrefixCacheHitRate = float64(cached) / float64(prompt)
 	}
@@ -536,8 +556,11 @@ func (c *Sim) Finish() (*Result, error) {
 	if c.fl != nil {
 		res.Fleet = c.fleetResult(end, res)
 	}
+	if c.pd != nil {
+		c.pdRoles(res)
+	}
 	res.Disaggregation = c.pdResult()
-	res.Anomalies = c.an.report(res)
+	res.Anomalies = c.an.report(c, res)
 	if cf := c.an.cf; cf != nil {
 		res.Counterfactual = cf.result()
 	}

@@ -121,8 +121,12 @@ func (w *worker) window(bound int64) {
 
 // parallelOK says whether workers may advance instances concurrently.
 func (c *Sim) parallelOK() bool {
-	// Disaggregation starts transfers from what an instance's step
-	// reports, on the shared network: instances then advance one at a time.
+	// Disaggregation couples the instances through handoffs (a prefill's
+	// response reaches its decode instance one output delay after its step)
+	// and pulls (a transfer may end one transfer latency after the decode
+	// instance's step starts it): windows bounded by those hold about one
+	// instance event each (measured: 1.1 events per window on P/D 8:8,
+	// against 17 colocated), so those runs advance on one goroutine.
 	if c.cfg.Workers < 2 || len(c.eng) < 2 || c.obs != nil || runtime.GOMAXPROCS(0) < 2 || (c.cfg.TraceDetailed && c.dec != nil) || c.cfg.Disagg != nil {
 		return false
 	}
@@ -187,6 +191,9 @@ func (c *Sim) bound() int64 {
 	}
 	if c.cfg.HorizonUs > 0 {
 		b = min(b, c.cfg.HorizonUs+1)
+	}
+	if c.kvs != nil {
+		b = min(b, c.kvs.next) // the store changes there
 	}
 	return b
 }

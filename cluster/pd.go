@@ -48,6 +48,9 @@ var roleNames = [...]string{"both", "prefill", "decode"}
 
 func (r Role) String() string { return roleNames[r] }
 
+// MarshalText writes r's name.
+func (r Role) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
 // ParseRole reads a role's name.
 func ParseRole(s string) (Role, error) {
 	for i, n := range roleNames {
@@ -79,11 +82,11 @@ type Disagg struct {
 // bandwidth, each direction, to other nodes (its RDMA NICs) and within its
 // node (NVLink), in bytes per second.
 type PDPool struct {
-	Name             string
-	Role             Role
-	KVBytesPerToken  float64
-	NetBytesPerSec   float64
-	LocalBytesPerSec float64
+	Name             string  `json:"pool"`
+	Role             Role    `json:"role"`
+	KVBytesPerToken  float64 `json:"kv_bytes_per_token"`
+	NetBytesPerSec   float64 `json:"net_bytes_per_s"`
+	LocalBytesPerSec float64 `json:"local_bytes_per_s"`
 }
 
 // PDResult is a run's disaggregation.
@@ -106,6 +109,22 @@ type PDResult struct {
 	PullWaitMs  sim.Distribution `json:"pull_wait_ms"`
 	// AbortTimeouts counts prefill KV freed by the abort timeout, unpulled.
 	AbortTimeouts int64 `json:"kv_abort_timeouts"`
+	// Roles is each role's instances and work, in role order (both,
+	// prefill, decode), the roles the deployment has.
+	Roles []PDRole `json:"roles"`
+}
+
+// PDRole is one role's share of the run: its instances (every one the
+// run had), the prompt tokens they computed (pulled ones not counted) and
+// the output tokens they produced per second of the run (a prefill
+// instance's one token per request included), and their mean busy
+// fraction (the share of its life an instance spent in steps).
+type PDRole struct {
+	Role             Role    `json:"role"`
+	Instances        int     `json:"instances"`
+	PromptTokensPerS float64 `json:"prompt_tokens_per_s"`
+	OutputTokensPerS float64 `json:"output_tokens_per_s"`
+	BusyFraction     float64 `json:"busy_fraction"`
 }
 
 // pdReq is a disaggregated request on its way.
@@ -136,6 +155,7 @@ type pdState struct {
 	xferH    sim.Histogram
 	waitH    sim.Histogram
 	handoffs int64 // requests sent to a decode instance after their prefill (routedTo counts them twice)
+	roles    []PDRole
 }
 
 func (c *Sim) newPD() error {
@@ -319,33 +339,42 @@ func (c *Sim) pdInjected(i int, id int64) (int64, bool) {
 // pdPulls starts the transfers of the pulls instance i's last Advance
 // started.
 func (c *Sim) pdPulls(i int) {
-	pd := c.pd
 	for _, pull := range c.eng[i].Pulls() {
-		r, ok := pd.reqs[pull.ID]
-		if !ok || r.d != i {
-			c.fail("PD-1", "instance %s pulls request %d, which no prefill instance handed it", c.ids[i], pull.ID)
+		c.pdPull(i, pull, c.now)
+		if c.err != nil {
 			return
 		}
-		p := &pd.cfg.Pools[pd.pool[r.p]]
-		bytes := float64(pull.Tokens) * p.KVBytesPerToken
-		out, in := pd.ports[r.p][0], pd.ports[i][1]
-		if c.sameNode(r.p, i) {
-			out, in = pd.ports[r.p][2], pd.ports[i][3]
-		}
-		if err := pd.net.Start(c.now, pull.ID, bytes, out, in); err != nil {
-			c.err = err
-			return
-		}
-		r.pullAt, r.bytes = c.now, bytes
-		pd.res.Transfers++
-		pd.res.Bytes += bytes
-		pd.res.MaxConcurrent = max(pd.res.MaxConcurrent, pd.net.Active())
-		if wait := c.now - r.injectedD; wait > 0 {
-			pd.waitH.Add(wait)
-		}
-		if pull.Waited {
-			pd.res.PullsWaited++
-		}
+	}
+}
+
+// pdPull starts the transfer of a pull instance i started at time at.
+func (c *Sim) pdPull(i int, pull sim.Pull, at int64) {
+	pd := c.pd
+	r, ok := pd.reqs[pull.ID]
+	if !ok || r.d != i {
+		c.fail("PD-1", "instance %s pulls request %d, which no prefill instance handed it", c.ids[i], pull.ID)
+		return
+	}
+	p := &pd.cfg.Pools[pd.pool[r.p]]
+	bytes := float64(pull.Tokens) * p.KVBytesPerToken
+	out, in := pd.ports[r.p][0], pd.ports[i][1]
+	if c.sameNode(r.p, i) {
+		out, in = pd.ports[r.p][2], pd.ports[i][3]
+	}
+	if err := pd.net.Start(at, pull.ID, bytes, out, in); err != nil {
+		c.err = err
+		return
+	}
+	r.pullAt, r.bytes = at, bytes
+	pd.res.Transfers++
+	pd.res.Bytes += bytes
+	pd.res.MaxConcurrent = max(pd.res.MaxConcurrent, pd.net.Active())
+	if wait := at - r.injectedD; wait > 0 {
+		pd.waitH.Add(wait)
+	}
+	if pull.Waited {
+		pd.res.PullsWaited++
+		c.an.backpressure(c, i, pull.ID, at, at-r.injectedD)
 	}
 }
 
@@ -364,6 +393,16 @@ func (c *Sim) pdNext() (int64, bool) {
 		return 0, false
 	}
 	t, ok := c.pd.net.Next()
+	// A timer whose KV was pulled or freed is dropped, not waited for: it
+	// would hold the run's end (and its billed time) up to the abort
+	// timeout after the last handoff.
+	for c.pd.timers.len() > 0 {
+		r, live := c.pd.reqs[c.pd.timers.peek().id]
+		if live && !r.released && r.pullAt < 0 {
+			break
+		}
+		c.pd.timers.pop()
+	}
 	if c.pd.timers.len() > 0 {
 		if at := c.pd.timers.peek().at; !ok || at < t {
 			t, ok = at, true
@@ -431,7 +470,38 @@ func (c *Sim) pdResult() *PDResult {
 	out := c.pd.res
 	out.TransferMs = c.pd.xferH.Summarize()
 	out.PullWaitMs = c.pd.waitH.Summarize()
+	out.Roles = c.pd.roles
 	return &out
+}
+
+// pdRoles sums the instances' results by role into pd.roles (Finish,
+// before pdResult).
+func (c *Sim) pdRoles(res *Result) {
+	pd := c.pd
+	var roles [3]PDRole
+	var prompt, output [3]int64
+	for i, ir := range res.Instances {
+		k := pd.cfg.Pools[pd.pool[i]].Role
+		r := &roles[k]
+		r.Instances++
+		r.BusyFraction += ir.Metrics.BusyFraction
+		prompt[k] += ir.Metrics.PromptTokens - ir.Metrics.RemotePromptTokens
+		output[k] += ir.Metrics.OutputTokens
+	}
+	pd.roles = pd.roles[:0]
+	for k := range roles {
+		r := roles[k]
+		if r.Instances == 0 {
+			continue
+		}
+		r.Role = Role(k)
+		r.BusyFraction /= float64(r.Instances)
+		if res.DurationS > 0 {
+			r.PromptTokensPerS = float64(prompt[k]) / res.DurationS
+			r.OutputTokensPerS = float64(output[k]) / res.DurationS
+		}
+		pd.roles = append(pd.roles, r)
+	}
 }
 
 // disaggregation writes a disaggregation decision: the decode instance

@@ -176,3 +176,37 @@ func TestPDIsDeterministic(t *testing.T) {
 	require.Equal(t, outs[0], outs[1])
 	require.True(t, strings.Contains(outs[0], `"type":"disaggregation"`))
 }
+
+// TestPDWorkersAgree: any worker count gives the same result and
+// decision trace (a disaggregated run advances its instances on one
+// goroutine: parallelOK), for several splits. The 3:1 split keeps
+// requests whose KV arrived waiting in the decode instance's queue with
+// their blocks (INV-1 and INV-4 count them).
+func TestPDWorkersAgree(t *testing.T) {
+	for _, tc := range []struct {
+		nP, nD  int
+		kvD     int64
+		decider disagg.Decider
+	}{{2, 2, 400, disagg.PrefixThreshold{Tokens: 16}}, {3, 1, 1000, disagg.Always{}}, {1, 3, 200, disagg.Always{}}} {
+		var outs []string
+		for _, workers := range []int{1, 2, 3} {
+			cfg, dec := pdRig(tc.nP, tc.nD, tc.kvD, tc.decider)
+			cfg.Workers = workers
+			var reqs []sim.RequestSpec
+			for k := int64(0); k < 400; k++ {
+				r := sim.RequestSpec{ID: k, ArrivalUs: k * 1500, PromptTokens: 200 + (k*97)%1800, OutputTokens: 1 + k%23}
+				if k%3 == 0 {
+					r.PromptTokens, r.PrefixGroup, r.PrefixTokens = 1010, 1, 1008
+				}
+				reqs = append(reqs, r)
+			}
+			res := runPD(t, cfg, reqs)
+			b, err := json.Marshal(res)
+			require.NoError(t, err)
+			outs = append(outs, string(b)+dec.String())
+			require.Equal(t, res.Requests.Arrived, res.Requests.Completed)
+		}
+		require.Equal(t, outs[0], outs[1], "%d:%d, 2 workers", tc.nP, tc.nD)
+		require.Equal(t, outs[0], outs[2], "%d:%d, 3 workers", tc.nP, tc.nD)
+	}
+}

@@ -506,6 +506,9 @@ func (c *Sim) setState(i int, s InstanceState) {
 	case StateTerminated:
 		pr.res.Terminated++
 		f.retire = append(f.retire, i)
+		if c.precise != nil {
+			c.kevBuf = c.eng[i].TakeKVBlockEvents(c.kevBuf[:0]) // none may reach the index after Forget
+		}
 		if fg, ok := c.router.(route.Forgetter); ok {
 			fg.Forget(i)
 		}
@@ -526,7 +529,9 @@ func (c *Sim) retireTerminated() {
 	f := c.fl
 	kept := f.retire[:0]
 	for _, i := range f.retire {
-		if _, busy := c.eng[i].NextEventUs(); busy {
+		// Busy, or a prefill instance still holding KV that a decode
+		// instance has yet to pull: retired later.
+		if _, busy := c.eng[i].NextEventUs(); busy || !c.eng[i].CanRetire() {
 			kept = append(kept, i)
 			continue
 		}

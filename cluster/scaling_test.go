@@ -208,9 +208,17 @@ func TestOscillationsAreCounted(t *testing.T) {
 	r := newScaleRig(2, PoolScaling{Min: 1, Max: 3, IntervalUs: 5 * sec, Policy: &autoscale.Oscillator{Step: 1}})
 	res := r.run(t, steady(0, 20_000, 20*300, 0))
 	require.Greater(t, res.Fleet.Pools[0].Oscillations, int64(10))
+	osc := res.Anomalies.ScaleOscillation // the anomaly counter, with its examples
+	require.Equal(t, res.Fleet.Pools[0].Oscillations, osc.Count)
+	require.Empty(t, osc.Note)
+	require.Len(t, osc.Examples, 3)
+	require.Equal(t, res.Fleet.Records[1].AtUs, osc.Examples[0].AtUs, "the first reversal is the second action")
+	require.Contains(t, osc.Examples[0].Detail, "after scaling the other way")
 	r = newScaleRig(2, PoolScaling{Min: 1, Max: 8, IntervalUs: 15 * sec, Policy: autoscale.NewHPA(autoscale.DefaultHPA(autoscale.MetricInFlight, 4))})
 	res = r.run(t, steady(0, 20_000, 20*300, 0))
 	require.Zero(t, res.Fleet.Pools[0].Oscillations)
+	require.Zero(t, res.Anomalies.ScaleOscillation.Count)
+	require.Empty(t, res.Anomalies.ScaleOscillation.Examples)
 }
 
 // TestScalingIsDeterministic: the same run twice, and with two workers,

@@ -23,12 +23,20 @@ import (
 type Deployment struct {
 	Pools  []Pool
 	Router Router
+	// Network moves KV between prefill and decode instances (network.go);
+	// it matters only under disaggregation.
+	Network Network
+	// KVStore is the KV store the pools share (nil: none; tiers.go).
+	KVStore *KVStoreSpec
 }
 
 // Pool is a number of identical instances.
 type Pool struct {
 	Name     string
 	Replicas int
+	// Role is the pool's part under prefill/decode disaggregation: both
+	// (the default), prefill or decode (network.go).
+	Role     string
 	Instance InstanceSpec
 	// Fleet is the pool's autoscaling side: bounds, nodes, cost, start-up
 	// and drain.
@@ -64,6 +72,7 @@ const MaxInstances = 4096
 //
 //   - name: h100                  # letters, digits, . _ -; default pool<i>
 //     replicas: 4                 # instances in the pool (>= 1), default 1
+//     role: both                  # both, prefill or decode (disaggregation)
 //     model: llama-3.1-8b         # shipped name or config.json path
 //     hardware: h100-sxm          # shipped name or hardware JSON path
 //     tp: 1
@@ -95,6 +104,7 @@ type PoolYAML struct {
 	Replicas     *int   `yaml:"replicas"`
 	InstanceYAML `yaml:",inline"`
 	FleetYAML    `yaml:",inline"`
+	Role         *string `yaml:"role"`
 }
 
 // InstanceYAML is an instance's keys.
@@ -106,6 +116,7 @@ type InstanceYAML struct {
 	ExpertParallel *bool        `yaml:"enable_expert_parallel"`
 	VLLM           *VLLMYAML    `yaml:"vllm"`
 	Latency        *LatencyYAML `yaml:"latency"`
+	KVTiers        *KVTiersYAML `yaml:"kv_tiers"`
 }
 
 // VLLMYAML is an instance's vllm keys.
@@ -158,6 +169,9 @@ var Mappings = map[string]yamlfile.Mapping{
 	"deploy.NodesYAML":    {What: "nodes", Keys: reflect.TypeOf(NodesYAML{})},
 	"deploy.StartupYAML":  {What: "startup", Keys: reflect.TypeOf(StartupYAML{})},
 	"deploy.DrainYAML":    {What: "drain", Keys: reflect.TypeOf(DrainYAML{})},
+	"deploy.KVTiersYAML":  {What: "kv_tiers", Keys: reflect.TypeOf(KVTiersYAML{})},
+	"deploy.DiskYAML":     {What: "kv_tiers.disk", Keys: reflect.TypeOf(DiskYAML{})},
+	"deploy.KVStoreYAML":  {What: "kv_store", Keys: reflect.TypeOf(KVStoreYAML{})},
 }
 
 var poolNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
@@ -170,9 +184,15 @@ func ValidPoolName(name string) bool { return poolNameRE.MatchString(name) }
 // (model, hardware, coefficients) are resolved from dir when the file
 // exists there. Errors are *FieldError values keyed relative to the pool.
 func (y *PoolYAML) Pool(i int, dir string) (Pool, error) {
-	p := Pool{Name: y.Name, Replicas: 1, Instance: DefaultInstanceSpec()}
+	p := Pool{Name: y.Name, Replicas: 1, Role: RoleBoth, Instance: DefaultInstanceSpec()}
 	if p.Name == "" {
 		p.Name = fmt.Sprintf("pool%d", i)
+	}
+	if y.Role != nil {
+		if _, err := cluster.ParseRole(*y.Role); err != nil {
+			return p, fieldErr("role", err)
+		}
+		p.Role = *y.Role
 	}
 	if !ValidPoolName(p.Name) {
 		return p, fieldErrf("name", "%q must be 1-64 letters, digits, '.', '_' or '-'", p.Name)
@@ -297,6 +317,11 @@ func (y *InstanceYAML) Apply(s *InstanceSpec, dir string) error {
 				return fieldErr("vllm.total_kv_blocks_gpu", err)
 			}
 			k.TotalKVBlocksGPU = n
+		}
+	}
+	if t := y.KVTiers; t != nil {
+		if err := t.apply(&s.Tiers); err != nil {
+			return err
 		}
 	}
 	l := y.Latency
@@ -451,6 +476,9 @@ func (d *Deployment) Build(rng sim.RNG) (*Built, error) {
 	b.Config.AdmissionLatencyUs = d.Router.AdmissionLatencyUs
 	b.Config.RoutingLatencyUs = d.Router.RoutingLatencyUs
 	b.Config.Freshness = d.Router.Freshness
+	if d.KVStore != nil {
+		b.Config.KVStore = d.KVStore.Cluster()
+	}
 	if n == 0 && len(b.Pools) > 0 {
 		b.Config.RouterBlockSize = b.Pools[0].Config.Engine.BlockSizeTokens
 	}
@@ -469,7 +497,7 @@ func Uniform(spec InstanceSpec, n int) (*Deployment, error) {
 	if n < 1 || n > MaxInstances {
 		return nil, fieldErrf("replicas", "must be in [1, %d], got %d", MaxInstances, n)
 	}
-	return &Deployment{Pools: []Pool{{Name: "pool0", Replicas: n, Instance: spec, Fleet: DefaultFleet(spec, n)}}}, nil
+	return &Deployment{Pools: []Pool{{Name: "pool0", Replicas: n, Role: RoleBoth, Instance: spec, Fleet: DefaultFleet(spec, n)}}, Network: DefaultNetwork()}, nil
 }
 
 // YAML is s as a pool's keys, every key given (the inverse of Apply, up
@@ -495,6 +523,7 @@ func (s InstanceSpec) YAML() InstanceYAML {
 	if k.TotalKVBlocksCPU > 0 { // no effect without a CPU tier
 		y.VLLM.OffloadThreshold = &s.OffloadThreshold
 	}
+	y.KVTiers = s.Tiers.yaml()
 	l := s.Latency
 	model := l.Model
 	if model == "" {

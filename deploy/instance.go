@@ -57,6 +57,9 @@ type InstanceSpec struct {
 	// OutputDelayUs is the delay from a token's step end to the client
 	// (sim.Pipeline.OutputDelayUs), µs.
 	OutputDelayUs int64
+	// Tiers are the KV tiers behind the CPU tier: a local disk and the
+	// link to the deployment's shared store (tiers.go).
+	Tiers TierSpec
 
 	// Policies are the engine's scheduler and priority score (an
 	// experiment's policies.scheduler and policies.priority, built by
@@ -233,6 +236,14 @@ func (s InstanceSpec) Build(rng sim.RNG, index int) (*Instance, error) {
 		Policies: s.Policies,
 		Latency:  lat,
 	}
+	kt, err := s.Tiers.engineTiers(cfg.BlockSizeBytes, s.GPUs(), k.TotalKVBlocksCPU)
+	if err != nil {
+		return nil, err
+	}
+	if kt.On() && !k.PrefixCachingEnabled {
+		return nil, fieldErrf("kv_tiers", "needs vllm.prefix_caching_enabled: a tier's blocks are found again by their prefix hash")
+	}
+	in.Config.Engine.Tiers = kt
 	if err := in.Config.Engine.Validate(); err != nil {
 		return nil, asField(err)
 	}

@@ -27,15 +27,13 @@ func (r *runner) analysis(cfg *cluster.Config) error {
 }
 
 // writeSummary writes the run's Markdown summary (run.outputs.summary),
-// within run.summary_max_tokens.
+// within run.summary_max_tokens, into the output clusterOutputs opened
+// before the run (committed with the others only if the run succeeds).
 func (r *runner) writeSummary(m *cluster.Result) error {
 	e := r.e
-	if e.Run.Outputs.Summary == "" {
+	b := r.summary
+	if b == nil {
 		return nil
-	}
-	b, err := r.create("run.outputs.summary", e.Run.Outputs.Summary)
-	if err != nil {
-		return err
 	}
 	p := &e.Policies
 	ctx := summary.Context{Admission: p.Admission.Type, Priority: p.Priority.Type, Routing: p.Routing.Type, Scheduler: p.Scheduler.Type,

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+
+	"github.com/blis-sim/blis/cluster"
 )
 
 // BenchmarkAutoscaledDay is issue 30's target: 24 simulated hours of
@@ -37,14 +39,61 @@ func BenchmarkAutoscaledDay(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		e.Run.Workers = runtime.GOMAXPROCS(0)
-		res, err := Run(context.Background(), e, nil)
+		m := benchRun(b, e)
+		b.ReportMetric(float64(m.Fleet.Pools[0].Created), "instances-created")
+	}
+}
+
+// BenchmarkDisaggregated1M is issue 34's target: 1M requests on P/D 8:8
+// (Llama-3.1-8B on H100, 8 prefill and 8 decode instances, llm-d's
+// weighted scorers and prefix-threshold decider), on the workload of the
+// colocated 1M-request benchmark (BenchmarkCluster: blis run's default
+// synthetic workload, 8 requests/s per instance); target < 30 s on the
+// 2-core machine. Run it with
+//
+//	go test ./experiment -run '^$' -bench Disaggregated1M -benchtime 1x
+//
+// BLIS_BENCH_REQUESTS sets another request count.
+func BenchmarkDisaggregated1M(b *testing.B) {
+	requests := 1_000_000
+	if n, err := strconv.Atoi(os.Getenv("BLIS_BENCH_REQUESTS")); err == nil && n > 0 {
+		requests = n
+	}
+	text := `version: 1
+deployment:
+  pools:
+    - {name: prefill, role: prefill, model: llama-3.1-8b, hardware: h100-sxm, replicas: 8}
+    - {name: decode, role: decode, model: llama-3.1-8b, hardware: h100-sxm, replicas: 8}
+workload:
+  synthetic: {requests: ` + strconv.Itoa(requests) + `, rate: 128}
+policies:
+  routing: {type: weighted}
+  disaggregation: {type: prefix-threshold}
+`
+	for range b.N {
+		d, err := Parse([]byte(text), "bench")
 		if err != nil {
 			b.Fatal(err)
 		}
-		m := res.Cluster
-		b.ReportMetric(float64(m.Requests.Arrived), "requests")
-		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(m.Requests.Arrived)/float64(b.N), "µs/request")
-		b.ReportMetric(float64(m.Fleet.Pools[0].Created), "instances-created")
+		e, err := d.Resolve()
+		if err != nil {
+			b.Fatal(err)
+		}
+		m := benchRun(b, e)
+		b.ReportMetric(float64(m.Disaggregation.Disaggregated), "disaggregated")
 	}
+}
+
+// benchRun runs e on every CPU and reports its requests and the wall
+// time per request.
+func benchRun(b *testing.B, e *Experiment) *cluster.Result {
+	e.Run.Workers = runtime.GOMAXPROCS(0)
+	res, err := Run(context.Background(), e, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := res.Cluster
+	b.ReportMetric(float64(m.Requests.Arrived), "requests")
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(m.Requests.Arrived)/float64(b.N), "µs/request")
+	return m
 }

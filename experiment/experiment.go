@@ -37,6 +37,7 @@ package experiment
 
 import (
 	"github.com/blis-sim/blis/cluster"
+	"github.com/blis-sim/blis/cluster/disagg"
 	"github.com/blis-sim/blis/deploy"
 	"github.com/blis-sim/blis/policy"
 	"github.com/blis-sim/blis/sim"
@@ -179,4 +180,10 @@ func Default() *Experiment {
 		panic("experiment: the default does not resolve: " + err.Error())
 	}
 	return e
+}
+
+// Disaggregated reports whether e splits requests between prefill and
+// decode instances (policies.disaggregation is not never).
+func (e *Experiment) Disaggregated() bool {
+	return e.Policies.Disaggregation.Type != disagg.NeverName
 }

@@ -200,7 +200,7 @@ func TestSet(t *testing.T) {
 	require.Equal(t, [3]float64{1, 2, 3}, e.Deployment.Pools[0].Instance.Latency.Blackbox.Alpha)
 	v, ok := e.Get("policies.routing.params.prefix_index_capacity")
 	require.True(t, ok)
-	require.Equal(t, "10000", v)
+	require.Equal(t, "0", v) // sized from the instances
 	v, ok = e.Get("deployment.pools[0].replicas")
 	require.True(t, ok)
 	require.Equal(t, "4", v)
@@ -302,6 +302,7 @@ run:
 		"version: 1\nworkload:\n  scenario: unfair-tenants\npolicies:\n  priority: {type: tenant-priority, params: {tenants: {high-priority-realtime: 10}}}\n",
 		"version: 1\nworkload:\n  spec:\n    rate: 3\n    duration_s: 60\n    tenants:\n      - {id: a, slo_class: realtime}\n",
 		"version: 1\nworkload:\n  replay: {path: trace.csv, strict: true}\nrun:\n  outputs: {otlp_trace: t.jsonl}\n  otlp: {step_sample_rate: 1}\n",
+		"version: 1\ndeployment:\n  pools: [{name: p, role: prefill}, {name: d, role: decode, replicas: 2}]\n  network: {nic_gb_per_s: 25, latency_us: 50}\npolicies:\n  disaggregation: {type: prefix-threshold, params: {threshold: 64, prefill_scorers: {queue-depth: 1}}}\n",
 	} {
 		e, err := parse(t, text)
 		require.NoError(t, err, text)

@@ -17,6 +17,9 @@ func FuzzParseExperiment(f *testing.F) {
 		"version: 1\nworkload: {scenario: mixed-slo}\nrun: {trace_level: decisions, outputs: {decision_trace: d.jsonl}, window: 5s}\n",
 		"version: 1\ndeployment: {mode: instance}\npolicies: {routing: {type: weighted}}\n",
 		"version: 1\nrun: {fitness_weights: {throughput: 1}}\n", "version: 2", "", "version: 1\nruns: 1",
+		"version: 1\ndeployment:\n  pools:\n    - {name: a, replicas: 2, vllm: {total_kv_blocks_cpu: 1000}, kv_tiers: {disk: {capacity_gb: 100, read_gb_per_s: 7}}}\n    - {name: b, kv_tiers: {store: false}}\n  kv_store: {capacity_gb: 500, high_watermark: 0.9, eviction_ratio: 0.1, get_gb_per_s: 10, latency_us: 500, sync_us: 2000}\n",
+		"version: 1\ndeployment:\n  pools: [{kv_tiers: {store: true}}]\n", "version: 1\ndeployment:\n  kv_store: {capacity_gb: -1}\n",
+		"version: 1\ndeployment:\n  pools: [{kv_tiers: {disk: {capacity_gb: 1}}}]\n",
 	} {
 		f.Add([]byte(seed))
 	}

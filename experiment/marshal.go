@@ -32,6 +32,9 @@ func (e *Experiment) Marshal() ([]byte, error) {
 		if e.Mode == ModeInstance && k != policy.Priority && k != policy.Scheduler {
 			continue
 		}
+		if k == policy.Disaggregation && !e.Disaggregated() {
+			continue // never: the section, the roles and the network have no effect
+		}
 		add(pol, string(k), e.Policies.Section(k).Node())
 	}
 	add(root, "policies", pol)
@@ -94,6 +97,9 @@ func (e *Experiment) deploymentNode() *yaml.Node {
 		if e.Mode == ModeCluster { // the fleet's keys make a run a cluster
 			y.FleetYAML = p.Fleet.YAML()
 		}
+		if e.Disaggregated() {
+			y.Role = &p.Role
+		}
 		pools = append(pools, y)
 	}
 	add(d, "pools", pools)
@@ -105,6 +111,14 @@ func (e *Experiment) deploymentNode() *yaml.Node {
 			*p = &r.Freshness[cluster.Signal(i)]
 		}
 		add(d, "router", ry)
+		if ks := e.Deployment.KVStore; ks != nil {
+			add(d, "kv_store", ks.YAML())
+		}
+	}
+	if e.Disaggregated() {
+		n := e.Deployment.Network
+		nic, abort := n.NICBytesPerSec/1e9, float64(n.AbortTimeoutUs)/1e6
+		add(d, "network", networkYAML{NICGBPerSec: &nic, Efficiency: &n.Efficiency, LatencyUs: &n.LatencyUs, AbortTimeoutS: &abort})
 	}
 	return d
 }

@@ -51,6 +51,8 @@ type InstanceEcho struct {
 	Latency      string            `json:"latency"`
 	Coefficients string            `json:"coefficients,omitempty"`
 	Noise        float64           `json:"latency_noise"`
+	// KVTiers are the pool's disk and store link (absent without).
+	KVTiers *deploy.TierSpec `json:"kv_tiers,omitempty"`
 }
 
 // ClusterReport is the JSON a cluster run prints.
@@ -74,11 +76,13 @@ type SpecReport struct {
 // ClusterConfig is a cluster run's configuration as the report echoes
 // it.
 type ClusterConfig struct {
-	Instances     int              `json:"instances"`
-	Pools         []PoolEcho       `json:"pools"`
-	Admission     AdmissionEcho    `json:"admission"`
-	Routing       RoutingEcho      `json:"routing"`
-	Policies      PoliciesEcho     `json:"policies"`
+	Instances int           `json:"instances"`
+	Pools     []PoolEcho    `json:"pools"`
+	Admission AdmissionEcho `json:"admission"`
+	Routing   RoutingEcho   `json:"routing"`
+	Policies  PoliciesEcho  `json:"policies"`
+	// Network is the KV transfers' (under disaggregation only).
+	Network       *deploy.Network  `json:"network,omitempty"`
 	Observability map[string]int64 `json:"observability_refresh_us"`
 	Workload      string           `json:"workload"`
 	Seed          int64            `json:"seed"`
@@ -86,12 +90,16 @@ type ClusterConfig struct {
 	// WindowUs is run.window (absent without it, so that a run's JSON
 	// does not change).
 	WindowUs int64 `json:"window_us,omitempty"`
+	// KVStore is the fleet's shared KV store (absent without).
+	KVStore *deploy.KVStoreSpec `json:"kv_store,omitempty"`
 }
 
 // PoolEcho is a pool as the report echoes it.
 type PoolEcho struct {
 	Name     string `json:"name"`
 	Replicas int    `json:"replicas"`
+	// Role and the pool's transfer physics, under disaggregation only.
+	Role *cluster.PDPool `json:"disaggregation,omitempty"`
 	InstanceEcho
 	// Fleet is the pool's bounds, nodes, price, start-up and drain; its
 	// start-up times as the run uses them (weights from the model's
@@ -130,11 +138,19 @@ type PoliciesEcho struct {
 	Routing   policy.Section `json:"routing"`
 	Scheduler policy.Section `json:"scheduler"`
 	Autoscale policy.Section `json:"autoscale"`
+	// Disaggregation is absent when never (the echo of a run without it
+	// keeps its shape, and its trace ids).
+	Disaggregation *policy.Section `json:"disaggregation,omitempty"`
 }
 
 func echoInstance(e *Experiment, spec *deploy.InstanceSpec, in *deploy.Instance) InstanceEcho {
+	var tiers *deploy.TierSpec
+	if t := spec.Tiers; t.Disk != nil || t.Store != nil {
+		tiers = &t
+	}
 	return InstanceEcho{
-		Model: in.Phys.Model.Name, Hardware: in.Phys.Hardware.Name, TP: in.Phys.TP, VLLM: in.Phys.Knobs,
+		KVTiers: tiers,
+		Model:   in.Phys.Model.Name, Hardware: in.Phys.Hardware.Name, TP: in.Phys.TP, VLLM: in.Phys.Knobs,
 		LongPrefill: spec.LongPrefillThreshold, MaxModelLen: spec.MaxModelLen, Async: spec.AsyncScheduling, ReserveFull: spec.ReserveFullSequence,
 		OutputDelay: spec.OutputDelayUs, Scheduler: e.Policies.Scheduler.Type, Priority: e.Policies.Priority.Type,
 		Latency: in.Config.Latency.Name(), Coefficients: in.CoefficientsSource, Noise: spec.Latency.Noise,
@@ -171,7 +187,7 @@ func (e *Experiment) echoInstanceRun(in *deploy.Instance) InstanceConfig {
 func (e *Experiment) echoCluster(b *deploy.Built) ClusterConfig {
 	d := &e.Deployment
 	cc := ClusterConfig{Instances: d.NumInstances(), Workload: e.describeWorkload(), Seed: e.Run.Seed, HorizonS: e.Run.HorizonS,
-		Observability: map[string]int64{}, WindowUs: e.Run.WindowUs}
+		Observability: map[string]int64{}, WindowUs: e.Run.WindowUs, KVStore: d.KVStore}
 	for i, p := range d.Pools {
 		ps := p.Scaling(b.Pools[i])
 		fl := &FleetEcho{Fleet: p.Fleet, LoadS: float64(ps.LoadUs) / 1e6, WarmS: float64(ps.WarmUs) / 1e6}
@@ -195,7 +211,16 @@ func (e *Experiment) echoCluster(b *deploy.Built) ClusterConfig {
 		cc.Routing.Scorers = route.FormatScorers(ws)
 	}
 	p := &e.Policies
-	cc.Policies = PoliciesEcho{p.Admission, p.Priority, p.Routing, p.Scheduler, p.Autoscale}
+	cc.Policies = PoliciesEcho{p.Admission, p.Priority, p.Routing, p.Scheduler, p.Autoscale, nil}
+	if e.Disaggregated() {
+		cc.Policies.Disaggregation = &p.Disaggregation
+		cc.Network = &d.Network
+		if pd, err := d.PDPools(b); err == nil { // an error fails the run before its report
+			for i := range pd {
+				cc.Pools[i].Role = &pd[i]
+			}
+		}
+	}
 	for s := cluster.Signal(0); s < cluster.NumSignals; s++ {
 		cc.Observability[s.String()] = d.Router.Freshness[s]
 	}

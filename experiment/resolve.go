@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/blis-sim/blis/cluster"
+	"github.com/blis-sim/blis/cluster/disagg"
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/cluster/windowplot"
 	"github.com/blis-sim/blis/deploy"
@@ -47,6 +48,9 @@ func (d *Draft) Resolve() (*Experiment, error) {
 		return nil, err
 	}
 	if err := d.checkScaling(e); err != nil {
+		return nil, err
+	}
+	if err := d.checkDisaggregation(e); err != nil {
 		return nil, err
 	}
 	return e, d.checkInstances(e)
@@ -94,6 +98,27 @@ func (d *Draft) resolveDeployment(e *Experiment) error {
 				d.name(fmt.Sprintf("deployment.pools[%d].vllm.total_kv_blocks_cpu", i)))
 		}
 		e.Deployment.Pools = append(e.Deployment.Pools, p)
+	}
+	if ky := dp.KVStore; ky != nil {
+		ks, err := ky.Spec()
+		if err != nil {
+			var fe *deploy.FieldError
+			if errors.As(err, &fe) {
+				return d.errAt(fe.Err, "deployment."+fe.Fields[0])
+			}
+			return d.errAt(err, "deployment.kv_store")
+		}
+		e.Deployment.KVStore = ks
+	}
+	if err := e.Deployment.LinkStore(); err != nil {
+		var pe *deploy.PoolError
+		if errors.As(err, &pe) {
+			return d.placePool(pe.Pool, pe.Err)
+		}
+		return err
+	}
+	if err := d.resolveNetwork(e, dp.Network); err != nil {
+		return err
 	}
 	r := &e.Deployment.Router
 	r.CapacityWaitTimeoutUs = deploy.DefaultCapacityWaitTimeoutUs
@@ -496,6 +521,12 @@ func (d *Draft) clusterKeys() []string {
 		if dp.Router != nil {
 			keys = append(keys, "deployment.router")
 		}
+		if dp.Network != nil {
+			keys = append(keys, "deployment.network")
+		}
+		if dp.KVStore != nil {
+			keys = append(keys, "deployment.kv_store")
+		}
 		if len(dp.Pools) > 1 {
 			keys = append(keys, "deployment.pools[1]")
 		}
@@ -507,7 +538,8 @@ func (d *Draft) clusterKeys() []string {
 			for _, k := range []struct {
 				given bool
 				key   string
-			}{{p.MinReplicas != nil, "min_replicas"}, {p.MaxReplicas != nil, "max_replicas"}, {p.Nodes != nil, "nodes"}, {p.Startup != nil, "startup"}, {p.FleetYAML.Drain != nil, "drain"}} {
+			}{{p.MinReplicas != nil, "min_replicas"}, {p.MaxReplicas != nil, "max_replicas"}, {p.Nodes != nil, "nodes"}, {p.Startup != nil, "startup"}, {p.FleetYAML.Drain != nil, "drain"},
+				{p.Role != nil && *p.Role != deploy.RoleBoth, "role"}} {
 				if k.given {
 					keys = append(keys, at+k.key)
 				}
@@ -515,7 +547,7 @@ func (d *Draft) clusterKeys() []string {
 		}
 	}
 	if p := f.Policies; p != nil {
-		for _, k := range []policy.Kind{policy.Admission, policy.Routing, policy.Autoscale} {
+		for _, k := range []policy.Kind{policy.Admission, policy.Routing, policy.Autoscale, policy.Disaggregation} {
 			if *p.Ptr(k) != nil {
 				keys = append(keys, "policies."+string(k))
 			}
@@ -649,6 +681,74 @@ func (d *Draft) resolveAnalysis(r *RunOptions, ry *runYAML) error {
 	r.SummaryMaxTokens = deref(ry.SummaryMaxTokens, summary.DefaultMaxTokens)
 	if r.SummaryMaxTokens < summary.MinMaxTokens || r.SummaryMaxTokens > summary.MaxMaxTokens {
 		return d.errf("run.summary_max_tokens", "must be in [%d, %d] tokens, got %d", summary.MinMaxTokens, summary.MaxMaxTokens, r.SummaryMaxTokens)
+	}
+	return nil
+}
+
+// resolveNetwork reads deployment.network over its defaults.
+func (d *Draft) resolveNetwork(e *Experiment, ny *networkYAML) error {
+	n := deploy.DefaultNetwork()
+	if ny != nil {
+		if ny.NICGBPerSec != nil {
+			n.NICBytesPerSec = *ny.NICGBPerSec * 1e9
+		}
+		if ny.Efficiency != nil {
+			n.Efficiency = *ny.Efficiency
+		}
+		if ny.LatencyUs != nil {
+			n.LatencyUs = *ny.LatencyUs
+		}
+		if t := ny.AbortTimeoutS; t != nil {
+			if !(*t >= 0 && *t <= float64(deploy.MaxAbortTimeoutUs)/1e6) {
+				return d.errf("deployment.network.abort_timeout_s", "must be in [0 (never), %d] s, got %v", deploy.MaxAbortTimeoutUs/1_000_000, *t)
+			}
+			n.AbortTimeoutUs = int64(math.Round(*t * 1e6))
+		}
+	}
+	if err := n.Validate(); err != nil {
+		var fe *deploy.FieldError
+		if errors.As(err, &fe) {
+			return d.errf("deployment.network."+fe.Fields[0], "%v", fe.Err)
+		}
+		return err
+	}
+	e.Deployment.Network = n
+	return nil
+}
+
+// checkDisaggregation: prefill and decode pools need a decider that
+// splits requests, a decider that splits needs an instance to prefill
+// and one to decode, and the network has an effect only then.
+func (d *Draft) checkDisaggregation(e *Experiment) error {
+	dec := e.Policies.Disaggregation.Type
+	var prefill, decode int
+	split := -1
+	for i, p := range e.Deployment.Pools {
+		if p.Role != deploy.RoleDecode {
+			prefill += max(p.Replicas, p.Fleet.MaxReplicas)
+		}
+		if p.Role != deploy.RolePrefill {
+			decode += max(p.Replicas, p.Fleet.MaxReplicas)
+		}
+		if p.Role != deploy.RoleBoth && split < 0 {
+			split = i
+		}
+	}
+	role := func(i int) string { return fmt.Sprintf("deployment.pools[%d].role", i) }
+	switch {
+	case dec == disagg.NeverName && split >= 0:
+		return d.errAt(fmt.Errorf("a %s pool needs a disaggregation decider (always or prefix-threshold), got never", e.Deployment.Pools[split].Role), role(split), "policies.disaggregation.type")
+	case dec == disagg.NeverName && d.f.Deployment != nil && d.f.Deployment.Network != nil:
+		return d.errAt(fmt.Errorf("has no effect without disaggregation (policies.disaggregation is never)"), "deployment.network")
+	case dec != disagg.NeverName && e.Run.CounterfactualSample != "" && e.Run.CounterfactualSample != "0":
+		return d.errAt(fmt.Errorf("counterfactual simulation is not available with prefill/decode disaggregation (a clone would serve the request whole on its decode instance)"),
+			"run.counterfactual_sample", "policies.disaggregation.type")
+	case dec != disagg.NeverName && e.Mode != ModeCluster:
+		return d.errf("policies.disaggregation.type", "%s needs a cluster: a prefill instance and a decode instance", dec)
+	case dec != disagg.NeverName && decode == 0:
+		return d.errf("policies.disaggregation.type", "%s: no pool decodes (every role is prefill); give a pool role decode or both", dec)
+	case dec != disagg.NeverName && prefill == 0:
+		return d.errf("policies.disaggregation.type", "%s: no pool prefills (every role is decode); give a pool role prefill or both", dec)
 	}
 	return nil
 }

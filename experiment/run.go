@@ -105,6 +105,8 @@ type runner struct {
 	// (nil without a trace): for the initial instances and those an
 	// autoscaler adds.
 	otlp func(i int, id string, pool int, c *sim.Config) error
+	// summary is the run's Markdown summary's output (nil without one).
+	summary *bufio.Writer
 	// arrivals is what the workload sent (nil for a replay or given
 	// requests): the offered rate of the overload warning.
 	arrivals func() workload.Arrivals
@@ -483,6 +485,11 @@ func (r *runner) cluster(ctx context.Context) error {
 	if cfg.Routing, err = e.Policies.Routing.Routing(env); err != nil {
 		return e.placeSection(policy.Routing, err)
 	}
+	if e.Disaggregated() {
+		if cfg.Disagg, err = disaggregation(e, &d, built, env); err != nil {
+			return err
+		}
+	}
 	// The workload, and the SLO targets requests with a class are scored
 	// against: a spec's, or the published defaults.
 	targets := workload.DefaultSLOTargets()
@@ -587,6 +594,13 @@ func (r *runner) clusterOutputs(cfg *cluster.Config, built *deploy.Built, config
 		}
 		cfg.Decisions = b
 		r.closers = append(r.closers, flushAs(b, e.label("run.outputs.decision_trace")))
+	}
+	if o.Summary != "" { // created before the run, written after it (writeSummary)
+		b, err := r.create("run.outputs.summary", o.Summary)
+		if err != nil {
+			return err
+		}
+		r.summary = b
 	}
 	if o.OTLPTrace == "" {
 		return nil
@@ -721,4 +735,19 @@ func (r *runner) scaling(cfg *cluster.Config, d *deploy.Deployment, built *deplo
 	}
 	cfg.Scaling = sc
 	return nil
+}
+
+// disaggregation is the cluster's prefill/decode split: the decider and
+// prefill router of the bundle's section, every pool's role and links.
+func disaggregation(e *Experiment, d *deploy.Deployment, built *deploy.Built, env policy.Env) (*cluster.Disagg, error) {
+	dz, err := e.Policies.Disaggregation.Disaggregation(env, e.Policies.Routing)
+	if err != nil {
+		return nil, e.placeSection(policy.Disaggregation, err)
+	}
+	pools, err := d.PDPools(built)
+	if err != nil {
+		return nil, e.placeBuild(err)
+	}
+	n := d.Network
+	return &cluster.Disagg{Pools: pools, Decider: dz.Decider, Prefill: dz.Prefill, LatencyUs: n.LatencyUs, AbortTimeoutUs: n.AbortTimeoutUs}, nil
 }

@@ -31,7 +31,7 @@ func TestScenariosAreNotWorkloads(t *testing.T) {
 		require.NoError(t, err, name)
 	}
 	_, err := LoadScenario("nope")
-	require.ErrorContains(t, err, "no built-in experiment \"nope\"; they are diurnal-autoscale")
+	require.ErrorContains(t, err, "no built-in experiment \"nope\"; they are disaggregated, diurnal-autoscale, shared-kv, shared-kv-local")
 	_, err = parse(t, "version: 1\nworkload: {scenario: diurnal-autoscale}\n")
 	require.ErrorContains(t, err, "workload.scenario: diurnal-autoscale is a built-in experiment")
 }
@@ -67,20 +67,7 @@ func TestDiurnalAutoscaleDocs(t *testing.T) {
 		require.NoError(t, err)
 	}
 	table := "| policy | mean replicas | peak | scale-ups / downs | oscillations | GPU-hours | cost ($) | $ per M output tokens | SLO attainment | TTFT p99 (s) |\n|---|---|---|---|---|---|---|---|---|---|\n" + strings.Join(out, "")
-	const begin, end = "<!-- autoscale-table -->\n", "<!-- /autoscale-table -->\n"
-	for _, doc := range []string{filepath.Join("..", "README.md"), filepath.Join("..", "docs", "autoscaling.md")} {
-		data, err := os.ReadFile(doc)
-		require.NoError(t, err)
-		s := string(data)
-		i, j := strings.Index(s, begin), strings.Index(s, end)
-		require.True(t, i >= 0 && j > i, "%s has no %q ... %q markers", doc, strings.TrimSpace(begin), strings.TrimSpace(end))
-		want := s[:i+len(begin)] + table + s[j:]
-		if *update {
-			require.NoError(t, os.WriteFile(doc, []byte(want), 0o644))
-			continue
-		}
-		require.Equal(t, want, s, "%s's autoscaling table is stale: go test ./experiment -run DiurnalAutoscaleDocs -update", doc)
-	}
+	rewriteDocsBlock(t, "autoscale-table", table, "go test ./experiment -run DiurnalAutoscaleDocs -update", "README.md", "docs/autoscaling.md")
 	img := filepath.Join("..", "docs", "img", "diurnal-autoscale.png")
 	if *update {
 		require.NoError(t, os.WriteFile(img, png.Bytes(), 0o644))
@@ -127,4 +114,27 @@ func autoscaleRow(label, sets string, figure bool, png *bytes.Buffer) (string, e
 	}
 	return fmt.Sprintf("| %s | %.1f | %d | %d / %d | %d | %.1f | %.2f | %.2f | %.1f %% | %.1f |\n", label, p.MeanReplicas, p.PeakReplicas,
 		p.ScaleUps, p.ScaleDowns, p.Oscillations, f.GPUHours, f.Cost, *f.CostPerMillionTokens, 100*m.SLO.Attainment, m.TTFT.P99/1e3), nil
+}
+
+// rewriteDocsBlock checks that each doc (a path from the repository's
+// root) holds content between its <!-- name --> and <!-- /name -->
+// lines, or with -update writes it there; stale, the test fails naming
+// cmd, the command that regenerates it.
+func rewriteDocsBlock(t *testing.T, name, content, cmd string, docs ...string) {
+	t.Helper()
+	begin, end := "<!-- "+name+" -->\n", "<!-- /"+name+" -->\n"
+	for _, doc := range docs {
+		path := filepath.Join("..", filepath.FromSlash(doc))
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		s := string(data)
+		i, j := strings.Index(s, begin), strings.Index(s, end)
+		require.True(t, i >= 0 && j > i, "%s has no %q ... %q markers", doc, strings.TrimSpace(begin), strings.TrimSpace(end))
+		want := s[:i+len(begin)] + content + s[j:]
+		if *update {
+			require.NoError(t, os.WriteFile(path, []byte(want), 0o644))
+			continue
+		}
+		require.Equal(t, want, s, "%s's %s is stale: %s", doc, name, cmd)
+	}
 }

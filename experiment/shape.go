@@ -23,9 +23,21 @@ type fileYAML struct {
 }
 
 type deploymentYAML struct {
-	Mode   *string           `yaml:"mode"`
-	Pools  []deploy.PoolYAML `yaml:"pools"`
-	Router *routerYAML       `yaml:"router"`
+	Mode    *string           `yaml:"mode"`
+	Pools   []deploy.PoolYAML `yaml:"pools"`
+	Router  *routerYAML       `yaml:"router"`
+	Network *networkYAML      `yaml:"network"`
+	// KVStore is the KV store the pools share (docs/kv-tiers.md).
+	KVStore *deploy.KVStoreYAML `yaml:"kv_store"`
+}
+
+// networkYAML is deploy.Network: the KV transfers' links under
+// disaggregation.
+type networkYAML struct {
+	NICGBPerSec   *float64 `yaml:"nic_gb_per_s"`
+	Efficiency    *float64 `yaml:"efficiency"`
+	LatencyUs     *int64   `yaml:"latency_us"`
+	AbortTimeoutS *float64 `yaml:"abort_timeout_s"`
 }
 
 type routerYAML struct {
@@ -120,6 +132,7 @@ var mappings = func() map[string]yamlfile.Mapping {
 		"experiment.deploymentYAML": {What: "deployment", Keys: reflect.TypeOf(deploymentYAML{})},
 		"experiment.routerYAML":     {What: "deployment.router", Keys: reflect.TypeOf(routerYAML{})},
 		"experiment.refreshYAML":    {What: "deployment.router.snapshot_refresh_us", Keys: reflect.TypeOf(refreshYAML{})},
+		"experiment.networkYAML":    {What: "deployment.network", Keys: reflect.TypeOf(networkYAML{})},
 		"experiment.workloadYAML":   {What: "workload", Keys: reflect.TypeOf(workloadYAML{})},
 		"experiment.syntheticYAML":  {What: "workload.synthetic", Keys: reflect.TypeOf(syntheticYAML{})},
 		"experiment.replayYAML":     {What: "workload.replay", Keys: reflect.TypeOf(replayYAML{})},

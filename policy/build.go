@@ -7,19 +7,20 @@ import (
 
 	"github.com/blis-sim/blis/cluster/admit"
 	"github.com/blis-sim/blis/cluster/autoscale"
+	"github.com/blis-sim/blis/cluster/disagg"
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/sim"
 )
 
-// Bundle is the five sections, resolved.
+// Bundle is the six sections, resolved.
 type Bundle struct {
-	Admission, Priority, Routing, Scheduler, Autoscale Section
+	Admission, Priority, Routing, Scheduler, Autoscale, Disaggregation Section
 }
 
 // DefaultBundle is every section's default template with its defaults:
-// always-admit, constant, round-robin, fcfs, none.
+// always-admit, constant, round-robin, fcfs, none, never.
 func DefaultBundle() Bundle {
-	return Bundle{Default(Admission), Default(Priority), Default(Routing), Default(Scheduler), Default(Autoscale)}
+	return Bundle{Default(Admission), Default(Priority), Default(Routing), Default(Scheduler), Default(Autoscale), Default(Disaggregation)}
 }
 
 // Section is b's section of kind.
@@ -35,6 +36,8 @@ func (b *Bundle) Section(kind Kind) *Section {
 		return &b.Scheduler
 	case Autoscale:
 		return &b.Autoscale
+	case Disaggregation:
+		return &b.Disaggregation
 	}
 	panic("policy: no section " + string(kind))
 }
@@ -114,6 +117,12 @@ func (s Section) Routing(env Env) (route.Policy, error) {
 	}
 	if s.Has("min_match_share") {
 		p.MinMatchShare = s.Float("min_match_share")
+	}
+	if s.Has("prefix_mode") {
+		p.PrefixMode = s.String("prefix_mode")
+		w := route.DefaultTierWeights
+		w[sim.TierCPU], w[sim.TierDisk], w[sim.TierStore] = s.Float("cpu_weight"), s.Float("disk_weight"), s.Float("store_weight")
+		p.TierWeights = &w
 	}
 	p.RefreshUs = env.QueueDepthRefreshUs
 	return route.New(s.Type, env.Instances, p)
@@ -239,4 +248,44 @@ func (s Section) Autoscale() (Autoscaler, error) {
 		return a, fieldErr("type", "autoscale policy %q has no builder", s.Type)
 	}
 	return a, nil
+}
+
+// Disaggregator is a built disaggregation section: the decider (nil for
+// never: no disaggregation) and the policy that picks a request's prefill
+// instance.
+type Disaggregator struct {
+	Decider disagg.Decider
+	Prefill route.Policy
+}
+
+// Disaggregation builds s, a disaggregation section; routing is the
+// bundle's routing section, which picks the prefill instance when s sets
+// no prefill_scorers (a second instance of it: its state is its own).
+func (s Section) Disaggregation(env Env, routing Section) (Disaggregator, error) {
+	s.mustBe(Disaggregation)
+	if s.Type == disagg.NeverName {
+		return Disaggregator{}, nil
+	}
+	var d Disaggregator
+	var err error
+	var threshold int64
+	if s.Has("threshold") {
+		threshold = s.Int("threshold")
+	}
+	if d.Decider, err = disagg.New(s.Type, threshold); err != nil {
+		return d, err
+	}
+	if ws := s.Map("prefill_scorers"); len(ws) > 0 {
+		var p route.Params
+		for _, e := range ws {
+			p.Scorers = append(p.Scorers, route.WeightedScorer{Name: e.Key, Weight: e.V})
+		}
+		p.RefreshUs = env.QueueDepthRefreshUs
+		if d.Prefill, err = route.New(route.WeightedName, env.Instances, p); err != nil {
+			return d, fieldErr("params.prefill_scorers", "%v", err)
+		}
+		return d, nil
+	}
+	d.Prefill, err = routing.Routing(env)
+	return d, err
 }

@@ -91,7 +91,7 @@ func Markdown() []byte {
 # Policy templates
 
 An experiment's ` + "`policies`" + ` section (docs/experiment.md), or a policy file given to
-` + "`blis run --policy-config FILE`" + `, has five sections, each a template and its parameters:
+` + "`blis run --policy-config FILE`" + `, has six sections, each a template and its parameters:
 
 ` + "```yaml" + `
 admission: {type: token-bucket, params: {capacity: 200000, refill_rate: 100000}}
@@ -99,6 +99,7 @@ priority:  {type: slo-based}
 routing:   {type: weighted, params: {scorers: {prefix-affinity: 3, queue-depth: 2}}}
 scheduler: {type: priority-fcfs}
 autoscale: {type: none}
+disaggregation: {type: never}
 ` + "```" + `
 
 A section left out takes its default (the first template of each table below); a

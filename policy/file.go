@@ -20,8 +20,8 @@ import (
 //	    scorers: {prefix-affinity: 3, load-balance: 1}
 type File struct {
 	Source   string
-	Sections [5]*Section // by Kinds' order
-	Raw      [5]*Raw
+	Sections [6]*Section // by Kinds' order
+	Raw      [6]*Raw
 	Doc      *yamlfile.Doc
 }
 
@@ -33,11 +33,14 @@ type FileYAML struct {
 	Routing   *Raw `yaml:"routing"`
 	Scheduler *Raw `yaml:"scheduler"`
 	Autoscale *Raw `yaml:"autoscale"`
+	// Disaggregation was added after version 1's first five sections:
+	// a file without it means never.
+	Disaggregation *Raw `yaml:"disaggregation"`
 }
 
 // Raws lists f's sections by Kinds' order.
-func (f *FileYAML) Raws() [5]*Raw {
-	return [5]*Raw{f.Admission, f.Priority, f.Routing, f.Scheduler, f.Autoscale}
+func (f *FileYAML) Raws() [6]*Raw {
+	return [6]*Raw{f.Admission, f.Priority, f.Routing, f.Scheduler, f.Autoscale, f.Disaggregation}
 }
 
 // Ptr is f's section of kind, for setting it.
@@ -53,6 +56,8 @@ func (f *FileYAML) Ptr(kind Kind) **Raw {
 		return &f.Scheduler
 	case Autoscale:
 		return &f.Autoscale
+	case Disaggregation:
+		return &f.Disaggregation
 	}
 	panic("policy: no section " + string(kind))
 }
@@ -65,12 +70,13 @@ type policyFileYAML struct {
 // Mappings name the file's mappings for unknown-key errors.
 var Mappings = map[string]yamlfile.Mapping{
 	"policy.policyFileYAML": {What: "a policy file", Keys: reflect.TypeOf(struct {
-		Version   int `yaml:"version"`
-		Admission int `yaml:"admission"`
-		Priority  int `yaml:"priority"`
-		Routing   int `yaml:"routing"`
-		Scheduler int `yaml:"scheduler"`
-		Autoscale int `yaml:"autoscale"`
+		Version        int `yaml:"version"`
+		Admission      int `yaml:"admission"`
+		Priority       int `yaml:"priority"`
+		Routing        int `yaml:"routing"`
+		Scheduler      int `yaml:"scheduler"`
+		Autoscale      int `yaml:"autoscale"`
+		Disaggregation int `yaml:"disaggregation"`
 	}{})},
 	"policy.FileYAML": {What: "policies", Keys: reflect.TypeOf(FileYAML{})},
 	"policy.Raw":      {What: "a policy section", Keys: reflect.TypeOf(Raw{})},

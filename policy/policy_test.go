@@ -167,7 +167,7 @@ func TestParseSection(t *testing.T) {
 		{Routing, "weighted", "{scorers: {queue-depth: 0}}", "params.scorers", "the weights are all 0"},
 		{Routing, "weighted", "{scorers: {queue-depth: 1e308, load-balance: 1e308}}", "params.scorers", "the weights sum to more than"},
 		{Routing, "weighted", "{scorers: {}}", "params.scorers", "give at least one of"},
-		{Routing, "weighted", "{prefix_index_capacity: 0}", "params.prefix_index_capacity", "must be within [1, 1073741824] blocks, got 0"},
+		{Routing, "weighted", "{prefix_index_capacity: -1}", "params.prefix_index_capacity", "must be within [0, 1073741824] blocks, got -1"},
 		{Routing, "prefix-affinity", "{min_match_share: 1}", "params.min_match_share", "must be within [0, 1), got 1"},
 		{Priority, "slo-based", "{age_weight: -1}", "params.age_weight", "must be >= 0 score per second, got -1"},
 		{Priority, "constant", "{age_weight: 1}", "params.age_weight", `priority policy constant has no parameter "age_weight"; use one of base`},
@@ -228,7 +228,7 @@ func TestSet(t *testing.T) {
 	require.Equal(t, []Entry{{"queue-depth", 1}}, s.Map("scorers"))
 	require.NoError(t, s.Set("prefix_index_capacity", "64"))
 	require.Equal(t, int64(64), s.Int("prefix_index_capacity"))
-	require.ErrorContains(t, s.Set("prefix_index_capacity", "-1"), "must be within [1, 1073741824] blocks")
+	require.ErrorContains(t, s.Set("prefix_index_capacity", "-1"), "must be within [0, 1073741824] blocks")
 	require.ErrorContains(t, s.Set("nope", "1"), `has no parameter "nope"`)
 }
 

@@ -1,6 +1,6 @@
 // Package policy is the policy bundle of seeds 000 and 002: the admission,
-// priority, routing, scheduler and autoscale policies of an experiment, as
-// one unit that an optimizer or a sweep swaps. Each of the five sections
+// priority, routing, scheduler, autoscale and disaggregation policies of an experiment, as
+// one unit that an optimizer or a sweep swaps. Each of the six sections
 // names a built-in template and sets its parameters:
 //
 //	admission: {type: token-bucket, params: {capacity: 200000, refill_rate: 100000}}
@@ -8,6 +8,7 @@
 //	routing:   {type: weighted, params: {scorers: {prefix-affinity: 3, queue-depth: 2}}}
 //	scheduler: {type: priority-fcfs}
 //	autoscale: {type: none}
+//	disaggregation: {type: never}
 //
 // Templates returns every template with its parameters, their units,
 // defaults and ranges: the schema. The schema only grows: a template or
@@ -34,24 +35,28 @@ import (
 	"strings"
 
 	"github.com/blis-sim/blis/cluster/admit"
+	"github.com/blis-sim/blis/cluster/disagg"
 	"github.com/blis-sim/blis/cluster/route"
+	"github.com/blis-sim/blis/sim"
 )
 
 // Kind is a section of the bundle.
 type Kind string
 
 // The bundle's sections, in the order a request meets them (autoscale
-// acts on the fleet, not on a request).
+// acts on the fleet, not on a request; disaggregation, added last, splits
+// a request between a prefill and a decode instance once it is routed).
 const (
-	Admission Kind = "admission"
-	Priority  Kind = "priority"
-	Routing   Kind = "routing"
-	Scheduler Kind = "scheduler"
-	Autoscale Kind = "autoscale"
+	Admission      Kind = "admission"
+	Priority       Kind = "priority"
+	Routing        Kind = "routing"
+	Scheduler      Kind = "scheduler"
+	Autoscale      Kind = "autoscale"
+	Disaggregation Kind = "disaggregation"
 )
 
 // Kinds lists the sections in file order.
-var Kinds = []Kind{Admission, Priority, Routing, Scheduler, Autoscale}
+var Kinds = []Kind{Admission, Priority, Routing, Scheduler, Autoscale, Disaggregation}
 
 // ParamType is a parameter's type.
 type ParamType string
@@ -138,7 +143,18 @@ var (
 	pPerTenant = Param{Name: "per_tenant", Type: Bool, Doc: "one independent bucket per tenant, each with this capacity and rate, instead of one shared by all"}
 	pBase      = Param{Name: "base", Type: Float, Unit: "score", Doc: "added to every request's score (with the request's own integer priority; higher is served first by priority-fcfs)", Min: math.Inf(-1), Max: math.Inf(1)}
 	pAgeWeight = Param{Name: "age_weight", Type: Float, Unit: "score per second", Doc: "score per second since the request's arrival", Default: num(1), Max: math.Inf(1)}
-	pIndexCap  = Param{Name: "prefix_index_capacity", Type: Int, Unit: "blocks", Doc: "router-side prefix index size per instance, least recently used blocks evicted first (seed 001)", Default: integer(route.DefaultPrefixIndexCapacity), Min: 1, Max: route.MaxPrefixIndexCapacity}
+	// pPrefillScorers is the prefill profile's scorers (llm-d runs a
+	// prefill profile with its own scorers after the decode one).
+	pPrefillScorers = Param{Name: "prefill_scorers", Type: FloatMap, Unit: "weight", Doc: "the prefill instance is picked by the weighted policy with these scorers and weights among the instances that prefill (normalized to sum to 1); not given: the routing section's policy, run again among them",
+		Max: math.Inf(1), Keys: route.ScorerNames}
+	pPrefixMode = Param{Name: "prefix_mode", Type: String, Doc: "approximate: the router's own prefix index, learned from its decisions; precise: the instances' KV events, block by block and tier by tier, as llm-d's precise prefix-cache scorer (docs/kv-tiers.md)",
+		Default: text(route.PrefixApproximate), Enum: []string{route.PrefixApproximate, route.PrefixPrecise}}
+	pTierWeights = []Param{
+		{Name: "cpu_weight", Type: Float, Doc: "precise mode: what a block in an instance's CPU tier is worth against one on its GPU (1); llm-d's kvCacheBackendConfigs cpu weight", Default: num(route.DefaultTierWeights[sim.TierCPU]), Max: 1},
+		{Name: "disk_weight", Type: Float, Doc: "precise mode: a block on an instance's local disk (ours)", Default: num(route.DefaultTierWeights[sim.TierDisk]), Max: 1},
+		{Name: "store_weight", Type: Float, Doc: "precise mode: a block in the fleet's shared KV store, for the instances linked to it (ours)", Default: num(route.DefaultTierWeights[sim.TierStore]), Max: 1},
+	}
+	pIndexCap = Param{Name: "prefix_index_capacity", Type: Int, Unit: "blocks", Doc: "router-side prefix index size per instance, least recently used blocks evicted first; 0: each instance's own KV capacity (its GPU blocks, CPU tier and disk; seed 001's fixed 10000 forgot what the instances still held)", Default: integer(route.AutoPrefixIndexCapacity), Min: 0, Max: route.MaxPrefixIndexCapacity}
 )
 
 // classScores are slo-based's and inverted-slo's per-class scores (seed
@@ -200,11 +216,12 @@ var templates = []Template{
 		Params: []Param{
 			{Name: "scorers", Type: FloatMap, Unit: "weight", Doc: "scorers and their weights, normalized to sum to 1 (at least one > 0)", Default: Value{M: []Entry{{route.PrefixAffinity, 3}, {route.QueueDepth, 2}, {route.KVUtilization, 2}}},
 				Max: math.Inf(1), Keys: route.ScorerNames},
-			pIndexCap,
+			pIndexCap, pPrefixMode, pTierWeights[0], pTierWeights[1], pTierWeights[2],
 		}},
 	{Kind: Routing, Name: route.PrefixAffinityName, Doc: "The instance whose router-side prefix index holds the longest share of the request's blocks, the least loaded among equals; least-loaded on a miss",
 		Params: []Param{pIndexCap,
 			{Name: "min_match_share", Type: Float, Doc: "a hit needs more than this share of the request's blocks cached", MaxOpen: true, Max: 1},
+			pPrefixMode, pTierWeights[0], pTierWeights[1], pTierWeights[2],
 		}},
 	{Kind: Routing, Name: route.VLLMDPName, Doc: "vLLM's own data-parallel load balancer: the engine with the lowest 4 × waiting + running in the counts it last published (every queue_depth refresh), with its own sends since then added"},
 	{Kind: Routing, Name: route.AlwaysBusiestName, Pathological: true, Doc: "The most loaded instance"},
@@ -263,6 +280,15 @@ var templates = []Template{
 	{Kind: Autoscale, Name: "oscillator", Pathological: true, Doc: "Ignores every metric and alternately adds and removes `step` replicas at each evaluation",
 		Params: []Param{pInterval(15, "the HPA's sync period"),
 			{Name: "step", Type: Int, Unit: "replicas", Doc: "replicas added, then removed", Default: integer(1), Min: 1, Max: 1 << 20},
+		}},
+
+	{Kind: Disaggregation, Name: disagg.NeverName, Doc: "No disaggregation: every request is prefilled and decoded on the instance the router picks (every pool's role must be both)"},
+	{Kind: Disaggregation, Name: disagg.AlwaysName, Doc: "Every request's prompt is computed on a prefill instance (role prefill or both) and its KV moved to the decode instance the router picked (role decode or both), which decodes it (docs/disaggregation.md)",
+		Params: []Param{pPrefillScorers}},
+	{Kind: Disaggregation, Name: disagg.PrefixThresholdName, Doc: "llm-d's prefix-based P/D decider: the router picks the decode instance first; the request is disaggregated when more than `threshold` of its prompt tokens are not in that instance's prefix cache, else served there whole",
+		Params: []Param{
+			{Name: "threshold", Type: Int, Unit: "tokens", Doc: "non-cached prompt tokens above which the prompt is computed on a prefill instance (llm-d's prefix-based-pd-decider nonCachedTokens, default 16)", Default: integer(disagg.DefaultPrefixThreshold), Min: 0, Max: 1 << 40},
+			pPrefillScorers,
 		}},
 }
 

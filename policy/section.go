@@ -223,7 +223,8 @@ func (p *Param) check(x float64) error {
 }
 
 // checkMap checks a map's values as a whole: a scorer list needs a weight
-// > 0 and a finite sum, which normalization divides by.
+// > 0 and a finite sum, which normalization divides by; an empty one is
+// accepted only where it is the default (it then means "none given").
 func (p *Param) checkMap(v Value, key string) error {
 	if p.Keys == nil {
 		return nil
@@ -233,6 +234,8 @@ func (p *Param) checkMap(v Value, key string) error {
 		sum += e.V
 	}
 	switch {
+	case len(v.M) == 0 && len(p.Default.M) == 0:
+		return nil // the default: none given
 	case len(v.M) == 0:
 		return fieldErr(key, "give at least one of %s", strings.Join(p.Keys, ", "))
 	case !(sum > 0):

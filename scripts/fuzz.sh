@@ -41,6 +41,7 @@ families=(
   "experiment ./experiment:FuzzParseExperiment ./experiment:FuzzParseDeployment ./policy:FuzzParsePolicyFile"
   "blis-run ./cmd/blis:FuzzRunCommand"
   "sweep ./sweep:FuzzParseGrid ./sweep:FuzzParseSet ./sweep:FuzzReadCSV"
+  "analysis ./cluster:FuzzParseSample ./summary:FuzzTokens"
 )
 
 # Every Fuzz function of the repository must be in a family.

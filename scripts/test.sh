@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh machine: Go modules are fetched
 # first, then vet, format check, unit/golden/property tests (every fuzz
-# target's seed corpus included), and the Python trainer's and sweep
-# driver's tests (in a virtualenv with their pinned requirements). Quick
+# target's seed corpus included), and the Python trainer's, sweep
+# driver's and policy-search adapters' tests (in a virtualenv with their
+# pinned requirements; the adapters run GEPA and OpenEvolve end to end
+# with a stub LLM, no network). Quick
 # enough to run before a commit; the sweep driver's Ray tests
 # (tools/blis_sweep/test-ray.sh, which installs Ray) and the minute of
 # fuzzing per parser family (scripts/fuzz.sh) run in .ci/run after it.
@@ -58,9 +60,11 @@ py="$(cd "$venv" && pwd)/bin/python"
 # tests always see the checked-out code.
 (cd tools/physics_trainer && BLIS_REQUIRE_GO=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$py" -m pytest -q -p no:cacheprovider)
 
-section "Python sweep driver (tools/blis_sweep): the process pool; its Ray tests run in .ci/run"
+section "Python sweep driver and policy search (tools/blis_sweep): the process pool, GEPA and OpenEvolve with a stub LLM; its Ray tests run in .ci/run"
 "$py" -m pip install -q --disable-pip-version-check -r tools/blis_sweep/requirements.lock
-(cd tools/blis_sweep && BLIS_REQUIRE_GO=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$py" -m pytest -q -p no:cacheprovider -m "not ray")
+# gepa and openevolve (no torch; ~10 s to install from a warm pip cache, 35 s cold).
+"$py" -m pip install -q --disable-pip-version-check -r tools/blis_sweep/requirements-search.lock
+(cd tools/blis_sweep && BLIS_REQUIRE_GO=1 BLIS_REQUIRE_SEARCH=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$py" -m pytest -q -p no:cacheprovider -m "not ray")
 
 section ""
 echo "== all tests passed in $((SECONDS - start)) s (the Ray backend's tests and the fuzzing: .ci/run runs them after this)"

@@ -113,6 +113,9 @@ func (e *Engine) abort(id int64, atUs int64, killed bool) (ok bool, err error) {
 			e.fail("INV-2", "request %d is queued but not in the waiting queue", id)
 		}
 		e.transition(r, stQueued, stTimedOut)
+		if r.pull == pullArrived { // its pulled KV, freed below
+			e.pulled--
+		}
 		e.journey(r, JourneyFinished, atUs)
 	case stPulling:
 		if r.pull == pullDue && !e.events.remove(evPulled, i) {

@@ -29,22 +29,37 @@ import (
 // A latency model is shared between the two when it has no state of its
 // own (Blackbox, Roofline, Physics); Noisy and SlowStart are copied, and
 // any other model must implement LatencyCloner, or Clone fails.
-func (e *Engine) Clone(obs Observer) (*Engine, error) {
+func (e *Engine) Clone(obs Observer) (*Engine, error) { return e.CloneInto(nil, obs) }
+
+// CloneInto is Clone reusing the memory of old, an engine that an earlier
+// Clone or CloneInto returned and that nothing uses any more (nil: none):
+// old's large arrays (the request table, the event queue, the KV block
+// table and prefix index) are overwritten with e's state, so that cloning
+// repeatedly (a counterfactual per sampled decision) allocates little.
+// The result is old, or a new engine when old is nil; old must not be e,
+// an engine whose arrays anything else holds, or used otherwise again.
+func (e *Engine) CloneInto(old *Engine, obs Observer) (*Engine, error) {
 	if e.retired != nil {
 		return nil, errors.New("sim: cannot clone a retired engine")
+	}
+	if old == e {
+		return nil, errors.New("sim: cannot clone an engine into itself")
 	}
 	lat, err := cloneLatency(e.cfg.Latency)
 	if err != nil {
 		return nil, err
 	}
-	c := new(Engine)
+	c := old
+	if c == nil {
+		c = new(Engine)
+	}
+	reqs, free, ev, wheap, wring, running, kv := c.reqs, c.free, c.events.ev, c.waiting.heap, c.waiting.ring, c.running, c.kv
 	*c = *e // every value field; the reference fields are replaced below
 	c.cfg.Latency = lat
 	c.cfg.Observer = obs
-	c.reqs = make([]request, len(e.reqs))
+	c.reqs = reuse(reqs, e.reqs)
 	for i := range e.reqs {
 		r := &c.reqs[i]
-		*r = e.reqs[i]
 		if r.state == stFree {
 			r.blocks, r.hashes, r.holder = nil, nil, nil
 			continue
@@ -53,14 +68,14 @@ func (e *Engine) Clone(obs Observer) (*Engine, error) {
 		r.hashes = slices.Clone(r.hashes)
 		r.holder = slices.Clone(r.holder)
 	}
-	c.free = slices.Clone(e.free)
+	c.free = reuse(free, e.free)
 	c.int32s, c.uint64s = arrayPool[int32]{}, arrayPool[uint64]{}
-	c.events = eventHeap{ev: slices.Clone(e.events.ev), seq: e.events.seq}
+	c.events = eventHeap{ev: reuse(ev, e.events.ev), seq: e.events.seq}
 	c.waiting = e.waiting
-	c.waiting.heap = slices.Clone(e.waiting.heap)
-	c.waiting.ring = slices.Clone(e.waiting.ring)
-	c.running = slices.Clone(e.running)
-	c.kv = e.kv.clone()
+	c.waiting.heap = reuse(wheap, e.waiting.heap)
+	c.waiting.ring = reuse(wring, e.waiting.ring)
+	c.running = reuse(running, e.running)
+	c.kv = e.kv.cloneInto(kv)
 	c.hit, c.rare, c.done, c.pulls = nil, nil, nil, nil // the last Advance's scratch
 	if e.byID != nil {
 		c.byID = maps.Clone(e.byID)
@@ -69,16 +84,30 @@ func (e *Engine) Clone(obs Observer) (*Engine, error) {
 	return c, nil
 }
 
-// clone is a deep copy of the cache; the prefix index reads the copy's
-// hashes.
-func (k *kvCache) clone() *kvCache {
-	c := new(kvCache)
+// reuse is a copy of src in dst's array when it is large enough (nil
+// for nil, as slices.Clone).
+func reuse[T any](dst, src []T) []T {
+	if src == nil {
+		return nil
+	}
+	return append(dst[:0], src...)
+}
+
+// cloneInto is a deep copy of the cache in old's arrays (old: a clone's
+// cache that nothing uses any more, or nil); the prefix index reads the
+// copy's hashes.
+func (k *kvCache) cloneInto(old *kvCache) *kvCache {
+	c := old
+	if c == nil {
+		c = new(kvCache)
+	}
+	blocks, hashes, ring, index := c.blocks, c.hashes, c.ring, c.index
 	*c = *k
-	c.blocks = slices.Clone(k.blocks)
-	c.hashes = slices.Clone(k.hashes)
-	c.ring = slices.Clone(k.ring)
+	c.blocks = reuse(blocks, k.blocks)
+	c.hashes = reuse(hashes, k.hashes)
+	c.ring = reuse(ring, k.ring)
 	if k.index != nil {
-		c.index = k.index.Clone(func(b int32) uint64 { return c.hashes[b] })
+		c.index = k.index.CloneInto(index, func(b int32) uint64 { return c.hashes[b] })
 	}
 	if k.cpu != nil {
 		c.cpu = k.cpu.clone()

@@ -106,9 +106,21 @@ func TestCloneContinuesAsTheOriginal(t *testing.T) {
 			mark := obs // lengths at the clone
 			doneAt, nextAtClone, opsAtClone := len(rig.done), rig.next, rig.ops
 
-			var replayObs, otherObs recorder
-			replay, err := e.Clone(&replayObs)
+			// The replay reuses the memory of a clone of another engine,
+			// driven on after it was made (CloneInto).
+			junkCfg := cloneConfig(rand.New(rand.NewPCG(seed+100, 6)), seed+100)
+			junkEng, err := NewEngine(junkCfg)
 			require.NoError(t, err)
+			junkRig := &cloneRig{reqs: randomWorkload(rand.New(rand.NewPCG(seed+100, 5)), 250)}
+			junkRig.drive(t, junkEng, 300)
+			junk, err := junkEng.Clone(nil)
+			require.NoError(t, err)
+			junkRig.drive(t, junk, 60)
+
+			var replayObs, otherObs recorder
+			replay, err := e.CloneInto(junk, &replayObs)
+			require.NoError(t, err)
+			require.Same(t, junk, replay)
 			other, err := e.Clone(&otherObs)
 			require.NoError(t, err)
 			require.Equal(t, e.Status(), replay.Status())

@@ -332,10 +332,11 @@ type Engine struct {
 	// retired is the result Retire kept (nil until then).
 	retired *Result
 
-	// Disaggregation (sim/pd.go): the pulls the last Advance started, and
-	// the requests waiting for their KV and those keeping theirs.
-	pulls         []Pull
-	pulling, kept int64
+	// Disaggregation (sim/pd.go): the pulls the last Advance started, the
+	// requests waiting for their KV, those keeping theirs, and those whose
+	// KV arrived, back in the queue with their blocks (pulled).
+	pulls                 []Pull
+	pulling, kept, pulled int64
 }
 
 // NewEngine returns an idle engine at time 0.

@@ -60,12 +60,17 @@ func (e *Engine) checkEnd() {
 			c.Offered, pending, c.StillArrival, c.StillQueued, c.StillRunning, c.Completed, c.Dropped, c.RejectedTooLong, c.TimedOut, c.Killed, c.Redirected, c.HandedOff)
 	}
 	var byState [numReqStates]int64
+	var pulled int64
 	for i := range e.reqs {
 		byState[e.reqs[i].state]++
+		if e.reqs[i].state == stQueued && e.reqs[i].pull == pullArrived {
+			pulled++
+		}
 	}
 	left := byState[stFinished] + byState[stDropped] + byState[stTimedOut]
-	if byState[stPulling] != e.pulling || byState[stKept] != e.kept {
-		e.fail("INV-1", "request slots hold %d pulling and %d keeping KV; counters say %d and %d", byState[stPulling], byState[stKept], e.pulling, e.kept)
+	if byState[stPulling] != e.pulling || byState[stKept] != e.kept || pulled != e.pulled {
+		e.fail("INV-1", "request slots hold %d pulling, %d keeping KV and %d queued with pulled KV; counters say %d, %d and %d",
+			byState[stPulling], byState[stKept], pulled, e.pulling, e.kept, e.pulled)
 	}
 	if byState[stPending] != pending || byState[stArriving] != c.StillArrival || byState[stQueued]+byState[stPulling] != c.StillQueued ||
 		byState[stRunning] != c.StillRunning || left != 0 {
@@ -112,8 +117,8 @@ func (e *Engine) checkKV(full bool) {
 	if kv.numFree < 0 || kv.numFree > kv.total() {
 		e.fail("INV-4", "free blocks %d outside [0, %d]", kv.numFree, kv.total())
 	}
-	if len(e.running) == 0 && e.pulling == 0 && e.kept == 0 && kv.numFree != kv.total() {
-		e.fail("INV-4", "no request runs, pulls or keeps KV, but %d of %d blocks are allocated", kv.used(), kv.total())
+	if len(e.running) == 0 && e.pulling == 0 && e.kept == 0 && e.pulled == 0 && kv.numFree != kv.total() {
+		e.fail("INV-4", "no request runs, pulls, keeps KV or waits with pulled KV, but %d of %d blocks are allocated", kv.used(), kv.total())
 	}
 	e.checkTiers(full)
 	if !full {
@@ -125,9 +130,9 @@ func (e *Engine) checkKV(full bool) {
 			refs[b]++
 		}
 	}
-	if e.pulling+e.kept > 0 { // blocks held outside the batch (sim/pd.go)
+	if e.pulling+e.kept+e.pulled > 0 { // blocks held outside the batch (sim/pd.go)
 		for i := range e.reqs {
-			if st := e.reqs[i].state; st == stPulling || st == stKept {
+			if st := e.reqs[i].state; st == stPulling || st == stKept || (st == stQueued && e.reqs[i].pull == pullArrived) {
 				for _, b := range e.reqs[i].blocks {
 					refs[b]++
 				}

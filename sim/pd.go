@@ -139,6 +139,7 @@ func (e *Engine) onPulled(i int32) {
 	r := &e.reqs[i]
 	e.transition(r, stPulling, stQueued)
 	e.pulling--
+	e.pulled++
 	r.pull = pullArrived
 	r.computed = max(r.computed, r.spec.PromptTokens-1)
 	if e.waiting.keyed {
@@ -171,6 +172,7 @@ func (e *Engine) admitPulled(idx int32, budget int64) (int64, bool) {
 	if r.preemptions == 0 {
 		r.firstScheduled = e.now
 	}
+	e.pulled--
 	r.pull = pullNone
 	r.scheduled = n
 	e.running = append(e.running, idx)

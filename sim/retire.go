@@ -14,8 +14,7 @@ func (e *Engine) Retire() (err error) {
 	if e.retired != nil {
 		return nil
 	}
-	if e.events.len() > 0 || e.pulling+e.kept > 0 ||
-		e.injected != e.m.completed+e.m.dropped+e.m.timedOut+e.m.killed+e.m.redirected+e.m.handedOff {
+	if !e.CanRetire() {
 		return errors.New("sim: cannot retire an engine with requests or events left")
 	}
 	res, err := e.Finish()
@@ -34,3 +33,10 @@ func (e *Engine) Retire() (err error) {
 
 // Retired reports whether Retire was called.
 func (e *Engine) Retired() bool { return e.retired != nil }
+
+// CanRetire reports whether Retire would succeed: no events, no request
+// left, and no KV kept for a decode instance to pull or being pulled.
+func (e *Engine) CanRetire() bool {
+	return e.retired != nil || (e.events.len() == 0 && e.pulling+e.kept == 0 &&
+		e.injected == e.m.completed+e.m.dropped+e.m.timedOut+e.m.killed+e.m.redirected+e.m.handedOff)
+}

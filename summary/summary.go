@@ -12,6 +12,7 @@ package summary
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/blis-sim/blis/cluster"
@@ -42,6 +43,9 @@ type line struct {
 	text    string
 	section int
 	rank    int
+	// numbered lines are items of their section's ordered list, numbered
+	// as they are kept (render).
+	numbered bool
 }
 
 const (
@@ -60,6 +64,12 @@ type doc struct{ lines []line }
 
 func (d *doc) add(section, rank int, format string, args ...any) {
 	d.lines = append(d.lines, line{text: ascii(fmt.Sprintf(format, args...)), section: section, rank: rank})
+}
+
+// item adds an item of the section's ordered list.
+func (d *doc) item(section, rank int, format string, args ...any) {
+	d.add(section, rank, format, args...)
+	d.lines[len(d.lines)-1].numbered = true
 }
 
 // ascii replaces what the token rule would count dearly (and what some
@@ -94,6 +104,14 @@ func Markdown(ctx Context, res *cluster.Result, maxTokens int) string {
 	return fit(d.lines, maxTokens)
 }
 
+// plural is n and noun, with an s unless n is 1.
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 func pct(n, of int64) float64 {
 	if of == 0 {
 		return 0
@@ -103,8 +121,8 @@ func pct(n, of int64) float64 {
 
 func outcome(d *doc, ctx Context, res *cluster.Result) {
 	q := res.Requests
-	d.add(secOutcome, 1, "- Policies: admission %s, priority %s, routing %s, scheduler %s, autoscale %s; %d instances.",
-		ctx.Admission, ctx.Priority, ctx.Routing, ctx.Scheduler, ctx.Autoscale, ctx.Instances)
+	d.add(secOutcome, 1, "- Policies: admission %s, priority %s, routing %s, scheduler %s, autoscale %s; %s.",
+		ctx.Admission, ctx.Priority, ctx.Routing, ctx.Scheduler, ctx.Autoscale, plural(int64(ctx.Instances), "instance"))
 	if ctx.Workload != "" {
 		d.add(secOutcome, 3, "- Workload: %s.", ctx.Workload)
 	}
@@ -123,7 +141,7 @@ func outcome(d *doc, ctx Context, res *cluster.Result) {
 		d.add(secOutcome, 1, "- SLO attainment: %.1f %% overall (%s).", 100*s.Attainment, strings.Join(per, ", "))
 	}
 	if f := res.Fairness; f != nil {
-		d.add(secOutcome, 3, "- Fairness: Jain's index %.3f over %d tenants.", f.JainIndex, len(f.Tenants))
+		d.add(secOutcome, 3, "- Fairness: Jain's index %.3f over %s.", f.JainIndex, plural(int64(len(f.Tenants)), "tenant"))
 	}
 	d.add(secOutcome, 3, "- Preemptions: %d; prefix cache hit rate %.1f %%.", res.Preemptions, 100*res.PrefixCacheHitRate)
 	if f := res.Fleet; f != nil {
@@ -143,7 +161,7 @@ var meaning = map[string]string{
 	anomaly.KVThrashing:       "KV blocks offloaded to the CPU were reloaded almost at once",
 	anomaly.PreemptionStorm:   "an instance preempted many requests within a short window",
 	anomaly.ScaleOscillation:  "the autoscaler reversed its previous action within the window",
-	anomaly.PDBackpressure:    "P/D transfer queue backed up",
+	anomaly.PDBackpressure:    "a decode handoff waited at the head of its decode queue for free KV blocks before pulling its KV",
 }
 
 // issues writes the key issues and returns the suggestions, most urgent
@@ -154,7 +172,7 @@ func issues(d *doc, ctx Context, res *cluster.Result) []string {
 	n := 0
 	issue := func(rank int, format string, args ...any) {
 		n++
-		d.add(secIssues, rank, "%d. "+format, append([]any{n}, args...)...)
+		d.item(secIssues, rank, format, args...)
 	}
 	if q.Rejected > 0 {
 		var why []string
@@ -266,6 +284,8 @@ func suggestion(ctx Context, name string) string {
 		return "Offloaded KV blocks come straight back: raise the GPU cache or the offload threshold, or route shared prefixes to where they are cached."
 	case anomaly.ScaleOscillation:
 		return fmt.Sprintf("Autoscaler %s reverses itself within the oscillation window: lengthen its stabilization window or cooldown.", ctx.Autoscale)
+	case anomaly.PDBackpressure:
+		return "Decode instances lack free KV blocks for the handoffs: add decode replicas or KV memory, or prefill fewer requests remotely (a higher prefix threshold)."
 	}
 	return ""
 }
@@ -281,8 +301,8 @@ func worst(d *doc, res *cluster.Result) {
 		return
 	}
 	for k, w := range cf.Worst {
-		d.add(secWorst, 1+min(k, 2), "%d. t=%.3f s, request %d -> %s (%s): TTFT %.1f ms; %s (%s) would have given %.1f ms: regret %.1f ms.",
-			k+1, float64(w.AtUs)/1e6, w.Request, w.Chosen, load(w.ChosenLoad), w.ChosenTTFTMs, w.Best, load(w.BestLoad), w.BestTTFTMs, w.RegretMs)
+		d.item(secWorst, 1+min(k, 2), "t=%.3f s, request %d -> %s (%s): TTFT %.1f ms; %s (%s) would have given %.1f ms: regret %.1f ms.",
+			float64(w.AtUs)/1e6, w.Request, w.Chosen, load(w.ChosenLoad), w.ChosenTTFTMs, w.Best, load(w.BestLoad), w.BestTTFTMs, w.RegretMs)
 	}
 }
 
@@ -308,16 +328,21 @@ func counterfactual(d *doc, res *cluster.Result) {
 // render writes the kept lines, each section under its header.
 func render(lines []line, keep []bool) string {
 	var b strings.Builder
-	sec := -1
+	sec, num := -1, 0
 	for i, l := range lines {
 		if !keep[i] {
 			continue
 		}
 		if l.section != sec {
-			sec = l.section
+			sec, num = l.section, 0
 			if h := headers[sec]; h != "" {
 				b.WriteString("\n" + h + "\n\n")
 			}
+		}
+		if l.numbered {
+			num++
+			b.WriteString(strconv.Itoa(num))
+			b.WriteString(". ")
 		}
 		b.WriteString(l.text)
 		b.WriteByte('\n')
@@ -326,9 +351,11 @@ func render(lines []line, keep []bool) string {
 }
 
 // fit keeps as many lines as the budget allows: the least important
-// (highest rank) go first, the last of them first; a note counts the
-// lines left out. If the most important lines alone exceed the budget,
-// the text is cut at the last whole word that fits.
+// (highest rank) go first, the last of them first, and a closing note
+// says the summary was truncated and how many lines were left out. Whole
+// lines go, so what is kept is valid Markdown: a section whose lines all
+// went loses its header too. The title and the note alone fit any budget
+// of at least MinMaxTokens.
 func fit(lines []line, budget int) string {
 	keep := make([]bool, len(lines))
 	for i := range keep {
@@ -340,7 +367,7 @@ func fit(lines []line, budget int) string {
 	}
 	dropped := 0
 	note := func() string {
-		return fmt.Sprintf("\n_(%d lines left out to stay within %d tokens.)_\n", dropped, budget)
+		return fmt.Sprintf("\n_Truncated: %d lines left out to stay within %d tokens._\n", dropped, budget)
 	}
 	for Tokens(out)+Tokens(note()) > budget {
 		victim := -1
@@ -356,13 +383,5 @@ func fit(lines []line, budget int) string {
 		dropped++
 		out = render(lines, keep)
 	}
-	out += note()
-	for Tokens(out) > budget {
-		cut := strings.LastIndexAny(strings.TrimRight(out, " \n"), " \n")
-		if cut <= 0 {
-			return ""
-		}
-		out = out[:cut] + "\n"
-	}
-	return out
+	return out + note()
 }

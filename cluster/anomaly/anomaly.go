@@ -1,8 +1,8 @@
 // Package anomaly counts what went wrong in a run, by written definitions
 // with named thresholds (docs/anomalies.md): priority inversions,
 // head-of-line blocking, KV thrashing, preemption storms, scale
-// oscillations, and P/D backpressure (a slot, 0 until prefill/decode
-// disaggregation exists). Each counter reports its count, the thresholds
+// oscillations (from the fleet's scale actions) and P/D backpressure
+// (decode pulls that waited for KV blocks). Each counter reports its count, the thresholds
 // it was counted with and its first few examples (times, instances,
 // request ids), for a person or a policy-search loop to read (seeds 000
 // §10 and 002 D.8).
@@ -125,8 +125,7 @@ func NewReport(th Thresholds) *Report {
 		PreemptionStorm: Counter{Unit: "storms", Thresholds: map[string]int64{"min_preemptions": int64(th.StormPreemptions),
 			"window_us": th.StormWindowUs}},
 		ScaleOscillation: Counter{Unit: "reversals", Thresholds: map[string]int64{"window_us": th.OscillationWindowUs}},
-		PDBackpressure: Counter{Unit: "events",
-			Note: "not modeled: the simulator has no prefill/decode disaggregation yet, so no transfer queue to back up"},
+		PDBackpressure:   Counter{Unit: "pulls"},
 	}
 	for _, c := range r.Counters() {
 		c.Examples = []Example{}

@@ -209,5 +209,5 @@ func TestMergeKeepsTheFirstExamples(t *testing.T) {
 		require.Equal(t, []string{"1/0", "1/1", "1/2"}, got)
 	}
 	require.Len(t, NewReport(th).Counters(), 6)
-	require.NotEmpty(t, NewReport(th).PDBackpressure.Note)
+	require.Equal(t, "pulls", NewReport(th).PDBackpressure.Unit)
 }

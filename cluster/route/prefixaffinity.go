@@ -30,10 +30,11 @@ type PrefixAffinityPolicy struct {
 }
 
 // NewPrefixAffinity returns the policy for n instances, with a prefix index
-// of capacity blocks per instance (within [1, MaxPrefixIndexCapacity]) and
+// of capacity blocks per instance (within [1, MaxPrefixIndexCapacity], or
+// AutoPrefixIndexCapacity) and
 // a hit threshold minMatchShare in [0, 1) (0: any cached block is a hit).
 func NewPrefixAffinity(n, capacity int, minMatchShare float64) (*PrefixAffinityPolicy, error) {
-	if capacity < 1 || capacity > MaxPrefixIndexCapacity {
+	if capacity < 0 || capacity > MaxPrefixIndexCapacity {
 		return nil, fmt.Errorf("prefix index capacity must be within [1, %d] blocks, got %d", MaxPrefixIndexCapacity, capacity)
 	}
 	if !(minMatchShare >= 0 && minMatchShare < 1) { // NaN too
@@ -51,8 +52,15 @@ func (p *PrefixAffinityPolicy) MinMatchShare() float64 { return p.minShare }
 // Index is the router-side prefix index the policy reads and trains.
 func (p *PrefixAffinityPolicy) Index() *PrefixIndex { return p.scorer.Index }
 
+// PrefixIndex is the index (PrefixIndexer).
+func (p *PrefixAffinityPolicy) PrefixIndex() *PrefixIndex { return p.scorer.Index }
+
 // Forget drops a terminated instance from the index.
-func (p *PrefixAffinityPolicy) Forget(i int) { p.scorer.Index.Forget(i) }
+func (p *PrefixAffinityPolicy) Forget(i int) { p.scorer.forget(i) }
+
+// PreciseIndex is the policy's precise index, nil in approximate mode
+// (PreciseIndexer).
+func (p *PrefixAffinityPolicy) PreciseIndex() *PreciseIndex { return p.scorer.Precise }
 
 // Score writes each instance's match share.
 func (p *PrefixAffinityPolicy) Score(req *Request, v *View, dst []float64) {

@@ -93,7 +93,6 @@ func TestNewPrefixAffinityRefusesBadParameters(t *testing.T) {
 		share    float64
 		want     string
 	}{
-		{0, 0, "capacity"},
 		{-1, 0, "capacity"},
 		{MaxPrefixIndexCapacity + 1, 0, "capacity"},
 		{10, -0.1, "share"},
@@ -133,4 +132,30 @@ func TestPrefixAffinityPolicyDecidesWithoutAllocating(t *testing.T) {
 	step()
 	step()
 	require.Zero(t, testing.AllocsPerRun(100, step))
+}
+
+// An index sized from the instances (AutoPrefixIndexCapacity) holds, per
+// instance, the blocks the cluster reports; until then seed 001's 10,000.
+func TestPrefixIndexSizedPerInstance(t *testing.T) {
+	p, err := New(PrefixAffinityName, 2, Params{})
+	require.NoError(t, err)
+	x := p.(PrefixIndexer).PrefixIndex()
+	require.True(t, x.Auto())
+	require.Equal(t, DefaultPrefixIndexCapacity, x.Capacity(0))
+	x.SizeInstance(0, 3)
+	x.SizeInstance(1, 40_000)
+	require.Equal(t, 3, x.Capacity(0))
+	require.Equal(t, 40_000, x.Capacity(1))
+	hs := []uint64{1, 2, 3, 4, 5}
+	x.Record(0, hs, 0)
+	x.Record(1, hs, 0)
+	require.Equal(t, 3, x.Len(0), "instance 0 holds 3 blocks")
+	require.Equal(t, 3, x.Match(0, hs), "the prompt's head stays: its tail is evicted first")
+	require.Equal(t, 5, x.Match(1, hs))
+	fixed, err := New(PrefixAffinityName, 2, Params{PrefixIndexCapacity: 7})
+	require.NoError(t, err)
+	fx := fixed.(PrefixIndexer).PrefixIndex()
+	fx.SizeInstance(0, 3)
+	require.False(t, fx.Auto())
+	require.Equal(t, 7, fx.Capacity(0), "a given capacity is kept")
 }

@@ -7,9 +7,18 @@ import (
 	"github.com/blis-sim/blis/internal/hashindex"
 )
 
-// DefaultPrefixIndexCapacity is the router-side prefix index's default
-// size per instance, in blocks (seed 001).
+// DefaultPrefixIndexCapacity is the router-side prefix index's size per
+// instance, in blocks, when it is not sized from the instances (seed
+// 001's number).
 const DefaultPrefixIndexCapacity = 10_000
+
+// AutoPrefixIndexCapacity (0), given as a policy's index capacity, sizes
+// each instance's set from the instance's own KV capacity (its GPU blocks
+// and the CPU tier and disk behind them), which the cluster reports
+// (SizeInstance); until it does, DefaultPrefixIndexCapacity. 10,000 blocks
+// are 160K tokens at 16-token blocks, less than one H100's KV cache, so a
+// fixed index forgets what the instances still hold.
+const AutoPrefixIndexCapacity = 0
 
 // MaxPrefixIndexCapacity bounds the index's size per instance: its sets
 // count blocks and number their nodes in int32 (a capacity of 2^31 wrapped
@@ -55,7 +64,10 @@ const MaxPrefixIndexCapacity = 1 << 30
 // against.
 type PrefixIndex struct {
 	capacity int
-	inst     []*lruSet
+	// auto: sized per instance (caps, 0: capacity) by SizeInstance.
+	auto bool
+	caps []int
+	inst []*lruSet
 	// heads maps a first block's hash to the instances holding it, as a
 	// bit set (instances 0..63; beyond, MatchAll walks each instance).
 	heads map[uint64]uint64
@@ -64,7 +76,38 @@ type PrefixIndex struct {
 // NewPrefixIndex returns an empty index for n instances (more are added as
 // they are recorded) of capacity blocks each.
 func NewPrefixIndex(n, capacity int) *PrefixIndex {
-	return &PrefixIndex{capacity: capacity, inst: make([]*lruSet, n), heads: map[uint64]uint64{}}
+	x := &PrefixIndex{capacity: capacity, inst: make([]*lruSet, n), heads: map[uint64]uint64{}}
+	if capacity == AutoPrefixIndexCapacity {
+		x.capacity, x.auto = DefaultPrefixIndexCapacity, true
+	}
+	return x
+}
+
+// Auto reports whether the index is sized from the instances.
+func (x *PrefixIndex) Auto() bool { return x.auto }
+
+// SizeInstance sets instance i's capacity to blocks (clamped to [1,
+// MaxPrefixIndexCapacity]) when the index is sized from the instances,
+// before anything is recorded for it.
+func (x *PrefixIndex) SizeInstance(i int, blocks int64) {
+	if !x.auto {
+		return
+	}
+	for i >= len(x.caps) {
+		x.caps = append(x.caps, 0)
+	}
+	x.caps[i] = int(min(max(blocks, 1), MaxPrefixIndexCapacity))
+	if i < len(x.inst) && x.inst[i] != nil && int(x.inst[i].size) == 0 {
+		x.inst[i] = nil
+	}
+}
+
+// Capacity is instance i's capacity, in blocks.
+func (x *PrefixIndex) Capacity(i int) int {
+	if i < len(x.caps) && x.caps[i] > 0 {
+		return x.caps[i]
+	}
+	return x.capacity
 }
 
 // MatchAll writes Match(i, hashes) for every instance i < len(dst).
@@ -105,7 +148,7 @@ func (x *PrefixIndex) Record(i int, hashes []uint64, own int) {
 	}
 	s := x.inst[i]
 	if s == nil {
-		s = newLRUSet(x.capacity)
+		s = newLRUSet(x.Capacity(i))
 		x.inst[i] = s
 		if i < 64 {
 			s.heads, s.bit = x.heads, uint64(1)<<i

@@ -119,6 +119,20 @@ type Forgetter interface {
 	Forget(instance int)
 }
 
+// PrefixIndexer is a policy that keeps a router-side prefix index (the
+// prefix-affinity policy, the weighted policy with its prefix-affinity
+// scorer): the cluster sizes it from its instances.
+type PrefixIndexer interface {
+	PrefixIndex() *PrefixIndex
+}
+
+// PreciseIndexer is a policy that may read the instances' KV events
+// (PrefixPrecise): the cluster feeds its index, when it is not nil, before
+// every decision.
+type PreciseIndexer interface {
+	PreciseIndex() *PreciseIndex
+}
+
 // Names of the built-in policies.
 const (
 	RoundRobinName    = "round-robin"
@@ -135,10 +149,15 @@ type Params struct {
 	// Scorers and their weights for the weighted policy (ParseScorers).
 	Scorers []WeightedScorer
 	// PrefixIndexCapacity is the router-side prefix index's size per
-	// instance, in blocks (default DefaultPrefixIndexCapacity), for the
-	// weighted policy's prefix-affinity scorer and the prefix-affinity
-	// policy.
+	// instance, in blocks, for the weighted policy's prefix-affinity scorer
+	// and the prefix-affinity policy; AutoPrefixIndexCapacity (0, the
+	// default) sizes it from each instance's KV capacity.
 	PrefixIndexCapacity int
+	// PrefixMode is the prefix-affinity scorer's index: PrefixApproximate
+	// ("" too) or PrefixPrecise; TierWeights the precise scorer's (nil:
+	// DefaultTierWeights).
+	PrefixMode  string
+	TierWeights *TierWeights
 	// MinMatchShare is the prefix-affinity policy's hit threshold, in
 	// [0, 1) (PrefixAffinityPolicy).
 	MinMatchShare float64
@@ -163,12 +182,11 @@ func New(name string, n int, p Params) (Policy, error) {
 	case VLLMDPName:
 		return NewVLLMDP(n, p.RefreshUs), nil
 	case PrefixAffinityName:
-		capacity := p.PrefixIndexCapacity
-		if capacity == 0 {
-			capacity = DefaultPrefixIndexCapacity
-		}
-		pa, err := NewPrefixAffinity(n, capacity, p.MinMatchShare)
+		pa, err := NewPrefixAffinity(n, p.PrefixIndexCapacity, p.MinMatchShare)
 		if err != nil {
+			return nil, err
+		}
+		if err := pa.scorer.setMode(n, p.PrefixMode, p.TierWeights); err != nil {
 			return nil, err
 		}
 		return pa, nil
@@ -180,7 +198,18 @@ func New(name string, n int, p Params) (Policy, error) {
 				return nil, err
 			}
 		}
-		return NewWeighted(ws, n, p.PrefixIndexCapacity)
+		w, err := NewWeighted(ws, n, p.PrefixIndexCapacity)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range w.scorers {
+			if f, ok := s.(*PrefixAffinityScorer); ok {
+				if err := f.setMode(n, p.PrefixMode, p.TierWeights); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return w, nil
 	}
 	return nil, fmt.Errorf("routing policy %q is not a policy; use one of %s", name, strings.Join(Names, ", "))
 }

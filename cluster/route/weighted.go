@@ -49,21 +49,41 @@ type Weighted struct {
 func (p *Weighted) Forget(i int) {
 	for _, s := range p.scorers {
 		if f, ok := s.(*PrefixAffinityScorer); ok {
-			f.Index.Forget(i)
+			f.forget(i)
 		}
 	}
 }
 
+// PreciseIndex is the prefix-affinity scorer's precise index, nil
+// without the scorer or in approximate mode (PreciseIndexer).
+func (p *Weighted) PreciseIndex() *PreciseIndex {
+	for _, s := range p.scorers {
+		if f, ok := s.(*PrefixAffinityScorer); ok {
+			return f.Precise
+		}
+	}
+	return nil
+}
+
+// PrefixIndex is the prefix-affinity scorer's index, nil without the
+// scorer (PrefixIndexer).
+func (p *Weighted) PrefixIndex() *PrefixIndex {
+	for _, s := range p.scorers {
+		if f, ok := s.(*PrefixAffinityScorer); ok {
+			return f.Index
+		}
+	}
+	return nil
+}
+
 // NewWeighted builds the policy for n instances; prefixCapacity sizes the
-// prefix-affinity scorer's index (0: DefaultPrefixIndexCapacity).
+// prefix-affinity scorer's index (AutoPrefixIndexCapacity, 0: from each
+// instance's KV capacity, as the cluster reports it).
 func NewWeighted(ws []WeightedScorer, n, prefixCapacity int) (*Weighted, error) {
 	if len(ws) == 0 {
 		return nil, fmt.Errorf("the weighted policy needs at least one scorer")
 	}
-	if prefixCapacity == 0 {
-		prefixCapacity = DefaultPrefixIndexCapacity
-	}
-	if prefixCapacity < 1 || prefixCapacity > MaxPrefixIndexCapacity {
+	if prefixCapacity < 0 || prefixCapacity > MaxPrefixIndexCapacity {
 		return nil, fmt.Errorf("prefix index capacity must be within [1, %d] blocks, got %d", MaxPrefixIndexCapacity, prefixCapacity)
 	}
 	var sum float64
@@ -168,12 +188,20 @@ func (p *Weighted) Routed(req *Request, instance int) {
 // a block). It learns from every routing decision. Only shared blocks can
 // be found: a request's own blocks are new everywhere.
 type PrefixAffinityScorer struct {
-	Index   *PrefixIndex
+	Index *PrefixIndex
+	// Precise, when not nil, scores instead of Index: the instances' KV
+	// events and tiers (PreciseIndex); routing decisions then teach it
+	// nothing.
+	Precise *PreciseIndex
 	matched []int
 }
 
 func (s *PrefixAffinityScorer) Name() string { return PrefixAffinity }
 func (s *PrefixAffinityScorer) Score(req *Request, v *View, dst []float64) {
+	if s.Precise != nil {
+		s.Precise.Score(req.Hashes, req.Blocks, dst)
+		return
+	}
 	n := req.Blocks
 	if cap(s.matched) < len(dst) {
 		s.matched = make([]int, len(dst))
@@ -188,6 +216,9 @@ func (s *PrefixAffinityScorer) Score(req *Request, v *View, dst []float64) {
 	}
 }
 func (s *PrefixAffinityScorer) Routed(req *Request, instance int) {
+	if s.Precise != nil {
+		return
+	}
 	s.Index.Record(instance, req.Hashes, req.Blocks-len(req.Hashes))
 }
 
@@ -236,4 +267,31 @@ func (LoadBalanceScorer) Score(_ *Request, v *View, dst []float64) {
 	for i := range dst {
 		dst[i] = 1 / (1 + float64(v.Load(i)))
 	}
+}
+
+func (s *PrefixAffinityScorer) forget(i int) {
+	s.Index.Forget(i)
+	if s.Precise != nil {
+		s.Precise.Forget(i)
+	}
+}
+
+// setMode turns the scorer's precise mode on (PrefixPrecise) or leaves it
+// approximate ("" or PrefixApproximate).
+func (s *PrefixAffinityScorer) setMode(n int, mode string, w *TierWeights) error {
+	switch mode {
+	case "", PrefixApproximate:
+		return nil
+	case PrefixPrecise:
+		tw := DefaultTierWeights
+		if w != nil {
+			tw = *w
+		}
+		if err := tw.Validate(); err != nil {
+			return err
+		}
+		s.Precise = NewPreciseIndex(n, tw)
+		return nil
+	}
+	return fmt.Errorf("prefix index mode %q is not a mode; use %s or %s", mode, PrefixApproximate, PrefixPrecise)
 }

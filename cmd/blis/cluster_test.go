@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/blis-sim/blis/cluster"
 	"github.com/blis-sim/blis/experiment"
 	"github.com/blis-sim/blis/otlpingest"
+	"github.com/blis-sim/blis/summary"
 )
 
 type clusterOutput struct {
@@ -129,7 +131,7 @@ func TestClusterBadInput(t *testing.T) {
 		{[]string{"--admission-policy", "token-bucket", "--token-bucket-refill-rate", "-3"}, "--token-bucket-refill-rate: must be >= 0"},
 		{[]string{"--admission-latency", "-5"}, "--admission-latency: must be within [0, 1099511627776] µs, got -5"},
 		{[]string{"--routing-latency", "-5"}, "--routing-latency: must be within [0, 1099511627776] µs, got -5"},
-		{[]string{"--routing-policy", "weighted", "--prefix-index-capacity", "0"}, "--prefix-index-capacity: must be within [1, 1073741824] blocks, got 0"},
+		{[]string{"--routing-policy", "weighted", "--prefix-index-capacity", "-1"}, "--prefix-index-capacity: must be within [0, 1073741824] blocks, got -1"},
 		{[]string{"--prefix-index-capacity", "100"}, "--prefix-index-capacity: routing policy round-robin takes no parameters"},
 		{[]string{"--token-bucket-capacity", "100"}, "--token-bucket-capacity: admission policy always-admit takes no parameters"},
 		{[]string{"--admission-policy", "rate-limit", "--token-bucket-capacity", "100"}, `--token-bucket-capacity: admission policy rate-limit has no parameter "capacity"; use one of rate, burst, per_tenant`},
@@ -137,6 +139,12 @@ func TestClusterBadInput(t *testing.T) {
 		{[]string{"--trace-level", "everything"}, "--trace-level: \"everything\" is not a level"},
 		{[]string{"--decision-trace", "/tmp/d.jsonl"}, "--decision-trace: needs --trace-level decisions"},
 		{[]string{"--counterfactual-k", "-1"}, "--counterfactual-k: must be >= 0"},
+		{[]string{"--trace-level", "detailed"}, "--trace-level: detailed needs --decision-trace FILE"},
+		{[]string{"--counterfactual-sample", "2"}, `--counterfactual-sample: "2" is neither a rate in (0, 1] nor every:N (every N-th decision)`},
+		{[]string{"--counterfactual-sample", "every:0"}, `--counterfactual-sample: "every:0": every:N needs a whole number N >= 1 of decisions`},
+		{[]string{"--counterfactual-sample", "0.5", "--counterfactual-k", "0"}, "--counterfactual-k: must be >= 1 with --counterfactual-sample"},
+		{[]string{"--summarize-trace", filepath.Join(dir, "s.md"), "--summary-max-tokens", "50"}, "--summary-max-tokens: must be in [100, 100000] tokens, got 50"},
+		{[]string{"--summary-max-tokens", "500"}, "--summary-max-tokens: has no effect without --summarize-trace FILE"},
 		{[]string{"--num-instances", "2", "--workers", "-1"}, "--workers: must be >= 0"},
 		{[]string{"--workers", "2"}, "--workers: is for cluster runs"},
 		{[]string{"--fitness-weights", "speed:1"}, "--fitness-weights: fitness key \"speed\" is not a metric"},
@@ -348,4 +356,29 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestClusterSummaryAndDetailedTrace: the README's command of
+// docs/anomalies.md writes the summary within its budget and the
+// detailed trace, the same bytes twice.
+func TestClusterSummaryAndDetailedTrace(t *testing.T) {
+	dir := t.TempDir()
+	var outs []string
+	for k := range 2 {
+		sum, dec := filepath.Join(dir, fmt.Sprint(k, ".md")), filepath.Join(dir, fmt.Sprint(k, ".jsonl"))
+		out, _, err := runCLI(t, "run", "--num-instances", "4", "--rate", "20", "--requests", "500", "--counterfactual-sample", "every:50",
+			"--summarize-trace", sum, "--summary-max-tokens", "400", "--trace-level", "detailed", "--decision-trace", dec)
+		require.NoError(t, err)
+		s, err := os.ReadFile(sum)
+		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(string(s), "# Run summary\n"))
+		require.LessOrEqual(t, summary.Tokens(string(s)), 400)
+		d, err := os.ReadFile(dec)
+		require.NoError(t, err)
+		require.Contains(t, string(d), `"type":"batch"`)
+		require.Contains(t, string(d), `"type":"counterfactual"`)
+		require.Contains(t, out, `"counterfactual"`)
+		outs = append(outs, out+string(s)+string(d))
+	}
+	require.Equal(t, outs[0], outs[1])
 }

@@ -238,7 +238,7 @@ func TestFuzzFoundInputsAreRefused(t *testing.T) {
 		{[]string{"--num-instances", "2", "--admission-latency", "9223372036854775807"}, "--admission-latency: must be within [0, 1099511627776] µs, got 9223372036854775807"},
 		{[]string{"--num-instances", "2", "--routing-latency", "9223372036854775807"}, "--routing-latency: must be within [0, 1099511627776] µs, got 9223372036854775807"},
 		{[]string{"--deployment", dep}, "routing.latency_us: must be within [0, 1099511627776] µs"},
-		{[]string{"--num-instances", "2", "--routing-policy", "weighted", "--prefix-index-capacity", "2147483648"}, "--prefix-index-capacity: must be within [1, 1073741824] blocks, got 2147483648"},
+		{[]string{"--num-instances", "2", "--routing-policy", "weighted", "--prefix-index-capacity", "2147483648"}, "--prefix-index-capacity: must be within [0, 1073741824] blocks, got 2147483648"},
 		{[]string{"--horizon", "1e300"}, "--horizon: must be a number of seconds in [0, 2305843009213], got 1e+300"},
 		{[]string{"--horizon", "9.3e12", "--num-instances", "2"}, "--horizon: must be a number of seconds in [0, 2305843009213], got 9.3e+12"},
 	} {

@@ -162,7 +162,7 @@ func addExperimentFlags(f *pflag.FlagSet, keep func(experiment.Flag) bool) {
 		case "replay-format":
 			help = "format of the --replay file: " + strings.Join(workload.ReplayFormats(), ", ") + " (auto: Parquet by magic or extension, an imported trace by content, else CSV)"
 		case "scenario":
-			help = "built-in workload spec: " + strings.Join(workload.Scenarios(), ", ") + " (docs/workloads.md); or built-in experiment (a deployment, a workload and policies, which flags and --set then change): " + strings.Join(experiment.Scenarios(), ", ") + " (docs/autoscaling.md)"
+			help = "built-in workload spec: " + strings.Join(workload.Scenarios(), ", ") + " (docs/workloads.md); or built-in experiment (a deployment, a workload and policies, which flags and --set then change): " + strings.Join(experiment.Scenarios(), ", ") + " (docs/autoscaling.md, docs/disaggregation.md)"
 		}
 		switch fl.Type {
 		case "bool":

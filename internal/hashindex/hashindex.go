@@ -141,9 +141,17 @@ func (p *Index) Len() int { return p.n }
 
 // Clone returns an independent copy of the index whose lookups read keys
 // through keyOf (the copy's owner's keys).
-func (p *Index) Clone(keyOf func(v int32) uint64) *Index {
-	c := *p
-	c.slots = append([]uint64(nil), p.slots...)
-	c.keyOf = keyOf
-	return &c
+func (p *Index) Clone(keyOf func(v int32) uint64) *Index { return p.CloneInto(nil, keyOf) }
+
+// CloneInto is Clone in old's table (an index nothing uses any more; nil:
+// a new one), which it returns.
+func (p *Index) CloneInto(old *Index, keyOf func(v int32) uint64) *Index {
+	if old == nil {
+		old = &Index{}
+	}
+	slots := old.slots
+	*old = *p
+	old.slots = append(slots[:0], p.slots...)
+	old.keyOf = keyOf
+	return old
 }

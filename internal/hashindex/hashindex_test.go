@@ -115,3 +115,26 @@ func TestCloneIsIndependent(t *testing.T) {
 	require.Equal(t, 2, p.Len())
 	require.Equal(t, 2, c.Len())
 }
+
+// TestCloneIntoReusesTheTable: CloneInto overwrites an old index of
+// another content and size with a copy of the original, in its table.
+func TestCloneIntoReusesTheTable(t *testing.T) {
+	keys := []uint64{1 << 32, 2 << 32, 3<<32 | 5}
+	p := New(8, func(v int32) uint64 { return keys[v] })
+	require.True(t, p.Put(keys[0], 0))
+	old := New(1000, func(v int32) uint64 { return uint64(v) << 32 })
+	for v := int32(1); v < 50; v++ {
+		require.True(t, old.Put(uint64(v)<<32, v))
+	}
+	ckeys := append([]uint64(nil), keys...)
+	c := p.CloneInto(old, func(v int32) uint64 { return ckeys[v] })
+	require.Same(t, old, c)
+	require.Equal(t, 1, c.Len())
+	_, ok := c.Get(keys[0])
+	require.True(t, ok)
+	_, ok = c.Get(7 << 32)
+	require.False(t, ok, "nothing of the old content")
+	require.True(t, c.Put(keys[1], 1))
+	_, ok = p.Get(keys[1])
+	require.False(t, ok, "independent of the original")
+}

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The Ray backend's tests on a real local Ray cluster (ray.init(num_cpus=2,
 # include_dashboard=False)), in a virtualenv of their own with
-# requirements-ray.lock (ray==2.60.0 and its pinned dependencies; ~1 min to
-# install on a fresh machine, ~10 s to run). .ci/run calls it after
+# requirements-ray.lock (ray==2.60.0 and its pinned dependencies, and gepa
+# for the policy-search adapters' test; ~1 min to install on a fresh
+# machine, ~25 s to run: each test module starts its own cluster, ~8 s on a
+# loaded machine). .ci/run calls it after
 # scripts/test.sh, which runs the rest of this package's tests. Set
 # BLIS_RAY_VENV to put the virtualenv elsewhere (default build/venv-ray).
 set -euo pipefail

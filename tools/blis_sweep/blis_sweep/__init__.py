@@ -5,7 +5,9 @@ on Ray, with tables equal byte for byte to a run of blis on one machine.
 backends, ``LocalBackend`` and ``RayBackend``; ``sweep.run_sweep`` shards a
 ``blis sweep`` over a backend and merges the shards in index order. The Go
 binary does every simulation; this package only places them. See
-docs/sweeps.md.
+docs/sweeps.md. ``blis_sweep.search`` evaluates policy bundles for LLM-driven
+policy search on the same backends: a GEPA adapter and an OpenEvolve
+evaluator (docs/policy-search.md; requirements-search.lock).
 """
 
 from .backends import Backend, Job, JobResult, LocalBackend, RayBackend, execute, find_blis
