@@ -388,6 +388,7 @@ func (r *runner) instance(ctx context.Context) error {
 			return err
 		}
 		src, rep, res.offered = sim.SliceSource(reqs), rp, int64(len(reqs))
+		r.arrivals = func() workload.Arrivals { return workload.ArrivalsOf(reqs) }
 	default:
 		if gen, err = r.synthetic(); err != nil {
 			return err
@@ -520,6 +521,7 @@ func (r *runner) cluster(ctx context.Context) error {
 			return err
 		}
 		src, rep, res.offered = cluster.NewSliceSource(reqs), rp, int64(len(reqs))
+		r.arrivals = func() workload.Arrivals { return workload.ArrivalsOf(reqs) }
 	case Synthetic:
 		if gen, err = r.synthetic(); err != nil {
 			return err

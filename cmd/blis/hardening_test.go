@@ -464,3 +464,25 @@ func TestAttainmentOfNothingFinished(t *testing.T) {
 	require.Zero(t, r.Metrics.SLO.Finished)
 	require.Zero(t, r.Metrics.SLO.Attainment)
 }
+
+// UX: a replayed trace that arrives faster than it is served says so too
+// (its offered rate from the trace's arrivals); one that keeps up does not.
+func TestOverloadOfAReplay(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, gapUs, n int) string {
+		var b strings.Builder
+		b.WriteString("arrival_us,prompt_tokens,output_tokens\n")
+		for i := 0; i < n; i++ {
+			fmt.Fprintf(&b, "%d,600,200\n", i*gapUs)
+		}
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(b.String()), 0o644))
+		return p
+	}
+	_, stderr, err := runCLI(t, "run", "-q", "--replay", write("fast.csv", 20000, 2000))
+	require.NoError(t, err)
+	require.Contains(t, stderr, "warning: overloaded: requests arrived at 50.0 per second but the instance served")
+	_, stderr, err = runCLI(t, "run", "-q", "--replay", write("slow.csv", 200000, 300))
+	require.NoError(t, err)
+	require.NotContains(t, stderr, "overloaded")
+}

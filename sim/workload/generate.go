@@ -174,6 +174,15 @@ func (a Arrivals) PerS() float64 {
 // Arrivals is what Next has returned so far.
 func (s *Stream) Arrivals() Arrivals { return s.arr }
 
+// ArrivalsOf counts requests given in arrival order (a replay).
+func ArrivalsOf(reqs []sim.RequestSpec) Arrivals {
+	var a Arrivals
+	if n := len(reqs); n > 0 {
+		a = Arrivals{N: int64(n), FirstUs: reqs[0].ArrivalUs, LastUs: reqs[n-1].ArrivalUs}
+	}
+	return a
+}
+
 // Progress is what a workload has sent, readable from another goroutine
 // while the simulation runs (a progress line).
 type Progress struct {
