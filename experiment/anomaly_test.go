@@ -3,8 +3,6 @@ package experiment
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -148,23 +146,5 @@ func TestAnomalyTableDocs(t *testing.T) {
 	for _, c := range anomalyColumns {
 		require.True(t, fired[c], "no row fires %s", c)
 	}
-	replaceBetween(t, filepath.Join("..", "docs", "anomalies.md"), "anomaly-table", b.String(), "go test ./experiment -run AnomalyTableDocs -update")
-}
-
-// replaceBetween puts text between doc's <!-- name --> and <!-- /name -->
-// markers with -update, and otherwise fails if it is not there already.
-func replaceBetween(t *testing.T, doc, name, text, regen string) {
-	t.Helper()
-	begin, end := "<!-- "+name+" -->\n", "<!-- /"+name+" -->\n"
-	data, err := os.ReadFile(doc)
-	require.NoError(t, err)
-	s := string(data)
-	i, j := strings.Index(s, begin), strings.Index(s, end)
-	require.True(t, i >= 0 && j > i, "%s has no %q ... %q markers", doc, strings.TrimSpace(begin), strings.TrimSpace(end))
-	want := s[:i+len(begin)] + text + s[j:]
-	if *update {
-		require.NoError(t, os.WriteFile(doc, []byte(want), 0o644))
-		return
-	}
-	require.Equal(t, want, s, "%s's %s is stale: %s", doc, name, regen)
+	rewriteDocsBlock(t, "anomaly-table", b.String(), "go test ./experiment -run AnomalyTableDocs -update", "docs/anomalies.md")
 }

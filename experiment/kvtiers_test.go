@@ -3,8 +3,6 @@ package experiment
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -103,20 +101,7 @@ func TestSharedKVDocs(t *testing.T) {
 		out[i] = fmt.Sprintf("| %s | %.1f %% | %.1f %% | %s | %s | %.1f | %.1f |\n", row.label, 100*fleet, 100*gpu, store, evicted, m.TTFT.P50, m.TTFT.P99)
 	}
 	table := "| setup | prompt tokens served from cache | GPU | store | store peak / blocks evicted | TTFT p50 (ms) | TTFT p99 (ms) |\n|---|---|---|---|---|---|---|\n" + strings.Join(out, "")
-	const begin, end = "<!-- shared-kv-table -->\n", "<!-- /shared-kv-table -->\n"
-	for _, doc := range []string{filepath.Join("..", "README.md"), filepath.Join("..", "docs", "kv-tiers.md")} {
-		data, err := os.ReadFile(doc)
-		require.NoError(t, err)
-		s := string(data)
-		i, j := strings.Index(s, begin), strings.Index(s, end)
-		require.True(t, i >= 0 && j > i, "%s has no %q ... %q markers", doc, strings.TrimSpace(begin), strings.TrimSpace(end))
-		want := s[:i+len(begin)] + table + s[j:]
-		if *update {
-			require.NoError(t, os.WriteFile(doc, []byte(want), 0o644))
-			continue
-		}
-		require.Equal(t, want, s, "%s's shared-kv table is stale: go test ./experiment -run SharedKVDocs -update", doc)
-	}
+	rewriteDocsBlock(t, "shared-kv-table", table, "go test ./experiment -run SharedKVDocs -update", "README.md", "docs/kv-tiers.md")
 }
 
 // A disk behind a small CPU tier serves what the CPU tier evicted, and
