@@ -241,7 +241,10 @@ type Sim struct {
 
 	agg aggregator
 	an  *analysis // anomalies, detailed trace, counterfactuals (analysis.go)
-	err error
+	// windows counts the parallel windows and waitSpins the caller's
+	// waits for the workers since the last look (parallelPays).
+	windows, waitSpins int64
+	err                error
 }
 
 // New prepares a run. The instances' configurations are used as given,
@@ -631,6 +634,7 @@ func (c *Sim) RunContext(ctx context.Context) (*Result, error) {
 						return nil, err
 					}
 					c.windowEnd = b
+					parallel = c.parallelPays()
 					continue
 				}
 			}
