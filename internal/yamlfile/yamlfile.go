@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -144,7 +145,19 @@ func (d *Doc) Errorf(key, format string, args ...any) error {
 	if d.Prefix != "" {
 		shown = d.Prefix + "." + key
 	}
-	return fmt.Errorf("%s:%d: %s: %s", d.Source, d.Line(key), shown, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%s:%d: %s: %s", d.Source, d.Line(key), printable(shown), fmt.Sprintf(format, args...))
+}
+
+// printable is key as an error shows it: quoted, with escapes, when it
+// holds a character that is not printable (a newline in a key would break
+// the error's one line).
+func printable(key string) string {
+	for _, r := range key {
+		if !strconv.IsPrint(r) {
+			return strconv.Quote(key)
+		}
+	}
+	return key
 }
 
 // Has reports whether key itself is in the file.
