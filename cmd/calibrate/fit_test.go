@@ -43,13 +43,24 @@ func simTables(t *testing.T, seed int64) string {
 	spec.Output, _ = workload.ParseDist("lognormal:mean=100,cv=0.6,max=500")
 	reqs, err := workload.Generate(spec, rng.Stream(sim.StreamWorkload))
 	require.NoError(t, err)
+	k.ChunkedPrefillEnabled, k.PrefixCachingEnabled = false, true
+	return traceTables(t, dir, k, c, reqs, rng, "")
+}
+
+// traceTables simulates reqs on one instance of c with knobs k and 5 %
+// step-time noise, writes the run's OTLP trace in dir (the served model
+// named model, when not empty) and ingests it: the tables' directory.
+func traceTables(t *testing.T, dir string, k physics.VLLMKnobs, c *physics.PhysicsConfig, reqs []sim.RequestSpec, rng sim.RNG, model string) string {
+	t.Helper()
 	f, err := os.Create(filepath.Join(dir, "trace.jsonl"))
 	require.NoError(t, err)
 	opt := simtrace.DefaultOptions()
 	opt.StepSampleRate, opt.RichSubsampleRate = 1, 0
+	if model != "" {
+		opt.Model = model
+	}
 	tw, err := simtrace.NewWriter(f, nil, opt, rng.Stream(sim.StreamTraceJourney), rng.Stream(sim.StreamTraceStep))
 	require.NoError(t, err)
-	k.ChunkedPrefillEnabled, k.PrefixCachingEnabled = false, true
 	s, err := sim.New(sim.Config{Engine: sim.EngineConfig{VLLMKnobs: k, OffloadThreshold: 0.8},
 		Latency: sim.NewNoisy(sim.DefaultRoofline(c), 0.05, rng.Stream(sim.StreamLatencyNoise)), Observer: tw}, reqs)
 	require.NoError(t, err)

@@ -10,10 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/blis-sim/blis/otlpingest"
 	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/sim"
-	"github.com/blis-sim/blis/sim/simtrace"
 	"github.com/blis-sim/blis/sim/workload"
 )
 
@@ -46,23 +44,7 @@ func fullCacheTables(t *testing.T) string {
 	spec.Output, _ = workload.ParseDist("lognormal:mean=100,cv=0.6,max=500")
 	reqs, err := workload.Generate(spec, rng.Stream(sim.StreamWorkload))
 	require.NoError(t, err)
-	f, err := os.Create(filepath.Join(dir, "trace.jsonl"))
-	require.NoError(t, err)
-	opt := simtrace.DefaultOptions()
-	opt.StepSampleRate, opt.RichSubsampleRate = 1, 0
-	opt.Model = "meta-llama/Llama-3.1-8B" // as vLLM names the model served
-	tw, err := simtrace.NewWriter(f, nil, opt, rng.Stream(sim.StreamTraceJourney), rng.Stream(sim.StreamTraceStep))
-	require.NoError(t, err)
-	s, err := sim.New(sim.Config{Engine: sim.EngineConfig{VLLMKnobs: k, OffloadThreshold: 0.8},
-		Latency: sim.NewNoisy(sim.DefaultRoofline(c), 0.05, rng.Stream(sim.StreamLatencyNoise)), Observer: tw}, reqs)
-	require.NoError(t, err)
-	_, err = s.Run()
-	require.NoError(t, err)
-	require.NoError(t, tw.Close())
-	require.NoError(t, f.Close())
-	_, err = otlpingest.Ingest(otlpingest.FileSources([]string{filepath.Join(dir, "trace.jsonl")}), otlpingest.Options{OutDir: filepath.Join(dir, "tables")})
-	require.NoError(t, err)
-	return filepath.Join(dir, "tables")
+	return traceTables(t, dir, k, c, reqs, rng, "meta-llama/Llama-3.1-8B") // as vLLM names the model served
 }
 
 // Class 8, example: calibrate fit --model gpt2 on a Llama-3.1-8B trace
