@@ -50,6 +50,10 @@ type Instance struct {
 	ID     string
 	Pool   string
 	Config sim.Config
+	// Lockstep names the data-parallel group the instance steps with
+	// (cluster/lockstep.go); instances with the same non-empty name step
+	// together. Empty: it steps alone.
+	Lockstep string
 }
 
 // InstanceID is the ID of instance index among n: "instance_" and the
@@ -178,14 +182,19 @@ func (s *SliceSource) Remaining() int { return len(s.reqs) - s.next }
 
 // Sim is one cluster run. Create it with New.
 type Sim struct {
-	cfg    Config
-	src    Source
-	active int64 // the last instant with activity (not only stale timeouts)
-	obs    CompletionObserver
-	eng    []*sim.Engine
-	ids    []string
-	pools  []string // each instance's pool
-	admit  admit.Policy
+	// groups are the data-parallel groups that step together, each its
+	// instances in index order; groupOf maps an instance to its group, -1
+	// for none (nil without groups). cluster/lockstep.go.
+	groups  [][]int
+	groupOf []int32
+	cfg     Config
+	src     Source
+	active  int64 // the last instant with activity (not only stale timeouts)
+	obs     CompletionObserver
+	eng     []*sim.Engine
+	ids     []string
+	pools   []string // each instance's pool
+	admit   admit.Policy
 	// adObs is the admission policy when it observes departures, and
 	// admitted then holds each admitted request until it leaves (by ID:
 	// looked up, never iterated), so that Left gets its spec.
@@ -322,6 +331,9 @@ func New(cfg Config, src Source) (*Sim, error) {
 		c.eng = append(c.eng, e)
 		c.ids = append(c.ids, in.ID)
 		c.pools = append(c.pools, in.Pool)
+		if err := c.joinGroup(i, in.Lockstep); err != nil {
+			return nil, err
+		}
 	}
 	c.bs = cfg.RouterBlockSize
 	if c.bs == 0 {
@@ -388,6 +400,9 @@ func (c *Sim) addInstance(id, pool string, cfg sim.Config) error {
 	}
 	i := len(c.eng)
 	c.eng = append(c.eng, e)
+	if c.groupOf != nil {
+		c.groupOf = append(c.groupOf, -1) // an autoscaled instance steps alone
+	}
 	c.ids = append(c.ids, id)
 	c.pools = append(c.pools, pool)
 	c.sizePrefixIndex(i)
@@ -858,6 +873,10 @@ func (c *Sim) timeout(ev *cevent) bool {
 }
 
 func (c *Sim) advance(i int) {
+	if c.groupOf != nil && c.groupOf[i] >= 0 {
+		c.advanceGroup(c.groups[c.groupOf[i]])
+		return
+	}
 	e := c.eng[i]
 	if err := e.Advance(); err != nil {
 		c.err = fmt.Errorf("instance %s: %w", c.ids[i], err)

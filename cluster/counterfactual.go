@@ -289,6 +289,14 @@ func (cf *counterfactuals) simulate(c *Sim, j int, spec *sim.RequestSpec) cfOutc
 			c.err = fmt.Errorf("counterfactual of request %d on instance %s: %w", spec.ID, c.ids[j], err)
 			return out
 		}
+		if dt, ok := e.PlannedStepUs(); ok {
+			// A data-parallel member steps alone here: the other
+			// members are not cloned (docs/anomalies.md).
+			if err := e.CommitStep(e.Now(), dt); err != nil {
+				c.err = fmt.Errorf("counterfactual of request %d on instance %s: %w", spec.ID, c.ids[j], err)
+				return out
+			}
+		}
 	}
 	cf.steps += w.steps
 	cf.spare = e

@@ -127,7 +127,7 @@ func (c *Sim) parallelOK() bool {
 	// instance's step starts it): windows bounded by those hold about one
 	// instance event each (measured: 1.1 events per window on P/D 8:8,
 	// against 17 colocated), so those runs advance on one goroutine.
-	if c.cfg.Workers < 2 || len(c.eng) < 2 || c.obs != nil || runtime.GOMAXPROCS(0) < 2 || (c.cfg.TraceDetailed && c.dec != nil) || c.cfg.Disagg != nil {
+	if c.cfg.Workers < 2 || len(c.eng) < 2 || c.obs != nil || runtime.GOMAXPROCS(0) < 2 || (c.cfg.TraceDetailed && c.dec != nil) || c.cfg.Disagg != nil || len(c.groups) > 0 {
 		return false
 	}
 	for _, in := range c.cfg.Instances {

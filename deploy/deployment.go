@@ -469,7 +469,13 @@ func (d *Deployment) Build(rng sim.RNG) (*Built, error) {
 			if r == 0 {
 				b.Pools = append(b.Pools, in)
 			}
-			b.Config.Instances = append(b.Config.Instances, cluster.Instance{ID: cluster.InstanceID(idx, n), Pool: p.Name, Config: in.Config})
+			ci := cluster.Instance{ID: cluster.InstanceID(idx, n), Pool: p.Name, Config: in.Config}
+			if p.Instance.DP > 1 && in.Phys.Model.IsMoE() {
+				// The engines of a data-parallel MoE server step together
+				// (sim/lockstep.go); a dense model's are independent.
+				ci.Lockstep = p.Name
+			}
+			b.Config.Instances = append(b.Config.Instances, ci)
 			idx++
 		}
 	}

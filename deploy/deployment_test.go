@@ -152,3 +152,27 @@ func TestResolveKeepsShippedNamesAndFindsFiles(t *testing.T) {
 	require.Equal(t, "h100-sxm", resolve("h100-sxm", dir))
 	require.Equal(t, "/abs/x", resolve("/abs/x", dir))
 }
+
+// TestDataParallelMoEStepsInLockstep: the engines of a data-parallel
+// server step in lockstep for a mixture-of-experts model only, as vLLM's
+// do (sim/lockstep.go); a dense model's, or one engine, stay independent.
+func TestDataParallelMoEStepsInLockstep(t *testing.T) {
+	for _, tc := range []struct {
+		model string
+		dp    int
+		want  string
+	}{
+		{"mixtral-8x7b", 2, "dp"},
+		{"mixtral-8x7b", 1, ""},
+		{"llama-3.1-8b", 2, ""},
+	} {
+		in := DefaultInstanceSpec()
+		in.Model, in.DP, in.VLLM.TotalKVBlocksGPU = tc.model, tc.dp, 2000
+		d := &Deployment{Pools: []Pool{{Name: "dp", Replicas: 2, Instance: in}}}
+		built, err := d.Build(sim.NewRNG(1))
+		require.NoError(t, err, tc.model)
+		for _, ci := range built.Config.Instances {
+			require.Equal(t, tc.want, ci.Lockstep, "%s at DP %d", tc.model, tc.dp)
+		}
+	}
+}

@@ -57,6 +57,10 @@ func (e *Engine) CloneInto(old *Engine, obs Observer) (*Engine, error) {
 	*c = *e // every value field; the reference fields are replaced below
 	c.cfg.Latency = lat
 	c.cfg.Observer = obs
+	if e.lock != nil {
+		l := *e.lock
+		c.lock = &l
+	}
 	c.reqs = reuse(reqs, e.reqs)
 	for i := range e.reqs {
 		r := &c.reqs[i]

@@ -169,7 +169,7 @@ func TestCloneContinuesAsTheOriginal(t *testing.T) {
 // Clone copies it. Add it to Clone, then here.
 func TestCloneCoversEveryField(t *testing.T) {
 	handled := map[string][]string{
-		"Engine":    {"cfg", "reqs", "free", "int32s", "uint64s", "events", "waiting", "running", "kv", "batch", "hit", "rare", "done", "byID", "m", "retired", "pulls"},
+		"Engine":    {"cfg", "reqs", "free", "int32s", "uint64s", "events", "waiting", "running", "kv", "batch", "hit", "rare", "done", "byID", "m", "retired", "pulls", "lock"},
 		"request":   {"blocks", "spec", "hashes", "holder"},
 		"kvCache":   {"blocks", "hashes", "ring", "index", "cpu", "x"},
 		"cpuTier":   {"entries", "head", "tail", "pool", "x"},

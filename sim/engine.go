@@ -297,6 +297,9 @@ type Engine struct {
 
 	stepID      int64
 	stepPending bool
+	// lock is the engine's part in a data-parallel group that steps
+	// together (sim/lockstep.go); nil when it steps alone.
+	lock *lockstep
 	// chained says the pending step was scheduled by the step before it,
 	// to start at that step's end: the two run back to back, so with
 	// async scheduling the pending one is already composed.
@@ -570,7 +573,7 @@ func (e *Engine) onQueued(i int32) {
 	}
 	// The engine core drains its input queue between steps: a request
 	// handed over while a step runs waits for the step's end.
-	if end := e.m.lastStepEnd; e.now < end {
+	if end := e.busyUntil(); e.now < end {
 		e.events.push(end, evQueued, i)
 		return
 	}
@@ -644,7 +647,7 @@ func (e *Engine) ensureStep(at int64) {
 	if !e.stepPending {
 		e.stepPending = true
 		e.chained = false
-		e.events.push(max(at, e.m.lastStepEnd), evStep, -1)
+		e.events.push(max(at, e.busyUntil()), evStep, -1)
 	}
 }
 

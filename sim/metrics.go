@@ -112,6 +112,9 @@ type Result struct {
 	// StepTimesClamped counts the steps whose latency-model time fell
 	// outside [1, MaxDurationUs] µs and was clamped into it; nil when none.
 	StepTimesClamped *Clamped `json:"step_times_clamped,omitempty"`
+	// Lockstep is the engine's part in a data-parallel group that steps
+	// together (sim/lockstep.go); nil when it steps alone.
+	Lockstep *LockstepResult `json:"lockstep,omitempty"`
 	// PerRequest holds finished requests in completion order, when asked.
 	PerRequest []RequestRecord `json:"per_request,omitempty"`
 
@@ -267,6 +270,9 @@ func (e *Engine) result() *Result {
 	if m.clamped != (Clamped{}) {
 		c := m.clamped
 		res.StepTimesClamped = &c
+	}
+	if l := e.lock; l != nil {
+		res.Lockstep = &LockstepResult{WaitMs: float64(l.waitUs) / 1000, DummySteps: l.dummySteps}
 	}
 	if c := e.kv.cpu; c != nil {
 		res.KVOffload = &KVOffload{StoredBlocks: c.stored, ReloadedBlocks: c.reloaded, CPUEvictions: c.evicted, Thrashing: c.thrashing}

@@ -22,7 +22,19 @@ func (e *Engine) step() {
 		e.stepID--
 		return
 	}
-	dt := e.executeBatch(preempted)
+	dt := e.stepTime(preempted)
+	if e.lock != nil {
+		// In lockstep the group's step time decides (sim/lockstep.go).
+		e.plan(preempted, dt)
+		return
+	}
+	e.finishStep(preempted, dt)
+}
+
+// finishStep applies a step of dt µs whose batch is composed: tokens,
+// completions, the next step.
+func (e *Engine) finishStep(preempted, dt int64) {
+	e.executeBatch(preempted, dt)
 	e.processCompletions(dt)
 	e.scheduleNextStep(dt)
 	if e.cfg.Options.Exhaustive {
@@ -256,10 +268,10 @@ func (e *Engine) compose(r *request, n int64) {
 	in.SumDecodeKVBlocks += int64(len(r.blocks))
 }
 
-// executeBatch completes the step's composition (scheduling built it),
-// asks the latency model for its time and advances every scheduled
-// request.
-func (e *Engine) executeBatch(preempted int64) int64 {
+// stepTime completes the step's composition (scheduling built it) and
+// is the batch's time through the latency model (and
+// the disk and store loads), clamped to [1, MaxDurationUs].
+func (e *Engine) stepTime(preempted int64) int64 {
 	b := &e.batch
 	b.AtUs = e.now
 	reload := b.ReloadBlocks
@@ -285,6 +297,12 @@ func (e *Engine) executeBatch(preempted int64) int64 {
 		e.m.clamped.ToMaxDuration++
 		dt = MaxDurationUs
 	}
+	return dt
+}
+
+// executeBatch runs the composed batch for dt µs: each scheduled request's
+// tokens, first tokens and inter-token latencies.
+func (e *Engine) executeBatch(preempted, dt int64) {
 	if e.now > MaxTimeUs-dt {
 		panic(&LimitError{AtUs: e.now, Detail: fmt.Sprintf("step %d of %d µs would take the clock past %d µs (2^61): the latency model's step times are far beyond any real deployment's", e.stepID, dt, MaxTimeUs)})
 	}
@@ -358,7 +376,6 @@ func (e *Engine) executeBatch(preempted int64) int64 {
 	// the next step, as vLLM does (a store committed at step S transfers at
 	// S+1), so they are charged there.
 	e.storedLastStep = e.kv.stepStored
-	return dt
 }
 
 func (e *Engine) emitOffload() {

@@ -124,8 +124,11 @@ type validateReport struct {
 	Meta       string                  `json:"meta,omitempty"`
 	Deployment experiment.InstanceEcho `json:"deployment"`
 	Engines    int                     `json:"engines"`
-	Compare    validate.Report         `json:"compare"`
-	Calibrated *calibration            `json:"calibrated,omitempty"`
+	// Lockstep sums the engines' data-parallel lockstep (a MoE model's
+	// DP engines), absent without it.
+	Lockstep   *sim.LockstepResult `json:"lockstep,omitempty"`
+	Compare    validate.Report     `json:"compare"`
+	Calibrated *calibration        `json:"calibrated,omitempty"`
 	// Counters and Phases compare the engine counters, when the run has
 	// them.
 	Counters *records.Report  `json:"counters,omitempty"`
@@ -277,7 +280,7 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		vr := validateReport{Tool: "blis validate", Version: 1, Records: rep, MeasuredAt: at, Deployment: desc, Engines: engines, Compare: cmp, Calibrated: cal,
-			Phases: phases}
+			Phases: phases, Lockstep: lockstepOf(res)}
 		if phases != nil {
 			vr.Counters = &counters.rep
 		}
@@ -311,6 +314,14 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 	}
 	fmt.Fprintf(out, "deployment: %s on %d × %s, TP %d, max_num_seqs %d, max_num_batched_tokens %d, %d KV blocks, async scheduling %v, output delay %d µs, latency model %s\n\n",
 		desc.Model, engines, desc.Hardware, desc.TP, desc.VLLM.MaxNumSeqs, desc.VLLM.MaxBatchedTokens, desc.VLLM.TotalKVBlocksGPU, desc.Async, desc.OutputDelay, desc.Latency)
+	if l := lockstepOf(res); l != nil {
+		var busyMs float64
+		for _, in := range res.Instances {
+			busyMs += in.Metrics.BusyFraction * in.Metrics.DurationS * 1000
+		}
+		fmt.Fprintf(out, "data-parallel lockstep: the engines' steps waited %.1f ms for a slower engine (%.1f %% of their busy time); %d dummy batches\n\n",
+			l.WaitMs, 100*l.WaitMs/max(busyMs, 1e-9), l.DummySteps)
+	}
 	if err := cmp.WriteTable(out); err != nil {
 		return err
 	}
@@ -320,6 +331,22 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 	fmt.Fprintf(out, "\nengine counters: %s, %d ticks of %g s measured, %d simulated; step = running requests / generated tokens per second, per engine\n",
 		counters.path, len(counters.ticks), float64(counters.tickUs)/1e6, len(res.Windows))
 	return validate.WritePhases(out, phases)
+}
+
+// lockstepOf sums the engines' lockstep results, nil when none stepped in
+// lockstep.
+func lockstepOf(res *cluster.Result) *sim.LockstepResult {
+	var sum *sim.LockstepResult
+	for _, in := range res.Instances {
+		if l := in.Metrics.Lockstep; l != nil {
+			if sum == nil {
+				sum = &sim.LockstepResult{}
+			}
+			sum.WaitMs += l.WaitMs
+			sum.DummySteps += l.DummySteps
+		}
+	}
+	return sum
 }
 
 // applyMeta sets what a vllm-runs meta.json says on the draft, with its
