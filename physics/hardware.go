@@ -62,6 +62,11 @@ type HardwareSpec struct {
 	// roofline latency model reads it; the physics features stay
 	// normalized by TFlopsPeak.
 	GEMMTFlops float64 `json:"gemm_tflops,omitempty"`
+	// GEMMShapesTable names a shipped table of this GPU type's GEMM rate
+	// by shape (BuiltinGEMMShapes, physics/data/gemm/), from which the
+	// roofline takes the share of SustainedTFlops a GEMM of a given shape
+	// reaches (GEMMShapes). "" means none: every GEMM at SustainedTFlops.
+	GEMMShapesTable string `json:"gemm_shapes,omitempty"`
 	// PCIeBandwidthGBs is the host link's bandwidth in GB/s (1e9 bytes/s).
 	PCIeBandwidthGBs float64 `json:"pcie_bandwidth_gb_s"`
 	// PCIeEfficiency in (0, 1] scales PCIe bandwidth for contention and DMA
@@ -166,6 +171,9 @@ func (h HardwareSpec) validate(src string) error {
 	if err := h.validateInterconnect(src); err != nil {
 		return err
 	}
+	if h.GEMMShapesTable != "" && !slices.Contains(BuiltinGEMMShapes(), h.GEMMShapesTable) {
+		return fieldErr(src, "gemm_shapes", "must name a shipped GEMM table (%s) or be absent, got %q", strings.Join(BuiltinGEMMShapes(), ", "), h.GEMMShapesTable)
+	}
 	if !(h.GEMMTFlops >= 0 && h.GEMMTFlops <= MaxGEMMOverPeak*h.TFlopsPeak) {
 		return fieldErr(src, "gemm_tflops", "must be in [0, %g × TFlopsPeak = %g] TFLOP/s (0: not measured), got %v", MaxGEMMOverPeak, MaxGEMMOverPeak*h.TFlopsPeak, h.GEMMTFlops)
 	}
@@ -180,6 +188,19 @@ func (h HardwareSpec) SustainedTFlops() float64 {
 		return h.GEMMTFlops
 	}
 	return h.TFlopsPeak * DefaultGEMMShare
+}
+
+// GEMMShapes is the hardware's GEMM table by shape, nil without one. A
+// validated spec names a shipped table, which always loads.
+func (h HardwareSpec) GEMMShapes() *GEMMShapes {
+	if h.GEMMShapesTable == "" {
+		return nil
+	}
+	g, err := LoadGEMMShapes(h.GEMMShapesTable)
+	if err != nil {
+		return nil // Validate refuses the name
+	}
+	return g
 }
 
 func (h HardwareSpec) pcieEfficiency() float64 {

@@ -13,7 +13,7 @@ import (
 
 // The shipped configs are embedded so that the CLI works from any directory.
 //
-//go:embed data/models/*.json data/hardware/*.json
+//go:embed data/models/*.json data/hardware/*.json data/gemm/*.csv
 var builtinFS embed.FS
 
 // BuiltinModels lists the names of the shipped model configs, sorted.

@@ -29,7 +29,7 @@ FUZZ_PARALLEL="${FUZZ_PARALLEL:-}" # -parallel for the fuzz workers (default GOM
 # The parser families and their targets, package:Target. Keep this list in
 # step with the code: the check below fails on a Fuzz function not in it.
 families=(
-  "model-config ./physics:FuzzParseModelConfig ./physics:FuzzParseHardwareSpec"
+  "model-config ./physics:FuzzParseModelConfig ./physics:FuzzParseHardwareSpec ./physics:FuzzParseGEMMShapes"
   "features ./features:FuzzFeatures"
   "otlp-ingest ./otlpingest:FuzzDecodeJSON ./otlpingest:FuzzReadTraces"
   "kv-events ./otlpingest:FuzzDecodeKVLine"

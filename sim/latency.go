@@ -153,6 +153,10 @@ type Roofline struct {
 	// (DefaultRoofline, Validate) for planOf.
 	plan   physics.AllReducePlan
 	planOf physics.Collectives
+	// gemm is the linear layers' compute by the step's token count when
+	// the hardware has a GEMM table by shape (physics.GEMMShapes; nil
+	// without): resolved with the plan.
+	gemm *gemmCost
 	// TransferBaseUs is the fixed cost of a step that moves KV blocks over
 	// PCIe.
 	TransferBaseUs float64
@@ -184,6 +188,7 @@ func DefaultRoofline(cfg *physics.PhysicsConfig) *Roofline {
 // Collectives and TP.
 func (m *Roofline) resolvePlan() {
 	m.plan, m.planOf = m.Collectives.Plan(m.Cfg.TP), m.Collectives
+	m.gemm = newGEMMCost(m.Cfg, m.Cfg.Hardware.GEMMShapes())
 }
 
 // DefaultComputeEfficiency is the roofline's default share of the sustained
@@ -239,6 +244,10 @@ func (m *Roofline) StepSeconds(b *Batch) float64 {
 		attnFlops := in.SumPrefillAttnWork*c.AttnFlopsPerWorkUnit + float64(in.DecodeContextTokens)*2*c.AttnFlopsPerWorkUnit
 		kvRead := float64(in.SumDecodeKVBlocks)*c.BlockSizeBytes + prefillContextBytes(in, c)
 		fc, bw := c.Hardware.SustainedTFlops()*1e12*float64(c.TP)*m.ComputeEfficiency, c.HWPeakBandwidth*m.BandwidthEfficiency
+		if g := m.gemm; g != nil {
+			// Each GEMM at its shape's share of the sustained rate.
+			linFlops = tokens*g.layers.at(in.ScheduledTokens) + sampled*g.head.at(in.NumPrefillReqs+in.NumDecodeReqs)
+		}
 		t += math.Max(linFlops/fc, c.ExpertWeightBytesEP(in.ScheduledTokens)/bw)
 		t += math.Max(attnFlops/fc, (kvRead+tokens*c.KVBytesPerToken)/bw)
 		if m.Cfg.TP > 1 {
