@@ -35,7 +35,7 @@ func newGEMMCost(c *physics.PhysicsConfig, g *physics.GEMMShapes) *gemmCost {
 	type gemm struct{ n, k, flops float64 } // flops per token, all ranks
 	layer := []gemm{
 		{(c.QDim + 2*c.KVDim) / tp, hd, 2 * hd * (c.QDim + 2*c.KVDim)}, // QKV
-		{hd, c.QDim / tp, 2 * c.QDim * hd},                            // O
+		{hd, c.QDim / tp, 2 * c.QDim * hd},                             // O
 	}
 	var atRate float64 // FLOPs per layer that stay at the sustained rate
 	if m.IsMoE() {
