@@ -2,11 +2,13 @@ package deploy
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/blis-sim/blis/cluster"
 	"github.com/blis-sim/blis/coefficients"
@@ -117,6 +119,8 @@ type InstanceYAML struct {
 	VLLM           *VLLMYAML    `yaml:"vllm"`
 	Latency        *LatencyYAML `yaml:"latency"`
 	KVTiers        *KVTiersYAML `yaml:"kv_tiers"`
+	// HostProfile is a host profile file (host.go); "" for none.
+	HostProfile *string `yaml:"host_profile"`
 }
 
 // VLLMYAML is an instance's vllm keys.
@@ -133,6 +137,8 @@ type VLLMYAML struct {
 	LongPrefill          *int64   `yaml:"long_prefill_token_threshold"`
 	MaxModelLen          *int64   `yaml:"max_model_len"`
 	AsyncScheduling      *bool    `yaml:"async_scheduling"`
+	Version              *string  `yaml:"version"`
+	EnforceEager         *bool    `yaml:"enforce_eager"`
 	ReserveFullISL       *bool    `yaml:"scheduler_reserve_full_isl"`
 	OutputDelayUs        *int64   `yaml:"output_delay_us"`
 }
@@ -150,7 +156,7 @@ type LatencyYAML struct {
 type RooflineYAML struct {
 	ComputeEff     *float64 `yaml:"compute_eff"`
 	BandwidthEff   *float64 `yaml:"bandwidth_eff"`
-	StepOverheadUs *float64 `yaml:"step_overhead_us"`
+	StepOverheadUs *string  `yaml:"step_overhead_us"` // µs, or auto (StepCostOf)
 }
 
 type BlackboxYAML struct {
@@ -309,6 +315,13 @@ func (y *InstanceYAML) Apply(s *InstanceSpec, dir string) error {
 		set(&s.LongPrefillThreshold, v.LongPrefill)
 		set(&s.MaxModelLen, v.MaxModelLen)
 		set(&s.AsyncScheduling, v.AsyncScheduling)
+		set(&s.EnforceEager, v.EnforceEager)
+		if v.Version != nil {
+			if _, ok := parseVersion(*v.Version); !ok && strings.TrimSpace(*v.Version) != "" {
+				return fieldErrf("vllm.version", "want a vLLM release such as 0.19.0, got %q", *v.Version)
+			}
+			s.VLLMVersion = strings.TrimSpace(*v.Version)
+		}
 		set(&s.ReserveFullSequence, v.ReserveFullISL)
 		set(&s.OutputDelayUs, v.OutputDelayUs)
 		if v.KVBlocksGPU != nil {
@@ -323,6 +336,9 @@ func (y *InstanceYAML) Apply(s *InstanceSpec, dir string) error {
 		if err := t.apply(&s.Tiers); err != nil {
 			return err
 		}
+	}
+	if err := y.applyHost(s, dir); err != nil {
+		return err
 	}
 	l := y.Latency
 	if l == nil {
@@ -344,7 +360,18 @@ func (y *InstanceYAML) Apply(s *InstanceSpec, dir string) error {
 		}
 		set(&rp.ComputeEff, r.ComputeEff)
 		set(&rp.BandwidthEff, r.BandwidthEff)
-		set(&rp.StepOverheadUs, r.StepOverheadUs)
+		if r.StepOverheadUs != nil {
+			switch text := strings.TrimSpace(*r.StepOverheadUs); text {
+			case "auto":
+				rp.StepOverheadUs, rp.StepOverheadSet = DefaultRooflineParams.StepOverheadUs, false
+			default:
+				us, err := strconv.ParseFloat(text, 64)
+				if err != nil || !(us >= 0) || math.IsInf(us, 0) {
+					return fieldErrf("latency.roofline.step_overhead_us", "want µs >= 0 or auto (from the vLLM version, async scheduling and CUDA graphs), got %q", *r.StepOverheadUs)
+				}
+				rp.StepOverheadUs, rp.StepOverheadSet = us, true
+			}
+		}
 		s.Latency.Roofline = &rp
 	}
 	if b := l.Blackbox; b != nil {
@@ -523,13 +550,19 @@ func (s InstanceSpec) YAML() InstanceYAML {
 			PrefixCaching: &k.PrefixCachingEnabled, BlockSize: &k.BlockSizeTokens, KVBlocksGPU: &kv,
 			GPUMemoryUtilization: &k.GPUMemoryUtilization, KVBlocksCPU: &k.TotalKVBlocksCPU,
 			LongPrefill: &s.LongPrefillThreshold, MaxModelLen: &s.MaxModelLen, AsyncScheduling: &s.AsyncScheduling,
-			ReserveFullISL: &s.ReserveFullSequence, OutputDelayUs: &s.OutputDelayUs,
+			EnforceEager: &s.EnforceEager, ReserveFullISL: &s.ReserveFullSequence, OutputDelayUs: &s.OutputDelayUs,
 		},
+	}
+	if s.VLLMVersion != "" {
+		y.VLLM.Version = &s.VLLMVersion
 	}
 	if k.TotalKVBlocksCPU > 0 { // no effect without a CPU tier
 		y.VLLM.OffloadThreshold = &s.OffloadThreshold
 	}
 	y.KVTiers = s.Tiers.yaml()
+	if s.Host != nil {
+		y.HostProfile = &s.Host.Path
+	}
 	l := s.Latency
 	model := l.Model
 	if model == "" {
@@ -544,7 +577,11 @@ func (s InstanceSpec) YAML() InstanceYAML {
 		if r != nil {
 			p = *r
 		}
-		y.Latency.Roofline = &RooflineYAML{ComputeEff: &p.ComputeEff, BandwidthEff: &p.BandwidthEff, StepOverheadUs: &p.StepOverheadUs}
+		overhead := "auto"
+		if p.StepOverheadSet {
+			overhead = strconv.FormatFloat(p.StepOverheadUs, 'g', -1, 64)
+		}
+		y.Latency.Roofline = &RooflineYAML{ComputeEff: &p.ComputeEff, BandwidthEff: &p.BandwidthEff, StepOverheadUs: &overhead}
 	}
 	if b := l.Blackbox; b != nil || model == "blackbox" {
 		p := DefaultBlackboxParams

@@ -51,6 +51,15 @@ type InstanceSpec struct {
 	// engine core schedules one step ahead, so a new request joins one
 	// step later.
 	AsyncScheduling bool
+	// VLLMVersion is the vLLM release the deployment runs ("0.19.0"; ""
+	// unstated: a current V1 engine), EnforceEager vLLM's --enforce-eager
+	// (no CUDA graphs). With AsyncScheduling they decide the roofline's
+	// per-step cost (StepCostOf).
+	VLLMVersion  string
+	EnforceEager bool
+	// Host is the host profile the pool takes its per-step cost (and
+	// output delay) from (host.go); nil for none.
+	Host *HostProfile
 	// ReserveFullSequence is vLLM's scheduler_reserve_full_isl (on by
 	// default; sim.EngineConfig.ReserveFullSequence).
 	ReserveFullSequence bool
@@ -90,9 +99,13 @@ type LatencySpec struct {
 
 // RooflineParams are the roofline's tunable efficiencies and overhead.
 type RooflineParams struct {
-	ComputeEff     float64 // share of the card's sustained GEMM rate reached, (0, 1]
-	BandwidthEff   float64 // share of peak HBM bandwidth reached, (0, 1]
-	StepOverheadUs float64 // fixed CPU and launch cost per step, µs
+	ComputeEff   float64 // share of the card's sustained GEMM rate reached, (0, 1]
+	BandwidthEff float64 // share of peak HBM bandwidth reached, (0, 1]
+	// StepOverheadUs is the fixed CPU and launch cost per step, µs, when
+	// StepOverheadSet; otherwise it follows from the deployment
+	// (StepCostOf: "auto").
+	StepOverheadUs  float64
+	StepOverheadSet bool
 }
 
 // BlackboxParams are the blackbox regression's coefficients (µs).
@@ -103,7 +116,7 @@ type BlackboxParams struct {
 
 // Defaults of the latency parameters.
 var (
-	DefaultRooflineParams = RooflineParams{ComputeEff: sim.DefaultComputeEfficiency, BandwidthEff: 0.8, StepOverheadUs: 900}
+	DefaultRooflineParams = RooflineParams{ComputeEff: sim.DefaultComputeEfficiency, BandwidthEff: 0.8, StepOverheadUs: StepOverheadV1Us}
 	DefaultBlackboxParams = BlackboxParams{Alpha: [3]float64{1200, 0.08, 1.5}, Beta: [3]float64{6000, 0.2, 30}}
 )
 
@@ -141,6 +154,9 @@ type Instance struct {
 	// file used outside the configurations it was fitted on
 	// (coefficients.File.Check), each starting with the file's name.
 	Warnings []string
+	// StepCost is the roofline's per-step cost and why (nil with another
+	// latency model).
+	StepCost *StepCost
 }
 
 // FieldError is an invalid setting. Fields are key paths of a deployment
@@ -216,6 +232,9 @@ func (s InstanceSpec) Build(rng sim.RNG, index int) (*Instance, error) {
 	lat, err := s.latency(in)
 	if err != nil {
 		return nil, err
+	}
+	if s.Host != nil && in.LatencyName != "roofline" {
+		in.Warnings = append(in.Warnings, fmt.Sprintf("host_profile %s: only the roofline latency model takes its per-step cost (this pool uses %s, whose step times include their own); its output delay applies", s.Host.Path, in.LatencyName))
 	}
 	if n := s.Latency.Noise; !(n >= 0 && n <= 2) {
 		return nil, fieldErrf("latency.noise", "must be in [0, 2], got %v", n)
@@ -331,7 +350,10 @@ func (s InstanceSpec) latency(in *Instance) (sim.LatencyModel, error) {
 			p = *l.Roofline
 		}
 		m := sim.DefaultRoofline(cfg)
-		m.ComputeEfficiency, m.BandwidthEfficiency, m.StepOverheadUs = p.ComputeEff, p.BandwidthEff, p.StepOverheadUs
+		cost := StepCostOf(s)
+		in.StepCost = &cost
+		m.ComputeEfficiency, m.BandwidthEfficiency = p.ComputeEff, p.BandwidthEff
+		m.StepOverheadUs, m.PerRequestOverheadUs = cost.FixedUs, cost.PerRequestUs
 		if err := m.Validate(); err != nil {
 			return nil, fieldErr("latency.roofline", err)
 		}

@@ -269,6 +269,19 @@ func (r *runner) notes(pools []*deploy.Instance, names []string) {
 				r.res.Notes = append(r.res.Notes, prefix+n)
 			}
 		}
+		if c := in.StepCost; c != nil {
+			// Which per-step cost the roofline takes, and why (StepCostOf).
+			if n := "note: roofline " + c.Why; !seen[prefix+n] {
+				seen[prefix+n] = true
+				r.res.Notes = append(r.res.Notes, prefix+n)
+			}
+			for _, w := range c.Warnings {
+				if !seen[prefix+w] {
+					seen[prefix+w] = true
+					r.res.Warnings = append(r.res.Warnings, prefix+w)
+				}
+			}
+		}
 		for _, w := range in.Warnings {
 			r.res.Warnings = append(r.res.Warnings, prefix+w)
 		}

@@ -38,7 +38,7 @@ families=(
   "records ./sim/workload/records:FuzzReadAzure ./sim/workload/records:FuzzParseRunMeta ./sim/workload/records:FuzzReadMooncake ./sim/workload/records:FuzzReadVLLMBench ./sim/workload/records:FuzzReadInferencePerf ./sim/workload/records:FuzzReadVLLMRuns ./sim/workload/records:FuzzReadCounters"
   "parquet ./internal/pqread:FuzzRead ./internal/pqread:FuzzDamagedFile"
   "manifest ./cmd/calibrate:FuzzReadManifest"
-  "experiment ./experiment:FuzzParseExperiment ./experiment:FuzzParseDeployment ./policy:FuzzParsePolicyFile"
+  "experiment ./experiment:FuzzParseExperiment ./experiment:FuzzParseDeployment ./policy:FuzzParsePolicyFile ./deploy:FuzzParseHostProfile"
   "blis-run ./cmd/blis:FuzzRunCommand"
   "sweep ./sweep:FuzzParseGrid ./sweep:FuzzParseSet ./sweep:FuzzReadCSV"
   "analysis ./cluster:FuzzParseSample ./summary:FuzzTokens"

@@ -38,6 +38,7 @@ type validateOpts struct {
 	plot      string
 	asJSON    bool
 	calibrate bool
+	saveHost  string
 	counters  string
 }
 
@@ -110,6 +111,7 @@ delay, for any deployment on the same vLLM build and host.`,
 	f.StringVar(&o.plot, "plot", "", "draw simulated against measured TTFT, ITL and E2E per request to `FILE` (.png, .svg or .pdf)")
 	f.BoolVar(&o.asJSON, "json", false, "print the report as JSON instead of a table")
 	f.BoolVar(&o.calibrate, "calibrate", false, "fit the simulator to this run first (the roofline's compute and bandwidth efficiency and per-step overhead, and the output delay for records measured at the client) by a deterministic search that runs the simulator inside the fit, print them as flags, then compare with them")
+	f.StringVar(&o.saveHost, "save-host-profile", "", "with --calibrate, write what carries to any deployment on this vLLM build and host (the per-step cost, the output delay) to `FILE`, a host profile that --host-profile FILE applies to other runs")
 	addExperimentFlags(f, validateFlag)
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no diagnostics on stderr but warnings")
 	return cmd
@@ -178,14 +180,17 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 		}
 		plotFormat = ext
 	}
+	if o.saveHost != "" && !o.calibrate {
+		return errors.New("--save-host-profile needs --calibrate: the profile holds what the calibration finds")
+	}
 	var ins []atomicfile.Named
-	for _, fl := range []string{"model", "hardware", "coefficients"} {
+	for _, fl := range []string{"model", "hardware", "coefficients", "host-profile"} {
 		ins = append(ins, atomicfile.Named{Label: "--" + fl, Path: flags.Lookup(fl).Value.String()})
 	}
 	ins = append(ins, atomicfile.Named{Label: "RECORDS", Path: path}, atomicfile.Named{Label: "--meta", Path: o.meta},
 		atomicfile.Named{Label: "meta.json of RECORDS", Path: records.MetaPath(path)}, atomicfile.Named{Label: "--counters", Path: o.counters},
 		atomicfile.Named{Label: "timeseries.csv of RECORDS", Path: records.CountersPath(path)})
-	if err := atomicfile.Check(ins, []atomicfile.Named{{Label: "--plot", Path: o.plot}}); err != nil {
+	if err := atomicfile.Check(ins, []atomicfile.Named{{Label: "--plot", Path: o.plot}, {Label: "--save-host-profile", Path: o.saveHost}}); err != nil {
 		return err
 	}
 	recs, rep, err := records.Read(path, o.format, records.Options{Strict: o.strict})
@@ -245,6 +250,12 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 			return err
 		}
 		fmt.Fprintf(stderr, "blis: calibrated in %d simulations, %.1f s wall: loss %.4f -> %.4f\n", cal.Simulations, cal.WallS, cal.StartLoss, cal.Loss)
+		if o.saveHost != "" {
+			if err := saveHostProfile(o.saveHost, path, e, cal); err != nil {
+				return err
+			}
+			fmt.Fprintf(stderr, "blis: host profile written to %s (use it with --host-profile %s)\n", o.saveHost, o.saveHost)
+		}
 	}
 	start := time.Now()
 	res, desc, engines, run, err := simulateRecords(e, reqs, counters.tickUs)
@@ -389,6 +400,8 @@ func applyMeta(d *experiment.Draft, flags *pflag.FlagSet, m *records.RunMeta) er
 		{"enable-prefix-caching", fmtBool(m.PrefixCaching), m.PrefixCaching != nil},
 		{"enable-chunked-prefill", fmtBool(m.ChunkedPrefill), m.ChunkedPrefill != nil},
 		{"async-scheduling", fmtBool(m.AsyncScheduling), m.AsyncScheduling != nil},
+		{"enforce-eager", fmtBool(m.EnforceEager), m.EnforceEager != nil},
+		{"vllm-version", m.VLLMVersion, m.VLLMVersion != ""},
 		{"scheduler-reserve-full-isl", fmtBool(m.ReserveFullISL), m.ReserveFullISL != nil},
 	}
 	for _, v := range vals {
@@ -488,8 +501,10 @@ func calibratePipeline(e *experiment.Experiment, at string, recs []records.Recor
 				func() float64 { return rp.BandwidthEff },
 				func(s *deploy.InstanceSpec, v float64) { s.Latency.Roofline.BandwidthEff = v }, false},
 			knob{validate.Param{Name: "step overhead", Lo: 50, Hi: 50000, Log: true}, "roofline-step-overhead-us",
-				func() float64 { return rp.StepOverheadUs },
-				func(s *deploy.InstanceSpec, v float64) { s.Latency.Roofline.StepOverheadUs = v }, true})
+				func() float64 { return in.StepCost.FixedUs }, // what the deployment implies unless given
+				func(s *deploy.InstanceSpec, v float64) {
+					s.Latency.Roofline.StepOverheadUs, s.Latency.Roofline.StepOverheadSet = v, true
+				}, true})
 		withRoofline = &rp
 	}
 	if at == records.AtClient {
@@ -655,4 +670,25 @@ func simulatedTicks(ws []cluster.Window) []validate.CounterSecond {
 			Running: w.Running, Waiting: w.QueueDepth}
 	}
 	return out
+}
+
+// saveHostProfile writes what the calibration found that carries to other
+// deployments on the same vLLM build and host (deploy.HostProfile).
+func saveHostProfile(out, records string, e *experiment.Experiment, cal *calibration) error {
+	us, ok := cal.Flags["roofline-step-overhead-us"]
+	if !ok {
+		return fmt.Errorf("--save-host-profile: the calibration fitted no per-step cost (it needs the roofline latency model; this run uses another: --latency roofline)")
+	}
+	spec := e.Deployment.Pools[0].Instance
+	h := &deploy.HostProfile{StepOverheadUs: us, CalibratedOn: deploy.HostRun{Records: records, Model: spec.Model, Hardware: spec.Hardware,
+		VLLMVersion: spec.VLLMVersion, AsyncScheduling: spec.AsyncScheduling, EnforceEager: spec.EnforceEager}}
+	if d, ok := cal.Flags["output-delay-us"]; ok {
+		od := int64(d)
+		h.OutputDelayUs = &od
+	}
+	data, err := h.Marshal()
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(out, "--save-host-profile", data)
 }

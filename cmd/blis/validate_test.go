@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/blis-sim/blis/deploy"
 	"github.com/blis-sim/blis/experiment"
 )
 
@@ -368,4 +369,32 @@ func TestDataParallelRun(t *testing.T) {
 		_, _, err := runCLI(t, append([]string{"run", "-q", "--requests", "10"}, tc.args...)...)
 		require.ErrorContains(t, err, tc.want, "%v", tc.args)
 	}
+}
+
+// A host profile carries what --calibrate finds on one run to another
+// run of the same host: the per-step cost (and, from client records, the
+// output delay), which stderr then names.
+func TestValidateHostProfile(t *testing.T) {
+	dir := t.TempDir()
+	profile := filepath.Join(dir, "host.yaml")
+	_, _, err := runCLI(t, "validate", runsPath("RTXPRO6000/Llama-3.1-8B"), "--hardware", "rtx-pro-6000", "--save-host-profile", profile)
+	require.ErrorContains(t, err, "--save-host-profile needs --calibrate")
+	a := validateJSON(t, runsPath("RTXPRO6000/Llama-3.1-8B"), "--hardware", "rtx-pro-6000", "--calibrate", "--save-host-profile", profile)
+	h, err := deploy.LoadHostProfile(profile)
+	require.NoError(t, err)
+	require.Equal(t, a.Calibrated.Flags["roofline-step-overhead-us"], h.StepOverheadUs)
+	require.Nil(t, h.OutputDelayUs, "engine-side records fit no output delay")
+	require.Equal(t, deploy.HostRun{Records: runsPath("RTXPRO6000/Llama-3.1-8B"), Model: "meta-llama/Llama-3.1-8B", Hardware: "rtx-pro-6000",
+		VLLMVersion: "0.19.0", AsyncScheduling: true}, h.CalibratedOn)
+
+	other := runsPath("RTX4090/Llama-3.1-8B")
+	_, stderr, err := runCLI(t, "validate", other, "--host-profile", profile)
+	require.NoError(t, err)
+	require.Contains(t, stderr, fmt.Sprintf("roofline per-step cost %g µs + 4 µs per running request, for vLLM 0.19.0 with async scheduling and CUDA graphs (host_profile %s", h.StepOverheadUs, profile))
+	carried := validateJSON(t, other, "--host-profile", profile)
+	given := validateJSON(t, other, "--roofline-step-overhead-us", fmt.Sprint(h.StepOverheadUs))
+	require.Equal(t, given.Compare, carried.Compare, "the profile is the flag")
+	_, stderr, err = runCLI(t, "validate", other, "--host-profile", profile, "--enforce-eager")
+	require.NoError(t, err)
+	require.Contains(t, stderr, "was calibrated with enforce_eager false and this pool has true")
 }

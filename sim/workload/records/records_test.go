@@ -468,3 +468,22 @@ func TestNames(t *testing.T) {
 	require.Equal(t, int64(1), n.ID("x"))
 	require.Equal(t, []string{"", "x", "y"}, n.List())
 }
+
+// TestRunMetaDeploymentFlags: the vLLM version, async scheduling and eager
+// mode of a run come from its meta.json (the resolved config), as the
+// per-step cost needs them.
+func TestRunMetaDeploymentFlags(t *testing.T) {
+	path := filepath.Join("..", "..", "..", "testdata", "vllm-runs", "RTX4090", "Llama-3.1-8B", "meta.json")
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	m, err := ParseRunMeta(data, path)
+	require.NoError(t, err)
+	require.Equal(t, "0.19.0", m.VLLMVersion)
+	require.NotNil(t, m.AsyncScheduling)
+	require.True(t, *m.AsyncScheduling)
+	require.NotNil(t, m.EnforceEager)
+	require.False(t, *m.EnforceEager)
+	m, err = ParseRunMeta([]byte(`{"schema_version":1,"model":"x","resolved_config":{"model_config":{"enforce_eager":true}}}`), "m.json")
+	require.NoError(t, err)
+	require.True(t, *m.EnforceEager)
+}

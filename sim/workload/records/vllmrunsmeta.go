@@ -30,6 +30,7 @@ type RunMeta struct {
 	PrefixCaching        *bool
 	ChunkedPrefill       *bool
 	AsyncScheduling      *bool
+	EnforceEager         *bool // model_config.enforce_eager (no CUDA graphs)
 	ReserveFullISL       *bool // scheduler_reserve_full_isl
 	// Device is the GPU's name as CUDA reports it ("" when not recorded).
 	Device string
@@ -76,6 +77,9 @@ func ParseRunMeta(data []byte, path string) (*RunMeta, error) {
 			DeviceName string `json:"device_name"`
 		} `json:"hardware"`
 		Resolved *struct {
+			Model *struct {
+				EnforceEager *bool `json:"enforce_eager"`
+			} `json:"model_config"`
 			Scheduler *struct {
 				AsyncScheduling *bool `json:"async_scheduling"`
 				ChunkedPrefill  *bool `json:"enable_chunked_prefill"`
@@ -158,6 +162,9 @@ func ParseRunMeta(data []byte, path string) (*RunMeta, error) {
 	}
 	if h := f.Hardware; h != nil {
 		m.Device = h.DeviceName
+	}
+	if r := f.Resolved; r != nil && r.Model != nil {
+		m.EnforceEager = r.Model.EnforceEager
 	}
 	if r := f.Resolved; r != nil && r.Scheduler != nil {
 		m.AsyncScheduling = r.Scheduler.AsyncScheduling
