@@ -21,6 +21,9 @@ func (m tokenLatency) ArrivalOverheadUs(int64) int64   { return 100 }
 func (m tokenLatency) DepartureOverheadUs(int64) int64 { return 50 }
 func (m tokenLatency) PreemptionGamma() float64        { return sim.DefaultPreemptionGamma }
 
+// CloneLatency: tokenLatency has no state, so a clone shares it.
+func (m tokenLatency) CloneLatency() (sim.LatencyModel, error) { return m, nil }
+
 // lockstepRig is two instances of a 1,000 µs + 10 µs per token step,
 // routed round-robin, in one data-parallel group named group ("" for
 // none).
@@ -91,4 +94,31 @@ func byRequest(res *Result) map[int64]RequestRecord {
 		m[r.ID] = r
 	}
 	return m
+}
+
+// TestLockstepCounterfactual: a sampled decision's clones of lockstep
+// members step alone (the group's other members are not cloned), but a
+// step already committed stays: request 1, routed at 5,000 µs to instance
+// 1 while it runs a dummy batch beside instance 0's 2,000-token prefill
+// (to 21,100), is queued in its clone after that batch and prefilled in
+// 1,100 µs, a TTFT of 17.2 ms, as in the run; request 0's clone is the
+// run's 21.1 ms. Sampling leaves the run unchanged.
+func TestLockstepCounterfactual(t *testing.T) {
+	reqs := []sim.RequestSpec{
+		{ID: 0, PromptTokens: 2000, OutputTokens: 1},
+		{ID: 1, ArrivalUs: 5_000, PromptTokens: 10, OutputTokens: 1},
+	}
+	plain := runPD(t, lockstepRig("dp"), reqs)
+	cfg := lockstepRig("dp")
+	cfg.CounterfactualK = 1
+	cfg.Counterfactual = &Counterfactual{EveryN: 1}
+	res := runPD(t, cfg, reqs)
+	require.Equal(t, byRequest(plain), byRequest(res))
+	cf := res.Counterfactual
+	require.NotNil(t, cf)
+	require.Equal(t, int64(2), cf.Sampled)
+	require.Equal(t, int64(2), cf.Resolved)
+	require.Equal(t, 17.2, cf.ChosenTTFT.Min)
+	require.Equal(t, 21.1, cf.ChosenTTFT.Max)
+	require.Equal(t, byRequest(res)[1].TTFT, int64(17_200))
 }
