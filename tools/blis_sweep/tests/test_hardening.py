@@ -403,3 +403,21 @@ def test_gepa_dry_run(blis, tmp_path, capsys):
     assert _main(base + ["--candidate", str(bad)]) == 1
     out = capsys.readouterr().out
     assert '"nosuch" is not a template' in out
+
+
+def test_docs_dry_run_runs_as_written(blis, monkeypatch, capsys):
+    """docs/policy-search.md's --dry-run command, run as written from the
+    repository's root, prints the table the page shows."""
+    import re
+    import shlex
+
+    doc = (REPO / "docs" / "policy-search.md").read_text()
+    section = doc[doc.index("## Try it without an LLM"):]
+    blocks = re.findall(r"```(\w*)\n(.*?)```", section, re.S)
+    (_, command), (_, table) = blocks[0], blocks[1]
+    argv = shlex.split(command.replace("\\\n", " "))
+    assert argv[:3] == ["python", "-m", "blis_sweep.search"]
+    argv = [blis if a == "./blis" else a for a in argv[3:]]
+    monkeypatch.chdir(REPO)
+    assert _main(argv) == 0
+    assert capsys.readouterr().out == table
