@@ -132,14 +132,15 @@ def _gone(pid: int) -> bool:
 def _escaper(pidfile: Path, then: str) -> str:
     """A program whose grandchild leaves its session (setsid, a second fork)
     and sleeps for a minute; the program waits for it to start, then runs
-    ``then``."""
+    ``then``. The grandchild writes its pid as this machine sees it
+    (/proc/self: the program may run in a PID namespace of its own)."""
     return f"""
-import os, sys, time
+import os, signal, sys, time
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
         with open({str(pidfile)!r}, "w") as f:
-            f.write(str(os.getpid()))
+            f.write(os.readlink("/proc/self"))
         time.sleep(60)
     os._exit(0)
 while not os.path.exists({str(pidfile)!r}):
@@ -149,19 +150,47 @@ time.sleep(0.05)
 """
 
 
-@pytest.mark.parametrize("ending", ["exits", "times out"])
-def test_no_process_of_a_candidate_survives_it(tmp_path, ending):
+# The program kills the processes above it (its PID namespace's first
+# process, if any, and the supervisor), found through /proc, then stays. In
+# a PID namespace those pids name nothing it can reach.
+_KILL_SUPERVISOR = """
+def ppid(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+me = int(os.readlink("/proc/self"))
+up = [ppid(me)]
+up.append(ppid(up[0]))
+for pid in reversed(up):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("namespace, ending", [(True, "exits"), (True, "times out"), (True, "kills its supervisor"),
+                                               (False, "exits"), (False, "times out")])
+def test_no_process_of_a_candidate_survives_it(tmp_path, namespace, ending):
+    """With a PID namespace (where the kernel allows one) and with the
+    subreaper alone (elsewhere): a grandchild that left the program's
+    session dies with the program."""
+    limits = Limits(pid_namespace=namespace)
     pidfile = tmp_path / "grandchild.pid"
     prog = tmp_path / "p.py"
-    then = "print('routing: {type: least-loaded}')" if ending == "exits" else "time.sleep(60)"
+    then = {"exits": "print('routing: {type: least-loaded}')", "times out": "time.sleep(60)",
+            "kills its supervisor": _KILL_SUPERVISOR}[ending]
     prog.write_text(_escaper(pidfile, then))
     start = time.monotonic()
     with deadline(30):
         if ending == "exits":
-            assert load_program(str(prog), timeout_s=20) == "routing:\n  type: least-loaded\n"
-        else:
+            assert load_program(str(prog), 20, limits) == "routing:\n  type: least-loaded\n"
+        elif ending == "times out":
             with pytest.raises(CandidateError, match="timed out: the program ran longer than 1.5 s and was killed"):
-                load_program(str(prog), timeout_s=1.5)
+                load_program(str(prog), 1.5, limits)
+        else:  # in a PID namespace it cannot reach them (it times out); else the supervisor dies
+            with pytest.raises(CandidateError, match="timed out: the program ran longer than 1.5 s|the program's supervisor was killed"):
+                load_program(str(prog), 1.5, limits)
     assert time.monotonic() - start < 15
     pid = int(pidfile.read_text())
     for _ in range(100):

@@ -23,7 +23,8 @@ import contextlib
 import os
 import sys
 
-from .core import CandidateError, PolicyEvaluator, SetupError, Workload, assemble_bundle, clip, split_bundle
+from .core import (MAX_TIMEOUT_S, CandidateError, PolicyEvaluator, SetupError, Workload, assemble_bundle, clip,
+                   split_bundle)
 
 
 def main(argv: list[str] | None = None, reflection_lm=None) -> int:
@@ -75,8 +76,10 @@ def main(argv: list[str] | None = None, reflection_lm=None) -> int:
         p.error(f"--seeds {a.seeds!r}: comma-separated whole numbers")
     if a.max_metric_calls < 1:
         p.error("--max-metric-calls: at least 1")
-    if a.timeout is not None and not a.timeout > 0:
-        p.error("--timeout: a positive number of seconds")
+    if not 0 < a.timeout <= MAX_TIMEOUT_S:
+        p.error(f"--timeout {a.timeout:g}: seconds in (0, {MAX_TIMEOUT_S:g}]")
+    if a.workers is not None and a.workers < 1:
+        p.error(f"--workers {a.workers}: at least 1")
     for flag, path in (("--policy", a.policy), ("--experiment", a.experiment)):
         if path and not os.path.isfile(path):
             print(f"gepa: {flag} {path}: no such file", file=sys.stderr)

@@ -11,13 +11,17 @@ only files in it are the ``files`` given), with:
 * resource limits set in the child before it starts (``setrlimit``): CPU
   seconds, address space, open files, the size of a file it writes, no core
   dumps, and, where the kernel enforces it (not for root), processes;
-* a supervisor process between the evaluator and the program. On Linux it is
-  a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``), so a grandchild
-  that leaves the program's process group or session (``setsid``) is still
-  its descendant; when the program ends or its wall-clock timeout passes,
-  the supervisor kills every descendant still alive (``SIGKILL``), then
-  exits. Elsewhere it kills the program's process group. The program gets
-  ``SIGKILL`` if the supervisor dies (``PR_SET_PDEATHSIG``).
+* a supervisor process between the evaluator and the program. Where the
+  kernel allows it (Linux, as root or with user namespaces), the program
+  runs in a PID namespace of its own whose first process waits for it: when
+  that process exits, the kernel kills every process left in the namespace,
+  however it detached, and no process inside can signal one outside (the
+  supervisor included). Otherwise the supervisor is a child subreaper
+  (``prctl(PR_SET_CHILD_SUBREAPER)``), so a grandchild that leaves the
+  program's process group or session (``setsid``) is still its descendant,
+  and it kills every descendant still alive when the program ends or its
+  wall-clock timeout passes; elsewhere it kills the program's process group.
+  The program gets ``SIGKILL`` if its parent dies (``PR_SET_PDEATHSIG``).
 * bounded output: at most ``max_stdout`` bytes of stdout are kept (more is an
   error) and the last ``max_stderr`` bytes of stderr.
 
@@ -47,8 +51,18 @@ from typing import Mapping, Sequence
 # The only variables of the evaluator's environment a candidate sees.
 ENV_ALLOWED = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 
+# The longest timeout or CPU limit (about 11.6 days): above it waits and
+# setrlimit overflow.
+_MAX_SECONDS = 1e6
+
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
+
+
+class SupervisorError(RuntimeError):
+    """The supervisor ended without reporting: killed (by the program: it
+    runs as the same user) or crashed. The program's processes die with it
+    (``PR_SET_PDEATHSIG``, and the PID namespace where there is one)."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +79,10 @@ class Limits:
       *user*, so the limit is set to this many more than the user runs when
       the program starts (default 32). The kernel does not enforce it for
       root; the supervisor's kill still applies.
+    * ``pid_namespace``: run the program in a PID namespace of its own where
+      the kernel allows it (Linux: root, or user namespaces enabled), so
+      that every process it leaves dies with the namespace and none can
+      signal a process outside it. False: the subreaper alone.
     """
 
     cpu_s: float | None = None
@@ -72,6 +90,7 @@ class Limits:
     open_files: int = 64
     file_bytes: int = 16 << 20
     processes: int = 32
+    pid_namespace: bool = True
 
 
 @dataclass
@@ -90,6 +109,7 @@ class Confined:
     killed: int = 0
     wall_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    namespace: bool = False  # ran in a PID namespace of its own
 
     def reason(self) -> str | None:
         """Why it failed, in one line (None: it exited 0 within its limits)."""
@@ -119,6 +139,9 @@ def run_confined(argv: Sequence[str], files: Mapping[str, bytes] = {}, *, timeou
     it, and ``limits.cpu_s`` must be given)."""
     if timeout_s is None and limits.cpu_s is None:
         raise ValueError("run_confined: give timeout_s or limits.cpu_s")
+    for name, v in (("timeout_s", timeout_s), ("limits.cpu_s", limits.cpu_s)):
+        if v is not None and not 0 < v <= _MAX_SECONDS:
+            raise ValueError(f"run_confined: {name} {v!r}: seconds in (0, {_MAX_SECONDS:g}]")
     root = tempfile.mkdtemp(prefix="blis-candidate-")
     try:
         work = os.path.join(root, "work")
@@ -136,7 +159,8 @@ def run_confined(argv: Sequence[str], files: Mapping[str, bytes] = {}, *, timeou
         cpu = limits.cpu_s if limits.cpu_s is not None else timeout_s
         cfg = {"argv": list(argv), "cwd": work, "env": env, "timeout_s": timeout_s,
                "cpu_s": max(1, math.ceil(cpu)), "memory_bytes": limits.memory_bytes,
-               "open_files": limits.open_files, "file_bytes": limits.file_bytes, "processes": limits.processes}
+               "open_files": limits.open_files, "file_bytes": limits.file_bytes, "processes": limits.processes,
+               "pid_namespace": limits.pid_namespace}
         return _run_supervisor(cfg, max_stdout, max_stderr)
     finally:
         _remove_tree(root)
@@ -189,9 +213,10 @@ def _run_supervisor(cfg: dict, max_stdout: int, max_stderr: int) -> Confined:
         status = None
     if status is None:
         tail = err.data().decode("utf-8", "replace").strip().splitlines()[-1:]
-        raise RuntimeError("the candidate's supervisor failed" + (f": {tail[0]}" if tail else f" (status {p.returncode})"))
+        raise SupervisorError(f"status {p.returncode}" + (f": {tail[0]}" if tail else ""))
     return Confined(status["returncode"], out.data(), err.data(), status["timed_out"], out.overflow,
-                    status["killed"], time.monotonic() - start, notes + status.get("notes", []))
+                    status["killed"], time.monotonic() - start, notes + status.get("notes", []),
+                    status.get("namespace", False))
 
 
 def _stop(p: subprocess.Popen) -> None:
@@ -331,6 +356,39 @@ class _Stop(Exception):
     pass
 
 
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWPID = 0x20000000
+
+
+def _enter_pid_namespace() -> bool:
+    """Make this process's next child the first process (PID 1) of a new
+    PID namespace (Linux ``unshare``: for root ``CLONE_NEWPID``, for
+    another user with a user namespace of its own mapping only its uid and
+    gid). When that process exits, the kernel kills every process left in
+    the namespace. False where it is not allowed (another OS, a container
+    without the right, user namespaces disabled)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        uid, gid = os.getuid(), os.getgid()
+        if os.geteuid() == 0:
+            return libc.unshare(_CLONE_NEWPID) == 0
+        if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWPID) != 0:
+            return False
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            try:
+                with open(f"/proc/self/{name}", "w") as f:
+                    f.write(text)
+            except OSError:
+                pass
+        return True
+    except (OSError, AttributeError):
+        return False
+
+
 def _supervise(cfg: dict) -> int:
     import resource
 
@@ -355,35 +413,81 @@ def _supervise(cfg: dict) -> int:
         if nproc is not None:
             resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
-    def on_term(signum, frame):
-        raise _Stop()
-
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
-    rc, timed_out = -signal.SIGKILL, False
-    child = None
-    try:
+    def run_program() -> tuple[int, bool]:
+        """Start the program, wait for it up to the timeout, kill its
+        process group; its exit status and whether it timed out."""
         try:
             child = subprocess.Popen(cfg["argv"], cwd=cfg["cwd"], env=cfg["env"], stdin=subprocess.DEVNULL,
                                      preexec_fn=preexec, close_fds=True)
         except OSError as e:
             sys.stderr.write(f"cannot start {cfg['argv'][0]}: {e}\n")
-            rc = 127
-        if child is not None:
+            return 127, False
+        timed_out = False
+        try:
+            child.wait(timeout=cfg["timeout_s"])
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
             try:
-                rc = child.wait(timeout=cfg["timeout_s"])
-            except subprocess.TimeoutExpired:
-                timed_out = True
-    except _Stop:
-        notes.append("stopped by a signal")
-    finally:
-        killed = _kill_all(child.pid if child is not None else None, have_proc)
-        if child is not None:
-            rc = child.wait()
-    if not subreaper:
-        notes.append("no subreaper: only the program's process group was killed")
+                os.killpg(child.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        return child.wait(), timed_out
+
+    def on_term(signum, frame):
+        raise _Stop()
+
+    rc, timed_out, killed = -signal.SIGKILL, False, 0
+    namespace = cfg["pid_namespace"] and _enter_pid_namespace()
+    if namespace:
+        # The namespace's first process runs the program and reports; when it
+        # exits, the kernel kills whatever the program left in the namespace.
+        # The program cannot kill it (the kernel ignores signals a namespace's
+        # own processes send its first one), and it dies with this supervisor.
+        r, w = os.pipe()
+        init = os.fork()
+        if init == 0:
+            try:
+                os.close(r)
+                if prctl:
+                    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+                os.write(w, json.dumps(run_program()).encode())
+            finally:
+                os._exit(0)
+        os.close(w)
+        signal.signal(signal.SIGTERM, on_term)
+        signal.signal(signal.SIGINT, on_term)
+        try:
+            guard = None if cfg["timeout_s"] is None else time.monotonic() + cfg["timeout_s"] + 10
+            while os.waitpid(init, os.WNOHANG) == (0, 0):
+                if guard is not None and time.monotonic() > guard:
+                    notes.append("the namespace's first process outlived its timeout and was killed")
+                    os.kill(init, signal.SIGKILL)
+                    os.waitpid(init, 0)
+                    break
+                time.sleep(0.005)
+        except _Stop:
+            notes.append("stopped by a signal")
+            os.kill(init, signal.SIGKILL)
+            os.waitpid(init, 0)
+        with os.fdopen(r, "rb") as f:
+            report = f.read()
+        if report:
+            rc, timed_out = json.loads(report)
+        killed = _kill_all(None, have_proc)
+    else:
+        signal.signal(signal.SIGTERM, on_term)
+        signal.signal(signal.SIGINT, on_term)
+        try:
+            rc, timed_out = run_program()
+        except _Stop:
+            notes.append("stopped by a signal")
+        finally:
+            killed = _kill_all(None, have_proc)
+        if not subreaper:
+            notes.append("no PID namespace or subreaper: only the program's process group was killed")
     os.write(status_fd, json.dumps({"returncode": rc, "timed_out": timed_out, "killed": killed,
-                                    "notes": notes}).encode())
+                                    "namespace": namespace, "notes": notes}).encode())
     os.close(status_fd)
     return 0
 

@@ -53,6 +53,9 @@ OBJECTIVES = ("slo", "fitness")
 # program's policy file) past this are refused before YAML parses them
 # (PyYAML takes about 1 s per 64 KB).
 MAX_CANDIDATE_CHARS = 16 << 10
+# The longest timeout a run may have (about 11.6 days): above it Python's
+# waits overflow (1e300 s raised OverflowError in a worker thread).
+MAX_TIMEOUT_S = 1e6
 
 
 class CandidateError(ValueError):
@@ -218,6 +221,8 @@ class PolicyEvaluator:
             raise ValueError('objective "fitness" needs fitness_weights (blis run --fitness-weights)')
         if not seeds:
             raise ValueError("seeds: at least one")
+        if timeout_s is not None and not 0 < timeout_s <= MAX_TIMEOUT_S:
+            raise ValueError(f"timeout_s {timeout_s!r}: seconds in (0, {MAX_TIMEOUT_S:g}], or None for none")
         self.experiment = experiment
         self.args = tuple(args)
         self.seeds = tuple(int(s) for s in seeds)

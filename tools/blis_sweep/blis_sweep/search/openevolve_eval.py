@@ -48,7 +48,7 @@ import sys
 from typing import Any, Mapping, Sequence, TextIO
 
 from ..backends import Backend
-from .confine import Limits, run_confined
+from .confine import Limits, SupervisorError, run_confined
 from .core import CandidateError, Outcome, PolicyEvaluator, Workload, assemble_bundle, clip, split_bundle
 
 
@@ -77,9 +77,14 @@ def load_program(program_path: str, timeout_s: float | None = None, limits: Limi
     if len(data) > MAX_PROGRAM_BYTES:
         raise CandidateError(f"the program is larger than {MAX_PROGRAM_BYTES} bytes")
     if path.endswith(".py"):
-        res = run_confined([sys.executable, "-s", "program.py"], {"program.py": data},
-                           timeout_s=timeout_s if timeout_s is not None else 60, limits=limits or Limits(),
-                           max_stdout=MAX_PROGRAM_BYTES)
+        if timeout_s is not None and not 0 < timeout_s <= 1e6:
+            raise CandidateError(f"timeout {timeout_s!r}: seconds in (0, 1e6]")
+        try:
+            res = run_confined([sys.executable, "-s", "program.py"], {"program.py": data},
+                               timeout_s=timeout_s if timeout_s is not None else 60, limits=limits or Limits(),
+                               max_stdout=MAX_PROGRAM_BYTES)
+        except SupervisorError as e:
+            raise CandidateError(clip(f"the program's supervisor was killed ({e})")) from None
         why = res.reason()
         if why == "timed out":
             raise CandidateError(f"timed out: the program ran longer than {timeout_s:g} s and was killed")
