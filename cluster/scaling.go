@@ -7,6 +7,7 @@ import (
 
 	"github.com/blis-sim/blis/cluster/autoscale"
 	"github.com/blis-sim/blis/cluster/route"
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/sim"
 )
 
@@ -116,7 +117,7 @@ func ParseDrain(s string) (Drain, error) {
 			return Drain(i), nil
 		}
 	}
-	return 0, fmt.Errorf("drain policy %q is not one of wait, immediate, redirect", s)
+	return 0, fmt.Errorf("drain policy %q is not one of wait, immediate, redirect", clip.String(s))
 }
 
 // MaxScaledInstances bounds the instances a run with an autoscaler may

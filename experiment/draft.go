@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/internal/yamlfile"
 	"github.com/blis-sim/blis/policy"
 )
@@ -239,6 +240,7 @@ func (d *Draft) errAt(err error, keys ...string) error {
 		}
 		labels[i] = l
 	}
+	err = clip.PathErr(err) // a file key's huge value: open's error quotes it
 	return &Error{Msg: prefix + strings.Join(dedupe(labels), ", ") + ": " + err.Error(), Keys: keys, Err: err}
 }
 

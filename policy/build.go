@@ -9,6 +9,7 @@ import (
 	"github.com/blis-sim/blis/cluster/autoscale"
 	"github.com/blis-sim/blis/cluster/disagg"
 	"github.com/blis-sim/blis/cluster/route"
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/sim"
 )
 
@@ -67,7 +68,7 @@ func (env Env) tenantIndex(key, id string) (int, error) {
 	if len(env.Tenants) == 0 {
 		return 0, fieldErr(key, "the workload names no tenants (a workload spec's tenants[].id, or a replayed trace's tenant_id column)")
 	}
-	return 0, fieldErr(key, "no tenant %q in the workload; its tenants are %s", id, strings.Join(env.Tenants, ", "))
+	return 0, fieldErr(key, "no tenant %q in the workload; its tenants are %s", clip.String(id), strings.Join(env.Tenants, ", "))
 }
 
 // Admission builds s, an admission section.

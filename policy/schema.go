@@ -37,6 +37,7 @@ import (
 	"github.com/blis-sim/blis/cluster/admit"
 	"github.com/blis-sim/blis/cluster/disagg"
 	"github.com/blis-sim/blis/cluster/route"
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/sim"
 )
 
@@ -339,9 +340,9 @@ func Lookup(kind Kind, name string) (*Template, error) {
 		}
 	}
 	if !slices.Contains(Kinds, kind) {
-		return nil, fmt.Errorf("%q is not a policy section; use one of %s", kind, joinKinds())
+		return nil, fmt.Errorf("%q is not a policy section; use one of %s", clip.String(string(kind)), joinKinds())
 	}
-	return nil, fmt.Errorf("%s policy %q is not a template; use one of %s", kind, name, strings.Join(Names(kind), ", "))
+	return nil, fmt.Errorf("%s policy %q is not a template; use one of %s", kind, clip.String(name), strings.Join(Names(kind), ", "))
 }
 
 func joinKinds() string {

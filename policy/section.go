@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/blis-sim/blis/internal/clip"
 )
 
 // Raw is a section as a file or a flag gives it: a template name and its
@@ -110,7 +112,7 @@ func ParseSection(kind Kind, r Raw) (Section, error) {
 			if len(t.Params) == 0 {
 				return s, fieldErr("params."+name, "%s policy %s takes no parameters", kind, t.Name)
 			}
-			return s, fieldErr("params."+name, "%s policy %s has no parameter %q; use one of %s", kind, t.Name, name, strings.Join(t.ParamNames(), ", "))
+			return s, fieldErr("params."+name, "%s policy %s has no parameter %q; use one of %s", kind, t.Name, clip.String(name), strings.Join(t.ParamNames(), ", "))
 		}
 		for j := 0; j < i; j += 2 {
 			if p.Content[j].Value == name {
@@ -162,7 +164,7 @@ func (p *Param) decode(n *yaml.Node, key string) (Value, error) {
 		k := n.Content[i].Value
 		ek := key + "." + k
 		if p.Keys != nil && !contains(p.Keys, k) {
-			return Value{}, fieldErr(ek, "%q is not one of %s", k, strings.Join(p.Keys, ", "))
+			return Value{}, fieldErr(ek, "%q is not one of %s", clip.String(k), strings.Join(p.Keys, ", "))
 		}
 		for _, e := range v.M {
 			if e.Key == k {
@@ -187,12 +189,12 @@ func (p *Param) number(n *yaml.Node) (float64, error) {
 	if err := n.Decode(&x); err != nil { // YAML's numbers, .inf and .nan among them
 		var perr error
 		if x, perr = strconv.ParseFloat(strings.TrimSpace(n.Value), 64); perr != nil {
-			return 0, fmt.Errorf("want a number, got %q", n.Value)
+			return 0, fmt.Errorf("want a number, got %q", clip.String(n.Value))
 		}
 	}
 	if p.Type == Int || p.Type == IntMap {
 		if x != math.Trunc(x) || math.IsInf(x, 0) {
-			return 0, fmt.Errorf("want a whole number, got %s", n.Value)
+			return 0, fmt.Errorf("want a whole number, got %s", clip.String(n.Value))
 		}
 	}
 	return x, p.check(x)
@@ -265,7 +267,7 @@ func describe(n *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "a list"
 	}
-	return strconv.Quote(n.Value)
+	return strconv.Quote(clip.String(n.Value))
 }
 
 func contains(list []string, s string) bool {
@@ -318,11 +320,11 @@ func (s *Section) Set(name, text string) error {
 		if len(t.Params) == 0 {
 			return fieldErr("params."+name, "%s policy %s takes no parameters", s.Kind, t.Name)
 		}
-		return fieldErr("params."+name, "%s policy %s has no parameter %q; use one of %s", s.Kind, t.Name, name, strings.Join(t.ParamNames(), ", "))
+		return fieldErr("params."+name, "%s policy %s has no parameter %q; use one of %s", s.Kind, t.Name, clip.String(name), strings.Join(t.ParamNames(), ", "))
 	}
 	var n yaml.Node
 	if err := yaml.Unmarshal([]byte(text), &n); err != nil || len(n.Content) != 1 {
-		return fieldErr("params."+name, "cannot read %q", text)
+		return fieldErr("params."+name, "cannot read %q", clip.String(text))
 	}
 	v, err := p.decode(n.Content[0], "params."+name)
 	if err != nil {
