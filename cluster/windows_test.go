@@ -88,9 +88,15 @@ func TestWindowsAddUpToTheRunTotals(t *testing.T) {
 					ttft[(r.DepartedUs-rows[0].StartUs)/d].Add(r.TTFT)
 				}
 			}
+			var inSystem int64
 			for k := range rows {
 				g, w := rows[k], &want[k]
 				w.Admitted = w.Arrived - w.Rejected
+				// Admitted before the end and not left before it.
+				inSystem += w.Admitted - w.Completed - w.Dropped - w.TimedOut
+				if cfg.HorizonUs == 0 || g.EndUs <= cfg.HorizonUs {
+					require.Equal(t, inSystem, g.InSystem, "in_system at %d µs", g.EndUs)
+				}
 				if ttft[k].Count() > 0 {
 					w.TTFTP50Us, w.TTFTP99Us = ttft[k].Quantile(0.5), ttft[k].Quantile(0.99)
 				}
@@ -126,6 +132,7 @@ func TestWindowsAddUpToTheRunTotals(t *testing.T) {
 			drops += int(q.DroppedUnservable)
 			last := rows[len(rows)-1]
 			if cfg.HorizonUs == 0 {
+				require.Zero(t, last.InSystem, "a run that served everything ends empty")
 				require.Equal(t, q.Completed, sum.Completed)
 				require.Equal(t, q.TimedOut, sum.TimedOut)
 				require.Equal(t, res.OutputTokens, sum.GenerationTokens)

@@ -1,7 +1,5 @@
 package steady
 
-import "container/heap"
-
 // Bins is the run over simulated time in bounded memory: at most maxBins
 // equal bins from the first arrival, each with the time integral of the
 // number of requests in the system (fleet-wide and per instance), and
@@ -45,17 +43,45 @@ type dep struct {
 	inst int32
 }
 
+// depHeap is a min-heap of departures by time (container/heap's
+// algorithm, without its interface: no allocation per departure).
 type depHeap []dep
 
-func (h depHeap) Len() int           { return len(h) }
-func (h depHeap) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h depHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *depHeap) Push(x any)        { *h = append(*h, x.(dep)) }
-func (h *depHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+func (h *depHeap) push(d dep) {
+	*h = append(*h, d)
+	a := *h
+	for i := len(a) - 1; i > 0; {
+		p := (i - 1) / 2
+		if a[p].at <= a[i].at {
+			break
+		}
+		a[p], a[i] = a[i], a[p]
+		i = p
+	}
+}
+
+func (h *depHeap) pop() dep {
+	a := *h
+	top := a[0]
+	n := len(a) - 1
+	a[0] = a[n]
+	*h = a[:n]
+	a = a[:n]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < n && a[l].at < a[m].at {
+			m = l
+		}
+		if r := l + 1; r < n && a[r].at < a[m].at {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		a[i], a[m] = a[m], a[i]
+		i = m
+	}
+	return top
 }
 
 const (
@@ -73,7 +99,7 @@ func (b *Bins) start(t int64) {
 // advance integrates up to t, applying the departures due before.
 func (b *Bins) advance(t int64) {
 	for len(b.pending) > 0 && b.pending[0].at <= t {
-		d := heap.Pop(&b.pending).(dep)
+		d := b.pending.pop()
 		b.moveTo(d.at)
 		b.level--
 		b.cur.departed++

@@ -1,9 +1,6 @@
 package steady
 
-import (
-	"container/heap"
-	"fmt"
-)
+import "fmt"
 
 // Collector gathers, while a run goes on, what the analysis needs: the
 // bins of the number of requests in the system and of the arrivals,
@@ -102,7 +99,7 @@ func (c *Collector) Depart(t int64, i int) {
 	if !c.bins.perInst {
 		i = -1
 	}
-	heap.Push(&c.bins.pending, dep{at: t, inst: int32(i)})
+	c.bins.pending.push(dep{at: t, inst: int32(i)})
 }
 
 // Request is a completed request's latencies, µs.

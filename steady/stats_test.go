@@ -226,3 +226,24 @@ func TestTrend(t *testing.T) {
 	_, _, ok = trend(flat[:5], 1)
 	require.False(t, ok)
 }
+
+func TestDepartureHeapPopsInTimeOrder(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	var h depHeap
+	var want []int64
+	for range 1000 {
+		at := r.Int64N(1000)
+		h.push(dep{at: at})
+		want = append(want, at)
+		if r.IntN(3) == 0 {
+			slices.Sort(want)
+			require.Equal(t, want[0], h.pop().at)
+			want = want[1:]
+		}
+	}
+	slices.Sort(want)
+	for _, w := range want {
+		require.Equal(t, w, h.pop().at)
+	}
+	require.Empty(t, h)
+}
