@@ -25,6 +25,7 @@ type runFlags struct {
 	sets                         []string
 	printConfig, printSpec       bool
 	quiet                        bool
+	cpuProfile, memProfile       string
 }
 
 func newRunCmd() *cobra.Command {
@@ -111,6 +112,8 @@ and no output file is written.
 	f.BoolVar(&o.printConfig, "print-config", false, "print the experiment resolved, every default filled in, as an experiment file, and exit")
 	f.BoolVar(&o.printSpec, "print-spec", false, "print the --scenario (or --workload-spec) file and exit, to start a spec of your own from it")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no diagnostics on stderr but warnings")
+	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to FILE (pprof format: go tool pprof FILE), also when Ctrl-C ends the run")
+	f.StringVar(&o.memProfile, "memprofile", "", "write a heap profile at the run's end to FILE (pprof format: go tool pprof FILE; -sample_index=alloc_space for every allocation)")
 	cmd.SetUsageFunc(groupedUsage)
 	return cmd
 }
@@ -274,11 +277,21 @@ func runRun(cmd *cobra.Command, o *runFlags) error {
 		return err
 	}
 	if o.printConfig {
+		if o.cpuProfile != "" || o.memProfile != "" {
+			return errors.New("--cpuprofile and --memprofile profile a run; --print-config runs nothing")
+		}
 		data, err := e.Marshal()
 		if err != nil {
 			return err
 		}
 		_, err = cmd.OutOrStdout().Write(data)
+		return err
+	}
+	if err := e.CheckFiles(profileTargets(o)...); err != nil {
+		return err
+	}
+	prof, err := startProfiles(o)
+	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -295,7 +308,11 @@ func runRun(cmd *cobra.Command, o *runFlags) error {
 	res, err := experiment.Run(ctx, e, &experiment.FileSinks{Label: func(key string) string { return outputFlag(key) }})
 	stopProgress()
 	if res == nil {
+		prof.abort()
 		return err
+	}
+	if perr := prof.commit(); perr != nil {
+		return perr
 	}
 	wall := time.Since(start)
 	if werr := res.WriteJSON(cmd.OutOrStdout()); werr != nil {
