@@ -16,6 +16,7 @@ import (
 	"github.com/blis-sim/blis/cluster/windowplot"
 	"github.com/blis-sim/blis/deploy"
 	"github.com/blis-sim/blis/internal/atomicfile"
+	"github.com/blis-sim/blis/internal/units"
 	"github.com/blis-sim/blis/policy"
 	"github.com/blis-sim/blis/sim"
 	"github.com/blis-sim/blis/sim/simtrace"
@@ -389,7 +390,7 @@ func (r *runner) instance(ctx context.Context) error {
 	}
 	r.notes([]*deploy.Instance{in}, []string{d.Pools[0].Name})
 	cfg := in.Config
-	cfg.Options = sim.Options{HorizonUs: int64(math.Round(e.Run.HorizonS * 1e6)), Exhaustive: e.Run.DebugInvariants, RecordRequests: e.Run.PerRequest}
+	cfg.Options = sim.Options{HorizonUs: units.SecondsToUs(e.Run.HorizonS), Exhaustive: e.Run.DebugInvariants, RecordRequests: e.Run.PerRequest}
 	var src sim.Source
 	var gen *workload.Stream
 	var rep *workload.ReplayReport
@@ -484,7 +485,7 @@ func (r *runner) cluster(ctx context.Context) error {
 	}
 	r.notes(built.Pools, names)
 	cfg := built.Config
-	cfg.HorizonUs = int64(math.Round(e.Run.HorizonS * 1e6))
+	cfg.HorizonUs = units.SecondsToUs(e.Run.HorizonS)
 	cfg.RecordRequests = e.Run.PerRequest
 	cfg.CounterfactualK = e.Run.CounterfactualK
 	if err := r.analysis(&cfg); err != nil {
