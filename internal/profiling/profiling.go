@@ -1,4 +1,7 @@
-package main
+// Package profiling writes a command's pprof files, --cpuprofile and
+// --memprofile (the Go toolchain's convention, as go test -cpuprofile
+// writes them), read with go tool pprof.
+package profiling
 
 import (
 	"fmt"
@@ -9,28 +12,27 @@ import (
 	"github.com/blis-sim/blis/internal/atomicfile"
 )
 
-// profiles are blis run's --cpuprofile and --memprofile: pprof files of the
-// process (the Go toolchain's convention, as go test -cpuprofile writes
-// them), read with go tool pprof. Each is written through a temporary file
+// Profiles are a run's --cpuprofile and --memprofile: pprof files of the
+// process. Each is written through a temporary file
 // in its folder (internal/atomicfile), opened before the run starts, so a
 // path that cannot be written fails before any work, and renamed into
 // place once the run printed its report, a partial one (Ctrl-C) included:
 // the profile of an interrupted slow run is what its user wants to read.
 // A run that fails without a report writes neither.
-type profiles struct {
+type Profiles struct {
 	cpu, mem *atomicfile.File
 }
 
-// profileTargets are the profile flags' outputs, for the run's check of its
-// files (an output over an input or over another output is refused).
-func profileTargets(o *runFlags) []atomicfile.Named {
-	return []atomicfile.Named{{Label: "--cpuprofile", Path: o.cpuProfile}, {Label: "--memprofile", Path: o.memProfile}}
+// Targets are the profiles' outputs, for the run's check of its files (an
+// output over an input or over another output is refused).
+func Targets(cpu, mem string) []atomicfile.Named {
+	return []atomicfile.Named{{Label: "--cpuprofile", Path: cpu}, {Label: "--memprofile", Path: mem}}
 }
 
-// checkProfilePath refuses a profile path that exists and is not a regular
+// checkPath refuses a profile path that exists and is not a regular
 // file: a FIFO, a device or a socket would be replaced by the renamed
 // temporary file (a folder is refused by the run's check, naming it).
-func checkProfilePath(label, path string) error {
+func checkPath(label, path string) error {
 	if path == "" {
 		return nil
 	}
@@ -50,35 +52,36 @@ func checkProfilePath(label, path string) error {
 	return fmt.Errorf("%s %s is %s, which the profile would replace: a profile is written to a new file renamed into place; give a file path", label, path, kind)
 }
 
-// startProfiles opens the profiles' files and starts the CPU profile.
-func startProfiles(o *runFlags) (*profiles, error) {
-	p := &profiles{}
-	for _, t := range profileTargets(o) {
-		if err := checkProfilePath(t.Label, t.Path); err != nil {
+// Start opens the profiles' files (cpu or mem "": none) and starts the
+// CPU profile.
+func Start(cpu, mem string) (*Profiles, error) {
+	p := &Profiles{}
+	for _, t := range Targets(cpu, mem) {
+		if err := checkPath(t.Label, t.Path); err != nil {
 			return nil, err
 		}
 	}
 	var err error
-	if o.cpuProfile != "" {
-		if p.cpu, err = atomicfile.Create(o.cpuProfile, "--cpuprofile"); err != nil {
+	if cpu != "" {
+		if p.cpu, err = atomicfile.Create(cpu, "--cpuprofile"); err != nil {
 			return nil, err
 		}
 		if err := pprof.StartCPUProfile(p.cpu); err != nil {
-			p.abort()
-			return nil, fmt.Errorf("--cpuprofile %s: %w", o.cpuProfile, err)
+			p.Abort()
+			return nil, fmt.Errorf("--cpuprofile %s: %w", cpu, err)
 		}
 	}
-	if o.memProfile != "" {
-		if p.mem, err = atomicfile.Create(o.memProfile, "--memprofile"); err != nil {
-			p.abort()
+	if mem != "" {
+		if p.mem, err = atomicfile.Create(mem, "--memprofile"); err != nil {
+			p.Abort()
 			return nil, err
 		}
 	}
 	return p, nil
 }
 
-// abort stops the CPU profile and discards both files.
-func (p *profiles) abort() {
+// Abort stops the CPU profile and discards both files.
+func (p *Profiles) Abort() {
 	if p.cpu != nil {
 		pprof.StopCPUProfile()
 		p.cpu.Abort()
@@ -88,12 +91,12 @@ func (p *profiles) abort() {
 	}
 }
 
-// commit stops the CPU profile, writes the heap profile (after a garbage
+// Commit stops the CPU profile, writes the heap profile (after a garbage
 // collection, as go test -memprofile does: the memory the run still holds
 // at its end, and every allocation it made with -sample_index=alloc_space)
 // and renames both into place.
-func (p *profiles) commit() error {
-	defer p.abort() // whatever was not committed
+func (p *Profiles) Commit() error {
+	defer p.Abort() // whatever was not committed
 	if p.cpu != nil {
 		pprof.StopCPUProfile()
 		if err := p.cpu.Commit(); err != nil {
