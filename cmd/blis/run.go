@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -55,8 +56,7 @@ func newRunCmd() *cobra.Command {
 	f.BoolVar(&o.printConfig, "print-config", false, "print the experiment resolved, every default filled in, as an experiment file, and exit")
 	f.BoolVar(&o.printSpec, "print-spec", false, "print the --scenario (or --workload-spec) file and exit, to start a spec of your own from it")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no diagnostics on stderr but warnings")
-	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to FILE (pprof format: go tool pprof FILE), also when Ctrl-C ends the run")
-	f.StringVar(&o.memProfile, "memprofile", "", "write a heap profile at the run's end to FILE (pprof format: go tool pprof FILE; -sample_index=alloc_space for every allocation)")
+	profiling.AddFlags(f, &o.cpuProfile, &o.memProfile)
 	cmd.SetUsageFunc(func(c *cobra.Command) error {
 		return experiment.Usage(c.OutOrStderr(), c.UseLine(), c.Example, c.LocalFlags())
 	})
@@ -103,10 +103,7 @@ func runRun(cmd *cobra.Command, o *runFlags) error {
 		_, err = cmd.OutOrStdout().Write(data)
 		return err
 	}
-	if err := e.CheckFiles(profiling.Targets(o.cpuProfile, o.memProfile)...); err != nil {
-		return err
-	}
-	prof, err := profiling.Start(o.cpuProfile, o.memProfile)
+	prof, err := profiling.Start(o.cpuProfile, o.memProfile, e.CheckFiles)
 	if err != nil {
 		return err
 	}
@@ -121,14 +118,10 @@ func runRun(cmd *cobra.Command, o *runFlags) error {
 		stopProgress = showProgress(cmd.ErrOrStderr(), p, 2*time.Second, time.Second)
 	}
 	start := time.Now()
-	res, err := experiment.Run(ctx, e, &experiment.FileSinks{Label: func(key string) string { return outputFlag(key) }})
+	res, err := experiment.Run(ctx, e, &experiment.FileSinks{Label: experiment.FlagOf})
 	stopProgress()
-	if res == nil {
-		prof.Abort()
-		return err
-	}
-	if perr := prof.Commit(); perr != nil {
-		return perr
+	if perr := prof.Finish(res != nil); res == nil || perr != nil {
+		return cmp.Or(perr, err)
 	}
 	wall := time.Since(start)
 	if werr := res.WriteJSON(cmd.OutOrStdout()); werr != nil {
@@ -145,16 +138,6 @@ func runRun(cmd *cobra.Command, o *runFlags) error {
 		return errInterrupted
 	}
 	return err
-}
-
-// outputFlag is the flag of an output key, for errors about the file.
-func outputFlag(key string) string {
-	for _, f := range experiment.Flags {
-		if f.Key == key {
-			return "--" + f.Name
-		}
-	}
-	return key
 }
 
 // showProgress rewrites one line on w every `every` after `delay`: the

@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"runtime/pprof"
 
+	"github.com/spf13/pflag"
+
 	"github.com/blis-sim/blis/internal/atomicfile"
 )
 
@@ -53,13 +55,18 @@ func checkPath(label, path string) error {
 }
 
 // Start opens the profiles' files (cpu or mem "": none) and starts the
-// CPU profile.
-func Start(cpu, mem string) (*Profiles, error) {
+// CPU profile, after checkFiles (the run's check of its outputs, which
+// must refuse these beside its own: an input, another output, a folder)
+// and its own refusal of paths that are not regular files.
+func Start(cpu, mem string, checkFiles func(extra ...atomicfile.Named) error) (*Profiles, error) {
 	p := &Profiles{}
 	for _, t := range Targets(cpu, mem) {
 		if err := checkPath(t.Label, t.Path); err != nil {
 			return nil, err
 		}
+	}
+	if err := checkFiles(Targets(cpu, mem)...); err != nil {
+		return nil, err
 	}
 	var err error
 	if cpu != "" {
@@ -78,6 +85,22 @@ func Start(cpu, mem string) (*Profiles, error) {
 		}
 	}
 	return p, nil
+}
+
+// AddFlags defines --cpuprofile and --memprofile on f.
+func AddFlags(f *pflag.FlagSet, cpu, mem *string) {
+	f.StringVar(cpu, "cpuprofile", "", "write a CPU profile of the run to FILE (pprof format: go tool pprof FILE), also when Ctrl-C ends the run")
+	f.StringVar(mem, "memprofile", "", "write a heap profile at the run's end to FILE (pprof format: go tool pprof FILE; -sample_index=alloc_space for every allocation)")
+}
+
+// Finish commits the profiles when the run printed a report (keep), else
+// discards them.
+func (p *Profiles) Finish(keep bool) error {
+	if !keep {
+		p.Abort()
+		return nil
+	}
+	return p.Commit()
 }
 
 // Abort stops the CPU profile and discards both files.
