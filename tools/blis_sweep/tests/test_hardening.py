@@ -398,9 +398,11 @@ def test_gepa_shows_each_failed_candidate_as_it_happens(blis, tmp_path, capsys):
     def bogus(prompt):
         return "```\n{type: bogus-router}\n```"
 
+    best = tmp_path / "best.yaml"
     assert _main(["gepa", "--policy", str(seed), "--workload", "bursty-traffic", "--blis-arg=--num-instances=2",
-                  "--horizon", "20", "--seeds", "1", "--max-metric-calls", "3", "--model", "m", "--blis", blis],
-                 reflection_lm=bogus) == 0
+                  "--horizon", "20", "--seeds", "1", "--max-metric-calls", "3", "--model", "m", "--blis", blis,
+                  "--out", str(best)], reflection_lm=bogus) == 0
+    assert yaml.safe_load(best.read_text()) == {"routing": {"type": "always-busiest"}}  # no better candidate
     err = capsys.readouterr().err
     assert 'gepa: candidate 1 on bursty-traffic scores 0: blis: --policy-config: candidate: routing.type: ' \
            'routing policy "bogus-router" is not a template' in err

@@ -211,29 +211,12 @@ def _search(ev: PolicyEvaluator, a, seed_candidate, workloads, reflection_lm) ->
           f"evaluations failed, {lm.calls - lm.ok} of {lm.calls} LM calls", file=sys.stderr)
     text = assemble_bundle(best)
     if a.out:
-        _write_atomic(a.out, text)
+        from ..sweep import _atomic_write
+
+        _atomic_write(a.out, text.encode())
     else:
         sys.stdout.write(text)
     return 0
-
-
-def _write_atomic(path: str, text: str) -> None:
-    import tempfile
-
-    if os.path.exists(path) and not os.path.isfile(path):  # a FIFO or a device: write into it
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-        return
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".tmp-", dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
 
 
 if __name__ == "__main__":

@@ -298,20 +298,24 @@ def _libc_prctl():
         return None
 
 
+def _proc_files(name: str):
+    """(pid, text of /proc/PID/``name``) for every process still there."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/{name}", "rb") as f:
+                    yield int(entry), f.read().decode("ascii", "replace")
+            except OSError:
+                continue
+
+
 def _proc_table() -> dict[int, tuple[int, str]]:
     """pid -> (parent pid, state) of every process (Linux /proc)."""
     table = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read().decode("ascii", "replace")
-        except OSError:
-            continue
+    for pid, stat in _proc_files("stat"):
         rest = stat.rsplit(")", 1)[-1].split()
         if len(rest) >= 2:
-            table[int(name)] = (int(rest[1]), rest[0])
+            table[pid] = (int(rest[1]), rest[0])
     return table
 
 
@@ -333,14 +337,7 @@ def _descendants(root: int) -> list[int]:
 def _user_tasks() -> int:
     """Processes and threads of this real user (what RLIMIT_NPROC counts)."""
     uid, n = os.getuid(), 0
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/status", "rb") as f:
-                text = f.read().decode("ascii", "replace")
-        except OSError:
-            continue
+    for _, text in _proc_files("status"):
         owner, threads = None, 1
         for line in text.splitlines():
             if line.startswith("Uid:"):
