@@ -7,6 +7,7 @@ import (
 
 	"github.com/blis-sim/blis/coefficients"
 	"github.com/blis-sim/blis/features"
+	"github.com/blis-sim/blis/internal/units"
 	"github.com/blis-sim/blis/physics"
 )
 
@@ -53,24 +54,17 @@ type LatencyModel interface {
 const (
 	// MaxDurationUs is 2^40 µs, about 12.7 days: no step or overhead of a
 	// real deployment comes near it.
-	MaxDurationUs int64 = 1 << 40
+	MaxDurationUs = units.MaxDurationUs
 	// MaxTimeUs is 2^61 µs, about 73,000 years.
-	MaxTimeUs int64 = 1 << 61
+	MaxTimeUs = units.MaxTimeUs
 )
 
-// ToUs rounds v µs to an integer with saturation: NaN and values beyond
-// ±2^62 become math.MaxInt64 or math.MinInt64, which the engine's clamp
-// and the setup checks (CheckLatency) see as out of range, instead of the
-// wrapped value a plain conversion gives.
-func ToUs(v float64) int64 {
-	switch {
-	case v != v || v >= 1<<62:
-		return math.MaxInt64
-	case v <= -(1 << 62):
-		return math.MinInt64
-	}
-	return int64(math.Round(v))
-}
+// ToUs rounds v µs to an integer with saturation (internal/units.Round):
+// NaN and values beyond int64's range become math.MaxInt64 or
+// math.MinInt64, which the engine's clamp and the setup checks
+// (CheckLatency) see as out of range, instead of the wrapped value a plain
+// conversion gives.
+func ToUs(v float64) int64 { return units.Round(v) }
 
 // overheadUs is an overhead in [0, MaxDurationUs] µs (CheckLatency refuses
 // models whose overheads pass the bound on the configuration).
