@@ -151,24 +151,24 @@ const (
 	//    tuning.cc's 25 µs NVLS latency.
 	// Over PCIe the low-latency protocol keeps the share of the simple
 	// protocol's bandwidth it has over NVLink (0.595 / 0.82).
-	ncclLLLatencyTP4Us   = 13.6
-	ncclLLShare          = 0.595
-	ncclLLHopUsNVLink    = 0.6
-	ncclLLHopUsPCIe      = 1.0
-	ncclSimpleBaseUs     = 8.4
-	ncclSimpleHopNVLink  = 3.4
-	ncclSimpleHopPCIe    = 5.7
-	ncclSimpleShareNV    = 0.82
-	ncclSimpleSharePCIe  = 0.55
-	ncclNVLSLatencyUs    = 25
-	ncclNVLSShare        = 0.61
+	ncclLLLatencyTP4Us  = 13.6
+	ncclLLShare         = 0.595
+	ncclLLHopUsNVLink   = 0.6
+	ncclLLHopUsPCIe     = 1.0
+	ncclSimpleBaseUs    = 8.4
+	ncclSimpleHopNVLink = 3.4
+	ncclSimpleHopPCIe   = 5.7
+	ncclSimpleShareNV   = 0.82
+	ncclSimpleSharePCIe = 0.55
+	ncclNVLSLatencyUs   = 25
+	ncclNVLSShare       = 0.61
 	// Between NVLink pairs a ring of more than two GPUs crosses PCIe, at
 	// 0.75 of its per-direction rate: the bus bandwidth Vidur measured for
 	// NCCL's all-reduce over four GPUs in two NVLink pairs, 48.7 GB/s on
 	// H100 (PCIe Gen5 x16, 64 GB/s) and 23.5 GB/s on A100 (Gen4 x16,
 	// 32 GB/s) at their largest messages (testdata/vidur/network/
 	// *_pairwise_nvlink), against 189 and 194 GB/s for two GPUs of one pair.
-	ncclCrossPairShare = 0.75
+	ncclCrossPairShare   = 0.75
 	customAllReduceMaxSz = 8 * mib // CustomAllreduce's max_size default
 )
 
