@@ -12,8 +12,8 @@ import (
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/deploy"
 	"github.com/blis-sim/blis/sim"
-	ss "github.com/blis-sim/blis/steady"
 	"github.com/blis-sim/blis/sim/workload"
+	ss "github.com/blis-sim/blis/steady"
 )
 
 // genSource streams blis run's default workload into a cluster one request

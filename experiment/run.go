@@ -165,7 +165,12 @@ func (e *Experiment) errAt(err error, keys ...string) error {
 
 // checkFiles refuses an output that is one of the run's inputs or
 // another output (internal/atomicfile.Check), before anything is written.
-func (e *Experiment) checkFiles() error {
+func (e *Experiment) checkFiles() error { return e.CheckFiles() }
+
+// CheckFiles is the run's check of its files (an output that is an input,
+// another output, a folder, or in a folder it cannot write) with extra
+// outputs the caller writes beside the run's own (blis run's profiles).
+func (e *Experiment) CheckFiles(extra ...atomicfile.Named) error {
 	var in []atomicfile.Named
 	for i, p := range e.Deployment.Pools {
 		s := p.Instance
@@ -193,7 +198,7 @@ func (e *Experiment) checkFiles() error {
 	} {
 		out = append(out, atomicfile.Named{Label: e.label(k.key), Path: k.path})
 	}
-	return atomicfile.Check(in, out)
+	return atomicfile.Check(in, append(out, extra...))
 }
 
 // env is what the policies need to know of the experiment.

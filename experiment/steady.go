@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/blis-sim/blis/internal/units"
 	"github.com/blis-sim/blis/sim"
 	"github.com/blis-sim/blis/sim/workload"
 	"github.com/blis-sim/blis/steady"
@@ -90,7 +91,7 @@ func (r *runner) collector(ids []string) *steady.Collector {
 // horizonUs is the run's horizon, µs: run.horizon_s, and for a run sized
 // by precision its time cap (0: none).
 func (e *Experiment) horizonUs() int64 {
-	h := int64(math.Round(e.Run.HorizonS * 1e6))
+	h := units.SecondsToUs(e.Run.HorizonS)
 	if e.Run.Precision > 0 && (h == 0 || e.Run.MaxSimTimeUs < h) {
 		h = e.Run.MaxSimTimeUs
 	}

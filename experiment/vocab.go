@@ -13,6 +13,7 @@ import (
 	"github.com/blis-sim/blis/deploy"
 	"github.com/blis-sim/blis/policy"
 	"github.com/blis-sim/blis/sim"
+	"github.com/blis-sim/blis/sim/workload"
 )
 
 // Flag is one of blis run's flags: the experiment key it sets, so that
@@ -78,10 +79,10 @@ var Flags = []Flag{
 	{Name: "prefix-tokens", Key: "workload.synthetic.prefix_tokens", Type: "int", Default: "512", Help: "tokens of each group's shared prefix"},
 	{Name: "prefix-fraction", Key: "workload.synthetic.prefix_fraction", Type: "float", Default: "0.5", Help: "share of requests that start with a group prefix, in [0, 1]"},
 	{Name: "replay", Key: "workload.replay.path", Type: "string", Help: "replay arrivals and lengths from a trace: calibrate ingest's requests.parquet (or its directory), a CSV, or an imported trace (see --replay-format); overrides the synthetic workload"},
-	{Name: "replay-format", Key: "workload.replay.format", Type: "string", Default: "auto", Help: "format of the --replay file (auto: Parquet by magic or extension, an imported trace by content, else CSV)"},
+	{Name: "replay-format", Key: "workload.replay.format", Type: "string", Default: "auto", Help: "format of the --replay file: " + strings.Join(workload.ReplayFormats(), ", ") + " (auto: Parquet by magic or extension, an imported trace by content, else CSV)"},
 	{Name: "strict", Key: "workload.replay.strict", Type: "bool", Default: "false", Help: "--replay: fail on the first unreadable row instead of skipping it (skips are counted in the output's replay report)"},
 	{Name: "workload-spec", Key: "workload.spec_file", Type: "string", Cluster: true, Help: "workload spec YAML: tenants, SLO classes, arrival processes, load profile, sessions, closed loop (docs/workloads.md); runs as a cluster (1 instance by default) and reports SLO attainment per class and tenant"},
-	{Name: "scenario", Key: "workload.scenario", Type: "string", Cluster: true, Help: "built-in workload spec (docs/workloads.md)"},
+	{Name: "scenario", Key: "workload.scenario", Type: "string", Cluster: true, Help: "built-in workload spec: " + strings.Join(workload.Scenarios(), ", ") + " (docs/workloads.md); or built-in experiment (a deployment, a workload and policies, which flags and --set then change): " + strings.Join(Scenarios(), ", ") + " (docs/autoscaling.md, docs/disaggregation.md)"},
 
 	// The run.
 	{Name: "seed", Key: "run.seed", Type: "int", Default: "42", Help: "random seed: the same seed and inputs give byte-identical output"},

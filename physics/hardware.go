@@ -106,6 +106,9 @@ func ParseHardwareSpec(data []byte, source string) (HardwareSpec, error) {
 	// Strict like the coefficient loader: encoding/json matches keys
 	// case-insensitively and ignores unknown ones, so a misspelt key
 	// ("tflops_peak", "memory_GiB") would silently read as 0 or be lost.
+	if k, dup := duplicateKey(data); dup {
+		return HardwareSpec{}, fieldErr(source, k, "given twice (which value holds is not for the reader to guess)")
+	}
 	var keys map[string]json.RawMessage
 	if err := json.Unmarshal(data, &keys); err == nil {
 		known := jsonKeys(reflect.TypeOf(HardwareSpec{}))

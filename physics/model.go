@@ -172,6 +172,9 @@ func ParseModelConfig(data []byte, source string) (ModelSpec, error) {
 // configs, and quantized weights without an explicit bytes_per_param.
 func decodeHFConfig(data []byte, source string) (*hfConfig, error) {
 	var c hfConfig
+	if k, dup := duplicateKey(data); dup {
+		return nil, fieldErr(source, k, "given twice (which value holds is not for the reader to guess)")
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&c); err != nil {
 		var te *json.UnmarshalTypeError

@@ -263,6 +263,9 @@ func FuzzParseModelConfig(f *testing.F) {
 		if err != nil {
 			return
 		}
+		if k, dup := duplicateKey(data); dup {
+			t.Fatalf("accepted a config that names %q twice", k)
+		}
 		if verr := m.Validate(); verr != nil {
 			t.Fatalf("accepted an invalid spec: %v", verr)
 		}
@@ -294,6 +297,9 @@ func FuzzParseHardwareSpec(f *testing.F) {
 		if err != nil {
 			return
 		}
+		if k, dup := duplicateKey(data); dup {
+			t.Fatalf("accepted a spec that names %q twice", k)
+		}
 		if verr := h.Validate(); verr != nil {
 			t.Fatalf("accepted an invalid spec: %v", verr)
 		}
@@ -316,4 +322,31 @@ func FuzzParseHardwareSpec(f *testing.F) {
 			t.Fatalf("round trip changed %+v into %+v (%v)", h, back, err)
 		}
 	})
+}
+
+// TestDuplicateKeysRefused: a hardware spec or model config that names a
+// key twice is refused naming the file and the key (encoding/json would
+// keep the last copy silently: a gemm_tflops of 726.4 then 1 ran at 1
+// TFLOP/s). Keys match as encoding/json matches them, case-insensitively.
+func TestDuplicateKeysRefused(t *testing.T) {
+	hw := `{"TFlopsPeak":989.4,"BwPeakTBs":3.35,"pcie_bandwidth_gb_s":64,"gemm_tflops":726.4%s}`
+	_, err := ParseHardwareSpec([]byte(strings.Replace(hw, "%s", "", 1)), "gpu.json")
+	require.NoError(t, err)
+	for _, tc := range []struct{ extra, key string }{
+		{`,"gemm_tflops":1`, "gemm_tflops"},
+		{`,"sources":["a"],"sources":["b"]`, "sources"},
+		{`,"TFlopsPeak":989.4`, "TFlopsPeak"},
+	} {
+		_, err := ParseHardwareSpec([]byte(strings.Replace(hw, "%s", tc.extra, 1)), "gpu.json")
+		require.Error(t, err, tc.extra)
+		assert.Contains(t, err.Error(), "gpu.json")
+		assert.Contains(t, err.Error(), `"`+tc.key+`"`)
+		assert.Contains(t, err.Error(), "twice")
+	}
+	_, err = ParseModelConfig([]byte(strings.Replace(llamaLike, `"hidden_size":4096,`, `"hidden_size":4096, "HIDDEN_SIZE": 8192,`, 1)), "config.json")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `config.json: field "HIDDEN_SIZE": given twice`)
+	// A repeated key inside a nested object is not a top-level duplicate.
+	_, err = ParseModelConfig([]byte(strings.Replace(llamaLike, `"hidden_size":4096,`, `"hidden_size":4096, "rope_scaling": {"a": 1, "b": {"a": 2}},`, 1)), "config.json")
+	require.NoError(t, err)
 }

@@ -3,6 +3,8 @@ package sweep
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -164,4 +166,17 @@ func quoteArgs(args []string) []string {
 		}
 	}
 	return out
+}
+
+// AddFile carries the input file path of flag (config, grid, ...) in
+// the Job's ConfigMap and passes it to blis sweep by its name there.
+func (j *K8sJob) AddFile(flag, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	name := flag + "-" + filepath.Base(path)
+	j.Files = append(j.Files, K8sFile{Name: name, Data: data})
+	j.Args = append(j.Args, "--"+flag, name)
+	return nil
 }

@@ -27,15 +27,7 @@ func newCapacityCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "capacity",
 		Short: "Find the highest arrival rate, or the fewest instances, that meets an SLO target",
-		Long: `capacity searches one experiment key (--search) between --min and --max
-for the edge of a target on a metric column of blis sweep's table
-(--target realtime_slo_attainment>=0.99, ttft_p99_ms<=500): the highest
-value that meets it (--find max: workload.rate_scale, a rate) or the lowest
-(--find min: deployment.pools[0].replicas). It bisects, each value run
-with --seeds seeds (the point's run.seed + k) and judged by the metric's
-mean over them, assuming the metric moves one way with the key; it prints
-the answer, its bracket and every run as JSON on stdout. The exit status
-is 2 when no value in the range meets the target. docs/sweeps.md.`,
+		Long:  help("capacity"),
 		Example: `  blis capacity --scenario mixed-slo --routing-policy least-loaded \
       --search deployment.pools[0].replicas --min 1 --max 4 --target realtime_slo_attainment>=0.98
   blis capacity --config exp.yaml --search workload.rate_scale --min 0.25 --max 4 --target interactive_slo_attainment>=0.99`,
@@ -56,7 +48,7 @@ is 2 when no value in the range meets the target. docs/sweeps.md.`,
 	f.IntVar(&o.seeds, "seeds", 3, "seeds per value; the metric's mean over them decides")
 	f.Float64Var(&o.resolution, "resolution", 0, "stop when the bracket is this narrow (0: a hundredth of the range; whole-number keys stop at 1)")
 	f.IntVar(&o.workers, "workers", 0, "runs at once (0: one per CPU); the answer is the same for any value")
-	addExperimentFlags(f, sweepFlag)
+	experiment.AddFlags(f, sweepFlag)
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no diagnostics on stderr")
 	for _, name := range []string{"search", "target", "min", "max"} {
 		_ = cmd.MarkFlagRequired(name)
@@ -75,9 +67,8 @@ func runCapacity(cmd *cobra.Command, o *capacityFlags) error {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	flags := experimentFlags(cmd)
 	res, err := sweep.Capacity(ctx, sweep.CapacitySpec{
-		Base: func() (*experiment.Draft, error) { return draft(flags, &o.runFlags) },
+		Base: o.inputs(cmd.Flags(), sweepOwn).Draft,
 		Key:  o.key, Min: o.min, Max: o.max, Find: o.find, Target: target, Seeds: o.seeds, Precision: o.resolution, Workers: o.workers,
 		OnEval: func(ev sweep.Evaluation) {
 			verdict := "misses"

@@ -5,14 +5,12 @@
 package main
 
 import (
+	"embed"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/spf13/cobra"
-
-	"github.com/blis-sim/blis/physics"
 )
 
 func main() {
@@ -31,15 +29,9 @@ func main() {
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
-		Use:   "blis",
-		Short: "Simulate vLLM serving before you buy the GPUs",
-		Long: `blis is a deterministic discrete-event simulator of vLLM instances, alone
-or as a cluster behind admission and a router (see docs/cluster.md). Its
-latency models are the physics-normalized model fitted by calibrate, an
-analytical roofline, or a blackbox regression.
-
-Results go to stdout as JSON and are byte-identical for the same inputs and
---seed; diagnostics go to stderr. See docs/simulator.md.`,
+		Use:           "blis",
+		Short:         "Simulate vLLM serving before you buy the GPUs",
+		Long:          help("blis"),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -49,16 +41,16 @@ Results go to stdout as JSON and are byte-identical for the same inputs and
 	return root
 }
 
-// printModelNotes shows on stderr where a model config left a value out
-// and it was assumed (physics.ModelSpec.Notes), each note once.
-func printModelNotes(stderr io.Writer, models ...physics.ModelSpec) {
-	seen := map[string]bool{}
-	for _, m := range models {
-		for _, n := range m.Notes {
-			if !seen[n] {
-				seen[n] = true
-				fmt.Fprintln(stderr, "blis: note:", n)
-			}
-		}
+// The commands' long descriptions, prose kept beside the code.
+//
+//go:embed help/*.txt
+var helpFS embed.FS
+
+// help is the long description of command name (help/NAME.txt).
+func help(name string) string {
+	b, err := helpFS.ReadFile("help/" + name + ".txt")
+	if err != nil {
+		panic(err) // embedded at build time
 	}
+	return string(b)
 }

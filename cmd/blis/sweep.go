@@ -3,13 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/blis-sim/blis/experiment"
 	"github.com/blis-sim/blis/internal/atomicfile"
+	"github.com/blis-sim/blis/internal/plotcanvas"
 	"github.com/blis-sim/blis/sweep"
 )
 
@@ -37,18 +36,7 @@ func newSweepCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sweep",
 		Short: "Run an experiment over a grid of keys and seeds: one table, one figure",
-		Long: `sweep runs the product of a grid (dotted experiment keys, each with a list
-of values) over a base experiment (--config and blis run's flags), with
---seeds seeds per point, on --workers cores, and writes one row per run
-(the swept keys, the seed, the headline metrics) as CSV or Parquet, with
-the same bytes whatever the worker count. A run that fails is a row with
-its error and the sweep goes on; the exit status is then 100 + the failed
-runs (at most 199). docs/sweeps.md describes the grid file, the columns,
-sharding (--shard, Ray, Kubernetes) and resuming.
-
-The grid: --grid FILE, and --set KEY=V1,V2,... (a list is swept; one
-value is set, as in blis run). Points run in grid order, the first key
-slowest; seed k of a point is its run.seed + k.`,
+		Long:  help("sweep"),
 		Example: `  blis sweep --scenario mixed-slo --routing-policy least-loaded \
       --set deployment.pools[0].replicas=1,2,3 --set workload.rate_scale=0.5,1,2 --seeds 3 \
       --out table.csv --plot attainment.png
@@ -80,7 +68,7 @@ slowest; seed k of a point is its run.seed + k.`,
 	f.StringVar(&o.image, "image", "", "k8s-indexed-job: an image with blis on its PATH")
 	f.StringVar(&o.jobName, "job-name", "blis-sweep", "k8s-indexed-job: the Job's name")
 	f.StringVar(&o.claim, "claim", "blis-sweep-results", "k8s-indexed-job: the volume claim the shards' tables are written to (/out)")
-	addExperimentFlags(f, sweepFlag)
+	experiment.AddFlags(f, sweepFlag)
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress or diagnostics on stderr but warnings")
 	return cmd
 }
@@ -118,8 +106,8 @@ func sweepSpec(cmd *cobra.Command, o *sweepFlags) (sweep.Spec, error) {
 		}
 		g = *gp
 	}
-	base := o.runFlags
-	base.sets = nil
+	base := o.inputs(cmd.Flags(), sweepOwn)
+	base.Sets = nil // the grid's
 	for _, s := range o.sets {
 		key, values, err := sweep.ParseSet(s)
 		if err != nil {
@@ -133,21 +121,13 @@ func sweepSpec(cmd *cobra.Command, o *sweepFlags) (sweep.Spec, error) {
 	if cmd.Flags().Changed("seeds") {
 		seeds = o.seeds
 	}
-	flags := experimentFlags(cmd)
-	return sweep.Spec{Base: func() (*experiment.Draft, error) { return draft(flags, &base) }, Grid: g, Seeds: seeds, Workers: o.workers}, nil
+	return sweep.Spec{Base: base.Draft, Grid: g, Seeds: seeds, Workers: o.workers}, nil
 }
 
-// experimentFlags are cmd's flags but --workers, the sweep's own, which
-// blis run's flags would read as run.workers.
-func experimentFlags(cmd *cobra.Command) *pflag.FlagSet {
-	fs := pflag.NewFlagSet(cmd.Name(), pflag.ContinueOnError)
-	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		if f.Name != "workers" {
-			fs.AddFlag(f)
-		}
-	})
-	return fs
-}
+// sweepOwn are a sweep's (and capacity search's) own flags that blis
+// run's flags would read as experiment keys: --workers is the runs at
+// once, not run.workers.
+var sweepOwn = map[string]bool{"workers": true}
 
 func runSweep(cmd *cobra.Command, o *sweepFlags) error {
 	spec, err := sweepSpec(cmd, o)
@@ -161,7 +141,7 @@ func runSweep(cmd *cobra.Command, o *sweepFlags) error {
 	switch o.emit {
 	case "":
 	case "plan":
-		return emitPlan(cmd.OutOrStdout(), plan)
+		return plan.WritePlan(cmd.OutOrStdout())
 	case "k8s-indexed-job":
 		return emitJob(cmd, o)
 	default:
@@ -183,9 +163,8 @@ func runSweep(cmd *cobra.Command, o *sweepFlags) error {
 	}
 	var plotFormat string
 	if o.plot != "" {
-		plotFormat = strings.TrimPrefix(strings.ToLower(filepath.Ext(o.plot)), ".")
-		if !strings.Contains(" "+strings.Join(sweep.PlotFormats, " ")+" ", " "+plotFormat+" ") {
-			return fmt.Errorf("--plot %s: a figure is .png, .svg or .pdf", o.plot)
+		if plotFormat, err = plotcanvas.FormatOf("--plot", o.plot); err != nil {
+			return err
 		}
 	}
 	fig := plan.DefaultFigure()
@@ -275,27 +254,6 @@ func runSweep(cmd *cobra.Command, o *sweepFlags) error {
 	return nil
 }
 
-func emitPlan(w io.Writer, p *sweep.Plan) error {
-	type col struct {
-		Name string `json:"name"`
-		Type string `json:"type"`
-		Unit string `json:"unit,omitempty"`
-	}
-	v := struct {
-		Points  int   `json:"points"`
-		Seeds   int   `json:"seeds"`
-		Runs    int   `json:"runs"`
-		Cluster bool  `json:"forced_cluster,omitempty"`
-		Columns []col `json:"columns"`
-	}{Points: p.Points, Seeds: p.Seeds, Runs: p.Runs, Cluster: p.Cluster}
-	for _, c := range p.Columns {
-		v.Columns = append(v.Columns, col{c.Name, c.Kind.String(), c.Unit})
-	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
 // emitJob writes the Indexed Job running this sweep's shards: the
 // arguments given, input files carried in its ConfigMap by base name.
 func emitJob(cmd *cobra.Command, o *sweepFlags) error {
@@ -311,10 +269,7 @@ func emitJob(cmd *cobra.Command, o *sweepFlags) error {
 		switch {
 		case err != nil || skip[f.Name]:
 		case files[f.Name]:
-			data, rerr := os.ReadFile(f.Value.String())
-			name := f.Name + "-" + filepath.Base(f.Value.String())
-			job.Files, err = append(job.Files, sweep.K8sFile{Name: name, Data: data}), rerr
-			job.Args = append(job.Args, "--"+f.Name, name)
+			err = job.AddFile(f.Name, f.Value.String())
 		case f.Value.Type() == "stringArray":
 			vals, _ := cmd.Flags().GetStringArray(f.Name)
 			for _, v := range vals {

@@ -18,6 +18,8 @@ package plotcanvas
 
 import (
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -67,3 +69,13 @@ func New(format string, w, h vg.Length) (vg.CanvasWriterTo, error) {
 
 // Pixels is the length of n PNG pixels.
 func Pixels(n int) vg.Length { return vg.Length(n) * vg.Inch / DPI }
+
+// FormatOf is the figure format of path, by its extension (one of
+// Formats), or an error naming flag and path.
+func FormatOf(flag, path string) (string, error) {
+	ext := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
+	if !slices.Contains(Formats, ext) {
+		return "", fmt.Errorf("%s %s: a figure is .png, .svg or .pdf", flag, path)
+	}
+	return ext, nil
+}
