@@ -465,13 +465,20 @@ func (c *Sim) NextEventUs() (int64, bool) {
 			t, ok = at, true
 		}
 	}
-	// The fleet's events (evaluations, lifecycles, node releases) matter
-	// only while there is work: once every request is gone and none is to
-	// come, the run is over, whatever the autoscalers would still do.
-	if at, has := c.fl.next(); has && (ok || c.fl.nHeld > 0) && (!ok || at < t) {
+	if at, has := c.pdTransferNext(); has && (!ok || at < t) {
 		t, ok = at, true
 	}
-	if at, has := c.pdNext(); has && (!ok || at < t) {
+	// The fleet's events (evaluations, lifecycles, node releases) and the
+	// abort timeouts of prefill copies matter only while there is work:
+	// once every request is gone and none is to come, the run is over,
+	// whatever the autoscalers would still do, and a copy no decode
+	// instance will pull no longer holds it up. (A request can wait with
+	// no event of its own: for blocks a copy's timeout frees.)
+	work := ok || (c.fl != nil && c.fl.nHeld > 0) || c.anyInFlight()
+	if at, has := c.fl.next(); has && work && (!ok || at < t) {
+		t, ok = at, true
+	}
+	if at, has := c.pdTimerNext(); has && work && (!ok || at < t) {
 		t, ok = at, true
 	}
 	return t, ok
@@ -547,8 +554,7 @@ func (c *Sim) Step() error {
 			continue
 		}
 		if at, ok := c.pdNext(); ok && at == t {
-			c.pdHandle()
-			active = true
+			active = c.pdHandle() || active
 			continue
 		}
 		if at, ok := c.fl.next(); ok && at == t {
@@ -949,6 +955,16 @@ func (c *Sim) checkFreshness() {
 			}
 		}
 	}
+}
+
+// anyInFlight says whether a request routed to an instance has not left.
+func (c *Sim) anyInFlight() bool {
+	for _, n := range c.inflight {
+		if n != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func anyTrue(b []bool) bool {

@@ -168,6 +168,9 @@ func (r *runner) clusterDiagnostics(m *cluster.Result, rep *workload.ReplayRepor
 			first = f
 		}
 	}
+	if pd := m.Disaggregation; pd != nil && pd.TransfersClamped > 0 {
+		r.warn("%d KV transfers would have taken longer than %d µs (2^40) and were cut to it (disaggregation.transfers_clamped): a link of almost no bandwidth (deployment.network)", pd.TransfersClamped, sim.MaxDurationUs)
+	}
 	r.skipped(rep)
 	r.tooLong(rq.RejectedTooLong, first, rep)
 	r.raised(gen)

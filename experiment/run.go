@@ -16,6 +16,7 @@ import (
 	"github.com/blis-sim/blis/cluster/windowplot"
 	"github.com/blis-sim/blis/deploy"
 	"github.com/blis-sim/blis/internal/atomicfile"
+	"github.com/blis-sim/blis/internal/units"
 	"github.com/blis-sim/blis/policy"
 	"github.com/blis-sim/blis/sim"
 	"github.com/blis-sim/blis/sim/simtrace"
@@ -165,7 +166,12 @@ func (e *Experiment) errAt(err error, keys ...string) error {
 
 // checkFiles refuses an output that is one of the run's inputs or
 // another output (internal/atomicfile.Check), before anything is written.
-func (e *Experiment) checkFiles() error {
+func (e *Experiment) checkFiles() error { return e.CheckFiles() }
+
+// CheckFiles is the run's check of its files (an output that is an input,
+// another output, a folder, or in a folder it cannot write) with extra
+// outputs the caller writes beside the run's own (blis run's profiles).
+func (e *Experiment) CheckFiles(extra ...atomicfile.Named) error {
 	var in []atomicfile.Named
 	for i, p := range e.Deployment.Pools {
 		s := p.Instance
@@ -193,7 +199,7 @@ func (e *Experiment) checkFiles() error {
 	} {
 		out = append(out, atomicfile.Named{Label: e.label(k.key), Path: k.path})
 	}
-	return atomicfile.Check(in, out)
+	return atomicfile.Check(in, append(out, extra...))
 }
 
 // env is what the policies need to know of the experiment.
@@ -384,7 +390,7 @@ func (r *runner) instance(ctx context.Context) error {
 	}
 	r.notes([]*deploy.Instance{in}, []string{d.Pools[0].Name})
 	cfg := in.Config
-	cfg.Options = sim.Options{HorizonUs: int64(math.Round(e.Run.HorizonS * 1e6)), Exhaustive: e.Run.DebugInvariants, RecordRequests: e.Run.PerRequest}
+	cfg.Options = sim.Options{HorizonUs: units.SecondsToUs(e.Run.HorizonS), Exhaustive: e.Run.DebugInvariants, RecordRequests: e.Run.PerRequest}
 	var src sim.Source
 	var gen *workload.Stream
 	var rep *workload.ReplayReport
@@ -479,7 +485,7 @@ func (r *runner) cluster(ctx context.Context) error {
 	}
 	r.notes(built.Pools, names)
 	cfg := built.Config
-	cfg.HorizonUs = int64(math.Round(e.Run.HorizonS * 1e6))
+	cfg.HorizonUs = units.SecondsToUs(e.Run.HorizonS)
 	cfg.RecordRequests = e.Run.PerRequest
 	cfg.CounterfactualK = e.Run.CounterfactualK
 	if err := r.analysis(&cfg); err != nil {

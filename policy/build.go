@@ -2,13 +2,13 @@ package policy
 
 import (
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/blis-sim/blis/cluster/admit"
 	"github.com/blis-sim/blis/cluster/autoscale"
 	"github.com/blis-sim/blis/cluster/disagg"
 	"github.com/blis-sim/blis/cluster/route"
+	"github.com/blis-sim/blis/internal/units"
 	"github.com/blis-sim/blis/sim"
 )
 
@@ -166,7 +166,7 @@ func (s Section) Priority(env Env) (sim.PriorityPolicy, error) {
 		}
 	}
 	if s.Has("default_budget_ms") {
-		def := int64(math.Round(s.Float("default_budget_ms") * 1e3))
+		def := units.MsToUs(s.Float("default_budget_ms"))
 		for c := range p.DeadlineUs {
 			switch {
 			case env.TTFTUs[c] > 0:
@@ -200,7 +200,7 @@ func (s Section) Autoscale() (Autoscaler, error) {
 	if s.Type == "none" {
 		return Autoscaler{}, nil
 	}
-	us := func(name string) int64 { return int64(math.Round(s.Float(name) * 1e6)) }
+	us := func(name string) int64 { return units.SecondsToUs(s.Float(name)) }
 	a := Autoscaler{IntervalUs: max(1, us("interval_s"))}
 	metric := func() autoscale.Metric { m, _ := autoscale.ParseMetric(s.String("metric")); return m }
 	switch s.Type {
