@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/blis-sim/blis/cluster/admit"
@@ -10,6 +9,7 @@ import (
 	"github.com/blis-sim/blis/cluster/disagg"
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/internal/clip"
+	"github.com/blis-sim/blis/internal/units"
 	"github.com/blis-sim/blis/sim"
 )
 
@@ -167,7 +167,7 @@ func (s Section) Priority(env Env) (sim.PriorityPolicy, error) {
 		}
 	}
 	if s.Has("default_budget_ms") {
-		def := int64(math.Round(s.Float("default_budget_ms") * 1e3))
+		def := units.MsToUs(s.Float("default_budget_ms"))
 		for c := range p.DeadlineUs {
 			switch {
 			case env.TTFTUs[c] > 0:
@@ -201,7 +201,7 @@ func (s Section) Autoscale() (Autoscaler, error) {
 	if s.Type == "none" {
 		return Autoscaler{}, nil
 	}
-	us := func(name string) int64 { return int64(math.Round(s.Float(name) * 1e6)) }
+	us := func(name string) int64 { return units.SecondsToUs(s.Float(name)) }
 	a := Autoscaler{IntervalUs: max(1, us("interval_s"))}
 	metric := func() autoscale.Metric { m, _ := autoscale.ParseMetric(s.String("metric")); return m }
 	switch s.Type {
