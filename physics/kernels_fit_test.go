@@ -620,17 +620,24 @@ func TestKernelConstantsFitTheProfiles(t *testing.T) {
 // its <!-- name --> and <!-- /name --> lines, or with -update writes it.
 func rewriteSpecBlock(t *testing.T, name, content, cmd string) {
 	t.Helper()
-	path := "../docs/physics-spec.md"
+	rewriteDocBlock(t, "../docs/physics-spec.md", name, content, cmd)
+}
+
+// rewriteDocBlock checks that the doc at path holds content between its
+// <!-- name --> and <!-- /name --> lines, or with -update writes it there;
+// stale, the test fails naming cmd, the command that regenerates it.
+func rewriteDocBlock(t *testing.T, path, name, content, cmd string) {
+	t.Helper()
 	begin, end := "<!-- "+name+" -->\n", "<!-- /"+name+" -->\n"
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	s := string(data)
 	i, j := strings.Index(s, begin), strings.Index(s, end)
-	require.True(t, i >= 0 && j > i, "docs/physics-spec.md has no %q ... %q markers", strings.TrimSpace(begin), strings.TrimSpace(end))
+	require.True(t, i >= 0 && j > i, "%s has no %q ... %q markers", path, strings.TrimSpace(begin), strings.TrimSpace(end))
 	want := s[:i+len(begin)] + content + s[j:]
 	if *updateDocs {
 		require.NoError(t, os.WriteFile(path, []byte(want), 0o644))
 		return
 	}
-	require.Equal(t, want, s, "docs/physics-spec.md's %s is stale: %s", name, cmd)
+	require.Equal(t, want, s, "%s's %s is stale: %s", path, name, cmd)
 }
