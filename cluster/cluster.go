@@ -334,6 +334,9 @@ func (c *Sim) arrive(spec *sim.RequestSpec) {
 		return
 	}
 	c.agg.admitted++
+	if c.agg.col != nil {
+		c.agg.col.Arrive(c.now)
+	}
 	if c.adObs != nil {
 		c.admitted[spec.ID] = *spec
 	}
@@ -447,6 +450,9 @@ func (c *Sim) route(spec *sim.RequestSpec) {
 	c.an.routed(c, i, spec)
 	c.router.Routed(&c.req, i)
 	c.inflight[i]++
+	if c.agg.col != nil {
+		c.agg.col.Route(c.now, i)
+	}
 	if c.pd != nil {
 		c.pdUnmask()
 		if c.pdSplit(spec, i) {
@@ -523,7 +529,7 @@ func (c *Sim) complete(i int, d *sim.Completion, at int64) {
 	}
 	c.poolFinished(i, d)
 	c.an.completed(c, d)
-	c.agg.left(i, c.ids[i], d)
+	c.agg.left(i, c.ids[i], d, at)
 	if c.armed != nil {
 		delete(c.armed, d.ID)
 	}

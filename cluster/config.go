@@ -7,6 +7,7 @@ import (
 	"github.com/blis-sim/blis/cluster/admit"
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/sim"
+	ss "github.com/blis-sim/blis/steady"
 )
 
 // Instance is one instance of the cluster.
@@ -89,6 +90,11 @@ type Config struct {
 	// KVStore, when not nil, is a KV store the instances with a store
 	// link share (kvstore.go).
 	KVStore *KVStore
+	// Analysis, when not nil, is told of every arrival, routing, departure
+	// and completed request, stops the run where its stopping rule says
+	// (at a checkpoint: a horizon), and its report is the result's
+	// Stability and SteadyState (package steady; steady.go).
+	Analysis *ss.Collector
 }
 
 // Source supplies the requests. Arrival times must not decrease and never

@@ -192,6 +192,11 @@ func (c *Sim) RunContext(ctx context.Context) (*Result, error) {
 		// the previous one's departures are pending, as its bounding event
 		// is still ahead.)
 		settled := at >= c.windowEnd
+		// A checkpoint of the output analysis's stopping rule (Config.Analysis),
+		// where a stop is a horizon just before at, as a cancellation's.
+		if col := c.agg.col; col != nil && settled && col.Due() && col.Check(at) {
+			break
+		}
 		if done != nil && settled && iter >= checkAt {
 			checkAt = iter + ctxCheckEvery
 			if stopped = ctx.Err(); stopped != nil {
