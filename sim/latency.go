@@ -176,11 +176,12 @@ func DefaultRoofline(cfg *physics.PhysicsConfig) *Roofline {
 		// default before cards had one.
 		ComputeEfficiency:    DefaultComputeEfficiency,
 		BandwidthEfficiency:  DefaultBandwidthEfficiency,
-		StepOverheadUs:       900,
-		PerRequestOverheadUs: 4,
+		StepOverheadUs:       160,
+		PerRequestOverheadUs: 0,
 		Collectives:          cfg.Hardware.Collectives(),
 		TransferBaseUs:       50,
 		Overheads:            DefaultOverheads(),
+		Kernels:              true,
 	}
 	m.resolvePlan()
 	return m
@@ -202,11 +203,20 @@ const (
 	DefaultBandwidthEfficiency = 0.8
 )
 
-// DefaultOverheads are request-level overheads of a vLLM API server for a
-// short prompt, estimates used by the roofline and as a blackbox default.
+// DefaultOverheads are request-level overheads of a vLLM API server, used
+// by the roofline and as a blackbox default: 1.2 ms of request handling
+// (an estimate) plus the prompt's tokenization, 1.9 µs a token (a
+// HuggingFace fast tokenizer encoding 22,000 tokens in 41.7 ms on one
+// thread, ModelTC/LightLLM pull 1258; "a few hundred milliseconds" for
+// 256K tokens in vLLM pull 10635); 0.4 ms + 1.5 µs per output token from
+// the last token to the response's end (estimates).
 func DefaultOverheads() coefficients.Overheads {
-	return coefficients.Overheads{ArrivalBaseUs: 1200, ArrivalPerPromptTokenUs: 0.08, DepartureBaseUs: 400, DeparturePerOutputTokenUs: 1.5}
+	return coefficients.Overheads{ArrivalBaseUs: 1200, ArrivalPerPromptTokenUs: DefaultTokenizeUsPerToken, DepartureBaseUs: 400, DeparturePerOutputTokenUs: 1.5}
 }
+
+// DefaultTokenizeUsPerToken is the API server's tokenization time per
+// prompt token, µs (DefaultOverheads).
+const DefaultTokenizeUsPerToken = 1.9
 
 // Validate checks the efficiencies and overheads.
 func (m *Roofline) Validate() error {
@@ -301,8 +311,13 @@ func (m *Roofline) kernelSeconds(in *features.BetaInput, tokens, sampled, fc, bw
 		if sh := float64(md.SharedExpertIntermediateSize); sh > 0 {
 			layer += k.GEMMSeconds(tokens, float64(md.NMLPProj-1)*sh/tp, hd, b) + k.GEMMSeconds(tokens, hd, sh/tp, b)
 		}
-		expertFlops := float64(md.NumLayers) * tokens * float64(md.NMLPProj) * 2 * hd * float64(md.IntermediateSize) * float64(md.TopK)
-		experts = math.Max(expertFlops/fc, (c.ExpertWeightBytesEP(in.ScheduledTokens)-c.WeightBytesNonExpert)/bw)
+		// The routed experts: vLLM's fused MoE kernel over the experts the
+		// step's tokens touch on this rank (under expert parallelism, those
+		// the data-parallel group's tokens touch among the rank's own).
+		L := float64(md.NumLayers)
+		flops := tokens * float64(md.NMLPProj) * 2 * hd * float64(md.IntermediateSize) * float64(md.TopK) / tp
+		weights := (c.ExpertWeightBytesEP(in.ScheduledTokens) - c.WeightBytesNonExpert) / (L * tp)
+		experts = L * k.FusedMoESeconds(weights, flops)
 	} else {
 		inter := float64(md.IntermediateSize)
 		layer += k.GEMMSeconds(tokens, float64(md.NMLPProj-1)*inter/tp, hd, b) + k.GEMMSeconds(tokens, hd, inter/tp, b)

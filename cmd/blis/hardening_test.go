@@ -199,7 +199,7 @@ func TestOverloadIsSaid(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--rate", "30"}, `warning: overloaded: requests arrived at 30.1 per second but the instance served 20.6 per second (68 % of the offered load)`},
+		{[]string{"--rate", "30"}, `warning: overloaded: requests arrived at 30.1 per second but the instance served 21.2 per second (71 % of the offered load)`},
 		{[]string{"--num-instances", "2", "--rate", "60", "--requests", "2000"}, "but the 2 instances served"},
 		{[]string{"--requests", "300"}, ""},
 		{[]string{"--requests", "10"}, ""},
