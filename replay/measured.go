@@ -34,6 +34,24 @@ type Measured struct {
 	Meta *records.RunMeta
 	// Counters are the run's per-tick engine counters (nil: none).
 	Counters *Counters
+	// Settings are deployment facts of another source than a meta.json
+	// (ingested tables: ReadTables); Run applies each whose flag was not
+	// given, and fails with its Missing when it has one.
+	Settings []Setting
+	// Compare, when not nil, says which records are compared (blis
+	// validate --from: the requests a fit held out); the others are
+	// replayed but not compared. CompareNote says which, for the report.
+	Compare     []bool
+	CompareNote string
+}
+
+// Setting is a deployment fact with the meaning of an experiment flag.
+type Setting struct {
+	Flag, Value string
+	Source      string // where the value was read, for errors
+	// Missing, when set, is the error to give when the flag was not given:
+	// the source lacks a fact the replay needs.
+	Missing string
 }
 
 // Counters are a run's per-tick engine counters (vLLM's prompt and

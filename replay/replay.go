@@ -52,9 +52,12 @@ type Report struct {
 	Engines    int                     `json:"engines"`
 	// Lockstep sums the engines' data-parallel lockstep (a MoE model's
 	// DP engines), absent without it.
-	Lockstep   *sim.LockstepResult `json:"lockstep,omitempty"`
-	Compare    validate.Report     `json:"compare"`
-	Calibrated *Calibration        `json:"calibrated,omitempty"`
+	Lockstep *sim.LockstepResult `json:"lockstep,omitempty"`
+	Compare  validate.Report     `json:"compare"`
+	// ComparedOnly says which requests were compared when not all were
+	// (blis validate --from).
+	ComparedOnly string       `json:"compared_only,omitempty"`
+	Calibrated   *Calibration `json:"calibrated,omitempty"`
 	// Counters and Phases compare the engine counters, when the run has
 	// them.
 	Counters *records.Report  `json:"counters,omitempty"`
@@ -82,6 +85,17 @@ func Run(ctx context.Context, m *Measured, d *experiment.Draft, o Options) (*Rep
 	if m.Meta != nil {
 		if err := applyMeta(d, m.Meta); err != nil {
 			return nil, err
+		}
+	}
+	for _, st := range m.Settings {
+		switch {
+		case d.FlagGiven(st.Flag):
+		case st.Missing != "":
+			return nil, errors.New(st.Missing)
+		default:
+			if err := d.SetFlagAs(st.Flag, st.Value, st.Source); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if m.At == records.AtEngine && !d.FlagGiven("output-delay-us") {
@@ -128,6 +142,15 @@ func Run(ctx context.Context, m *Measured, d *experiment.Draft, o Options) (*Rep
 	r.e, r.Deployment, r.Engines = e, sr.echo, sr.engines
 	r.Warnings, r.Notes = sr.run.Warnings, sr.run.Notes
 	r.Pairs = pairUp(m.Records, reqs, sr.res)
+	if m.Compare != nil {
+		kept := r.Pairs[:0]
+		for i, p := range r.Pairs {
+			if m.Compare[i] {
+				kept = append(kept, p)
+			}
+		}
+		r.Pairs, r.ComparedOnly = kept, m.CompareNote
+	}
 	r.Compare = validate.Compare(r.Pairs)
 	r.Lockstep = lockstepOf(sr.res)
 	for _, in := range sr.res.Instances {
