@@ -41,6 +41,7 @@ import (
 	"github.com/blis-sim/blis/cluster/admit"
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/sim"
+	ss "github.com/blis-sim/blis/steady"
 )
 
 // Instance is one instance of the cluster.
@@ -123,6 +124,11 @@ type Config struct {
 	// KVStore, when not nil, is a KV store the instances with a store
 	// link share (kvstore.go).
 	KVStore *KVStore
+	// Analysis, when not nil, is told of every arrival, routing, departure
+	// and completed request, stops the run where its stopping rule says
+	// (at a checkpoint: a horizon), and its report is the result's
+	// Stability and SteadyState (package steady; steady.go).
+	Analysis *ss.Collector
 }
 
 // Source supplies the requests. Arrival times must not decrease and never
@@ -635,6 +641,11 @@ func (c *Sim) RunContext(ctx context.Context) (*Result, error) {
 		// the previous one's departures are pending, as its bounding event
 		// is still ahead.)
 		settled := at >= c.windowEnd
+		// A checkpoint of the output analysis's stopping rule (Config.Analysis),
+		// where a stop is a horizon just before at, as a cancellation's.
+		if col := c.agg.col; col != nil && settled && col.Due() && col.Check(at) {
+			break
+		}
 		if done != nil && settled && iter >= checkAt {
 			checkAt = iter + ctxCheckEvery
 			if stopped = ctx.Err(); stopped != nil {
@@ -697,6 +708,9 @@ func (c *Sim) arrive(spec *sim.RequestSpec) {
 		return
 	}
 	c.agg.admitted++
+	if c.agg.col != nil {
+		c.agg.col.Arrive(c.now)
+	}
 	if c.adObs != nil {
 		c.admitted[spec.ID] = *spec
 	}
@@ -810,6 +824,9 @@ func (c *Sim) route(spec *sim.RequestSpec) {
 	c.an.routed(c, i, spec)
 	c.router.Routed(&c.req, i)
 	c.inflight[i]++
+	if c.agg.col != nil {
+		c.agg.col.Route(c.now, i)
+	}
 	if c.pd != nil {
 		c.pdUnmask()
 		if c.pdSplit(spec, i) {
@@ -937,7 +954,7 @@ func (c *Sim) complete(i int, d *sim.Completion, at int64) {
 	}
 	c.poolFinished(i, d)
 	c.an.completed(c, d)
-	c.agg.left(i, c.ids[i], d)
+	c.agg.left(i, c.ids[i], d, at)
 	if c.armed != nil {
 		delete(c.armed, d.ID)
 	}
