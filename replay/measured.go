@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -87,8 +88,33 @@ type ReadOptions struct {
 	// Counters is an engine counters file ("": the timeseries.csv next
 	// to a vllm-runs file, when there is one).
 	Counters string
+	// From and Coefficients are TablesOptions' (Read: for the tables of
+	// calibrate ingest only).
+	From, Coefficients string
 	// Strict fails on the first unreadable row instead of counting it.
 	Strict bool
+}
+
+// Read reads a measured run: the tables of calibrate ingest (ReadTables)
+// when path is one or Format says so, else a per-request records file
+// (ReadRecords). Options that belong to the other kind of input are
+// refused.
+func Read(path string, o ReadOptions) (*Measured, error) {
+	if !o.tables(path) {
+		if o.From != "" {
+			return nil, errors.New("--from compares the requests a fit held out: it needs the tables of calibrate ingest (TABLES), not a RECORDS file")
+		}
+		return ReadRecords(path, o)
+	}
+	if o.Meta != "" || o.Counters != "" {
+		return nil, errors.New("--meta and --counters describe a per-request RECORDS file; the tables of calibrate ingest carry their own")
+	}
+	return ReadTables(path, TablesOptions{Coefficients: o.Coefficients, From: o.From, Strict: o.Strict})
+}
+
+// tables says whether path is read as the tables of calibrate ingest.
+func (o ReadOptions) tables(path string) bool {
+	return o.Format == TablesFormat || ((o.Format == "" || o.Format == "auto") && IsTables(path))
 }
 
 // ReadRecords reads a per-request records file (vllm-runs, vllm-bench,
@@ -182,6 +208,9 @@ func (m *Measured) Skips() []string {
 // Inputs are the files ReadRecords may read for path, labelled for
 // errors: an output must be none of them (atomicfile.Check).
 func (o ReadOptions) Inputs(path string) []atomicfile.Named {
+	if o.tables(path) {
+		return TablesInputs(path)
+	}
 	return []atomicfile.Named{{Label: "RECORDS", Path: path}, {Label: "--meta", Path: o.Meta},
 		{Label: "meta.json of RECORDS", Path: records.MetaPath(path)}, {Label: "--counters", Path: o.Counters},
 		{Label: "timeseries.csv of RECORDS", Path: records.CountersPath(path)}}

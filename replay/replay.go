@@ -116,6 +116,9 @@ func Run(ctx context.Context, m *Measured, d *experiment.Draft, o Options) (*Rep
 		r.Meta = m.Meta.Path
 	}
 	if o.Calibrate {
+		if m.Compare != nil {
+			return nil, errors.New("--from with --calibrate: the calibration would fit the simulator on the held-out requests it then compares")
+		}
 		if r.Calibrated, err = calibrate(ctx, e, m, reqs); err != nil {
 			if errors.Is(err, validate.ErrNothingToCompare) {
 				return nil, fmt.Errorf("--calibrate: %s: %w", m.Source, err)

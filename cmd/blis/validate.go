@@ -91,33 +91,15 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 	if o.saveHost != "" && !o.calibrate {
 		return errors.New("--save-host-profile needs --calibrate: the profile holds what the calibration finds")
 	}
-	ro := replay.ReadOptions{Format: o.format, Meta: o.meta, Counters: o.counters, Strict: o.strict}
-	tables := o.format == replay.TablesFormat || (o.format == "auto" && replay.IsTables(path))
+	ro := replay.ReadOptions{Format: o.format, Meta: o.meta, Counters: o.counters, Strict: o.strict, From: o.from, Coefficients: flags.Lookup("coefficients").Value.String()}
 	ins := ro.Inputs(path)
-	if tables {
-		switch {
-		case o.meta != "" || o.counters != "":
-			return errors.New("--meta and --counters describe a per-request RECORDS file; the tables of calibrate ingest carry their own")
-		case o.from != "" && o.calibrate:
-			return errors.New("--from with --calibrate: the calibration would fit the simulator on the held-out requests it then compares")
-		}
-		ins = replay.TablesInputs(path)
-	} else if o.from != "" {
-		return errors.New("--from compares the requests a fit held out: it needs the tables of calibrate ingest (TABLES), not a RECORDS file")
-	}
 	for _, fl := range []string{"model", "hardware", "coefficients", "host-profile"} {
 		ins = append(ins, atomicfile.Named{Label: "--" + fl, Path: flags.Lookup(fl).Value.String()})
 	}
 	if err := atomicfile.Check(ins, []atomicfile.Named{{Label: "--plot", Path: o.plot}, {Label: "--save-host-profile", Path: o.saveHost}}); err != nil {
 		return err
 	}
-	var m *replay.Measured
-	var err error
-	if tables {
-		m, err = replay.ReadTables(path, replay.TablesOptions{Coefficients: flags.Lookup("coefficients").Value.String(), From: o.from, Strict: o.strict})
-	} else {
-		m, err = replay.ReadRecords(path, ro)
-	}
+	m, err := replay.Read(path, ro)
 	if err != nil {
 		return err
 	}

@@ -130,7 +130,7 @@ func TestValidateTablesSkipsAndRefusals(t *testing.T) {
 		{[]string{cluster, "--hardware", "h100-sxm"}, "the trace holds 2 engines (instances instance_0, instance_1)"},
 		{[]string{filepath.Join(tables, "steps.parquet"), "--hardware", "h100-sxm"}, `is the "steps" table of calibrate ingest`},
 		{[]string{tables, "--hardware", "h100-sxm", "--meta", "x.json"}, "--meta and --counters describe a per-request RECORDS file"},
-		{[]string{tables, "--hardware", "h100-sxm", "--from", "holdout", "--calibrate"}, "--from with --calibrate"},
+		{[]string{tables, "--hardware", "h100-sxm", "--from", "2026-01-01T00:00:05Z", "--calibrate"}, "--from with --calibrate"},
 		{[]string{records, "--from", "2026-01-01T00:00:05Z"}, "--from compares the requests a fit held out: it needs the tables"},
 		{[]string{tables, "--hardware", "h100-sxm", "--from", "holdout"}, "--from holdout: give --coefficients"},
 		{[]string{tables, "--hardware", "h100-sxm", "--from", "yesterday"}, `--from "yesterday": give the instant`},
