@@ -51,6 +51,9 @@ func (d *Draft) Resolve() (*Experiment, error) {
 	if err := d.checkScaling(e); err != nil {
 		return nil, err
 	}
+	if err := d.checkPrecision(e); err != nil {
+		return nil, err
+	}
 	if err := d.checkDisaggregation(e); err != nil {
 		return nil, err
 	}
@@ -366,6 +369,9 @@ func (d *Draft) resolveRun(e *Experiment) error {
 		return d.errf("run.counterfactual_k", "must be >= 0, got %d", r.CounterfactualK)
 	}
 	if err := d.resolveAnalysis(r, ry); err != nil {
+		return err
+	}
+	if err := d.resolveSteady(r, ry); err != nil {
 		return err
 	}
 	if n := &ry.FitnessWeights; n.Kind != 0 {

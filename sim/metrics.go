@@ -3,6 +3,8 @@ package sim
 import (
 	"math/bits"
 	"slices"
+
+	"github.com/blis-sim/blis/steady"
 )
 
 // Distribution summarizes one latency metric, in milliseconds.
@@ -173,6 +175,11 @@ type Result struct {
 	// Lockstep is the engine's part in a data-parallel group that steps
 	// together (sim/lockstep.go); nil when it steps alone.
 	Lockstep *LockstepResult `json:"lockstep,omitempty"`
+	// Stability is the output analysis's verdict on the run and
+	// SteadyState its estimates after the warm-up, with their 95 %
+	// intervals (package steady); nil when the run was not analyzed.
+	Stability   *steady.Stability   `json:"stability,omitempty"`
+	SteadyState *steady.SteadyState `json:"steady_state,omitempty"`
 	// PerRequest holds finished requests in completion order, when asked.
 	PerRequest []RequestRecord `json:"per_request,omitempty"`
 
