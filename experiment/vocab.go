@@ -9,6 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/blis-sim/blis/cluster"
+	"github.com/blis-sim/blis/cluster/admit"
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/deploy"
 	"github.com/blis-sim/blis/policy"
@@ -55,10 +56,10 @@ var Flags = []Flag{
 	{Name: "gpu-memory-utilization", Key: pool("vllm.gpu_memory_utilization"), Type: "float", Default: "0.9", Help: "vLLM --gpu-memory-utilization: share of device memory vLLM may use, in (0, 1] (used when deriving --kv-blocks-gpu)"},
 	{Name: "kv-blocks-cpu", Key: pool("vllm.total_kv_blocks_cpu"), Type: "int", Default: "0", Help: "CPU KV blocks for offload (0: no CPU tier)"},
 	{Name: "kv-offload-threshold", Key: pool("vllm.offload_threshold"), Type: "float", Default: "0.9", Help: "GPU KV usage, a share in [0, 1], above which evicted blocks are stored to the CPU tier"},
-	{Name: "scheduler", Key: "policies.scheduler.type", Type: "string", Default: "fcfs", Help: "queue order: fcfs, priority-fcfs, sjf, reverse-priority (policies.scheduler)"},
-	{Name: "priority", Key: "policies.priority.type", Type: "string", Default: "constant", Help: "priority score: constant, slo-based, tenant-priority, deadline-aware, inverted-slo (policies.priority; docs/policies.md)"},
-	{Name: "priority-base", Key: "policies.priority.params.base", Type: "float", Default: "0", Help: "base priority score, added to every request's (finite; priority-fcfs serves higher scores first)"},
-	{Name: "priority-age-weight", Key: "policies.priority.params.age_weight", Type: "float", Default: "1", Help: "score per second of age (slo-based, inverted-slo)"},
+	{Name: "scheduler", Key: "policies.scheduler.type", Type: "string", Default: templateDefault(policy.Scheduler), Help: "queue order: " + templateList(policy.Scheduler) + " (policies.scheduler; docs/policies.md)"},
+	{Name: "priority", Key: "policies.priority.type", Type: "string", Default: templateDefault(policy.Priority), Help: "priority score: " + templateList(policy.Priority) + " (policies.priority; docs/policies.md)"},
+	{Name: "priority-base", Key: "policies.priority.params.base", Type: "float", Default: paramDefault(policy.Priority, "constant", "base"), Help: "base priority score, added to every request's (finite; priority-fcfs serves higher scores first)"},
+	{Name: "priority-age-weight", Key: "policies.priority.params.age_weight", Type: "float", Default: paramDefault(policy.Priority, "slo-based", "age_weight"), Help: "score per second of age (slo-based, inverted-slo)"},
 	{Name: "latency", Key: pool("latency.model"), Type: "string", Default: "", Help: "latency model: physics, roofline, blackbox (default: physics with --coefficients or shipped coefficients fitted on this configuration, else roofline)"},
 	{Name: "coefficients", Key: pool("latency.coefficients"), Type: "string", Default: "", Help: "coefficient YAML written by calibrate fit (physics model); the model, hardware, TP and vLLM settings no flag gives are its applies_to's. Any model, GPU, TP or settings may be given: outside the file's fitted_configs with a warning, another architecture family (dense, MoE) refused"},
 	{Name: "alpha-coeffs", Key: pool("latency.blackbox.alpha"), Type: "string", Default: "1200,0.08,1.5", Help: "blackbox alpha0,alpha1,alpha2: queueing µs + µs per prompt token; µs per output token at departure"},
@@ -99,19 +100,19 @@ var Flags = []Flag{
 
 	// The cluster.
 	{Name: "num-instances", Type: "int", Default: "1", Cluster: true, Help: "cluster: identical instances behind the router (deployment.pools[0].replicas)"},
-	{Name: "admission-policy", Key: "policies.admission.type", Type: "string", Default: "always-admit", Cluster: true, Help: "cluster: admission policy: always-admit, token-bucket, rate-limit, tenant-quota, reject-all (policies.admission; docs/policies.md)"},
-	{Name: "token-bucket-capacity", Key: "policies.admission.params.capacity", Type: "float", Default: "100000", Cluster: true, Help: "cluster: token bucket size, input tokens (each request costs its prompt tokens; starts full)"},
-	{Name: "token-bucket-refill-rate", Key: "policies.admission.params.refill_rate", Type: "float", Default: "50000", Cluster: true, Help: "cluster: token bucket refill, input tokens per second"},
+	{Name: "admission-policy", Key: "policies.admission.type", Type: "string", Default: templateDefault(policy.Admission), Cluster: true, Help: "cluster: admission policy: " + templateList(policy.Admission) + " (policies.admission; docs/policies.md)"},
+	{Name: "token-bucket-capacity", Key: "policies.admission.params.capacity", Type: "float", Default: paramDefault(policy.Admission, admit.TokenBucketName, "capacity"), Cluster: true, Help: "cluster: token bucket size, input tokens (each request costs its prompt tokens; starts full)"},
+	{Name: "token-bucket-refill-rate", Key: "policies.admission.params.refill_rate", Type: "float", Default: paramDefault(policy.Admission, admit.TokenBucketName, "refill_rate"), Cluster: true, Help: "cluster: token bucket refill, input tokens per second"},
 	{Name: "admission-latency", Key: "deployment.router.admission_latency_us", Type: "int", Default: "0", Cluster: true, Help: "cluster: µs from admission to the routing decision"},
-	{Name: "routing-policy", Key: "policies.routing.type", Type: "string", Default: "round-robin", Cluster: true, Help: "cluster: routing policy: round-robin, least-loaded, weighted, prefix-affinity, vllm-dp (vLLM's data-parallel balancer), always-busiest (policies.routing; docs/policies.md)"},
-	{Name: "routing-scorers", Key: "policies.routing.params.scorers", Type: "string", Default: route.DefaultScorers, Cluster: true, Help: "cluster: weighted policy's scorers and weights (prefix-affinity, queue-depth, kv-utilization, load-balance); weights are normalized"},
+	{Name: "routing-policy", Key: "policies.routing.type", Type: "string", Default: templateDefault(policy.Routing), Cluster: true, Help: "cluster: routing policy: " + templateList(policy.Routing) + " (policies.routing; docs/policies.md)"},
+	{Name: "routing-scorers", Key: "policies.routing.params.scorers", Type: "string", Default: route.DefaultScorers, Cluster: true, Help: "cluster: weighted policy's scorers and weights (" + strings.Join(route.ScorerNames, ", ") + "); weights are normalized"},
 	{Name: "routing-latency", Key: "deployment.router.routing_latency_us", Type: "int", Default: "0", Cluster: true, Help: "cluster: µs from the routing decision to the request's arrival at the instance"},
-	{Name: "prefix-index-capacity", Key: "policies.routing.params.prefix_index_capacity", Type: "int", Default: strconv.Itoa(route.AutoPrefixIndexCapacity), Cluster: true, Help: "cluster: router-side prefix index size per instance, KV blocks, 0: each instance's KV capacity (weighted, prefix-affinity)"},
-	{Name: "autoscale", Key: "policies.autoscale.type", Type: "string", Default: "none", Cluster: true, Help: "cluster: autoscaler of every pool: none, hpa, saturation, queue-depth, target-utilization, kpa, oscillator (policies.autoscale; docs/autoscaling.md); needs --max-replicas"},
-	{Name: "disaggregation", Key: "policies.disaggregation.type", Type: "string", Default: "never", Cluster: true, Help: "cluster: prefill/decode disaggregation decider: never, always, prefix-threshold (policies.disaggregation; pools' roles and the network in the experiment file; docs/disaggregation.md)"},
-	{Name: "autoscale-metric", Key: "policies.autoscale.params.metric", Type: "string", Default: "kv_utilization", Cluster: true, Help: "cluster: hpa and target-utilization: kv_utilization, queue_depth, running, in_flight or slo_attainment"},
+	{Name: "prefix-index-capacity", Key: "policies.routing.params.prefix_index_capacity", Type: "int", Default: paramDefault(policy.Routing, route.WeightedName, "prefix_index_capacity"), Cluster: true, Help: "cluster: router-side prefix index size per instance, KV blocks, 0: each instance's KV capacity (weighted, prefix-affinity)"},
+	{Name: "autoscale", Key: "policies.autoscale.type", Type: "string", Default: templateDefault(policy.Autoscale), Cluster: true, Help: "cluster: autoscaler of every pool: " + templateList(policy.Autoscale) + " (policies.autoscale; docs/autoscaling.md); needs --max-replicas"},
+	{Name: "disaggregation", Key: "policies.disaggregation.type", Type: "string", Default: templateDefault(policy.Disaggregation), Cluster: true, Help: "cluster: prefill/decode disaggregation decider: " + templateList(policy.Disaggregation) + " (policies.disaggregation; pools' roles and the network in the experiment file; docs/disaggregation.md)"},
+	{Name: "autoscale-metric", Key: "policies.autoscale.params.metric", Type: "string", Default: paramDefault(policy.Autoscale, "hpa", "metric"), Cluster: true, Help: "cluster: hpa and target-utilization: " + paramEnum(policy.Autoscale, "hpa", "metric")},
 	{Name: "autoscale-target", Key: "policies.autoscale.params.target", Type: "string", Cluster: true, Help: "cluster: hpa's target per replica in the metric's unit, kpa's concurrency per replica (default: the metric's, docs/policies.md)"},
-	{Name: "autoscale-interval", Key: "policies.autoscale.params.interval_s", Type: "string", Cluster: true, Help: "cluster: seconds between the autoscaler's evaluations (default: the template's: hpa 15, saturation 60, kpa 2)"},
+	{Name: "autoscale-interval", Key: "policies.autoscale.params.interval_s", Type: "string", Cluster: true, Help: "cluster: seconds between the autoscaler's evaluations (default: the template's: " + intervals() + ")"},
 	{Name: "min-replicas", Key: pool("min_replicas"), Type: "int", Default: "1", Cluster: true, Help: "cluster: the autoscaler's lower bound per pool (0: scale to zero; requests wait at the router)"},
 	{Name: "max-replicas", Key: pool("max_replicas"), Type: "string", Cluster: true, Help: "cluster: the autoscaler's upper bound per pool (required with --autoscale)"},
 	{Name: "drain-policy", Key: pool("drain.policy"), Type: "string", Default: "wait", Cluster: true, Help: "cluster: a scaled-down instance's requests: wait (finish, up to the drain timeout), immediate (killed), redirect (waiting ones routed elsewhere)"},
@@ -427,3 +428,46 @@ func setParam(n *yaml.Node, name, text string) {
 }
 
 func fmtFloat(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+
+// templateDefault is kind's default template.
+func templateDefault(kind policy.Kind) string { return policy.Names(kind)[0] }
+
+// templateList lists kind's templates, as help enumerates them.
+func templateList(kind policy.Kind) string { return strings.Join(policy.Names(kind), ", ") }
+
+// paramKey is template name's parameter param of kind.
+func paramKey(kind policy.Kind, name, param string) *policy.Param {
+	t, err := policy.Lookup(kind, name)
+	if err != nil {
+		panic(err)
+	}
+	for i := range t.Params {
+		if t.Params[i].Name == param {
+			return &t.Params[i]
+		}
+	}
+	panic("experiment: " + name + " has no parameter " + param)
+}
+
+// paramDefault is a policy parameter's default, as its flag shows it.
+func paramDefault(kind policy.Kind, name, param string) string {
+	return paramKey(kind, name, param).DefaultString()
+}
+
+// paramEnum lists a string parameter's values.
+func paramEnum(kind policy.Kind, name, param string) string {
+	return strings.Join(paramKey(kind, name, param).Enum, ", ")
+}
+
+// intervals lists the autoscale templates' default evaluation intervals.
+func intervals() string {
+	var parts []string
+	for _, t := range policy.Templates(policy.Autoscale) {
+		for _, p := range t.Params {
+			if p.Name == "interval_s" {
+				parts = append(parts, t.Name+" "+p.DefaultString())
+			}
+		}
+	}
+	return strings.Join(parts, ", ")
+}
