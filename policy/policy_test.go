@@ -156,7 +156,7 @@ func TestParseSection(t *testing.T) {
 		{Admission, "always-admit", "{capacity: 1}", "params.capacity", "admission policy always-admit takes no parameters"},
 		{Admission, "token-bucket", "{capacity: 0}", "params.capacity", "must be > 0 input tokens, got 0"},
 		{Admission, "token-bucket", "{refill_rate: -1}", "params.refill_rate", "must be >= 0 input tokens/s, got -1"},
-		{Admission, "token-bucket", "{capacity: .inf}", "params.capacity", "must be finite and > 0 input tokens, got +Inf"},
+		{Admission, "token-bucket", "{capacity: .inf}", "params.capacity", "must be finite and > 0 input tokens, got .inf"},
 		{Admission, "token-bucket", "{capacity: lots}", "params.capacity", `want a number, got "lots"`},
 		{Admission, "token-bucket", "{per_tenant: 1}", "params.per_tenant", `want true or false, got "1"`},
 		{Admission, "token-bucket", "{capacity: 1, capacity: 2}", "params.capacity", "given twice"},

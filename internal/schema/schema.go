@@ -137,6 +137,10 @@ type Error struct {
 	Also []string
 	Err  error
 	Msg  string
+	// Range marks a well-formed value its key refuses (out of range, a
+	// time below the clock's tick, a rule across keys), as opposed to a
+	// value of the wrong type: a sweep runs the other points.
+	Range bool
 }
 
 func (e *Error) Error() string {
@@ -147,6 +151,25 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// outOfRange is a value its key's range refuses.
+func outOfRange(format string, args ...any) error {
+	return &rangeError{fmt.Errorf(format, args...)}
+}
+
+type rangeError struct{ error }
+
+func (e *rangeError) Unwrap() error { return e.error }
+
+// keyed is err about key, marked Range when it is a range error.
+func keyed(key string, err error) *Error {
+	var re *rangeError
+	return &Error{Key: key, Err: err, Range: errors.As(err, &re)}
+}
+
+// KeyPath and Cause are the key and what is wrong with it.
+func (e *Error) KeyPath() string { return e.Key }
+func (e *Error) Cause() error    { return e.Err }
 
 // Keys lists the keys at fault, the first the one to fix.
 func (e *Error) Keys() []string { return append([]string{e.Key}, e.Also...) }
@@ -234,23 +257,26 @@ func (k *Key) Decode(n *yaml.Node, key string) (Value, error) {
 		}
 		return Value{S: n.Value}, nil
 	case Float, Int:
-		x, err := k.number(n)
+		x, i, err := k.number(n)
 		if err != nil {
-			return Value{}, &Error{Key: key, Err: err}
+			return Value{}, keyed(key, err)
 		}
 		if k.Type == Int {
-			return Value{I: int64(x)}, nil
+			return Value{I: i}, nil
 		}
 		return Value{F: x}, nil
 	case List:
-		if n.Kind != yaml.SequenceNode || len(n.Content) != k.Len {
+		if n.Kind != yaml.SequenceNode {
 			return Value{}, Errorf(key, "want a list of %d numbers, got %s", k.Len, describe(n))
+		}
+		if len(n.Content) != k.Len {
+			return Value{}, Errorf(key, "want a list of %d numbers, got %d", k.Len, len(n.Content))
 		}
 		v := Value{L: make([]float64, k.Len)}
 		for i, c := range n.Content {
-			x, err := k.number(c)
+			x, _, err := k.number(c)
 			if err != nil {
-				return Value{}, &Error{Key: fmt.Sprintf("%s[%d]", key, i), Err: err}
+				return Value{}, keyed(fmt.Sprintf("%s[%d]", key, i), err)
 			}
 			v.L[i] = x
 		}
@@ -272,9 +298,9 @@ func (k *Key) Decode(n *yaml.Node, key string) (Value, error) {
 				return Value{}, Errorf(ek, "given twice")
 			}
 		}
-		x, err := k.number(n.Content[i+1])
+		x, _, err := k.number(n.Content[i+1])
 		if err != nil {
-			return Value{}, &Error{Key: ek, Err: err}
+			return Value{}, keyed(ek, err)
 		}
 		v.M = append(v.M, Entry{Key: name, V: x})
 	}
@@ -299,17 +325,17 @@ func (k *Key) Parse(text, key string) (Value, error) {
 	return k.Decode(n, key)
 }
 
-// number reads a scalar as a number of k's type and checks its range.
-func (k *Key) number(n *yaml.Node) (float64, error) {
+// number reads a scalar as a number of k's type and checks its range; a
+// whole number is also returned exactly (a float64 holds only 53 bits).
+func (k *Key) number(n *yaml.Node) (float64, int64, error) {
 	if n.Kind != yaml.ScalarNode {
-		return 0, fmt.Errorf("want a number, got %s", describe(n))
+		return 0, 0, fmt.Errorf("want a number, got %s", describe(n))
 	}
 	text := strings.TrimSpace(n.Value)
 	whole := k.Type == Int || k.Type == IntMap
 	if whole {
-		// Whole numbers beyond 2^53 are read exactly.
 		if i, err := strconv.ParseInt(text, 10, 64); err == nil {
-			return float64(i), k.Check(float64(i))
+			return float64(i), i, k.check(float64(i), text)
 		}
 	}
 	var x float64
@@ -320,27 +346,35 @@ func (k *Key) number(n *yaml.Node) (float64, error) {
 			if whole {
 				want = "a whole number"
 			}
-			return 0, fmt.Errorf("want %s, got %s", want, strconv.Quote(Clip(n.Value)))
+			return 0, 0, fmt.Errorf("want %s, got %s", want, strconv.Quote(Clip(n.Value)))
 		}
 	}
-	if whole && (x != math.Trunc(x) || math.IsInf(x, 0)) {
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return 0, fmt.Errorf("want a finite whole number, got %s", Clip(n.Value))
-		}
-		return 0, fmt.Errorf("want a whole number, got %s (fractions are not rounded)", Clip(n.Value))
+	if !whole {
+		return x, 0, k.check(x, Clip(text))
 	}
-	return x, k.Check(x)
+	switch {
+	case math.IsNaN(x) || math.IsInf(x, 0):
+		return 0, 0, fmt.Errorf("want a finite whole number, got %s", Clip(n.Value))
+	case x != math.Trunc(x):
+		return 0, 0, fmt.Errorf("want a whole number, got %s (fractions are not rounded)", Clip(n.Value))
+	case !(x >= math.MinInt64 && x < math.MaxInt64):
+		return 0, 0, k.check(x, Clip(text)) // out of range for any Int key
+	}
+	return x, int64(x), k.check(x, Clip(text))
 }
 
 // Check checks x against k's range and, for a time, the clock's tick.
-func (k *Key) Check(x float64) error {
+func (k *Key) Check(x float64) error { return k.check(x, FmtNum(x)) }
+
+// check is Check with x shown as the input wrote it.
+func (k *Key) check(x float64, shown string) error {
 	ok := !math.IsNaN(x) && !math.IsInf(x, 0) &&
 		(x > k.Min || (!k.MinOpen && x == k.Min)) &&
 		(x < k.Max || (!k.MaxOpen && x == k.Max))
 	if !ok {
 		r := k.RangeString()
 		if r == "finite" {
-			return fmt.Errorf("must be finite, got %v", x)
+			return outOfRange("must be finite, got %s", shown)
 		}
 		if strings.HasPrefix(r, "[") || strings.HasPrefix(r, "(") {
 			r = "within " + r
@@ -351,10 +385,10 @@ func (k *Key) Check(x float64) error {
 		if k.Unit != "" {
 			r += " " + k.Unit
 		}
-		return fmt.Errorf("must be %s, got %s", r, FmtNum(x))
+		return outOfRange("must be %s, got %s", r, shown)
 	}
 	if k.IsTime() && x > 0 && math.Round(x*k.usPer()) < 1 {
-		return fmt.Errorf("%s %s is below 1 µs, the clock's tick, and would round to 0; give 0 or at least %s %s", FmtNum(x), k.Unit, FmtNum(1/k.usPer()), k.Unit)
+		return outOfRange("%s %s is below 1 µs, the clock's tick, and would round to 0; give 0 or at least %s %s", shown, k.Unit, FmtNum(1/k.usPer()), k.Unit)
 	}
 	return nil
 }
@@ -488,7 +522,7 @@ func (k *Key) ValueString(v Value) string {
 // FmtNum formats a number the shortest way that reads back exactly, a
 // whole number without an exponent.
 func FmtNum(x float64) string {
-	if x == math.Trunc(x) && math.Abs(x) < 1e15 {
+	if (x == math.Trunc(x) || math.Abs(x) >= 1) && math.Abs(x) < 1e15 {
 		return strconv.FormatFloat(x, 'f', -1, 64)
 	}
 	return strconv.FormatFloat(x, 'g', -1, 64)
