@@ -13,6 +13,7 @@ import (
 	"github.com/blis-sim/blis/deploy"
 	"github.com/blis-sim/blis/sim"
 	"github.com/blis-sim/blis/sim/workload"
+	ss "github.com/blis-sim/blis/steady"
 )
 
 // genSource streams blis run's default workload into a cluster one request
@@ -86,6 +87,13 @@ func benchCluster(b *testing.B, n, requests int, policy string) {
 	for b.Loop() {
 		if built.Config.Routing, err = route.New(policy, n, route.Params{}); err != nil {
 			b.Fatal(err)
+		}
+		if os.Getenv("BLIS_BENCH_ANALYSIS") == "1" { // the cost of the output analysis
+			var ids []string
+			for _, in := range built.Config.Instances {
+				ids = append(ids, in.ID)
+			}
+			built.Config.Analysis = ss.NewCollector(ss.Config{Stationary: true, PerInstance: true, InstanceIDs: ids})
 		}
 		c, err := cluster.New(built.Config, newGenSource(b, requests, 8*float64(n), 1))
 		if err != nil {

@@ -41,6 +41,7 @@ import (
 	"github.com/blis-sim/blis/cluster/admit"
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/sim"
+	ss "github.com/blis-sim/blis/steady"
 )
 
 // Instance is one instance of the cluster.
@@ -123,6 +124,11 @@ type Config struct {
 	// KVStore, when not nil, is a KV store the instances with a store
 	// link share (kvstore.go).
 	KVStore *KVStore
+	// Analysis, when not nil, is told of every arrival, routing, departure
+	// and completed request, stops the run where its stopping rule says
+	// (at a checkpoint: a horizon), and its report is the result's
+	// Stability and SteadyState (package steady; steady.go).
+	Analysis *ss.Collector
 }
 
 // Source supplies the requests. Arrival times must not decrease and never
@@ -465,13 +471,20 @@ func (c *Sim) NextEventUs() (int64, bool) {
 			t, ok = at, true
 		}
 	}
-	// The fleet's events (evaluations, lifecycles, node releases) matter
-	// only while there is work: once every request is gone and none is to
-	// come, the run is over, whatever the autoscalers would still do.
-	if at, has := c.fl.next(); has && (ok || c.fl.nHeld > 0) && (!ok || at < t) {
+	if at, has := c.pdTransferNext(); has && (!ok || at < t) {
 		t, ok = at, true
 	}
-	if at, has := c.pdNext(); has && (!ok || at < t) {
+	// The fleet's events (evaluations, lifecycles, node releases) and the
+	// abort timeouts of prefill copies matter only while there is work:
+	// once every request is gone and none is to come, the run is over,
+	// whatever the autoscalers would still do, and a copy no decode
+	// instance will pull no longer holds it up. (A request can wait with
+	// no event of its own: for blocks a copy's timeout frees.)
+	work := ok || (c.fl != nil && c.fl.nHeld > 0) || c.anyInFlight()
+	if at, has := c.fl.next(); has && work && (!ok || at < t) {
+		t, ok = at, true
+	}
+	if at, has := c.pdTimerNext(); has && work && (!ok || at < t) {
 		t, ok = at, true
 	}
 	return t, ok
@@ -547,8 +560,7 @@ func (c *Sim) Step() error {
 			continue
 		}
 		if at, ok := c.pdNext(); ok && at == t {
-			c.pdHandle()
-			active = true
+			active = c.pdHandle() || active
 			continue
 		}
 		if at, ok := c.fl.next(); ok && at == t {
@@ -629,6 +641,11 @@ func (c *Sim) RunContext(ctx context.Context) (*Result, error) {
 		// the previous one's departures are pending, as its bounding event
 		// is still ahead.)
 		settled := at >= c.windowEnd
+		// A checkpoint of the output analysis's stopping rule (Config.Analysis),
+		// where a stop is a horizon just before at, as a cancellation's.
+		if col := c.agg.col; col != nil && settled && col.Due() && col.Check(at) {
+			break
+		}
 		if done != nil && settled && iter >= checkAt {
 			checkAt = iter + ctxCheckEvery
 			if stopped = ctx.Err(); stopped != nil {
@@ -691,6 +708,9 @@ func (c *Sim) arrive(spec *sim.RequestSpec) {
 		return
 	}
 	c.agg.admitted++
+	if c.agg.col != nil {
+		c.agg.col.Arrive(c.now)
+	}
 	if c.adObs != nil {
 		c.admitted[spec.ID] = *spec
 	}
@@ -804,6 +824,9 @@ func (c *Sim) route(spec *sim.RequestSpec) {
 	c.an.routed(c, i, spec)
 	c.router.Routed(&c.req, i)
 	c.inflight[i]++
+	if c.agg.col != nil {
+		c.agg.col.Route(c.now, i)
+	}
 	if c.pd != nil {
 		c.pdUnmask()
 		if c.pdSplit(spec, i) {
@@ -931,7 +954,7 @@ func (c *Sim) complete(i int, d *sim.Completion, at int64) {
 	}
 	c.poolFinished(i, d)
 	c.an.completed(c, d)
-	c.agg.left(i, c.ids[i], d)
+	c.agg.left(i, c.ids[i], d, at)
 	if c.armed != nil {
 		delete(c.armed, d.ID)
 	}
@@ -949,6 +972,16 @@ func (c *Sim) checkFreshness() {
 			}
 		}
 	}
+}
+
+// anyInFlight says whether a request routed to an instance has not left.
+func (c *Sim) anyInFlight() bool {
+	for _, n := range c.inflight {
+		if n != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func anyTrue(b []bool) bool {

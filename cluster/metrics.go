@@ -7,6 +7,7 @@ import (
 	"github.com/blis-sim/blis/cluster/anomaly"
 	"github.com/blis-sim/blis/kvstore"
 	"github.com/blis-sim/blis/sim"
+	ss "github.com/blis-sim/blis/steady"
 )
 
 // Counts is the cluster's request accounting (CL-1): arrived = rejected +
@@ -90,6 +91,11 @@ type Result struct {
 	// Anomalies are the run's anomaly counters (cluster/anomaly,
 	// docs/anomalies.md).
 	Anomalies *anomaly.Report `json:"anomalies"`
+	// Stability is the output analysis's verdict on the run and
+	// SteadyState its estimates after the warm-up, with their 95 %
+	// intervals (Config.Analysis, package steady); absent without it.
+	Stability   *ss.Stability   `json:"stability,omitempty"`
+	SteadyState *ss.SteadyState `json:"steady_state,omitempty"`
 	// Counterfactual is the TTFT regret of the sampled routing decisions
 	// (Config.Counterfactual).
 	Counterfactual *CounterfactualResult `json:"counterfactual,omitempty"`
@@ -253,9 +259,12 @@ type aggregator struct {
 	tenantErr                               error
 	slo                                     [4]SLOTarget
 	detail                                  bool
+	// col is the output analysis (Config.Analysis), or nil.
+	col *ss.Collector
 }
 
 func (a *aggregator) init(n int, cfg *Config) {
+	a.col = cfg.Analysis
 	a.routedTo = make([]int64, n)
 	a.keep = cfg.RecordRequests
 	a.slo = cfg.SLOTargets
@@ -291,6 +300,7 @@ func (a *aggregator) arrived(spec *sim.RequestSpec, now int64) {
 }
 
 func (a *aggregator) rejected(spec *sim.RequestSpec, reason string, now int64) {
+	a.missed(spec.SLOClass, now)
 	a.rejectedN++
 	a.classes[spec.SLOClass].rejected++
 	if d := a.tenantDetail(spec.Tenant); d != nil {
@@ -318,6 +328,10 @@ func (a *aggregator) routed(i int) { a.routedTo[i]++ }
 // timedOutHeld counts a request that gave up waiting at the router for a
 // ready instance: a timed-out request that reached no instance.
 func (a *aggregator) timedOutHeld(spec *sim.RequestSpec, now int64) {
+	if a.col != nil {
+		a.col.Depart(now, -1)
+		a.missed(spec.SLOClass, now)
+	}
 	a.timedOutRouter++
 	a.classes[spec.SLOClass].timedOut++
 	if d := a.tenantDetail(spec.Tenant); d != nil {
@@ -336,9 +350,21 @@ func (a *aggregator) tenantDetail(t int32) *classAgg {
 	return nil
 }
 
-func (a *aggregator) left(i int, id string, d *sim.Completion) {
+// missed tells the analysis of a request of class c that ended at now
+// without completing: a miss of its targets, if it has any.
+func (a *aggregator) missed(c sim.SLOClass, now int64) {
+	if a.col != nil && c != sim.SLONone && a.slo[c].set() {
+		a.col.Outcome(int(c), false, now)
+	}
+}
+
+// left counts a request that left instance i (id), reported at at.
+func (a *aggregator) left(i int, id string, d *sim.Completion, at int64) {
 	cl := &a.classes[d.SLOClass]
 	td := a.tenantDetail(d.Tenant)
+	if a.col != nil {
+		a.analyzed(i, d, at)
+	}
 	switch {
 	case d.Dropped:
 		cl.dropped++
@@ -560,6 +586,7 @@ func (c *Sim) Finish() (*Result, error) {
 		c.pdRoles(res)
 	}
 	res.Disaggregation = c.pdResult()
+	c.steadyReport(res, max(c.now, end))
 	res.Anomalies = c.an.report(c, res)
 	if cf := c.an.cf; cf != nil {
 		res.Counterfactual = cf.result()

@@ -109,6 +109,15 @@ type PDResult struct {
 	PullWaitMs  sim.Distribution `json:"pull_wait_ms"`
 	// AbortTimeouts counts prefill KV freed by the abort timeout, unpulled.
 	AbortTimeouts int64 `json:"kv_abort_timeouts"`
+	// KVLost counts the decode instances' pulls that found their copy
+	// freed by then: the decode instance computed the prompt itself, as
+	// vLLM's default kv_load_failure_policy (recompute) does; omitted when
+	// 0.
+	KVLost int64 `json:"kv_lost_recomputed,omitempty"`
+	// TransfersClamped counts the transfers whose flow would have lasted
+	// longer than sim.MaxDurationUs (a link of almost no bandwidth) and
+	// ended then (kvxfer); omitted when 0.
+	TransfersClamped int64 `json:"transfers_clamped,omitempty"`
 	// Roles is each role's instances and work, in role order (both,
 	// prefill, decode), the roles the deployment has.
 	Roles []PDRole `json:"roles"`
@@ -355,6 +364,15 @@ func (c *Sim) pdPull(i int, pull sim.Pull, at int64) {
 		c.fail("PD-1", "instance %s pulls request %d, which no prefill instance handed it", c.ids[i], pull.ID)
 		return
 	}
+	if r.released {
+		// Its copy expired before the pull: the decode instance's load
+		// fails, and it computes the prompt itself (sim.Engine.KVLost).
+		pd.res.KVLost++
+		if err := c.eng[i].KVLost(pull.ID, at); err != nil {
+			c.err = fmt.Errorf("instance %s: %w", c.ids[i], err)
+		}
+		return
+	}
 	p := &pd.cfg.Pools[pd.pool[r.p]]
 	bytes := float64(pull.Tokens) * p.KVBytesPerToken
 	out, in := pd.ports[r.p][0], pd.ports[i][1]
@@ -389,36 +407,48 @@ func (c *Sim) sameNode(a, b int) bool {
 
 // pdNext is the time of the next transfer's end or abort timeout.
 func (c *Sim) pdNext() (int64, bool) {
-	if c.pd == nil {
-		return 0, false
-	}
-	t, ok := c.pd.net.Next()
-	// A timer whose KV was pulled or freed is dropped, not waited for: it
-	// would hold the run's end (and its billed time) up to the abort
-	// timeout after the last handoff.
-	for c.pd.timers.len() > 0 {
-		r, live := c.pd.reqs[c.pd.timers.peek().id]
-		if live && !r.released && r.pullAt < 0 {
-			break
-		}
-		c.pd.timers.pop()
-	}
-	if c.pd.timers.len() > 0 {
-		if at := c.pd.timers.peek().at; !ok || at < t {
-			t, ok = at, true
-		}
+	t, ok := c.pdTransferNext()
+	if at, has := c.pdTimerNext(); has && (!ok || at < t) {
+		t, ok = at, true
 	}
 	return t, ok
 }
 
+// pdTransferNext is the time of the next transfer's end.
+func (c *Sim) pdTransferNext() (int64, bool) {
+	if c.pd == nil {
+		return 0, false
+	}
+	return c.pd.net.Next()
+}
+
+// pdTimerNext is the time of the next abort timeout of a prefill copy
+// not yet pulled. A timer whose KV was pulled or freed is dropped, not
+// waited for: it would hold the run's end (and its billed time) up to the
+// abort timeout after the last handoff.
+func (c *Sim) pdTimerNext() (int64, bool) {
+	if c.pd == nil {
+		return 0, false
+	}
+	for c.pd.timers.len() > 0 {
+		r, live := c.pd.reqs[c.pd.timers.peek().id]
+		if live && !r.released && r.pullAt < 0 {
+			return c.pd.timers.peek().at, true
+		}
+		c.pd.timers.pop()
+	}
+	return 0, false
+}
+
 // pdHandle processes the transfers that end at now, then the abort
-// timeouts due.
-func (c *Sim) pdHandle() {
+// timeouts due. It reports whether a transfer ended: a copy freed at its
+// abort timeout is no activity (sim.Engine.ExpireKV).
+func (c *Sim) pdHandle() bool {
 	pd := c.pd
 	done, err := pd.net.Complete(c.now)
 	if err != nil {
 		c.err = err
-		return
+		return false
 	}
 	for _, id := range done {
 		r := pd.reqs[id]
@@ -429,29 +459,35 @@ func (c *Sim) pdHandle() {
 		if !r.gone {
 			if err := c.eng[r.d].KVArrived(id, c.now); err != nil {
 				c.err = fmt.Errorf("instance %s: %w", c.ids[r.d], err)
-				return
+				return false
 			}
 			at, ok := c.eng[r.d].NextEventUs()
 			c.inst.set(r.d, at, ok)
 		}
-		c.pdRelease(r)
+		c.pdRelease(r, false)
 	}
 	for pd.timers.len() > 0 && pd.timers.peek().at <= c.now {
 		ev := pd.timers.pop()
 		if r, ok := pd.reqs[ev.id]; ok && !r.released && r.pullAt < 0 {
 			pd.res.AbortTimeouts++
-			c.pdRelease(r)
+			c.pdRelease(r, true)
 		}
 	}
+	return len(done) > 0
 }
 
-// pdRelease frees r's kept KV on its prefill instance.
-func (c *Sim) pdRelease(r *pdReq) {
+// pdRelease frees r's kept KV on its prefill instance: pulled, or expired
+// unpulled at its abort timeout.
+func (c *Sim) pdRelease(r *pdReq, expired bool) {
 	if r.released {
 		return
 	}
 	r.released = true
-	if err := c.eng[r.p].ReleaseKV(r.spec.ID, c.now); err != nil {
+	release := c.eng[r.p].ReleaseKV
+	if expired {
+		release = c.eng[r.p].ExpireKV
+	}
+	if err := release(r.spec.ID, c.now); err != nil {
 		c.err = fmt.Errorf("instance %s: %w", c.ids[r.p], err)
 		return
 	}
@@ -468,6 +504,7 @@ func (c *Sim) pdResult() *PDResult {
 		return nil
 	}
 	out := c.pd.res
+	out.TransfersClamped = c.pd.net.Clamped()
 	out.TransferMs = c.pd.xferH.Summarize()
 	out.PullWaitMs = c.pd.waitH.Summarize()
 	out.Roles = c.pd.roles

@@ -353,6 +353,9 @@ func (c *Sim) newFleet() error {
 		}
 		pr := &f.pools[p]
 		l := life{pool: p, state: StateReady, node: c.place(f, p, 0, true)}
+		if l.node < 0 {
+			return fmt.Errorf("scaling: pool %s: instance %s finds no GPU: %d nodes of %d GPUs hold fewer instances of %d GPUs than the pool starts with", pr.cfg.Name, in.ID, pr.cfg.MaxNodes, pr.cfg.GPUsPerNode, pr.cfg.GPUsPerReplica)
+		}
 		f.life = append(f.life, l)
 		pr.size++
 		_ = i

@@ -71,6 +71,12 @@ type Window struct {
 	// GPU-hours × the pools' prices; 0 without prices).
 	ReplicasReady, ReplicasStarting, ReplicasDraining int64
 	Cost                                              float64
+	// InSystem is the requests in the system at EndUs: admitted and not
+	// yet left (the backlog whose trend the stability verdict reads);
+	// Warmup marks a window that ends within the warm-up the output
+	// analysis removed (Config.Analysis; package steady).
+	InSystem int64
+	Warmup   bool
 }
 
 // windowSample is the cluster's state at a window's end.
@@ -96,6 +102,9 @@ type windower struct {
 	cur     Window
 	ttft    sim.Histogram
 	rows    []Window
+	// inSystem is the requests admitted and not yet left, at the open
+	// window's start.
+	inSystem int64
 }
 
 func newWindower(d int64) *windower { return &windower{d: d, end: math.MaxInt64} }
@@ -143,6 +152,8 @@ func (w *windower) close(s *windowSample) {
 	w.counted.prompt, w.counted.generation = s.prompt, s.generation
 	r.ReplicasReady, r.ReplicasStarting, r.ReplicasDraining = s.ready, s.starting, s.drain
 	r.Cost, w.counted.cost = s.cost-w.counted.cost, s.cost
+	w.inSystem += r.Admitted - r.Completed - r.Dropped - r.TimedOut - r.Killed
+	r.InSystem = w.inSystem
 	w.rows = append(w.rows, r)
 	w.cur = Window{}
 	w.end = satAdd(w.end, w.d)
@@ -255,6 +266,13 @@ var windowColumns = []windowColumn{
 	{name: "replicas_starting", int: func(w *Window) int64 { return w.ReplicasStarting }},
 	{name: "replicas_draining", int: func(w *Window) int64 { return w.ReplicasDraining }},
 	{name: "cost", float: func(w *Window) (float64, bool) { return w.Cost, true }},
+	{name: "in_system", int: func(w *Window) int64 { return w.InSystem }},
+	{name: "warmup", int: func(w *Window) int64 {
+		if w.Warmup {
+			return 1
+		}
+		return 0
+	}},
 }
 
 // WindowColumns are the columns of the window files, in order: the CSV

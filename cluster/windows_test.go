@@ -88,9 +88,15 @@ func TestWindowsAddUpToTheRunTotals(t *testing.T) {
 					ttft[(r.DepartedUs-rows[0].StartUs)/d].Add(r.TTFT)
 				}
 			}
+			var inSystem int64
 			for k := range rows {
 				g, w := rows[k], &want[k]
 				w.Admitted = w.Arrived - w.Rejected
+				// Admitted before the end and not left before it.
+				inSystem += w.Admitted - w.Completed - w.Dropped - w.TimedOut
+				if cfg.HorizonUs == 0 || g.EndUs <= cfg.HorizonUs {
+					require.Equal(t, inSystem, g.InSystem, "in_system at %d µs", g.EndUs)
+				}
 				if ttft[k].Count() > 0 {
 					w.TTFTP50Us, w.TTFTP99Us = ttft[k].Quantile(0.5), ttft[k].Quantile(0.99)
 				}
@@ -126,6 +132,7 @@ func TestWindowsAddUpToTheRunTotals(t *testing.T) {
 			drops += int(q.DroppedUnservable)
 			last := rows[len(rows)-1]
 			if cfg.HorizonUs == 0 {
+				require.Zero(t, last.InSystem, "a run that served everything ends empty")
 				require.Equal(t, q.Completed, sum.Completed)
 				require.Equal(t, q.TimedOut, sum.TimedOut)
 				require.Equal(t, res.OutputTokens, sum.GenerationTokens)
@@ -291,26 +298,28 @@ func TestWindowsAreTheSameForAnyWorkers(t *testing.T) {
 func TestWindowFilesParseBack(t *testing.T) {
 	rows := []cluster.Window{
 		{StartUs: 0, EndUs: 500_000, Arrived: 7, Admitted: 6, Rejected: 1, QueueDepth: 3, Running: 4, KVUtilMean: 0.25, KVUtilMax: 0.5, InFlight: 7,
-			PromptTokens: 4096, GenerationTokens: 17, ReplicasReady: 2, Cost: 0.5},
+			PromptTokens: 4096, GenerationTokens: 17, ReplicasReady: 2, Cost: 0.5, InSystem: 13, Warmup: true},
 		{StartUs: 500_000, EndUs: 1_000_000, Arrived: 2, Admitted: 2, Completed: 5, Dropped: 1, OutputTokens: 1234, TTFTP50Us: 12_345, TTFTP99Us: 98_765,
 			Running: 1, KVUtilMean: 1.0 / 3, KVUtilMax: 0.1, InFlight: 1, GenerationTokens: 300, Killed: 2, ReplicasReady: 1, ReplicasStarting: 3,
-			ReplicasDraining: 1, Cost: 0.25},
+			ReplicasDraining: 1, Cost: 0.25, InSystem: 7},
 	}
 	cols := cluster.WindowColumns()
 	require.Equal(t, []string{"start_us", "end_us", "arrived", "admitted", "rejected", "completed", "dropped", "timed_out", "output_tokens",
 		"arrived_per_s", "completed_per_s", "output_tokens_per_s", "ttft_p50_ms", "ttft_p99_ms",
 		"queue_depth", "running", "kv_utilization_mean", "kv_utilization_max", "in_flight", "prompt_tokens", "generation_tokens",
-		"killed", "replicas_ready", "replicas_starting", "replicas_draining", "cost"}, cols)
+		"killed", "replicas_ready", "replicas_starting", "replicas_draining", "cost", "in_system", "warmup"}, cols)
 	// The values each row must read back as, by column.
 	want := []map[string]string{
 		{"start_us": "0", "end_us": "500000", "arrived": "7", "admitted": "6", "rejected": "1", "completed": "0", "dropped": "0", "timed_out": "0",
 			"output_tokens": "0", "arrived_per_s": "14", "completed_per_s": "0", "output_tokens_per_s": "0", "ttft_p50_ms": "", "ttft_p99_ms": "",
 			"queue_depth": "3", "running": "4", "kv_utilization_mean": "0.25", "kv_utilization_max": "0.5", "in_flight": "7",
-			"prompt_tokens": "4096", "generation_tokens": "17", "killed": "0", "replicas_ready": "2", "replicas_starting": "0", "replicas_draining": "0", "cost": "0.5"},
+			"prompt_tokens": "4096", "generation_tokens": "17", "killed": "0", "replicas_ready": "2", "replicas_starting": "0", "replicas_draining": "0", "cost": "0.5",
+			"in_system": "13", "warmup": "1"},
 		{"start_us": "500000", "end_us": "1000000", "arrived": "2", "admitted": "2", "rejected": "0", "completed": "5", "dropped": "1", "timed_out": "0",
 			"output_tokens": "1234", "arrived_per_s": "4", "completed_per_s": "10", "output_tokens_per_s": "2468", "ttft_p50_ms": "12.345", "ttft_p99_ms": "98.765",
 			"queue_depth": "0", "running": "1", "kv_utilization_mean": "0.3333333333333333", "kv_utilization_max": "0.1", "in_flight": "1",
-			"prompt_tokens": "0", "generation_tokens": "300", "killed": "2", "replicas_ready": "1", "replicas_starting": "3", "replicas_draining": "1", "cost": "0.25"},
+			"prompt_tokens": "0", "generation_tokens": "300", "killed": "2", "replicas_ready": "1", "replicas_starting": "3", "replicas_draining": "1", "cost": "0.25",
+			"in_system": "7", "warmup": "0"},
 	}
 
 	var cb bytes.Buffer

@@ -96,6 +96,7 @@ import (
 	"math"
 	"os"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/blis-sim/blis/features"
@@ -276,6 +277,45 @@ type Provenance struct {
 	Command     string
 	Inputs      []Input // nil when there are none
 	Notes       string
+	// Holdout is nil unless the fit held out the end of its traces
+	// (calibrate fit --holdout-after).
+	Holdout *Holdout
+}
+
+// Holdout records what a fit left out of its traces so that a validation
+// can use exactly that: every request that arrived after After, and every
+// step that started after it. HeldOut is the rule, declared once for the
+// fit and the validation.
+type Holdout struct {
+	// After is the instant, wall-clock, in RFC 3339 with nanoseconds in
+	// UTC; AfterUnixNs the same instant in Unix nanoseconds.
+	After       string
+	AfterUnixNs int64
+	Requests    int64 // requests held out
+	Steps       int64 // sampled steps held out
+}
+
+// NewHoldout is the record of a split at afterUnixNs.
+func NewHoldout(afterUnixNs, requests, steps int64) *Holdout {
+	return &Holdout{After: FormatInstant(afterUnixNs), AfterUnixNs: afterUnixNs, Requests: requests, Steps: steps}
+}
+
+// FormatInstant writes Unix nanoseconds as RFC 3339 in UTC with every
+// nanosecond digit needed.
+func FormatInstant(unixNs int64) string {
+	return time.Unix(0, unixNs).UTC().Format(time.RFC3339Nano)
+}
+
+// HeldOut says whether a request is held out: it is placed at its
+// arrival at the API server (wall-clock Unix ns), or at its QUEUED event
+// when it has no arrival (a request without its API span), and held out
+// when that is after the split. A request with neither (-1) is not.
+func (h *Holdout) HeldOut(arrivedWallNs, queuedWallNs int64) bool {
+	at := arrivedWallNs
+	if at < 0 {
+		at = queuedWallNs
+	}
+	return at >= 0 && at > h.AfterUnixNs
 }
 
 // Input is one file the coefficients were fitted from.
@@ -462,6 +502,12 @@ func (f *File) validate(source string, lines map[string]int) error {
 		c.check(in.Rows >= 0, path+"rows", "must be >= 0, got %d", in.Rows)
 	}
 	c.text("provenance.notes", p.Notes, false)
+	if h := p.Holdout; h != nil {
+		c.check(h.AfterUnixNs > 0, "provenance.holdout.after_unix_ns", "must be > 0, got %d", h.AfterUnixNs)
+		c.check(h.After == FormatInstant(h.AfterUnixNs), "provenance.holdout.after", "must be after_unix_ns in RFC 3339 (%s), got %q", FormatInstant(h.AfterUnixNs), h.After)
+		c.check(h.Requests >= 0, "provenance.holdout.requests", "must be >= 0, got %d", h.Requests)
+		c.check(h.Steps >= 0, "provenance.holdout.steps", "must be >= 0, got %d", h.Steps)
+	}
 	return c.err
 }
 

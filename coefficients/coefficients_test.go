@@ -560,3 +560,37 @@ func TestShippedFilesParseAndApply(t *testing.T) {
 	require.Nil(t, FindShipped(physicsConfig(t, "llama-3.1-8b", "h100-sxm", 2, nil)), "TP must match")
 	require.Nil(t, FindShipped(physicsConfig(t, "llama-3.1-8b", "h100-sxm", 1, func(k *physics.VLLMKnobs) { k.MaxNumSeqs = 7 })), "knobs must match")
 }
+
+// A held-out split reads back as written, is checked for consistency, and
+// its rule places a request by its arrival, else its QUEUED event.
+func TestHoldoutRoundTripAndRule(t *testing.T) {
+	f := loadValid(t)
+	f.Provenance.Holdout = NewHoldout(1767225910638015200, 580, 9734)
+	data, err := f.Marshal()
+	require.NoError(t, err)
+	require.Contains(t, string(data), "  holdout: # requests after this instant, and the steps, were left out of the fit\n"+
+		"    after: \"2026-01-01T00:05:10.6380152Z\" # UTC, wall clock\n    after_unix_ns: 1767225910638015200\n")
+	got, err := Parse(data, "holdout.yaml")
+	require.NoError(t, err)
+	require.Equal(t, f, got)
+
+	for _, tc := range []struct {
+		h    Holdout
+		want string
+	}{
+		{Holdout{After: "1970-01-01T00:00:00Z", AfterUnixNs: 0}, "provenance.holdout.after_unix_ns: must be > 0, got 0"},
+		{Holdout{After: "2026-01-01T00:00:00Z", AfterUnixNs: 1}, `provenance.holdout.after: must be after_unix_ns in RFC 3339 (1970-01-01T00:00:00.000000001Z), got "2026-01-01T00:00:00Z"`},
+		{*NewHoldout(5, -1, 0), "provenance.holdout.requests: must be >= 0, got -1"},
+		{*NewHoldout(5, 0, -2), "provenance.holdout.steps: must be >= 0, got -2"},
+	} {
+		g := loadValid(t)
+		g.Provenance.Holdout = &tc.h
+		require.ErrorContains(t, g.Validate(), tc.want)
+	}
+
+	h := NewHoldout(100, 0, 0)
+	require.True(t, h.HeldOut(101, 50), "placed by its arrival")
+	require.False(t, h.HeldOut(100, 200), "at the split is not after it")
+	require.True(t, h.HeldOut(-1, 101), "no arrival: placed by QUEUED")
+	require.False(t, h.HeldOut(-1, -1), "not placed: kept")
+}

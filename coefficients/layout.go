@@ -6,8 +6,8 @@ import "github.com/blis-sim/blis/features"
 // that Parse and Marshal cannot drift apart.
 
 // field is one key of a mapping. val points at the value: *float64, *int,
-// *int64, *bool, *string, *[]float64, *[]Input, *[]FittedConfig, **Fit, or a
-// nested mapping.
+// *int64, *bool, *string, *[]float64, *[]Input, *[]FittedConfig, **Fit,
+// **Holdout, or a nested mapping.
 type field struct {
 	key      string
 	val      any
@@ -142,6 +142,16 @@ func (p *Provenance) layout() mapping {
 		{key: "command", val: &p.Command},
 		{key: "inputs", val: &p.Inputs, optional: true},
 		{key: "notes", val: &p.Notes, optional: true},
+		{key: "holdout", val: &p.Holdout, optional: true, comment: "requests after this instant, and the steps, were left out of the fit"},
+	}}
+}
+
+func (h *Holdout) layout() mapping {
+	return mapping{fields: []field{
+		{key: "after", val: &h.After, quoted: true, comment: "UTC, wall clock"},
+		{key: "after_unix_ns", val: &h.AfterUnixNs},
+		{key: "requests", val: &h.Requests, comment: "held out: arrived after it"},
+		{key: "steps", val: &h.Steps, comment: "held out: started after it"},
 	}}
 }
 

@@ -64,6 +64,8 @@ func valueNode(f field) *yaml.Node {
 		return node(v())
 	case **Fit:
 		return node((*v).layout())
+	case **Holdout:
+		return node((*v).layout())
 	case *[]Input:
 		n := &yaml.Node{Kind: yaml.SequenceNode}
 		for i := range *v {

@@ -170,6 +170,12 @@ func (p *parser) value(n *yaml.Node, path string, val any) error {
 			return err
 		}
 		*dst = fit
+	case **Holdout:
+		h := &Holdout{}
+		if err := p.mapping(n, path, h.layout()); err != nil {
+			return err
+		}
+		*dst = h
 	case *[]Input:
 		return p.sequence(n, path, func(n *yaml.Node, path string) error {
 			var in Input

@@ -1,11 +1,11 @@
 package deploy
 
 import (
-	"math"
 	"path/filepath"
 	"strings"
 
 	"github.com/blis-sim/blis/cluster"
+	"github.com/blis-sim/blis/internal/units"
 )
 
 // Fleet is a pool's side of autoscaling: the bounds an autoscaler keeps
@@ -207,6 +207,11 @@ func (y *FleetYAML) apply(f *Fleet, replicas int, replicasGiven bool, gpus int) 
 			}
 			f.MaxNodes = *n.MaxNodes
 		}
+		// The pool's initial instances must fit its nodes: one that found
+		// no GPU once served anyway, on no node, billed nothing.
+		if per := f.GPUsPerNode / gpus; f.MaxNodes > 0 && replicas > f.MaxNodes*per {
+			return fieldErrf("nodes.max_nodes", "%d nodes of %d GPUs hold %d instances of %d GPUs, and the pool starts with %d (replicas): raise max_nodes or gpus_per_node, or start with fewer", f.MaxNodes, f.GPUsPerNode, f.MaxNodes*per, gpus, replicas)
+		}
 		if n.ProvisionS != nil {
 			p := *n.ProvisionS
 			if len(p) != 2 || !(p[0] >= 0 && p[0] <= p[1] && p[1] <= maxFleetS) {
@@ -277,7 +282,7 @@ func (f Fleet) YAML() FleetYAML {
 	return y
 }
 
-func secondsUs(s float64) int64 { return int64(math.Round(s * 1e6)) }
+func secondsUs(s float64) int64 { return units.SecondsToUs(s) }
 
 // Scaling is the pool's cluster.PoolScaling without its policy: in's
 // weights (all of its ranks') load at the storage rate.

@@ -1,9 +1,8 @@
 package deploy
 
 import (
-	"math"
-
 	"github.com/blis-sim/blis/cluster"
+	"github.com/blis-sim/blis/internal/units"
 	"github.com/blis-sim/blis/kvstore"
 	"github.com/blis-sim/blis/sim"
 )
@@ -111,7 +110,7 @@ func (s *KVStoreSpec) Validate() error {
 
 // Cluster is the store as the cluster takes it.
 func (s *KVStoreSpec) Cluster() *cluster.KVStore {
-	return &cluster.KVStore{SyncUs: s.SyncUs, Store: kvstore.Config{CapacityBytes: int64(math.Round(s.CapacityGB * 1e9)),
+	return &cluster.KVStore{SyncUs: s.SyncUs, Store: kvstore.Config{CapacityBytes: units.GBToBytes(s.CapacityGB),
 		HighWatermark: s.HighWatermark, EvictionRatio: s.EvictionRatio}}
 }
 
@@ -122,7 +121,7 @@ func (t *TierSpec) engineTiers(blockBytes float64, gpus int, cpuBlocks int64) (s
 	if t.Disk == nil && t.Store == nil {
 		return kt, nil
 	}
-	kt.BlockBytes = int64(math.Ceil(blockBytes))
+	kt.BlockBytes = units.Ceil(blockBytes)
 	if d := t.Disk; d != nil {
 		if err := checkGB("kv_tiers.disk.capacity_gb", d.CapacityGB); err != nil {
 			return kt, err
@@ -136,7 +135,7 @@ func (t *TierSpec) engineTiers(blockBytes float64, gpus int, cpuBlocks int64) (s
 		if cpuBlocks <= 0 {
 			return kt, fieldErrf("kv_tiers.disk", "sits behind the CPU tier (it takes the blocks the CPU tier evicts): give vllm.total_kv_blocks_cpu > 0")
 		}
-		blocks := int64(d.CapacityGB * 1e9 / float64(kt.BlockBytes))
+		blocks := units.Floor(d.CapacityGB * 1e9 / float64(kt.BlockBytes))
 		if blocks < 1 {
 			return kt, fieldErrf("kv_tiers.disk.capacity_gb", "%v GB holds no KV block of %d bytes", d.CapacityGB, kt.BlockBytes)
 		}

@@ -88,38 +88,6 @@ func (r *runner) raised(gen *workload.Stream) {
 	}
 }
 
-// overload says when the offered load exceeded what was served: the
-// requests arrived faster than they completed and queued (scheduling delay
-// p50 at least overloadQueueMs), so latencies grow with the run's length
-// rather than describing the deployment at that load.
-func (r *runner) overload(gen *workload.Stream, completed int64, durationS, schedP50Ms float64, what string) {
-	var a workload.Arrivals
-	switch {
-	case gen != nil:
-		a = gen.Arrivals()
-	case r.arrivals != nil:
-		a = r.arrivals()
-	default:
-		return
-	}
-	offered := a.PerS()
-	if offered == 0 || durationS <= 0 || r.res.Partial {
-		return
-	}
-	served := float64(completed) / durationS
-	if served < overloadShare*offered && schedP50Ms >= overloadQueueMs {
-		r.warn("overloaded: requests arrived at %.1f per second but %s served %.1f per second (%.0f %% of the offered load); they queued (scheduling delay p50 %.0f ms), so the latencies grow with the run's length: lower the rate or add instances",
-			offered, what, served, 100*served/offered, schedP50Ms)
-	}
-}
-
-// The overload warning's thresholds: served below this share of the
-// offered rate, with a queue of at least this median wait.
-const (
-	overloadShare   = 0.8
-	overloadQueueMs = 100.0
-)
-
 // tooLongPart is the summary's count of requests rejected as longer than
 // the model's context, when there are any.
 func tooLongPart(n int64) string {
@@ -141,7 +109,7 @@ func (r *runner) instanceDiagnostics(m *sim.Result, rep *workload.ReplayReport, 
 	r.tooLong(m.Requests.RejectedTooLong, m.FirstTooLong, rep)
 	r.dropped("", m.Requests.Dropped, r.res.offered, m.FirstDropped)
 	r.raised(gen)
-	r.overload(gen, m.Requests.Completed, m.DurationS, m.SchedulingDelay.P50, "the instance")
+	r.stability(m.Stability, "the instance")
 	offered := r.res.offered
 	r.res.summary = func(wall float64) string {
 		return fmt.Sprintf("%d requests (%d completed, %d dropped%s), %d steps, %.1f s simulated in %.2f s wall (%.1f µs per request)",
@@ -168,10 +136,13 @@ func (r *runner) clusterDiagnostics(m *cluster.Result, rep *workload.ReplayRepor
 			first = f
 		}
 	}
+	if pd := m.Disaggregation; pd != nil && pd.TransfersClamped > 0 {
+		r.warn("%d KV transfers would have taken longer than %d µs (2^40) and were cut to it (disaggregation.transfers_clamped): a link of almost no bandwidth (deployment.network)", pd.TransfersClamped, sim.MaxDurationUs)
+	}
 	r.skipped(rep)
 	r.tooLong(rq.RejectedTooLong, first, rep)
 	r.raised(gen)
-	r.overload(gen, rq.Completed, m.DurationS, m.SchedulingDelay.P50, fmt.Sprintf("the %d instances", n))
+	r.stability(m.Stability, fmt.Sprintf("the %d instances", n))
 	offered, windows, win := r.res.offered, len(m.Windows), r.e.Run.WindowUs
 	fleet, cost := fmt.Sprintf("%d instances", n), ""
 	if f := m.Fleet; f != nil {

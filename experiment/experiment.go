@@ -156,6 +156,18 @@ type RunOptions struct {
 	// written ("5s").
 	WindowUs int64
 	Window   string
+	// Warmup is how the output analysis removes the warm-up: auto (MSER),
+	// none, or a duration as written (WarmupUs); Precision, when > 0, sizes
+	// the run: it stops once PrecisionMetric's 95 % interval is within
+	// Precision of its estimate and the run is stable, or it is unstable,
+	// or at MaxRequests arrivals or MaxSimTimeUs (docs/statistics.md).
+	Warmup          string
+	WarmupUs        int64
+	Precision       float64
+	PrecisionMetric string
+	MaxRequests     int64
+	MaxSimTime      string
+	MaxSimTimeUs    int64
 	// OTLP are the trace's sampling options (with an OTLP trace output).
 	OTLP    simtrace.Options
 	Outputs Outputs

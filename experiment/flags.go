@@ -86,3 +86,14 @@ func ShippedNames() string {
 	return "Shipped models (--model): " + strings.Join(physics.BuiltinModels(), ", ") +
 		"\nShipped hardware (--hardware): " + strings.Join(physics.BuiltinHardware(), ", ")
 }
+
+// FlagOf is the flag of an output key ("--decision-trace"), for errors
+// about the file; the key itself when no flag sets it.
+func FlagOf(key string) string {
+	for _, f := range Flags {
+		if f.Key == key {
+			return "--" + f.Name
+		}
+	}
+	return key
+}

@@ -159,6 +159,13 @@ func (e *Experiment) runNode() *yaml.Node {
 	add(n, "horizon_s", r.HorizonS)
 	add(n, "per_request", r.PerRequest)
 	add(n, "debug_invariants", r.DebugInvariants)
+	add(n, "warmup", r.Warmup)
+	add(n, "precision", r.Precision)
+	if r.Precision > 0 {
+		add(n, "precision_metric", r.PrecisionMetric)
+		add(n, "max_requests", r.MaxRequests)
+		add(n, "max_sim_time", r.MaxSimTime)
+	}
 	o := r.Outputs
 	out := outputsYAML{OTLPTrace: &o.OTLPTrace}
 	if e.Mode == ModeInstance {

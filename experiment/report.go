@@ -2,12 +2,12 @@ package experiment
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/blis-sim/blis/cluster"
 	"github.com/blis-sim/blis/cluster/admit"
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/internal/units"
 	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/policy"
 	"github.com/blis-sim/blis/sim"
@@ -227,4 +227,4 @@ func (e *Experiment) echoCluster(b *deploy.Built) ClusterConfig {
 	return cc
 }
 
-func msToUs(ms float64) int64 { return int64(math.Round(ms * 1e3)) }
+func msToUs(ms float64) int64 { return units.MsToUs(ms) }

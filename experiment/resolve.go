@@ -16,6 +16,7 @@ import (
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/cluster/windowplot"
 	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/internal/units"
 	"github.com/blis-sim/blis/policy"
 	"github.com/blis-sim/blis/sim"
 	"github.com/blis-sim/blis/sim/simtrace"
@@ -48,6 +49,9 @@ func (d *Draft) Resolve() (*Experiment, error) {
 		return nil, err
 	}
 	if err := d.checkScaling(e); err != nil {
+		return nil, err
+	}
+	if err := d.checkPrecision(e); err != nil {
 		return nil, err
 	}
 	if err := d.checkDisaggregation(e); err != nil {
@@ -127,7 +131,7 @@ func (d *Draft) resolveDeployment(e *Experiment) error {
 			if !(*w >= 0 && *w <= float64(sim.MaxDurationUs)/1e6) {
 				return d.errf("deployment.router.capacity_wait_timeout_s", "must be within [0 (none but the request's own), %g] s, got %v", float64(sim.MaxDurationUs)/1e6, *w)
 			}
-			r.CapacityWaitTimeoutUs = int64(math.Round(*w * 1e6))
+			r.CapacityWaitTimeoutUs = units.SecondsToUs(*w)
 			if *w > 0 && r.CapacityWaitTimeoutUs == 0 {
 				return d.errf("deployment.router.capacity_wait_timeout_s", "%v s rounds to 0 µs, which means none but the request's own; give at least 1e-06", *w)
 			}
@@ -360,6 +364,9 @@ func (d *Draft) resolveRun(e *Experiment) error {
 		return d.errf("run.counterfactual_k", "must be >= 0, got %d", r.CounterfactualK)
 	}
 	if err := d.resolveAnalysis(r, ry); err != nil {
+		return err
+	}
+	if err := d.resolveSteady(r, ry); err != nil {
 		return err
 	}
 	if n := &ry.FitnessWeights; n.Kind != 0 {
@@ -697,7 +704,7 @@ func (d *Draft) resolveNetwork(e *Experiment, ny *networkYAML) error {
 			if !(*t >= 0 && *t <= float64(deploy.MaxAbortTimeoutUs)/1e6) {
 				return d.errf("deployment.network.abort_timeout_s", "must be in [0 (never), %d] s, got %v", deploy.MaxAbortTimeoutUs/1_000_000, *t)
 			}
-			n.AbortTimeoutUs = int64(math.Round(*t * 1e6))
+			n.AbortTimeoutUs = units.SecondsToUs(*t)
 		}
 	}
 	if err := n.Validate(); err != nil {

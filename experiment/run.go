@@ -20,6 +20,7 @@ import (
 	"github.com/blis-sim/blis/sim"
 	"github.com/blis-sim/blis/sim/simtrace"
 	"github.com/blis-sim/blis/sim/workload"
+	"github.com/blis-sim/blis/steady"
 	"sync/atomic"
 )
 
@@ -106,11 +107,10 @@ type runner struct {
 	// autoscaler adds.
 	otlp func(i int, id string, pool int, c *sim.Config) error
 	// summary is the run's Markdown summary's output (nil without one).
-	summary *bufio.Writer
-	// arrivals is what the workload sent (nil for a replay or given
-	// requests): the offered rate of the overload warning.
-	arrivals func() workload.Arrivals
+	summary  *bufio.Writer
 	progress *Progress // WithProgress's, or nil
+	// col is the run's output analysis (experiment/steady.go).
+	col *steady.Collector
 }
 
 // Progress is how far a run is, readable while it runs (blis run's
@@ -165,7 +165,12 @@ func (e *Experiment) errAt(err error, keys ...string) error {
 
 // checkFiles refuses an output that is one of the run's inputs or
 // another output (internal/atomicfile.Check), before anything is written.
-func (e *Experiment) checkFiles() error {
+func (e *Experiment) checkFiles() error { return e.CheckFiles() }
+
+// CheckFiles is the run's check of its files (an output that is an input,
+// another output, a folder, or in a folder it cannot write) with extra
+// outputs the caller writes beside the run's own (blis run's profiles).
+func (e *Experiment) CheckFiles(extra ...atomicfile.Named) error {
 	var in []atomicfile.Named
 	for i, p := range e.Deployment.Pools {
 		s := p.Instance
@@ -193,7 +198,7 @@ func (e *Experiment) checkFiles() error {
 	} {
 		out = append(out, atomicfile.Named{Label: e.label(k.key), Path: k.path})
 	}
-	return atomicfile.Check(in, out)
+	return atomicfile.Check(in, append(out, extra...))
 }
 
 // env is what the policies need to know of the experiment.
@@ -323,7 +328,7 @@ func scaleArrivals(reqs []sim.RequestSpec, scale float64) error {
 
 // synthetic is the synthetic workload's stream.
 func (r *runner) synthetic() (*workload.Stream, error) {
-	g, err := workload.NewGenerator(r.e.Workload.Synthetic, r.rng.Stream(sim.StreamWorkload))
+	g, err := workload.NewGenerator(r.e.sizedSynthetic(), r.rng.Stream(sim.StreamWorkload))
 	if err != nil {
 		return nil, r.e.syntheticErr(err)
 	}
@@ -384,7 +389,7 @@ func (r *runner) instance(ctx context.Context) error {
 	}
 	r.notes([]*deploy.Instance{in}, []string{d.Pools[0].Name})
 	cfg := in.Config
-	cfg.Options = sim.Options{HorizonUs: int64(math.Round(e.Run.HorizonS * 1e6)), Exhaustive: e.Run.DebugInvariants, RecordRequests: e.Run.PerRequest}
+	cfg.Options = sim.Options{HorizonUs: e.horizonUs(), Exhaustive: e.Run.DebugInvariants, RecordRequests: e.Run.PerRequest}
 	var src sim.Source
 	var gen *workload.Stream
 	var rep *workload.ReplayReport
@@ -401,7 +406,6 @@ func (r *runner) instance(ctx context.Context) error {
 			return err
 		}
 		src, rep, res.offered = sim.SliceSource(reqs), rp, int64(len(reqs))
-		r.arrivals = func() workload.Arrivals { return workload.ArrivalsOf(reqs) }
 	default:
 		if gen, err = r.synthetic(); err != nil {
 			return err
@@ -445,6 +449,7 @@ func (r *runner) instance(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.Analyze(r.collector(nil))
 	m, err := s.RunContext(ctx)
 	if err = r.partial(err, ctx); err != nil {
 		return err
@@ -456,6 +461,9 @@ func (r *runner) instance(ctx context.Context) error {
 		return fmt.Errorf("writing the trace: %w", err)
 	}
 	res.Instance = m
+	if e.Run.Precision > 0 {
+		res.offered = m.Requests.Offered // what arrived before the stop
+	}
 	res.Report = &InstanceReport{Tool: "blis run", Version: 1, Partial: res.Partial, Config: config, Metrics: m, Workload: rep}
 	r.instanceDiagnostics(m, rep, gen, tw)
 	return nil
@@ -479,7 +487,7 @@ func (r *runner) cluster(ctx context.Context) error {
 	}
 	r.notes(built.Pools, names)
 	cfg := built.Config
-	cfg.HorizonUs = int64(math.Round(e.Run.HorizonS * 1e6))
+	cfg.HorizonUs = e.horizonUs()
 	cfg.RecordRequests = e.Run.PerRequest
 	cfg.CounterfactualK = e.Run.CounterfactualK
 	if err := r.analysis(&cfg); err != nil {
@@ -534,16 +542,14 @@ func (r *runner) cluster(ctx context.Context) error {
 			return err
 		}
 		src, rep, res.offered = cluster.NewSliceSource(reqs), rp, int64(len(reqs))
-		r.arrivals = func() workload.Arrivals { return workload.ArrivalsOf(reqs) }
 	case Synthetic:
 		if gen, err = r.synthetic(); err != nil {
 			return err
 		}
 		src, res.offered = gen, int64(w.Synthetic.Requests)
 	default:
-		specSrc = workload.NewSource(w.Spec, r.rng)
+		specSrc = workload.NewSource(e.sizedSpec(), r.rng)
 		src = specSrc
-		r.arrivals = specSrc.Arrivals
 		if p := r.progress; p != nil {
 			specSrc.Watch(&p.Progress)
 			p.Total.Store(w.Spec.Requests)
@@ -561,6 +567,11 @@ func (r *runner) cluster(ctx context.Context) error {
 	if err := r.clusterOutputs(&cfg, built, config); err != nil {
 		return err
 	}
+	var ids []string
+	for _, in := range cfg.Instances {
+		ids = append(ids, in.ID)
+	}
+	cfg.Analysis = r.collector(ids)
 	cs, err := cluster.New(cfg, src)
 	if err != nil {
 		return err
@@ -588,6 +599,9 @@ func (r *runner) cluster(ctx context.Context) error {
 	if specSrc != nil {
 		out.Spec = &SpecReport{Source: e.Workload.Spec.Source, Tenants: specSrc.Stats()}
 		res.offered = specSrc.Sent()
+	}
+	if e.Run.Precision > 0 {
+		res.offered = m.Requests.Arrived // what arrived before the stop
 	}
 	if len(e.Run.Fitness) > 0 {
 		fr := cluster.Fitness(m, e.Run.Fitness)

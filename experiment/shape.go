@@ -103,6 +103,11 @@ type runYAML struct {
 	SummaryMaxTokens     *int         `yaml:"summary_max_tokens"`
 	FitnessWeights       yaml.Node    `yaml:"fitness_weights"`
 	Window               *string      `yaml:"window"`
+	Warmup               *string      `yaml:"warmup"`
+	Precision            *float64     `yaml:"precision"`
+	PrecisionMetric      *string      `yaml:"precision_metric"`
+	MaxRequests          *int64       `yaml:"max_requests"`
+	MaxSimTime           *string      `yaml:"max_sim_time"`
 	OTLP                 *otlpYAML    `yaml:"otlp"`
 	Outputs              *outputsYAML `yaml:"outputs"`
 }

@@ -87,6 +87,11 @@ var Flags = []Flag{
 	// The run.
 	{Name: "seed", Key: "run.seed", Type: "int", Default: keyDefault("run.seed"), Help: "random seed: the same seed and inputs give byte-identical output"},
 	{Name: "horizon", Key: "run.horizon_s", Type: "float", Default: keyDefault("run.horizon_s"), Help: "stop after this many simulated seconds (0: serve every request)"},
+	{Name: "warmup", Key: "run.warmup", Type: "string", Default: keyDefault("run.warmup"), Help: "the warm-up removed before the steady-state estimates: auto (found by the MSER-5 rule), none, or a `DURATION` of simulated time from the first arrival (30s, 2m; whole µs) (docs/statistics.md)"},
+	{Name: "precision", Key: "run.precision", Type: "float", Default: keyDefault("run.precision"), Help: "size the run by its precision: keep arriving until --precision-metric's 95 % interval is within this share of its estimate (0.05: 5 %) and the run is stable, or it is unstable, or a cap is reached; --requests is then the least length (0: the workload's length)"},
+	{Name: "precision-metric", Key: "run.precision_metric", Type: "string", Default: keyDefault("run.precision_metric"), Help: "the metric --precision watches, a column of blis sweep's table with an interval (ttft_p99_ms, e2e_mean_ms, requests_per_s, slo_attainment, ...)"},
+	{Name: "max-requests", Key: "run.max_requests", Type: "int", Default: keyDefault("run.max_requests"), Help: "--precision: stop after this many arrivals"},
+	{Name: "max-sim-time", Key: "run.max_sim_time", Type: "string", Default: keyDefault("run.max_sim_time"), Help: "--precision: stop after this much simulated time (a `DURATION`: 30m, 24h)"},
 	{Name: "per-request", Key: "run.per_request", Type: "bool", Default: keyDefault("run.per_request"), Help: "include one record per finished request in the JSON"},
 	{Name: "otlp-trace", Key: "run.outputs.otlp_trace", Type: "string", Help: "write the run as vLLM OTLP JSON lines to FILE"},
 	{Name: "kv-events", Key: "run.outputs.kv_events", Type: "string", Help: "write KV offload events as the subscriber's JSON lines to FILE (needs --kv-blocks-cpu)"},

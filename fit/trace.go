@@ -50,6 +50,10 @@ type RequestRow struct {
 	QueuedNs, FirstScheduledNs              int64
 	FirstScheduledS                         float64 // seconds fallback of FirstScheduledNs
 	Inst                                    int32   // index into Trace.Instances
+	// Wall-clock Unix ns of ARRIVED and QUEUED (-1 when missing, or in
+	// tables without the columns): what a held-out split is placed by
+	// (holdout.go).
+	ArrivedWallNs, QueuedWallNs int64
 }
 
 // ScheduledRow is one journey.SCHEDULED event: its step and monotonic time.
@@ -451,6 +455,10 @@ func (tr *Trace) loadRequests(ins *instances) error {
 	finished, departed := r.f64("finished_mono_s"), r.f64("departed_mono_s")
 	firstS := r.f64("first_scheduled_mono_s")
 	queuedNs, firstNs := r.i64("queued_mono_ns"), r.i64("first_scheduled_mono_ns")
+	var arrivedWall, queuedWall pqread.Column[int64]
+	if f.Has("arrived_wall_ns") && f.Has("queued_wall_ns") {
+		arrivedWall, queuedWall = r.i64("arrived_wall_ns"), r.i64("queued_wall_ns")
+	}
 	if r.err != nil {
 		return r.err
 	}
@@ -476,7 +484,10 @@ func (tr *Trace) loadRequests(ins *instances) error {
 			Prompt: i64(prompt, i), Output: i64(output, i),
 			ArrivedS: f64(arrived, i), QueuedS: f64(queued, i), FinishedS: f64(finished, i), DepartedS: f64(departed, i),
 			FirstScheduledS: f64(firstS, i), QueuedNs: i64(queuedNs, i), FirstScheduledNs: i64(firstNs, i),
-			Inst: inst.at(i),
+			Inst: inst.at(i), ArrivedWallNs: -1, QueuedWallNs: -1,
+		}
+		if arrivedWall.V != nil {
+			rr.ArrivedWallNs, rr.QueuedWallNs = i64(arrivedWall, i), i64(queuedWall, i)
 		}
 		if id.OK(i) {
 			rr.EngineID = id.V[i]

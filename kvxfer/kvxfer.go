@@ -13,7 +13,10 @@
 // port does not give its unused share of another port to the others.
 //
 // Time is integer microseconds, as everywhere in the simulator; a
-// transfer's end is rounded up to the microsecond it falls in. The model
+// transfer's end is rounded up to the microsecond it falls in, and no
+// transfer flows longer than units.MaxDurationUs (2^40 µs, 12.7 days) from
+// its start: one that would (a link of 1e-15 GB/s) ends its flow then and
+// is counted (Clamped; TestHopelessLinkIsClamped). The model
 // is a pure core: the caller (the cluster loop) starts transfers at its
 // clock and asks when the next one ends. It is not safe for concurrent
 // use.
@@ -22,6 +25,8 @@ package kvxfer
 import (
 	"fmt"
 	"math"
+
+	"github.com/blis-sim/blis/internal/units"
 )
 
 // Port is an endpoint's link, as AddPort returned it.
@@ -35,6 +40,7 @@ type Network struct {
 	xfers     []xfer    // in progress, in start order
 	t         int64     // the flows are accounted up to t
 	done      []int64
+	clamped   int64 // transfers whose flow was cut to units.MaxDurationUs
 }
 
 type xfer struct {
@@ -42,15 +48,17 @@ type xfer struct {
 	ports     [2]Port // -1: unused
 	remaining float64 // bytes still to flow at t
 	rate      float64 // bytes per µs since t
+	start     int64   // when it started
 	endAt     int64   // when its last byte flows at that rate
 	flowed    bool    // its last byte flowed, at endAt
+	clamped   bool    // its flow time was cut to units.MaxDurationUs (counted once)
 }
 
 // New is a network whose transfers complete latencyUs (>= 0) after their
 // last byte.
 func New(latencyUs int64) (*Network, error) {
-	if latencyUs < 0 {
-		return nil, fmt.Errorf("kvxfer: latency must be >= 0 µs, got %d", latencyUs)
+	if latencyUs < 0 || latencyUs > units.MaxDurationUs {
+		return nil, fmt.Errorf("kvxfer: latency must be within [0, %d] µs, got %d", units.MaxDurationUs, latencyUs)
 	}
 	return &Network{latencyUs: latencyUs}, nil
 }
@@ -64,6 +72,10 @@ func (n *Network) AddPort(bytesPerSecond float64) (Port, error) {
 	n.users = append(n.users, 0)
 	return Port(len(n.caps) - 1), nil
 }
+
+// Clamped is the number of transfers whose flow would have lasted longer
+// than units.MaxDurationUs from their start, and was cut there.
+func (n *Network) Clamped() int64 { return n.clamped }
 
 // Active is the number of transfers in progress (flowing or in their
 // latency).
@@ -90,7 +102,7 @@ func (n *Network) Start(now, id int64, bytes float64, a, b Port) error {
 		b = -1
 	}
 	n.settle(now)
-	x := xfer{id: id, ports: [2]Port{a, b}, remaining: bytes}
+	x := xfer{id: id, ports: [2]Port{a, b}, remaining: bytes, start: now}
 	if bytes == 0 || (a < 0 && b < 0) {
 		x.remaining, x.endAt, x.flowed = 0, now, true
 	} else {
@@ -209,6 +221,14 @@ func (n *Network) rerate() {
 		x.rate = rate
 		// A tolerance of a millionth of a µs keeps a whole number of µs
 		// whole through the floating-point subtractions of flow.
-		x.endAt = n.t + int64(math.Ceil(x.remaining/rate-1e-6))
+		d := units.Ceil(x.remaining/rate - 1e-6)
+		if limit := x.start + units.MaxDurationUs - n.t; d > limit {
+			if !x.clamped {
+				x.clamped = true
+				n.clamped++
+			}
+			d = limit
+		}
+		x.endAt = n.t + max(d, 0)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/blis-sim/blis/internal/units"
 )
 
 // run completes every transfer and returns when each completed.
@@ -176,4 +178,33 @@ func TestRandomTransfersConserveWork(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestHopelessLinkIsClamped: a 512 MB transfer over a 1e-15 GB/s link
+// (1e-6 bytes/s: 5e14 s) once ended at a wrapped time, 9.2e18 µs before it
+// started; its flow is now cut to units.MaxDurationUs from its start and
+// counted (however the other transfers change its rate meanwhile), and a
+// transfer sharing a port with it keeps its fair share until then.
+func TestHopelessLinkIsClamped(t *testing.T) {
+	n, err := New(10)
+	require.NoError(t, err)
+	slow, err := n.AddPort(1e-15 * 1e9)
+	require.NoError(t, err)
+	subnormal, err := n.AddPort(1e-300 * 1e-15)
+	require.NoError(t, err)
+	fast, err := n.AddPort(10e9)
+	require.NoError(t, err)
+	require.NoError(t, n.Start(1000, 1, 512e6, slow, fast))
+	require.NoError(t, n.Start(1000, 2, 512e6, subnormal, -1))
+	require.NoError(t, n.Start(1000, 3, 100e6, fast, -1))
+	require.Equal(t, int64(2), n.Clamped())
+	got := run(t, n)
+	require.Equal(t, 1000+units.MaxDurationUs+10, got[1])
+	require.Equal(t, 1000+units.MaxDurationUs+10, got[2])
+	// 100 MB at 10 GB/s, the fast port shared with the hopeless transfer
+	// at half rate: 20 ms.
+	require.Equal(t, int64(1000+20_000+10), got[3])
+	require.Equal(t, int64(2), n.Clamped(), "counted once each")
+	_, err = New(units.MaxDurationUs + 1)
+	require.Error(t, err)
 }

@@ -694,3 +694,44 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestSimulatedFixtureIngests: the realistic fixture (256 requests written
+// by blis run --otlp-trace and --kv-events) ingests without an issue,
+// every request joined, in lifecycle order, with the counts of what the
+// simulator traced.
+func TestSimulatedFixtureIngests(t *testing.T) {
+	dir := t.TempDir()
+	m, err := Ingest(FileSources([]string{fixtureDir + "/simulated_run.jsonl.gz", fixtureDir + "/simulated_run.kv.jsonl.gz"}),
+		Options{OutDir: dir, Strict: true})
+	require.NoError(t, err)
+	require.Equal(t, int64(0), m.Issues.Total)
+	rows := map[string]int64{}
+	for _, tb := range m.Tables {
+		rows[tb.Name] = tb.Rows
+	}
+	assert.Equal(t, int64(256), rows[TableRequests])
+	assert.Equal(t, 6*rows[TableRequests], rows[TableJourneyEvents], "ARRIVED, DEPARTED and four journey events per request without preemption")
+	assert.Greater(t, rows[TableSteps], int64(300))
+	assert.Greater(t, rows[TableRequestSnapshots], rows[TableSteps], "rich steps carry a snapshot per running request")
+	assert.Greater(t, rows[TableKVEvents], int64(1000))
+
+	_, reqs := parquettest.Read(t, filepath.Join(dir, TableRequests+".parquet"))
+	for _, r := range reqs {
+		require.NotNil(t, r["api_span_id"], "joined: %v", r["trace_id"])
+		require.NotNil(t, r["core_span_id"], "joined: %v", r["trace_id"])
+		times := []string{"arrived_mono_s", "queued_mono_s", "first_scheduled_mono_s", "first_token_mono_s", "finished_mono_s", "departed_mono_s"}
+		for i := 1; i < len(times); i++ {
+			require.LessOrEqual(t, r[times[i-1]].(float64), r[times[i]].(float64), "%s before %s for %v", times[i-1], times[i], r["api_request_id"])
+		}
+		require.Positive(t, r["output_tokens"].(int64))
+		require.Contains(t, []any{"stopped", "length"}, r["finish_status"])
+	}
+	_, kv := parquettest.Read(t, filepath.Join(dir, TableKVEvents+".parquet"))
+	types := map[any]int{}
+	for _, r := range kv {
+		types[r["type"]]++
+	}
+	for _, typ := range []string{"TransferInitiated", "TransferCompleted", "CacheStoreCommitted"} {
+		assert.Positive(t, types[typ], "KV events of type %s", typ)
+	}
+}

@@ -12,7 +12,7 @@ import (
 
 // KV offload events are not OTLP: vLLM's KV events subscriber writes one
 // JSON array per line, [ts, [event, ...], dp_rank?], and each event is an
-// array whose first element is its type (../shared/vllm-tracing-schema.md).
+// array whose first element is its type (docs/vllm-tracing.md).
 
 // KVEventSpec lists one event type's positional fields after the type.
 type KVEventSpec struct {

@@ -108,3 +108,15 @@ func protoValue(v *commonpb.AnyValue) Value {
 	}
 	return Value{}
 }
+
+// DecodeProto decodes one binary ExportTraceServiceRequest as the reader
+// decodes a proto record: an error here is a record the ingest would count
+// as malformed_record.
+func DecodeProto(data []byte) ([]Span, error) {
+	var d protoDecoder
+	spans, err := d.decode(data, 1, nil)
+	if err != nil {
+		return nil, fmt.Errorf("OTLP protobuf: %w", err)
+	}
+	return spans, nil
+}

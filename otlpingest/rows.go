@@ -123,6 +123,13 @@ func (r *Rows) issue(w Where, kind IssueKind, detail string) {
 	r.Issues = append(r.Issues, Issue{Kind: kind, File: w.File, Record: w.Record, Detail: detail})
 }
 
+// IsVLLMSpan says whether a span of this name is one the tables take (an
+// llm_request, llm_core or scheduler_steps_<seq> span); any other is
+// counted as unknown_span.
+func IsVLLMSpan(name string) bool {
+	return name == SpanRequest || name == SpanCore || strings.HasPrefix(name, StepSpanPrefix)
+}
+
 // AddSpan turns one span's events into rows. Request spans also go to the
 // requests join, which is not this function's business (and which finds
 // their duplicates); a step span seen twice is counted and skipped here.
@@ -132,9 +139,11 @@ func (r *Rows) issue(w Where, kind IssueKind, detail string) {
 func (r *Rows) AddSpan(file string, sp *Span) {
 	w := Where{File: file, Record: sp.Record}
 	switch {
+	case !IsVLLMSpan(sp.Name):
+		r.issue(w, IssueUnknownSpan, fmt.Sprintf("span %q (scope %q)", sp.Name, sp.Scope))
 	case sp.Name == SpanRequest, sp.Name == SpanCore:
 		r.journeySpan(w, sp)
-	case strings.HasPrefix(sp.Name, StepSpanPrefix):
+	default: // a step span
 		if r.stepSpans == nil {
 			r.stepSpans = map[uint64]struct{}{}
 		}
@@ -145,8 +154,6 @@ func (r *Rows) AddSpan(file string, sp *Span) {
 		}
 		r.stepSpans[h] = struct{}{}
 		r.stepSpan(w, sp)
-	default:
-		r.issue(w, IssueUnknownSpan, fmt.Sprintf("span %q (scope %q)", sp.Name, sp.Scope))
 	}
 	if sp.DroppedEventsCount > 0 {
 		r.issue(w, IssueDroppedEvents, fmt.Sprintf("span %q (%s) lost %d events to the SDK's per-span limit", sp.Name, sp.SpanID, sp.DroppedEventsCount))

@@ -8,7 +8,8 @@ import (
 	"github.com/blis-sim/blis/internal/tracevocab"
 )
 
-// The vLLM journey and step tracing schema (../shared/vllm-tracing-schema.md)
+// The vLLM journey and step tracing schema (docs/vllm-tracing.md, whose
+// span-by-span reference is rendered from these tables)
 // as data: which spans and events exist and which attributes they carry.
 
 // AttrSpec is one attribute the schema defines.

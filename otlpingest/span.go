@@ -1,6 +1,6 @@
 // Package otlpingest reads the OpenTelemetry traces and KV-event streams
 // that vLLM writes with journey and step tracing on, and turns them into
-// columnar tables (see docs/ingest.md and ../shared/vllm-tracing-schema.md).
+// columnar tables (see docs/ingest.md and docs/vllm-tracing.md).
 //
 // Reading is split into a pure part, decoding one OTLP message (JSON or
 // protobuf) into Spans, and an I/O part that detects formats and

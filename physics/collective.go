@@ -64,11 +64,17 @@ type Collectives struct {
 	// CC is the compute capability ("9.0"), which selects vLLM's size
 	// tables and whether torch symmetric memory runs; "" when unknown.
 	CC string
+	// HostLinkBytesPerS is one GPU's PCIe link per direction, bytes/s:
+	// between GPUs linked in NVLink pairs (Kind nvlink) a ring over more
+	// than two of them crosses from pair to pair over PCIe. 0 when
+	// unknown (the ring is then priced on the NVLink).
+	HostLinkBytesPerS float64
 }
 
 // Collectives returns the hardware's collective model.
 func (h HardwareSpec) Collectives() Collectives {
-	return Collectives{Kind: h.InterconnectKind(), LinkBytesPerS: h.InterconnectBandwidthGBs * 1e9, CC: h.ComputeCapability}
+	return Collectives{Kind: h.InterconnectKind(), LinkBytesPerS: h.InterconnectBandwidthGBs * 1e9, CC: h.ComputeCapability,
+		HostLinkBytesPerS: h.PCIeBandwidthGBs * 1e9}
 }
 
 // InterconnectKind is the spec's interconnect, or the one its bandwidths
@@ -145,17 +151,24 @@ const (
 	//    tuning.cc's 25 µs NVLS latency.
 	// Over PCIe the low-latency protocol keeps the share of the simple
 	// protocol's bandwidth it has over NVLink (0.595 / 0.82).
-	ncclLLLatencyTP4Us   = 13.6
-	ncclLLShare          = 0.595
-	ncclLLHopUsNVLink    = 0.6
-	ncclLLHopUsPCIe      = 1.0
-	ncclSimpleBaseUs     = 8.4
-	ncclSimpleHopNVLink  = 3.4
-	ncclSimpleHopPCIe    = 5.7
-	ncclSimpleShareNV    = 0.82
-	ncclSimpleSharePCIe  = 0.55
-	ncclNVLSLatencyUs    = 25
-	ncclNVLSShare        = 0.61
+	ncclLLLatencyTP4Us  = 13.6
+	ncclLLShare         = 0.595
+	ncclLLHopUsNVLink   = 0.6
+	ncclLLHopUsPCIe     = 1.0
+	ncclSimpleBaseUs    = 8.4
+	ncclSimpleHopNVLink = 3.4
+	ncclSimpleHopPCIe   = 5.7
+	ncclSimpleShareNV   = 0.82
+	ncclSimpleSharePCIe = 0.55
+	ncclNVLSLatencyUs   = 25
+	ncclNVLSShare       = 0.61
+	// Between NVLink pairs a ring of more than two GPUs crosses PCIe, at
+	// 0.75 of its per-direction rate: the bus bandwidth Vidur measured for
+	// NCCL's all-reduce over four GPUs in two NVLink pairs, 48.7 GB/s on
+	// H100 (PCIe Gen5 x16, 64 GB/s) and 23.5 GB/s on A100 (Gen4 x16,
+	// 32 GB/s) at their largest messages (testdata/vidur/network/
+	// *_pairwise_nvlink), against 189 and 194 GB/s for two GPUs of one pair.
+	ncclCrossPairShare   = 0.75
 	customAllReduceMaxSz = 8 * mib // CustomAllreduce's max_size default
 )
 
@@ -289,7 +302,7 @@ func (c Collectives) SymmMemAllReduce(msgBytes float64, n int) (float64, AllRedu
 // capability 9.0, NVLink SHARP.
 func (c Collectives) NCCLAllReduce(msgBytes float64, n int) float64 {
 	nf := float64(n)
-	t := c.ncclRing(2*(nf-1)/nf*msgBytes, 2*(nf-1))
+	t := c.ncclRing(2*(nf-1)/nf*msgBytes, 2*(nf-1), n)
 	if c.Kind == InterconnectNVSwitch && ccMajor(c.CC) >= 9 {
 		t = min(t, ncclNVLSLatencyUs*1e-6+msgBytes/(ncclNVLSShare*c.LinkBytesPerS))
 	}
@@ -303,16 +316,21 @@ func (c Collectives) NCCLGather(busBytes float64, n int) float64 {
 	if n <= 1 {
 		return 0
 	}
-	return c.ncclRing(busBytes, float64(n-1))
+	return c.ncclRing(busBytes, float64(n-1), n)
 }
 
-// ncclRing is the time of a ring collective of the given steps that
-// moves busBytes per rank: the faster of NCCL's low-latency and simple
-// protocols.
-func (c Collectives) ncclRing(busBytes, steps float64) float64 {
+// ncclRing is the time of a ring collective of the given steps over n
+// ranks that moves busBytes per rank: the faster of NCCL's low-latency
+// and simple protocols, on the ring's slowest link (PCIe between NVLink
+// pairs when the ring spans more than one pair).
+func (c Collectives) ncclRing(busBytes, steps float64, n int) float64 {
 	L := c.LinkBytesPerS
 	llHop, simpleHop, simpleShare := ncclLLHopUsNVLink, ncclSimpleHopNVLink, ncclSimpleShareNV
-	if !c.nvlink() {
+	switch {
+	case c.Kind == InterconnectNVLink && n > 2 && c.HostLinkBytesPerS > 0:
+		L = c.HostLinkBytesPerS
+		llHop, simpleHop, simpleShare = ncclLLHopUsPCIe, ncclSimpleHopPCIe, ncclCrossPairShare
+	case !c.nvlink():
 		llHop, simpleHop, simpleShare = ncclLLHopUsPCIe, ncclSimpleHopPCIe, ncclSimpleSharePCIe
 	}
 	llShare := ncclLLShare * simpleShare / ncclSimpleShareNV

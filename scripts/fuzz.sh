@@ -33,6 +33,7 @@ families=(
   "features ./features:FuzzFeatures"
   "otlp-ingest ./otlpingest:FuzzDecodeJSON ./otlpingest:FuzzReadTraces"
   "kv-events ./otlpingest:FuzzDecodeKVLine"
+  "otlp-receive ./otlpreceive:FuzzServeHTTP"
   "coefficients ./coefficients:FuzzParse"
   "workload ./sim/workload:FuzzParseDist ./sim/workload:FuzzParseSpec ./sim/workload:FuzzReplayCSV"
   "records ./sim/workload/records:FuzzReadAzure ./sim/workload/records:FuzzParseRunMeta ./sim/workload/records:FuzzReadMooncake ./sim/workload/records:FuzzReadVLLMBench ./sim/workload/records:FuzzReadInferencePerf ./sim/workload/records:FuzzReadVLLMRuns ./sim/workload/records:FuzzReadCounters"

@@ -90,7 +90,7 @@ func (e *Engine) abort(id int64, atUs int64, killed bool) (ok bool, err error) {
 		return false, nil
 	}
 	r := &e.reqs[i]
-	e.now = atUs
+	e.now, e.m.active = atUs, atUs
 	r.aborted, r.killed, r.finished = true, killed, atUs
 	if o := e.cfg.Observer; o != nil && r.state != stPending {
 		o.Aborted(id, atUs)
@@ -118,7 +118,7 @@ func (e *Engine) abort(id int64, atUs int64, killed bool) (ok bool, err error) {
 		}
 		e.journey(r, JourneyFinished, atUs)
 	case stPulling:
-		if r.pull == pullDue && !e.events.remove(evPulled, i) {
+		if (r.pull == pullDue || r.pull == pullLost) && !e.events.remove(evPulled, i) {
 			e.fail("INV-2", "request %d's KV arrival has no event", id)
 		}
 		e.pulling--
@@ -265,7 +265,7 @@ func (e *Engine) Redirect(id int64, atUs int64) (spec RequestSpec, ok bool, err 
 	default:
 		return spec, false, nil
 	}
-	e.now = atUs
+	e.now, e.m.active = atUs, atUs
 	spec = r.spec
 	spec.Content = slices.Clone(spec.Content)
 	e.releaseBlocks(r, true)

@@ -253,6 +253,9 @@ type request struct {
 	prefillDone int64
 
 	preemptions int64
+	// expired marks a kept HandoffPrefill request whose copy is released
+	// unpulled, at its abort timeout (ExpireKV).
+	expired bool
 	// pull is a HandoffDecode request's pull (pullNone, pullWaiting,
 	// pullArrived).
 	pull uint8
@@ -483,8 +486,12 @@ func (e *Engine) Advance() (err error) {
 		e.fail("INV-3", "clock would go back from %d to %d µs (%s event)", e.now, t, e.events.peek().kind)
 	}
 	e.now = t
+	quiet := true // only expired copies released
 	for e.events.len() > 0 && e.events.peek().at == t {
 		ev := e.events.pop()
+		if ev.kind != evReleaseKV || !e.reqs[ev.req].expired {
+			quiet = false
+		}
 		switch ev.kind {
 		case evArrival:
 			e.onArrival(ev.req)
@@ -504,6 +511,9 @@ func (e *Engine) Advance() (err error) {
 				e.step()
 			}
 		}
+	}
+	if !quiet {
+		e.m.active = t
 	}
 	return nil
 }

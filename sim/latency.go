@@ -7,6 +7,7 @@ import (
 
 	"github.com/blis-sim/blis/coefficients"
 	"github.com/blis-sim/blis/features"
+	"github.com/blis-sim/blis/internal/units"
 	"github.com/blis-sim/blis/physics"
 )
 
@@ -53,24 +54,17 @@ type LatencyModel interface {
 const (
 	// MaxDurationUs is 2^40 µs, about 12.7 days: no step or overhead of a
 	// real deployment comes near it.
-	MaxDurationUs int64 = 1 << 40
+	MaxDurationUs = units.MaxDurationUs
 	// MaxTimeUs is 2^61 µs, about 73,000 years.
-	MaxTimeUs int64 = 1 << 61
+	MaxTimeUs = units.MaxTimeUs
 )
 
-// ToUs rounds v µs to an integer with saturation: NaN and values beyond
-// ±2^62 become math.MaxInt64 or math.MinInt64, which the engine's clamp
-// and the setup checks (CheckLatency) see as out of range, instead of the
-// wrapped value a plain conversion gives.
-func ToUs(v float64) int64 {
-	switch {
-	case v != v || v >= 1<<62:
-		return math.MaxInt64
-	case v <= -(1 << 62):
-		return math.MinInt64
-	}
-	return int64(math.Round(v))
-}
+// ToUs rounds v µs to an integer with saturation (internal/units.Round):
+// NaN and values beyond int64's range become math.MaxInt64 or
+// math.MinInt64, which the engine's clamp and the setup checks
+// (CheckLatency) see as out of range, instead of the wrapped value a plain
+// conversion gives.
+func ToUs(v float64) int64 { return units.Round(v) }
 
 // overheadUs is an overhead in [0, MaxDurationUs] µs (CheckLatency refuses
 // models whose overheads pass the bound on the configuration).
@@ -161,6 +155,14 @@ type Roofline struct {
 	// PCIe.
 	TransferBaseUs float64
 	Overheads      coefficients.Overheads
+	// Kernels prices the linear layers by the measured kernel model
+	// (physics.Kernels: each projection GEMM by its shape, and the
+	// elementwise kernels by their bytes) instead of one roofline over the
+	// step's linear FLOPs and weight bytes; the kernels' rates are scaled
+	// by ComputeEfficiency and BandwidthEfficiency over their defaults
+	// (kernelScale). kern is the hardware's model, resolved with the plan.
+	Kernels bool
+	kern    physics.Kernels
 }
 
 // DefaultRoofline returns a roofline with efficiencies and overheads typical
@@ -173,7 +175,7 @@ func DefaultRoofline(cfg *physics.PhysicsConfig) *Roofline {
 		// the datasheet peak on a card without a measured rate, the
 		// default before cards had one.
 		ComputeEfficiency:    DefaultComputeEfficiency,
-		BandwidthEfficiency:  0.8,
+		BandwidthEfficiency:  DefaultBandwidthEfficiency,
 		StepOverheadUs:       900,
 		PerRequestOverheadUs: 4,
 		Collectives:          cfg.Hardware.Collectives(),
@@ -189,11 +191,16 @@ func DefaultRoofline(cfg *physics.PhysicsConfig) *Roofline {
 func (m *Roofline) resolvePlan() {
 	m.plan, m.planOf = m.Collectives.Plan(m.Cfg.TP), m.Collectives
 	m.gemm = newGEMMCost(m.Cfg, m.Cfg.Hardware.GEMMShapes())
+	m.kern = m.Cfg.Hardware.Kernels()
 }
 
 // DefaultComputeEfficiency is the roofline's default share of the sustained
-// GEMM rate (Roofline.ComputeEfficiency).
-const DefaultComputeEfficiency = 0.8
+// GEMM rate (Roofline.ComputeEfficiency), DefaultBandwidthEfficiency its
+// default share of peak HBM bandwidth.
+const (
+	DefaultComputeEfficiency   = 0.8
+	DefaultBandwidthEfficiency = 0.8
+)
 
 // DefaultOverheads are request-level overheads of a vLLM API server for a
 // short prompt, estimates used by the roofline and as a blackbox default.
@@ -244,12 +251,17 @@ func (m *Roofline) StepSeconds(b *Batch) float64 {
 		attnFlops := in.SumPrefillAttnWork*c.AttnFlopsPerWorkUnit + float64(in.DecodeContextTokens)*2*c.AttnFlopsPerWorkUnit
 		kvRead := float64(in.SumDecodeKVBlocks)*c.BlockSizeBytes + prefillContextBytes(in, c)
 		fc, bw := c.Hardware.SustainedTFlops()*1e12*float64(c.TP)*m.ComputeEfficiency, c.HWPeakBandwidth*m.BandwidthEfficiency
-		if g := m.gemm; g != nil {
-			// Each GEMM at its shape's share of the sustained rate.
-			linFlops = tokens*g.layers.at(in.ScheduledTokens) + sampled*g.head.at(in.NumPrefillReqs+in.NumDecodeReqs)
+		switch {
+		case m.Kernels:
+			t += m.kernelSeconds(in, tokens, sampled, fc, bw)
+		default:
+			if g := m.gemm; g != nil {
+				// Each GEMM at its shape's share of the sustained rate.
+				linFlops = tokens*g.layers.at(in.ScheduledTokens) + sampled*g.head.at(in.NumPrefillReqs+in.NumDecodeReqs)
+			}
+			t += math.Max(linFlops/fc, c.ExpertWeightBytesEP(in.ScheduledTokens)/bw)
+			t += math.Max(attnFlops/fc, (kvRead+tokens*c.KVBytesPerToken)/bw)
 		}
-		t += math.Max(linFlops/fc, c.ExpertWeightBytesEP(in.ScheduledTokens)/bw)
-		t += math.Max(attnFlops/fc, (kvRead+tokens*c.KVBytesPerToken)/bw)
 		if m.Cfg.TP > 1 {
 			t += m.allReduceSeconds(tokens)
 		}
@@ -265,6 +277,48 @@ func (m *Roofline) StepSeconds(b *Batch) float64 {
 		t += m.TransferBaseUs*1e-6 + float64(in.TransferBlocks)*c.BlockSizeBytes/c.HWPCIeBandwidthEff
 	}
 	return t
+}
+
+// kernelSeconds is the step's linear layers and elementwise kernels by
+// the measured kernel model: each layer's projection GEMMs at the step's
+// tokens (on one tensor-parallel rank), the LM head at one row per sampled
+// request, and each layer's norms, residual adds, rotary embedding and
+// activation, plus the embedding lookup. The routed experts of a MoE
+// layer (grouped kernels the profiles do not cover) keep the roofline's
+// bound at fc and bw. The kernels' rates scale with the efficiencies over
+// their defaults.
+func (m *Roofline) kernelSeconds(in *features.BetaInput, tokens, sampled, fc, bw float64) float64 {
+	c := m.Cfg
+	md := c.Model
+	k := m.kern
+	k.GEMMRate *= m.ComputeEfficiency / DefaultComputeEfficiency
+	k.BwPeak *= m.BandwidthEfficiency / DefaultBandwidthEfficiency
+	b, hd, tp := md.BytesPerParam, float64(md.HiddenSize), float64(c.TP)
+	layer := k.GEMMSeconds(tokens, (c.QDim+2*c.KVDim)/tp, hd, b) + k.GEMMSeconds(tokens, hd, c.QDim/tp, b)
+	var experts float64
+	if md.IsMoE() {
+		layer += k.GEMMSeconds(tokens, float64(md.NumExperts), hd, b) // router
+		if sh := float64(md.SharedExpertIntermediateSize); sh > 0 {
+			layer += k.GEMMSeconds(tokens, float64(md.NMLPProj-1)*sh/tp, hd, b) + k.GEMMSeconds(tokens, hd, sh/tp, b)
+		}
+		expertFlops := float64(md.NumLayers) * tokens * float64(md.NMLPProj) * 2 * hd * float64(md.IntermediateSize) * float64(md.TopK)
+		experts = math.Max(expertFlops/fc, (c.ExpertWeightBytesEP(in.ScheduledTokens)-c.WeightBytesNonExpert)/bw)
+	} else {
+		inter := float64(md.IntermediateSize)
+		layer += k.GEMMSeconds(tokens, float64(md.NMLPProj-1)*inter/tp, hd, b) + k.GEMMSeconds(tokens, hd, inter/tp, b)
+	}
+	layer += k.LayerElementwiseSeconds(c, tokens)
+	head := k.GEMMSeconds(sampled, float64(md.VocabSize)/tp, hd, b)
+	// Attention per layer and rank: the prefill chunks' pairs, the decode
+	// queries' KV (their blocks, and the step's own KV written), and the
+	// prefill chunks' context per query head.
+	L := float64(md.NumLayers)
+	perLayer := 1 / (L * tp)
+	layer += k.AttentionSeconds(in.SumPrefillAttnWork*2*c.QDim/tp,
+		(float64(in.SumDecodeKVBlocks)*c.BlockSizeBytes+tokens*c.KVBytesPerToken)*perLayer,
+		features.PrefillContextTokens(in)*c.QHeadKVBytesPerToken()*perLayer)
+	step := k.StepElementwiseSeconds(c, tokens)
+	return L*layer + experts + head + step
 }
 
 // allReduceSeconds is the time of a step's tensor-parallel all-reduces,

@@ -3,6 +3,8 @@ package sim
 import (
 	"math/bits"
 	"slices"
+
+	"github.com/blis-sim/blis/steady"
 )
 
 // Distribution summarizes one latency metric, in milliseconds.
@@ -90,22 +92,26 @@ type KVOffload struct {
 // would mean holding every request's samples until it ends, on the
 // per-step path. Without aborts nothing changes.
 type Result struct {
-	Requests           Counts       `json:"requests"`
-	TTFT               Distribution `json:"ttft_ms"`
-	ITL                Distribution `json:"itl_ms"`
-	E2E                Distribution `json:"e2e_ms"`
-	SchedulingDelay    Distribution `json:"scheduling_delay_ms"`
-	DurationS          float64      `json:"duration_s"`
-	OutputTokensPerS   float64      `json:"output_tokens_per_s"`
-	RequestsPerS       float64      `json:"requests_per_s"`
-	OutputTokens       int64        `json:"output_tokens"`
-	Steps              int64        `json:"steps"`
-	BusyFraction       float64      `json:"busy_fraction"`
-	Preemptions        int64        `json:"preemptions"`
-	KVAllocFailures    int64        `json:"kv_allocation_failures"`
-	PrefixCacheHitRate float64      `json:"prefix_cache_hit_rate"`
-	KVEvictions        int64        `json:"kv_prefix_evictions"`
-	KVOffload          *KVOffload   `json:"kv_offload,omitempty"`
+	Requests         Counts       `json:"requests"`
+	TTFT             Distribution `json:"ttft_ms"`
+	ITL              Distribution `json:"itl_ms"`
+	E2E              Distribution `json:"e2e_ms"`
+	SchedulingDelay  Distribution `json:"scheduling_delay_ms"`
+	DurationS        float64      `json:"duration_s"`
+	OutputTokensPerS float64      `json:"output_tokens_per_s"`
+	RequestsPerS     float64      `json:"requests_per_s"`
+	OutputTokens     int64        `json:"output_tokens"`
+	Steps            int64        `json:"steps"`
+	BusyFraction     float64      `json:"busy_fraction"`
+	Preemptions      int64        `json:"preemptions"`
+	KVAllocFailures  int64        `json:"kv_allocation_failures"`
+	// KVLoadsFailed counts the decode handoffs whose KV was gone when
+	// they pulled it (KVLost) and that prefilled here instead; omitted
+	// when 0.
+	KVLoadsFailed      int64      `json:"kv_loads_failed_recomputed,omitempty"`
+	PrefixCacheHitRate float64    `json:"prefix_cache_hit_rate"`
+	KVEvictions        int64      `json:"kv_prefix_evictions"`
+	KVOffload          *KVOffload `json:"kv_offload,omitempty"`
 	// KVTiers is where the prompts' KV came from, tier by tier, with a
 	// CPU tier, a disk or a store (sim/tiers.go); nil without.
 	KVTiers *KVTiersResult `json:"kv_tiers,omitempty"`
@@ -115,6 +121,11 @@ type Result struct {
 	// Lockstep is the engine's part in a data-parallel group that steps
 	// together (sim/lockstep.go); nil when it steps alone.
 	Lockstep *LockstepResult `json:"lockstep,omitempty"`
+	// Stability is the output analysis's verdict on the run and
+	// SteadyState its estimates after the warm-up, with their 95 %
+	// intervals (package steady); nil when the run was not analyzed.
+	Stability   *steady.Stability   `json:"stability,omitempty"`
+	SteadyState *steady.SteadyState `json:"steady_state,omitempty"`
 	// PerRequest holds finished requests in completion order, when asked.
 	PerRequest []RequestRecord `json:"per_request,omitempty"`
 
@@ -126,8 +137,9 @@ type Result struct {
 	// instances without the samples.
 	Hist Histograms `json:"-"`
 	// StartUs and EndUs are the simulated interval the rates are over, in
-	// µs: from the first arrival to the last departure, step end or event;
-	// both 0 when nothing arrived.
+	// µs: from the first arrival to the last departure, step end or event
+	// (the release of a copy that expired unpulled, ExpireKV, is not one:
+	// nothing ran); both 0 when nothing arrived.
 	StartUs, EndUs int64 `json:"-"`
 	// PromptTokens and CachedPromptTokens are the prefix cache hit rate's
 	// denominator and numerator. RemotePromptTokens are the prompt tokens
@@ -180,13 +192,17 @@ type TooLongRequest struct {
 }
 
 type metrics struct {
-	completed, dropped, timedOut    int64
-	tooLong, killed, redirected     int64
-	handedOff                       int64 // HandoffPrefill requests done here (sim/pd.go)
-	remoteTokens                    int64 // HandoffDecode prompt tokens pulled from elsewhere
-	firstTooLong                    *TooLongRequest
-	firstDropped                    *DroppedRequest
-	preemptions, kvAllocFailures    int64
+	completed, dropped, timedOut int64
+	tooLong, killed, redirected  int64
+	handedOff                    int64 // HandoffPrefill requests done here (sim/pd.go)
+	remoteTokens                 int64 // HandoffDecode prompt tokens pulled from elsewhere
+	firstTooLong                 *TooLongRequest
+	firstDropped                 *DroppedRequest
+	preemptions, kvAllocFailures int64
+	kvLoadsFailed                int64 // decode handoffs whose KV was lost (KVLost)
+	// active is the time of the last events processed or abort applied,
+	// but for the releases of expired copies (ExpireKV) alone.
+	active                          int64
 	promptTokens, cachedTokens      int64
 	outputTokens, steps             int64
 	prefilledTokens                 int64 // prompts of the requests that produced a first token
@@ -236,6 +252,7 @@ func (e *Engine) result() *Result {
 		Steps:              m.steps,
 		Preemptions:        m.preemptions,
 		KVAllocFailures:    m.kvAllocFailures,
+		KVLoadsFailed:      m.kvLoadsFailed,
 		KVEvictions:        e.kv.evictions,
 		PerRequest:         m.records,
 		Hist:               Histograms{TTFT: &m.ttftH, ITL: &m.itl, E2E: &m.e2eH, Sched: &m.schedH},
@@ -258,7 +275,7 @@ func (e *Engine) result() *Result {
 	}
 	if e.hasArrival {
 		res.StartUs = e.firstArrival
-		res.EndUs = max(m.lastDepart, m.lastStepEnd, e.now)
+		res.EndUs = max(m.lastDepart, m.lastStepEnd, m.active)
 		dur := float64(res.EndUs-res.StartUs) * 1e-6
 		if dur > 0 {
 			res.DurationS = dur

@@ -51,6 +51,7 @@ const (
 	pullDue           // KVArrived called: its event is pending
 	pullArrived       // KV in: schedulable
 	releaseDue        // a kept request: ReleaseKV called, its event pending
+	pullLost          // KVLost called: its event is pending
 )
 
 // Pull is a HandoffDecode request whose blocks are allocated and whose KV
@@ -76,11 +77,39 @@ func (e *Engine) KVArrived(id int64, atUs int64) error {
 	return e.pdEvent(id, atUs, stPulling, pullWaiting, pullDue, evPulled, "is not waiting for its KV")
 }
 
+// KVLost tells the engine, at atUs, that request id's KV will never come:
+// the prefill instance freed its copy (its abort timeout passed before
+// the pull started). As vLLM's KV connector recovers from a failed load by
+// default (kv_load_failure_policy "recompute": the request is rescheduled
+// to compute its prompt from its valid prefix, vLLM PR 19330), the request
+// releases the blocks it took for the pull (its cached prefix stays
+// cached) and returns to the head of the queue as a request of its own,
+// which prefills here; counted in Result.KVLoadsFailed. Unlike vLLM, which
+// keeps the blocks, it takes them again when admitted, through the usual
+// path (chunked prefill, prefix cache). An error for a request that is not
+// waiting for its KV.
+func (e *Engine) KVLost(id int64, atUs int64) error {
+	return e.pdEvent(id, atUs, stPulling, pullWaiting, pullLost, evPulled, "is not waiting for its KV")
+}
+
 // ReleaseKV frees, at atUs, the blocks a HandoffPrefill request kept for
 // its decode instance (the pull is done, or given up). An error for a
 // request that holds none.
 func (e *Engine) ReleaseKV(id int64, atUs int64) error {
 	return e.pdEvent(id, atUs, stKept, pullNone, releaseDue, evReleaseKV, "keeps no KV")
+}
+
+// ExpireKV is ReleaseKV for a copy that no decode instance pulled before
+// its abort timeout: the same release, but not the instance's activity,
+// so that a run does not last until the timeouts of copies nobody wanted
+// (Result.EndUs).
+func (e *Engine) ExpireKV(id int64, atUs int64) error {
+	if err := e.ReleaseKV(id, atUs); err != nil {
+		return err
+	}
+	i, _ := e.lookup(id)
+	e.reqs[i].expired = true
+	return nil
 }
 
 func (e *Engine) pdEvent(id, atUs int64, want reqState, from, to uint8, kind eventKind, what string) error {
@@ -137,11 +166,39 @@ func (e *Engine) startPull(idx int32) bool {
 // for the last token.
 func (e *Engine) onPulled(i int32) {
 	r := &e.reqs[i]
+	if r.pull == pullLost {
+		e.onKVLost(i)
+		return
+	}
 	e.transition(r, stPulling, stQueued)
 	e.pulling--
 	e.pulled++
 	r.pull = pullArrived
 	r.computed = max(r.computed, r.spec.PromptTokens-1)
+	if e.waiting.keyed {
+		e.waiting.push(r, i, e.sortKey(r))
+	} else {
+		e.waiting.pushFront(r, i)
+	}
+	e.ensureStep(e.now)
+}
+
+// onKVLost turns a request whose pulled KV will never come into a request
+// of its own (KVLost): its pull's accounting undone, its blocks released,
+// back at the head of the queue to prefill from its cached prefix.
+func (e *Engine) onKVLost(i int32) {
+	r := &e.reqs[i]
+	e.transition(r, stPulling, stQueued)
+	e.pulling--
+	e.m.kvLoadsFailed++
+	prompt, cached := r.spec.PromptTokens, r.cached*e.blockSize
+	e.m.promptTokens -= prompt // counted again at its admission here
+	e.m.cachedTokens -= cached
+	e.m.remoteTokens -= prompt - cached
+	e.releaseBlocks(r, false)
+	r.computed, r.committed, r.cached, r.scheduled, r.firstCached = 0, 0, 0, 0, 0
+	r.pull = pullNone
+	r.spec.Handoff = HandoffNone
 	if e.waiting.keyed {
 		e.waiting.push(r, i, e.sortKey(r))
 	} else {

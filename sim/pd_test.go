@@ -142,3 +142,59 @@ func TestAbortDuringPull(t *testing.T) {
 	st := g.e.Status()
 	require.Equal(t, st.TotalKVBlocks, st.FreeKVBlocks)
 }
+
+// TestKVLostIsRecomputed: a decode handoff whose prefill copy is gone
+// (KVLost, at 5000 µs) releases its pull's blocks, keeps its cached prefix
+// (4 blocks of group 1) and prefills the rest here: one 512-token step can
+// take its 36 remaining tokens, which give its first token; it completes,
+// counted as a failed load, its prompt computed here (not remote).
+func TestKVLostIsRecomputed(t *testing.T) {
+	g := newAbortRig(t, baseConfig())
+	g.inject(RequestSpec{ID: 0, PromptTokens: 80, OutputTokens: 1, PrefixGroup: 1, PrefixTokens: 64}, 0)
+	g.until(10_000)
+	g.inject(RequestSpec{ID: 1, ArrivalUs: 10_000, PromptTokens: 100, OutputTokens: 3, PrefixGroup: 1, PrefixTokens: 64, Handoff: HandoffDecode}, 10_000)
+	g.through(10_100)
+	require.Equal(t, []Pull{{ID: 1, AtUs: 10_100, Tokens: 36, Blocks: 3}}, g.e.Pulls())
+	require.NoError(t, g.e.KVLost(1, 15_000))
+	require.Error(t, g.e.KVArrived(1, 15_000), "its KV will not come")
+	require.Error(t, g.e.KVLost(1, 15_000), "once")
+	res := g.finish()
+	c := g.completion(1)
+	require.False(t, c.HandedOff)
+	require.Equal(t, int64(15_000), c.FirstScheduledUs)
+	// The prefill step at 15,000 (36 tokens) gives the first token at
+	// 16,000; two decode steps the others.
+	require.Equal(t, int64(16_000), c.FirstTokenUs)
+	require.Equal(t, int64(18_000), c.FinishedUs)
+	require.Equal(t, int64(64), c.CachedTokens)
+	require.Equal(t, int64(1), res.KVLoadsFailed)
+	require.Zero(t, res.RemotePromptTokens)
+	require.Equal(t, int64(180), res.PromptTokens, "80 + 100, each counted once")
+	require.Equal(t, Counts{Offered: 2, Injected: 2, Completed: 2}, res.Requests)
+	st := g.e.Status()
+	require.Equal(t, st.TotalKVBlocks, st.FreeKVBlocks)
+}
+
+// TestExpiredCopyIsNotActivity: a prefill copy released at its abort
+// timeout, long after the request's token, does not stretch the
+// instance's interval (EndUs), where a release by a pull does.
+func TestExpiredCopyIsNotActivity(t *testing.T) {
+	for _, expire := range []bool{false, true} {
+		g := newAbortRig(t, baseConfig())
+		g.inject(RequestSpec{ID: 0, PromptTokens: 100, OutputTokens: 1, Handoff: HandoffPrefill}, 0)
+		g.until(5000)
+		release := g.e.ReleaseKV
+		if expire {
+			release = g.e.ExpireKV
+		}
+		require.NoError(t, release(0, 480_000_000))
+		res := g.finish()
+		st := g.e.Status()
+		require.Equal(t, st.TotalKVBlocks, st.FreeKVBlocks, "released either way")
+		if expire {
+			require.Equal(t, int64(1100), res.EndUs, "its step's end")
+		} else {
+			require.Equal(t, int64(480_000_000), res.EndUs)
+		}
+	}
+}

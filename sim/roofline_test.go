@@ -128,3 +128,47 @@ func TestRooflineAllReduceIsTheCollectiveModel(t *testing.T) {
 	// sizes of sglang pull 2904 as a quarter of what they are).
 	require.InDelta(t, 3.2e-3, rl.allReduceSeconds(64), 0.1e-3)
 }
+
+// With Kernels the roofline is the sum of the measured kernel model's
+// kernels (physics.Kernels), by hand here for a mixed step of a dense
+// model at TP 1: per layer the four projection GEMMs at the step's tokens,
+// the elementwise kernels and the attention; the LM head at one row per
+// sampled request; the embedding and the final norm once. Halving both
+// efficiencies doubles every kernel's streaming and compute time, not its
+// latency.
+func TestRooflineKernelsAreTheMeasuredKernelModel(t *testing.T) {
+	cfg := llamaH100(t)
+	rl := DefaultRoofline(cfg)
+	rl.Kernels = true
+	rl.StepOverheadUs, rl.PerRequestOverheadUs = 0, 0
+	var b Batch
+	b.Beta.AddPrefill(1024, 512)
+	for range 32 {
+		b.Beta.AddDecode(2000, 125)
+	}
+	in := &b.Beta
+	k := cfg.Hardware.Kernels()
+	m := cfg.Model
+	tokens, hd, I := float64(in.ScheduledTokens), float64(m.HiddenSize), float64(m.IntermediateSize)
+	layer := k.GEMMSeconds(tokens, cfg.QDim+2*cfg.KVDim, hd, 2) + k.GEMMSeconds(tokens, hd, cfg.QDim, 2) +
+		k.GEMMSeconds(tokens, 2*I, hd, 2) + k.GEMMSeconds(tokens, hd, I, 2) +
+		k.LayerElementwiseSeconds(cfg, tokens) +
+		k.AttentionSeconds(in.SumPrefillAttnWork*2*cfg.QDim,
+			(float64(in.SumDecodeKVBlocks)*cfg.BlockSizeBytes+tokens*cfg.KVBytesPerToken)/float64(m.NumLayers),
+			1024*cfg.QHeadKVBytesPerToken()/float64(m.NumLayers))
+	want := float64(m.NumLayers)*layer + k.GEMMSeconds(33, float64(m.VocabSize), hd, 2) + k.StepElementwiseSeconds(cfg, tokens)
+	require.InDelta(t, want, rl.StepSeconds(&b), 1e-12)
+
+	half := DefaultRoofline(cfg)
+	half.Kernels, half.StepOverheadUs, half.PerRequestOverheadUs = true, 0, 0
+	half.ComputeEfficiency, half.BandwidthEfficiency = DefaultComputeEfficiency/2, DefaultBandwidthEfficiency/2
+	var one Batch
+	one.Beta.AddDecode(1, 1)
+	k2 := k
+	k2.GEMMRate, k2.BwPeak = k.GEMMRate/2, k.BwPeak/2
+	oneLayer := k2.GEMMSeconds(1, cfg.QDim+2*cfg.KVDim, hd, 2) + k2.GEMMSeconds(1, hd, cfg.QDim, 2) +
+		k2.GEMMSeconds(1, 2*I, hd, 2) + k2.GEMMSeconds(1, hd, I, 2) + k2.LayerElementwiseSeconds(cfg, 1) +
+		k2.AttentionSeconds(0, (cfg.BlockSizeBytes+cfg.KVBytesPerToken)/float64(m.NumLayers), 0)
+	require.InDelta(t, float64(m.NumLayers)*oneLayer+k2.GEMMSeconds(1, float64(m.VocabSize), hd, 2)+k2.StepElementwiseSeconds(cfg, 1),
+		half.StepSeconds(&one), 1e-12)
+}

@@ -3,6 +3,8 @@ package sim
 import (
 	"context"
 	"fmt"
+
+	"github.com/blis-sim/blis/steady"
 )
 
 // Source yields a closed workload's requests in arrival order, one at a
@@ -49,7 +51,15 @@ func (s *sliceSource) Remaining() int64 { return int64(len(s.reqs) - s.next) }
 type Sim struct {
 	e   *Engine
 	src Source
+	// col analyzes the run (Analyze): nil for none.
+	col *steady.Collector
 }
+
+// Analyze has the run report to c what the output analysis needs (its
+// arrivals, departures and completed requests), and stop when c's
+// stopping rule says so at one of its checkpoints; Run then adds c's
+// report to the result (Result.Stability, Result.SteadyState).
+func (s *Sim) Analyze(c *steady.Collector) { s.col = c }
 
 // New prepares a run of reqs (validated with ValidateWorkload) under cfg.
 func New(cfg Config, reqs []RequestSpec) (*Sim, error) {
@@ -103,8 +113,21 @@ func (s *Sim) RunContext(ctx context.Context) (*Result, error) {
 	var prevID, prevAt int64
 	injected := false
 	var stopped error
+	col := s.col
 	for iter := uint(0); ; iter++ {
 		t, ok := e.NextEventUs()
+		// A checkpoint of the stopping rule: every event before the next
+		// one (the engine's, or an arrival) has been processed and none
+		// at or after it, so that a stop here is a horizon at Now.
+		if col != nil && col.Due() {
+			next, more := s.src.Peek()
+			if !more || (ok && t < next) {
+				next = t
+			}
+			if (ok || more) && col.Check(next) {
+				break
+			}
+		}
 		// Every request arriving no later than the next event joins first.
 		for {
 			at, more := s.src.Peek()
@@ -121,6 +144,9 @@ func (s *Sim) RunContext(ctx context.Context) (*Result, error) {
 			if err := e.Inject(r, r.ArrivalUs); err != nil {
 				return nil, err
 			}
+			if col != nil {
+				col.Arrive(r.ArrivalUs)
+			}
 			prevID, prevAt, injected = r.ID, r.ArrivalUs, true
 			t, ok = e.NextEventUs()
 		}
@@ -136,12 +162,41 @@ func (s *Sim) RunContext(ctx context.Context) (*Result, error) {
 		if err := e.Advance(); err != nil {
 			return nil, err
 		}
+		if col != nil {
+			for k := range e.done {
+				served(col, &e.done[k], e.now)
+			}
+		}
 	}
 	res, err := e.Finish()
 	if err != nil {
 		return nil, err
 	}
-	// Requests never injected were offered but had not arrived.
-	res.Requests.Offered += s.src.Remaining()
+	if col != nil {
+		rep := col.Report(e.now)
+		if rep != nil {
+			res.Stability, res.SteadyState = rep.Stability, rep.SteadyState
+		}
+	}
+	// Requests never injected were offered but had not arrived; a run
+	// sized by its precision offers what arrived (its source is a cap).
+	if col == nil || !col.Sized() {
+		res.Requests.Offered += s.src.Remaining()
+	}
 	return res, stopped
+}
+
+// served reports a request that left the engine at now to the analysis:
+// its departure, and its latencies when it completed.
+func served(col *steady.Collector, d *Completion, now int64) {
+	col.Depart(d.DepartedUs, -1)
+	if d.Dropped || d.TooLong || d.TimedOut || d.Killed || d.HandedOff {
+		return
+	}
+	r := steady.Request{At: now, TTFTUs: d.FirstTokenUs - d.ArrivalUs, E2EUs: d.DepartedUs - d.ArrivalUs,
+		SchedUs: d.FirstScheduledUs - d.ArrivalUs, OutputTokens: d.OutputTokens}
+	if d.OutputTokens > 1 {
+		r.ITLSumUs, r.ITLGaps = d.FinishedUs-d.FirstTokenUs, d.OutputTokens-1
+	}
+	col.Served(&r)
 }

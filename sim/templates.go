@@ -5,6 +5,7 @@ import (
 
 	"github.com/blis-sim/blis/internal/plugin"
 	"github.com/blis-sim/blis/internal/schema"
+	"github.com/blis-sim/blis/internal/units"
 )
 
 // Priority and scheduler templates as plug-ins (internal/plugin): the
@@ -94,7 +95,7 @@ func priorityOf(name string, s plugin.Params, env plugin.Env) (PriorityPolicy, e
 		}
 	}
 	if s.Has("default_budget_ms") {
-		def := int64(math.Round(s.Float("default_budget_ms") * 1e3))
+		def := units.MsToUs(s.Float("default_budget_ms"))
 		for c := range p.DeadlineUs {
 			switch {
 			case env.TTFTUs[c] > 0:

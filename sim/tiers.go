@@ -3,6 +3,8 @@ package sim
 import (
 	"fmt"
 	"math"
+
+	"github.com/blis-sim/blis/internal/units"
 )
 
 // KV tiers behind the GPU's prefix cache (docs/kv-tiers.md).
@@ -255,9 +257,11 @@ func (x *tierState) clone(c *kvCache) *tierState {
 	return &y
 }
 
-// xferUs is the time of n blocks at rate bytes/s, rounded up to the µs.
+// xferUs is the time of n blocks at rate bytes/s, rounded up to the µs,
+// at most MaxDurationUs (internal/units.TransferUs: a store read at 1e-15
+// GB/s once gave a load time of -9.2e18 µs).
 func (x *tierState) xferUs(n int64, rate float64) int64 {
-	return int64(math.Ceil(float64(n) * float64(x.cfg.BlockBytes) / rate * 1e6))
+	return units.TransferUs(float64(n)*float64(x.cfg.BlockBytes), rate)
 }
 
 // event records a KV block event when they are watched.
@@ -283,8 +287,8 @@ func (x *tierState) filled(h uint64) {
 	if x.store == nil || x.store.Has(h) {
 		return
 	}
-	x.putFree = max(x.putFree, x.stepEnd) + x.xferUs(1, x.cfg.Store.PutBytesPerS)
-	x.store.Put(h, x.putFree+x.cfg.Store.LatencyUs)
+	x.putFree = units.Add(max(x.putFree, x.stepEnd), x.xferUs(1, x.cfg.Store.PutBytesPerS))
+	x.store.Put(h, units.Add(x.putFree, x.cfg.Store.LatencyUs))
 	x.putBlocks++
 }
 
@@ -296,8 +300,8 @@ func (x *tierState) evicted(t Tier, h uint64, shared bool, now int64) {
 		x.event(h, t, true)
 	}
 	if t == TierCPU && x.disk != nil {
-		x.diskFree = max(x.diskFree, now) + x.xferUs(1, x.cfg.Disk.WriteBytesPerS)
-		x.disk.store(h, x.diskFree+x.cfg.Disk.LatencyUs, shared)
+		x.diskFree = units.Add(max(x.diskFree, now), x.xferUs(1, x.cfg.Disk.WriteBytesPerS))
+		x.disk.store(h, units.Add(x.diskFree, x.cfg.Disk.LatencyUs), shared)
 	}
 }
 
@@ -405,8 +409,8 @@ func (e *Engine) loadTiers(r *request, hits, reload int64) (fetched int64) {
 func (x *tierState) load(t Tier, latencyUs int64, rate float64) {
 	if n := x.n[t]; n > 0 {
 		us := latencyUs + x.xferUs(n, rate)
-		x.loadUs += us
-		x.loadTotal[t] += us
+		x.loadUs = units.Add(x.loadUs, us)
+		x.loadTotal[t] = units.Add(x.loadTotal[t], us)
 		x.loaded[t] += n
 	}
 }

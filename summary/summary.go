@@ -17,6 +17,7 @@ import (
 
 	"github.com/blis-sim/blis/cluster"
 	"github.com/blis-sim/blis/cluster/anomaly"
+	"github.com/blis-sim/blis/steady"
 )
 
 // The token budget: its default and bounds.
@@ -129,7 +130,18 @@ func outcome(d *doc, ctx Context, res *cluster.Result) {
 	d.add(secOutcome, 0, "- Requests: %d arrived, %d completed (%.1f %%), %d rejected, %d dropped, %d timed out, %d still in the system.",
 		q.Arrived, q.Completed, pct(q.Completed, q.Arrived), q.Rejected, q.DroppedUnservable+q.RejectedTooLong, q.TimedOut,
 		q.AwaitingRouting+q.AwaitingCapacity+q.InTransit+q.StillInAPI+q.StillQueued+q.StillRunning)
+	if st := res.Stability; st != nil {
+		v := st.Verdict
+		if st.Cause != "" {
+			v += " (likely cause: " + st.Cause + ")"
+		}
+		d.add(secOutcome, 0, "- Stability: %s: %s.", v, st.Why)
+	}
 	d.add(secOutcome, 0, "- Latency (ms): TTFT p50 %.1f, p99 %.1f; ITL p99 %.1f; E2E p99 %.1f.", res.TTFT.P50, res.TTFT.P99, res.ITL.P99, res.E2E.P99)
+	if ss := res.SteadyState; ss != nil {
+		d.add(secOutcome, 1, "- Steady state (%.1f s of warm-up removed, %s; 95 %% intervals): TTFT p99 %s ms, E2E mean %s ms, %s requests/s.",
+			ss.Warmup.RemovedS, ss.Warmup.Rule, ivText(ss.TTFT.P99), ivText(&ss.E2E.Mean), ivText(&ss.RequestsPerS))
+	}
 	d.add(secOutcome, 1, "- Throughput: %.2f requests/s, %.0f output tokens/s over %.1f s.", res.RequestsPerS, res.OutputTokensPerS, res.DurationS)
 	if s := res.SLO; s != nil {
 		var per []string
@@ -384,4 +396,16 @@ func fit(lines []line, budget int) string {
 		out = render(lines, keep)
 	}
 	return out + note()
+}
+
+// ivText is an estimate with its interval, "120.5 [110.2, 130.8]", or
+// the estimate alone without one ("–" when absent).
+func ivText(iv *steady.Interval) string {
+	if iv == nil {
+		return "–"
+	}
+	if !iv.Has() {
+		return fmt.Sprintf("%.4g (no interval: too few requests)", iv.Estimate)
+	}
+	return fmt.Sprintf("%.4g [%.4g, %.4g]", iv.Estimate, iv.Low, iv.High)
 }

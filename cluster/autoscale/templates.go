@@ -1,10 +1,9 @@
 package autoscale
 
 import (
-	"math"
-
 	"github.com/blis-sim/blis/internal/plugin"
 	"github.com/blis-sim/blis/internal/schema"
+	"github.com/blis-sim/blis/internal/units"
 )
 
 // Defaults of the autoscalers, each declared once: the templates'
@@ -84,7 +83,7 @@ func thresholdParams(sustain float64) []schema.Key {
 
 // us is a parameter in seconds as µs (the schema refuses a positive time
 // below 1 µs, so a positive one stays positive).
-func us(p plugin.Params, name string) int64 { return int64(math.Round(p.Float(name) * 1e6)) }
+func us(p plugin.Params, name string) int64 { return units.SecondsToUs(p.Float(name)) }
 
 func interval(p plugin.Params) int64 { return max(1, us(p, "interval_s")) }
 

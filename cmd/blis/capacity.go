@@ -17,9 +17,9 @@ import (
 
 type capacityFlags struct {
 	runFlags
-	key, find, target   string
-	min, max, precision float64
-	seeds, workers      int
+	key, find, target    string
+	min, max, resolution float64
+	seeds, workers       int
 }
 
 func newCapacityCmd() *cobra.Command {
@@ -46,7 +46,7 @@ func newCapacityCmd() *cobra.Command {
 	f.StringVar(&o.find, "find", "", "max: the highest value that meets the target; min: the lowest (default: min for replicas, max for rate and rate_scale)")
 	f.StringVar(&o.target, "target", "", "METRIC>=X or METRIC<=X, METRIC a column of blis sweep's table (realtime_slo_attainment>=0.99)")
 	f.IntVar(&o.seeds, "seeds", 3, "seeds per value; the metric's mean over them decides")
-	f.Float64Var(&o.precision, "precision", 0, "stop when the bracket is this narrow (0: a hundredth of the range; whole-number keys stop at 1)")
+	f.Float64Var(&o.resolution, "resolution", 0, "stop when the bracket is this narrow (0: a hundredth of the range; whole-number keys stop at 1)")
 	f.IntVar(&o.workers, "workers", 0, "runs at once (0: one per CPU); the answer is the same for any value")
 	experiment.AddFlags(f, sweepFlag)
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no diagnostics on stderr")
@@ -69,7 +69,7 @@ func runCapacity(cmd *cobra.Command, o *capacityFlags) error {
 	defer stop()
 	res, err := sweep.Capacity(ctx, sweep.CapacitySpec{
 		Base: o.inputs(cmd.Flags(), sweepOwn).Draft,
-		Key:  o.key, Min: o.min, Max: o.max, Find: o.find, Target: target, Seeds: o.seeds, Precision: o.precision, Workers: o.workers,
+		Key:  o.key, Min: o.min, Max: o.max, Find: o.find, Target: target, Seeds: o.seeds, Precision: o.resolution, Workers: o.workers,
 		OnEval: func(ev sweep.Evaluation) {
 			verdict := "misses"
 			if ev.Meets {

@@ -270,6 +270,13 @@ var fuzzFlags = []fuzzFlag{
 	{"window", fzDur, 0, notPath},
 	{"window-out", []string{"@out.csv", "@out.jsonl", "@out.txt", "@file.csv", "@dir", "@missing", ""}, 0, isPath},
 	{"window-plot", []string{"@out.svg", "@out.png", "@out.gif", "@dir", "@missing", ""}, 0, isPath},
+	// The output analysis (a run sized by precision gets --max-requests
+	// 200 unless given: decodeRunArgs).
+	{"warmup", []string{"auto", "none", "30s", "0s", "1ns", "-1s", "1e300s", "x", ""}, 0, notPath},
+	{"precision", []string{"0.5", "0.2", "0", "1e-15", "-1", "NaN", "Inf", "2"}, 0, notPath},
+	{"precision-metric", []string{"e2e_mean_ms", "ttft_p99_ms", "requests_per_s", "slo_attainment", "x", ""}, 0, notPath},
+	{"max-requests", append([]string{"100", "1", "0", "-1"}, fzInts...), 200, notPath},
+	{"max-sim-time", []string{"10s", "1us", "0s", "-1s", "1e300h", "x", ""}, 0, notPath},
 	// The rest.
 	{"debug-invariants", fzBools, 0, notPath},
 	{"quiet", fzBools, 0, notPath},
@@ -351,6 +358,9 @@ func decodeRunArgs(t *testing.T, dir string, prog []byte, raw string, file []byt
 	}
 	if scenario {
 		args = append(args, "--horizon=2") // scenarios last minutes
+	}
+	if _, ok := given["max-requests"]; !ok && given["precision"] != "" {
+		args = append(args, "--max-requests=200") // a run sized by precision is as long as its cap
 	}
 	return args, true
 }

@@ -191,16 +191,19 @@ func TestHugeInputsAreClippedInErrors(t *testing.T) {
 	}
 }
 
-// UX: overload is said on stderr, with how much was served; a run that
-// keeps up says nothing (the default rate, a short run whose drain is
-// most of it, a cluster at its capacity).
-func TestOverloadIsSaid(t *testing.T) {
+// UX: an unstable run is said on stderr (the stability verdict, which
+// replaced a heuristic on the served share and the queueing delay), with
+// how much was served and the likely cause; a run that keeps up says
+// nothing (the default rate, a short run whose drain is most of it, a
+// cluster at its capacity).
+func TestUnstableIsSaid(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--rate", "30"}, `warning: overloaded: requests arrived at 30.1 per second but the instance served 20.6 per second (68 % of the offered load)`},
+		{[]string{"--rate", "30"}, `warning: unstable: requests arrived at 28.9 per second but the instance served 23.7 per second (82 %); the number in the system grew by 5.91 per second`},
 		{[]string{"--num-instances", "2", "--rate", "60", "--requests", "2000"}, "but the 2 instances served"},
+		{[]string{"--num-instances", "2", "--rate", "60", "--requests", "2000"}, "likely cause: capacity: lower the rate or add instances"},
 		{[]string{"--requests", "300"}, ""},
 		{[]string{"--requests", "10"}, ""},
 		{[]string{"--num-instances", "2", "--rate", "30", "--requests", "1000"}, ""},
@@ -208,7 +211,7 @@ func TestOverloadIsSaid(t *testing.T) {
 		_, stderr, err := runCLI(t, append([]string{"run", "-q"}, tc.args...)...)
 		require.NoError(t, err)
 		if tc.want == "" {
-			require.NotContains(t, stderr, "overloaded", "%v", tc.args)
+			require.NotContains(t, stderr, "unstable", "%v", tc.args)
 		} else {
 			require.Contains(t, stderr, tc.want, "%v", tc.args)
 		}
@@ -481,8 +484,9 @@ func TestOverloadOfAReplay(t *testing.T) {
 	}
 	_, stderr, err := runCLI(t, "run", "-q", "--replay", write("fast.csv", 20000, 2000))
 	require.NoError(t, err)
-	require.Contains(t, stderr, "warning: overloaded: requests arrived at 50.0 per second but the instance served")
+	require.Contains(t, stderr, "warning: unstable: requests arrived at 50.0 per second but the instance served")
+	require.Contains(t, stderr, "a replayed trace's arrivals follow the trace: no steady state is expected")
 	_, stderr, err = runCLI(t, "run", "-q", "--replay", write("slow.csv", 200000, 300))
 	require.NoError(t, err)
-	require.NotContains(t, stderr, "overloaded")
+	require.NotContains(t, stderr, "unstable")
 }

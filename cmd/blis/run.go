@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/blis-sim/blis/experiment"
+	"github.com/blis-sim/blis/internal/profiling"
 	"github.com/blis-sim/blis/sweep"
 )
 
@@ -22,6 +24,7 @@ type runFlags struct {
 	sets                         []string
 	printConfig, printSpec       bool
 	quiet                        bool
+	cpuProfile, memProfile       string
 }
 
 func newRunCmd() *cobra.Command {
@@ -53,6 +56,7 @@ func newRunCmd() *cobra.Command {
 	f.BoolVar(&o.printConfig, "print-config", false, "print the experiment resolved, every default filled in, as an experiment file, and exit")
 	f.BoolVar(&o.printSpec, "print-spec", false, "print the --scenario (or --workload-spec) file and exit, to start a spec of your own from it")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no diagnostics on stderr but warnings")
+	profiling.AddFlags(f, &o.cpuProfile, &o.memProfile)
 	cmd.SetUsageFunc(func(c *cobra.Command) error {
 		return experiment.Usage(c.OutOrStderr(), c.UseLine(), c.Example, c.LocalFlags())
 	})
@@ -89,11 +93,18 @@ func runRun(cmd *cobra.Command, o *runFlags) error {
 		return err
 	}
 	if o.printConfig {
+		if o.cpuProfile != "" || o.memProfile != "" {
+			return errors.New("--cpuprofile and --memprofile profile a run; --print-config runs nothing")
+		}
 		data, err := e.Marshal()
 		if err != nil {
 			return err
 		}
 		_, err = cmd.OutOrStdout().Write(data)
+		return err
+	}
+	prof, err := profiling.Start(o.cpuProfile, o.memProfile, e.CheckFiles)
+	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -107,10 +118,10 @@ func runRun(cmd *cobra.Command, o *runFlags) error {
 		stopProgress = showProgress(cmd.ErrOrStderr(), p, 2*time.Second, time.Second)
 	}
 	start := time.Now()
-	res, err := experiment.Run(ctx, e, &experiment.FileSinks{Label: func(key string) string { return outputFlag(key) }})
+	res, err := experiment.Run(ctx, e, &experiment.FileSinks{Label: experiment.FlagOf})
 	stopProgress()
-	if res == nil {
-		return err
+	if perr := prof.Finish(res != nil); res == nil || perr != nil {
+		return cmp.Or(perr, err)
 	}
 	wall := time.Since(start)
 	if werr := res.WriteJSON(cmd.OutOrStdout()); werr != nil {
@@ -127,16 +138,6 @@ func runRun(cmd *cobra.Command, o *runFlags) error {
 		return errInterrupted
 	}
 	return err
-}
-
-// outputFlag is the flag of an output key, for errors about the file.
-func outputFlag(key string) string {
-	for _, f := range experiment.Flags {
-		if f.Key == key {
-			return "--" + f.Name
-		}
-	}
-	return key
 }
 
 // showProgress rewrites one line on w every `every` after `delay`: the

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
+	"github.com/blis-sim/blis/coefficients"
 	"github.com/blis-sim/blis/experiment"
 	"github.com/blis-sim/blis/fit"
 	"github.com/blis-sim/blis/internal/atomicfile"
@@ -32,6 +33,7 @@ type fitOpts struct {
 	opt             fit.Options
 	quiet           bool
 	notes           string
+	holdoutAfter    string
 	// allowKV fits even when a trace's GPU KV blocks contradict the model
 	// and hardware by more than KVCapacityFactor.
 	allowKV bool
@@ -142,7 +144,8 @@ it makes are in docs/fit.md.`,
 	f.Float64SliceVar(&o.opt.Lambdas, "lambdas", o.opt.Lambdas, "ridge penalties to search")
 	f.Float64SliceVar(&o.opt.Gammas, "gammas", o.opt.Gammas, "preemption EMA factors to search, each in (0,1]")
 	f.IntVar(&o.opt.Folds, "folds", o.opt.Folds, "temporal cross-validation folds")
-	f.Float64Var(&o.opt.Holdout, "holdout", o.opt.Holdout, "share of each trace, at its end, held out for validation")
+	f.Float64Var(&o.opt.Holdout, "holdout", o.opt.Holdout, "share of each trace's samples, at its end, that the fit keeps aside to score itself (its hold-out MAPE)")
+	f.StringVar(&o.holdoutAfter, "holdout-after", "", "leave the traces' requests arriving after T, and the steps after T, out of the fit altogether, and record T in the file's provenance, for blis validate --from T on just those: T is a duration after the first arrival (600s, 10m), a share of the span of arrivals (80%), or an RFC 3339 time")
 	f.Int64Var(&o.opt.WarmupSteps, "warmup-steps", o.opt.WarmupSteps, "leave out steps with id up to this (engine warm-up)")
 	f.Float64Var(&o.opt.OutlierFactor, "outlier-factor", o.opt.OutlierFactor, "leave out steps slower than this × the median of their configuration's steps in the same power-of-two token bucket (buckets of fewer than 20 steps are not judged; 0: keep all; docs/fit.md)")
 	f.Float64Var(&o.opt.PreemptHeavy, "preempt-heavy", o.opt.PreemptHeavy, "a step is preemption-heavy above this share of running requests preempted")
@@ -310,9 +313,20 @@ func runFit(cmd *cobra.Command, args []string, o *fitOpts) error {
 		}
 		cfgs = append(cfgs, cfg)
 	}
+	var holdout *coefficients.Holdout
+	if o.holdoutAfter != "" {
+		if holdout, err = holdOut(cfgs, o.holdoutAfter); err != nil {
+			return fmt.Errorf("--holdout-after %w", err)
+		}
+		logf("holding out the %d requests that arrived after %s, and %d steps", holdout.Requests, holdout.After, holdout.Steps)
+	}
 	res, err := fit.Run(cfgs, o.opt, fitCommand(args))
 	if err != nil {
 		return err
+	}
+	if holdout != nil {
+		res.File.Provenance.Holdout = holdout
+		res.File.Provenance.Notes += fmt.Sprintf("; requests arriving after %s (%d) and steps after it (%d) were held out: blis validate --from %s", holdout.After, holdout.Requests, holdout.Steps, holdout.After)
 	}
 	// What the report warns about (a trace naming another model) is said
 	// on stderr too, even with --quiet.
@@ -328,8 +342,35 @@ func runFit(cmd *cobra.Command, args []string, o *fitOpts) error {
 		return err
 	}
 	printFitSummary(cmd.OutOrStdout(), o.output, dir, res.Report)
+	if holdout != nil {
+		fmt.Fprintf(cmd.OutOrStdout(), "held out: %d requests arriving after %s (and %d steps); validate on them with blis validate TABLES --coefficients %s --from %s\n",
+			holdout.Requests, holdout.After, holdout.Steps, o.output, holdout.After)
+	}
 	logf("done")
 	return nil
+}
+
+// holdOut resolves --holdout-after over every trace of every
+// configuration and removes what it holds out from each.
+func holdOut(cfgs []fit.Config, spec string) (*coefficients.Holdout, error) {
+	var all []*fit.Trace
+	for _, c := range cfgs {
+		all = append(all, c.Traces...)
+	}
+	cut, err := fit.ResolveHoldout(spec, all)
+	if err != nil {
+		return nil, err
+	}
+	h := coefficients.NewHoldout(cut, 0, 0)
+	for _, tr := range all {
+		r, s, err := tr.HoldOut(h)
+		if err != nil {
+			return nil, err
+		}
+		h.Requests += r
+		h.Steps += s
+	}
+	return h, nil
 }
 
 // fitSpecs are the configurations to fit: those of --configs, or one from

@@ -331,3 +331,47 @@ func physicsFileWith(t *testing.T, edit func(*coefficients.File)) string {
 	require.NoError(t, os.WriteFile(p, data, 0o644))
 	return p
 }
+
+// TestFitHoldoutAfter: --holdout-after leaves the end of the trace out,
+// records the split in the file's provenance and says how to validate on
+// it; a split that leaves nothing on one side is refused naming the flag.
+func TestFitHoldoutAfter(t *testing.T) {
+	tables := simTables(t, 3)
+	out := filepath.Join(t.TempDir(), "c.yaml")
+	args := []string{"fit", tables, "--enable-chunked-prefill=false", "--max-num-seqs", "64", "-q", "--allow-kv-mismatch"}
+	stdout, err := run(t, append(args, "-o", out, "--holdout-after", "70%")...)
+	require.NoError(t, err)
+	f, err := coefficients.Load(out)
+	require.NoError(t, err)
+	h := f.Provenance.Holdout
+	require.NotNil(t, h)
+	require.Positive(t, h.Requests)
+	require.Less(t, h.Requests, int64(400))
+	require.Positive(t, h.Steps)
+	require.Contains(t, stdout, fmt.Sprintf("held out: %d requests arriving after %s (and %d steps); validate on them with blis validate TABLES --coefficients %s --from %s",
+		h.Requests, h.After, h.Steps, out, h.After))
+	require.Contains(t, f.Provenance.Notes, "were held out: blis validate --from "+h.After)
+
+	// The same split given as that instant holds out the same.
+	out2 := filepath.Join(t.TempDir(), "c2.yaml")
+	_, err = run(t, append(args, "-o", out2, "--holdout-after", h.After)...)
+	require.NoError(t, err)
+	f2, err := coefficients.Load(out2)
+	require.NoError(t, err)
+	require.Equal(t, *h, *f2.Provenance.Holdout)
+	require.Equal(t, f.Beta, f2.Beta, "the same data fitted")
+
+	// Without the split, the fit sees more steps.
+	out3 := filepath.Join(t.TempDir(), "c3.yaml")
+	_, err = run(t, append(args, "-o", out3)...)
+	require.NoError(t, err)
+	f3, err := coefficients.Load(out3)
+	require.NoError(t, err)
+	require.Nil(t, f3.Provenance.Holdout)
+	require.Greater(t, f3.Fit.SamplesBeta, f.Fit.SamplesBeta)
+
+	for _, bad := range []string{"100%", "1h", "2000-01-01T00:00:00Z", "soon"} {
+		_, err := run(t, append(args, "-o", filepath.Join(t.TempDir(), "x.yaml"), "--holdout-after", bad)...)
+		require.ErrorContains(t, err, "--holdout-after \""+bad+"\"", bad)
+	}
+}

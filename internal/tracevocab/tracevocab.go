@@ -4,9 +4,10 @@
 // tools look for, the event types of its KV events subscriber, and the
 // names and version of the tables calibrate ingest makes of them.
 //
-// The wire format is described in shared/vllm-tracing-schema.md (beside
-// the repository, ../shared/ from its root); where this package and that
-// page disagree, the page is right and this package is the bug. Every
+// The wire format is described in docs/vllm-tracing.md, which was read
+// from vLLM's tracing source and whose span-by-span reference is rendered
+// from otlpingest's schema tables (built from these names); where this
+// package and vLLM's source disagree, this package is the bug. Every
 // package that reads or writes these names (otlpingest, sim/simtrace,
 // fit) takes them from here, and a test fails when one is spelled out
 // anywhere else.

@@ -2,7 +2,7 @@
 // tracing would trace it: OTLP JSON lines in the OpenTelemetry Collector
 // file exporter's format (one ExportTraceServiceRequest per line, written
 // with otlpspan.AppendJSON), and optionally the KV events subscriber's
-// JSON lines, as ../shared/vllm-tracing-schema.md describes and otlpingest
+// JSON lines, as docs/vllm-tracing.md describes and otlpingest
 // reads them.
 //
 // A Writer is a sim.Observer. Per journey-sampled request it writes an

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/blis-sim/blis/internal/units"
 	"github.com/blis-sim/blis/sim"
 )
 
@@ -216,7 +217,7 @@ func NewSource(spec *WorkloadSpec, rng sim.RNG) *Source {
 
 func msToUs(ms int64) int64 { return ms * 1000 }
 
-func secToUs(s float64) int64 { return int64(math.Round(s * 1e6)) }
+func secToUs(s float64) int64 { return units.SecondsToUs(s) }
 
 func (s *Source) push(p pending) {
 	if p.at > sim.MaxTimeUs || p.at < 0 {

@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/blis-sim/blis/internal/clip"
+	"github.com/blis-sim/blis/internal/units"
 	"github.com/blis-sim/blis/internal/yamlfile"
 	"github.com/blis-sim/blis/sim"
 )
@@ -384,7 +385,7 @@ func (p *specParser) seconds(key string, v float64, positive bool) (int64, error
 	if !(v >= 0) || v > maxDurationS || (positive && v == 0) {
 		return 0, p.errf(key, "must be a number of seconds in %s, %g], got %g", map[bool]string{true: "(0", false: "[0"}[positive], float64(maxDurationS), v)
 	}
-	us := int64(math.Round(v * 1e6))
+	us := units.SecondsToUs(v)
 	if v > 0 && us == 0 {
 		// Validated after rounding: the simulator's clock counts whole
 		// microseconds, and 0 would mean none.

@@ -11,9 +11,9 @@ evaluator (docs/policy-search.md; requirements-search.lock).
 """
 
 from .backends import Backend, Job, JobResult, LocalBackend, RayBackend, execute, find_blis
-from .sweep import SweepError, SweepResult, merge, plan, run_sweep
+from .sweep import SweepError, SweepResult, check_outputs, merge, plan, prepare, run_sweep
 
 __version__ = "0.1.0"
 
 __all__ = ["Backend", "Job", "JobResult", "LocalBackend", "RayBackend", "SweepError", "SweepResult",
-           "execute", "find_blis", "merge", "plan", "run_sweep"]
+           "check_outputs", "execute", "find_blis", "merge", "plan", "prepare", "run_sweep"]

@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from .backends import LocalBackend, RayBackend
-from .sweep import SweepError, run_sweep
+from .sweep import SweepError, prepare, run_sweep
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,12 +33,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     ap.add_argument("args", nargs=argparse.REMAINDER, help="-- then blis sweep's arguments")
     o = ap.parse_args(argv)
+    for flag, v in (("--workers", o.workers), ("--num-cpus", o.num_cpus), ("--shards", o.shards)):
+        if v is not None and v < 1:
+            ap.error(f"{flag} {v}: at least 1")
     args = o.args[1:] if o.args[:1] == ["--"] else o.args
     plot = []
     for flag, v in (("--plot", o.plot), ("--plot-metric", o.plot_metric), ("--plot-x", o.plot_x)):
         if v is not None:
             plot += [flag, v]
     try:
+        # The arguments, outputs and grid before any backend starts (a Ray
+        # cluster takes seconds to start).
+        size = prepare(args, o.out, plot, o.blis)
         if o.backend == "ray":
             # A cluster started here: no dashboard; one joined: as it is.
             init = {"include_dashboard": False} if o.address is None else {}
@@ -51,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             backend = LocalBackend(o.blis, o.workers)
         try:
             res = run_sweep(args, backend, shards=o.shards, out=o.out, plot=plot, blis=o.blis,
-                            progress=None if o.quiet else sys.stderr)
+                            progress=None if o.quiet else sys.stderr, size=size)
         finally:
             backend.close()
     except (SweepError, ValueError, FileNotFoundError) as e:

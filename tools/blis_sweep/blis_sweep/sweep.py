@@ -62,8 +62,48 @@ def _check_args(args: Sequence[str]) -> None:
             raise ValueError(f"{name}: the driver sets it for each shard; give the table with out= (and plot= for the figure)")
 
 
+_TABLE_SUFFIXES = (".csv", ".parquet")
+_FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def check_outputs(out: str | None, plot: Sequence[str] = ()) -> None:
+    """Raise ValueError, naming the path as given, when the table (``out``)
+    or the figure (``plot``'s ``--plot FILE``) cannot be written: checked
+    before any shard runs."""
+    paths = []
+    if out is not None:
+        paths.append(("--out", out, _TABLE_SUFFIXES, "a table is .csv or .parquet"))
+    plot = list(plot)
+    for i, flag in enumerate(plot[:-1]):
+        if flag == "--plot":
+            paths.append(("--plot", plot[i + 1], _FIGURE_SUFFIXES, "a figure is .png, .svg or .pdf"))
+    for flag, path, suffixes, what in paths:
+        if not path:
+            raise ValueError(f"{flag}: give a file")
+        if not path.lower().endswith(suffixes):
+            raise ValueError(f"{flag} {path}: {what}")
+        if os.path.isdir(path):
+            raise ValueError(f"{flag} {path}: is a folder")
+        folder = os.path.dirname(path) or "."
+        if not os.path.isdir(folder):
+            raise ValueError(f"{flag} {path}: its folder {folder} does not exist")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise ValueError(f"{flag} {path}: its folder {folder} is not writable")
+        if os.path.exists(path) and not os.access(path, os.W_OK):
+            raise ValueError(f"{flag} {path}: not writable")
+
+
+def prepare(args: Sequence[str], out: str | None = None, plot: Sequence[str] = (), blis: str | None = None) -> dict:
+    """Everything checked before a shard runs (or a Ray cluster starts):
+    the arguments, the outputs, and the sweep itself (its grid file, keys
+    and values: ``blis sweep --emit plan``). Returns the plan."""
+    _check_args(args)
+    check_outputs(out, plot)
+    return plan(args, find_blis(blis))
+
+
 def run_sweep(args: Sequence[str], backend: Backend | None = None, *, shards: int | None = None, out: str | None = None,
-              plot: Sequence[str] = (), blis: str | None = None, progress=sys.stderr) -> SweepResult:
+              plot: Sequence[str] = (), blis: str | None = None, progress=sys.stderr, size: dict | None = None) -> SweepResult:
     """Run ``blis sweep ARGS`` in shards on ``backend`` (default: a local
     process pool) and merge them.
 
@@ -71,11 +111,13 @@ def run_sweep(args: Sequence[str], backend: Backend | None = None, *, shards: in
     ``out`` writes the table (``.csv``, or ``.parquet`` through the local
     binary); ``plot`` are blis sweep's figure flags (``["--plot", "f.png"]``).
     ``progress`` (a text stream, or None) gets a line per shard done.
+    The arguments, the outputs and the plan are checked first
+    (:func:`prepare`; ``size``: its result, when the caller checked already).
     """
-    _check_args(args)
     start = time.monotonic()
     local = find_blis(blis)
-    size = plan(args, local)
+    if size is None:
+        size = prepare(args, out, plot, local)
     runs = size["runs"]
     own = backend is None
     backend = backend or LocalBackend(local)
@@ -136,20 +178,27 @@ def _failed(table: bytes) -> int:
 
 
 def _write(table: bytes, args: Sequence[str], blis: str, out: str | None, plot: Sequence[str]) -> None:
-    if out is not None and out.endswith(".csv") and not plot:
+    if out is not None and out.lower().endswith(".csv") and not plot:
         _atomic_write(out, table)
         return
     with tempfile.TemporaryDirectory(prefix="blis-sweep-") as d:
         rows = os.path.join(d, "merged.csv")
         with open(rows, "wb") as f:
             f.write(table)
-        dest = out if out is not None else os.path.join(d, "table.csv")
-        p = subprocess.run([blis, "sweep", *args, "--rows", rows, "--out", dest, *plot, "--quiet"], capture_output=True, text=True)
+        # Without --out, blis prints the table on stdout (dropped here).
+        dest = ["--out", out] if out is not None else []
+        p = subprocess.run([blis, "sweep", *args, "--rows", rows, *dest, *plot, "--quiet"], capture_output=True, text=True)
         if p.returncode != 0 and not 101 <= p.returncode <= 199:
-            raise SweepError(f"writing {dest}: {p.stderr.strip()}")
+            what = " and ".join(x for x in (out, plot[plot.index("--plot") + 1] if "--plot" in plot else None) if x)
+            err = p.stderr.strip().replace(rows, "(the merged shards)").replace(d + os.sep, "")
+            raise SweepError(f"writing {what}: {err}")
 
 
 def _atomic_write(path: str, data: bytes) -> None:
+    if os.path.exists(path) and not os.path.isfile(path):  # a FIFO or a device: write into it, never replace it
+        with open(path, "wb") as f:
+            f.write(data)
+        return
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".tmp-", dir=d)
     try:

@@ -49,10 +49,22 @@ from ..backends import Backend, Job, JobResult, LocalBackend
 # listed here.
 SECTIONS = ("admission", "priority", "routing", "scheduler", "autoscale", "disaggregation")
 OBJECTIVES = ("slo", "fitness")
+# A policy bundle is a few hundred characters; a candidate's sections (or a
+# program's policy file) past this are refused before YAML parses them
+# (PyYAML takes about 1 s per 64 KB).
+MAX_CANDIDATE_CHARS = 16 << 10
+# The longest timeout a run may have (about 11.6 days): above it Python's
+# waits overflow (1e300 s raised OverflowError in a worker thread).
+MAX_TIMEOUT_S = 1e6
 
 
 class CandidateError(ValueError):
     """A candidate that is not a policy bundle (its message is the feedback)."""
+
+
+class SetupError(ValueError):
+    """A search that cannot work whatever the candidate: blis refuses the
+    experiment, the workloads or the flags (its message names the fix)."""
 
 
 def assemble_bundle(candidate: Mapping[str, str]) -> str:
@@ -70,6 +82,10 @@ def assemble_bundle(candidate: Mapping[str, str]) -> str:
     if bad:
         raise CandidateError(f"component(s) {', '.join(bad)}: a component is a policy section, "
                              f"one of {', '.join(SECTIONS)}")
+    sizes = {k: len(str(v)) for k, v in candidate.items() if v is not None}
+    if sum(sizes.values()) > MAX_CANDIDATE_CHARS:
+        big = max(sizes, key=sizes.__getitem__)
+        raise CandidateError(f"{big}: {sizes[big]} characters; a candidate is at most {MAX_CANDIDATE_CHARS}")
     bundle: dict[str, Any] = {}
     for name in list(SECTIONS) + sorted(set(candidate) - set(SECTIONS)):
         text = candidate.get(name)
@@ -205,6 +221,8 @@ class PolicyEvaluator:
             raise ValueError('objective "fitness" needs fitness_weights (blis run --fitness-weights)')
         if not seeds:
             raise ValueError("seeds: at least one")
+        if timeout_s is not None and not 0 < timeout_s <= MAX_TIMEOUT_S:
+            raise ValueError(f"timeout_s {timeout_s!r}: seconds in (0, {MAX_TIMEOUT_S:g}], or None for none")
         self.experiment = experiment
         self.args = tuple(args)
         self.seeds = tuple(int(s) for s in seeds)
@@ -227,19 +245,42 @@ class PolicyEvaluator:
         if self._backend is not None:
             self._backend.close()
 
+    def _run_args(self, workload: Workload, horizon_s: float | None = None) -> list[str]:
+        args: list[str] = ["run", "--quiet"]
+        if self.experiment:
+            args += ["--config", self.experiment]
+        args += list(self.args) + list(workload.args)
+        horizon = horizon_s if horizon_s is not None else self.horizon_s
+        if horizon is not None:
+            args += ["--horizon", repr(float(horizon))]
+        if self.fitness_weights:
+            args += ["--fitness-weights", self.fitness_weights]
+        return args
+
+    def check(self, workloads: Iterable[Workload | str | Mapping[str, Any]]) -> None:
+        """Raise :class:`SetupError` when blis refuses the experiment, flags
+        and a workload before any candidate runs: each workload's run is
+        resolved once (``blis run ... --print-config``, no simulation, a few
+        milliseconds), so a mistake that would fail every candidate is found
+        before the search spends its budget. The message is blis's error
+        (the first workload that fails), with the fix when it is an
+        experiment file that has a workload of its own."""
+        loads = [Workload.of(w) for w in workloads]
+        jobs = [Job(args=tuple(self._run_args(w) + ["--print-config"]), timeout_s=self.timeout_s) for w in loads]
+        results = dict(self.backend.map(jobs)) if jobs else {}
+        for i, w in enumerate(loads):
+            res = results[i]
+            if res.returncode == 0 and not res.timed_out:
+                continue
+            err = _clean_error(res.stderr) or f"blis run exited with status {res.returncode}"
+            msg = f"workload {w.name}: {err}"
+            fix = _workload_conflict_fix(self.experiment, err, w)
+            raise SetupError(msg + (f"\n{fix}" if fix else ""))
+
     def jobs(self, bundle: str, workload: Workload, horizon_s: float | None = None,
              seeds: Sequence[int] | None = None) -> list[Job]:
         """The blis runs of ``bundle`` on ``workload``, one per seed."""
-        base: list[str] = ["run", "--quiet"]
-        if self.experiment:
-            base += ["--config", self.experiment]
-        base += list(self.args) + list(workload.args)
-        base += ["--policy-config", "{tmp}/candidate.yaml"]
-        horizon = horizon_s if horizon_s is not None else self.horizon_s
-        if horizon is not None:
-            base += ["--horizon", repr(float(horizon))]
-        if self.fitness_weights:
-            base += ["--fitness-weights", self.fitness_weights]
+        base = self._run_args(workload, horizon_s) + ["--policy-config", "{tmp}/candidate.yaml"]
         outputs: tuple[str, ...] = ()
         if self.summary_max_tokens:
             base += ["--summarize-trace", "{tmp}/summary.md", "--summary-max-tokens", str(self.summary_max_tokens)]
@@ -258,7 +299,7 @@ class PolicyEvaluator:
         try:
             bundle = assemble_bundle(candidate)
         except CandidateError as e:
-            return [Outcome(w.name, 0.0, error=f"invalid candidate: {e}") for w in loads]
+            return [Outcome(w.name, 0.0, error=clip(f"invalid candidate: {e}")) for w in loads]
         return self.evaluate_bundle(bundle, loads, horizon_s)
 
     def evaluate_bundle(self, bundle: str, workloads: Sequence[Workload], horizon_s: float | None = None,
@@ -337,25 +378,104 @@ def _report(res: JobResult, timeout_s: float | None) -> tuple[str | None, dict]:
     if res.timed_out:
         return f"timed out: blis run took longer than {timeout_s:g} s and was killed", {}
     if res.returncode != 0:
-        msg = _clean_error(res.stderr.decode("utf-8", "replace")) or f"blis run exited with status {res.returncode}"
+        msg = _clean_error(res.stderr) or f"blis run exited with status {res.returncode}"
         return msg, {}
     try:
         return None, json.loads(res.stdout)
     except ValueError as e:
-        return f"blis run printed no JSON report ({e})", {}
+        return f"blis run printed no JSON report ({clip(str(e), 200)})", {}
 
 
-_JOB_DIR = re.compile(r"\S*blis-job-[A-Za-z0-9_]+/")
+# A job's scratch directory in a message, up to its closing slash. It may
+# start only where a whitespace-separated word starts, so the search is
+# linear: an unanchored ``\S*`` before it re-scanned each long word from
+# every position (100 KB of stderr took 10 s, 1 MB minutes).
+_JOB_DIR = re.compile(r"(?<!\S)\S*?blis-job-[A-Za-z0-9_]+/")
+
+# A line of a failed run's stderr is read up to this many characters at
+# its head and at its tail (blis prints its error last, and a message that
+# quotes a huge input is one long line); an error text fed to the LLM is
+# at most ERROR_MAX_CHARS.
+STDERR_LINE_CHARS = 64 << 10
+ERROR_MAX_CHARS = 1200
 
 
-def _clean_error(stderr: str) -> str:
+def clip(text: str, limit: int = ERROR_MAX_CHARS) -> str:
+    """``text`` of at most ``limit`` characters: its head and tail around a
+    note of how much was left out (the way blis clips quoted input)."""
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 40, 20)
+    head, tail = text[: keep * 2 // 3], text[len(text) - keep // 3:]
+    return f"{head} ...[{len(text) - len(head) - len(tail)} characters clipped]... {tail}"
+
+
+def _clean_error(stderr: str | bytes) -> str:
     """blis's error, without the job's scratch directory (so the same
-    candidate gives the same message) and the generated file's line."""
-    lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
-    text = "\n".join(lines[-5:])
-    text = _JOB_DIR.sub("", text)
-    text = re.sub(r"candidate\.yaml:\d+: ", "candidate: ", text)
-    return text
+    candidate gives the same message) and the generated file's line: its
+    last lines, clipped to :data:`ERROR_MAX_CHARS`. Linear in its input."""
+    if isinstance(stderr, bytes):
+        stderr = stderr.decode("utf-8", "replace")
+    # The last 5 non-empty lines, each clipped to its head and tail, with the
+    # scratch directory removed before the final clip (so the text is the
+    # same for the same candidate); every step is linear.
+    lines = [ln for ln in stderr.rstrip().rsplit("\n", 8)[-8:] if ln.strip()][-5:]
+    out = []
+    for ln in lines:
+        if len(ln) > 2 * STDERR_LINE_CHARS:
+            ln = clip(ln, 2 * STDERR_LINE_CHARS)
+        ln = _JOB_DIR.sub("", ln)
+        ln = re.sub(r"candidate\.yaml:\d+: ", "candidate: ", ln)
+        out.append(clip(ln, ERROR_MAX_CHARS // 2))
+    text = "\n".join(out)
+    return clip(text)
+
+
+_CONFLICT = re.compile(r"\b(workload\.(synthetic|spec_file|spec|scenario|replay)) cannot be combined with (--[a-z-]+)")
+
+
+def _workload_conflict_fix(experiment: str | None, err: str, workload: Workload) -> str | None:
+    """The fix for blis's "workload.synthetic cannot be combined with
+    --scenario": the experiment file has a workload of its own (as ``blis run
+    --print-config`` writes it) and the search's workload is another; an
+    experiment has one. Names the lines to delete."""
+    m = _CONFLICT.search(err)
+    if not m or not experiment:
+        return None
+    key, sub, flag = m.group(1), m.group(2), m.group(3)
+    where = ""
+    lines = _key_lines(experiment, ("workload", sub))
+    if lines:
+        where = f" (lines {lines[0]}-{lines[1]})" if lines[1] > lines[0] else f" (line {lines[0]})"
+    return (f"fix: {experiment} has a workload of its own, {key}{where}, as `blis run --print-config` writes it, "
+            f"and workload {workload.name} ({flag}) is another; an experiment has one workload. Delete {key}{where} "
+            f"from {experiment} to search on the workloads given, or give no workload to search on the "
+            f"experiment's own.")
+
+
+def _key_lines(path: str, keys: Sequence[str]) -> tuple[int, int] | None:
+    """The first and last line (1-based) of ``keys``' entry in a YAML file,
+    or None."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            node = yaml.compose(f)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    key_node = None
+    for k in keys:
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        for kn, vn in node.value:
+            if isinstance(kn, yaml.ScalarNode) and kn.value == k:
+                key_node, node = kn, vn
+                break
+        else:
+            return None
+    end = node.end_mark
+    last = end.line + 1 if end.column > 0 else end.line  # a block ends at the start of the next line
+    return key_node.start_mark.line + 1, max(last, key_node.start_mark.line + 1)
 
 
 def _anomaly_counts(report: Mapping[str, Any]) -> dict[str, int]:

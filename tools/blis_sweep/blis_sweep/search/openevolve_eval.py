@@ -6,8 +6,11 @@ The program OpenEvolve evolves is the policy file itself
 lies between ``# EVOLVE-BLOCK-START`` and ``# EVOLVE-BLOCK-END`` comment
 lines (OpenEvolve's markers; in YAML they are comments), with
 ``language: yaml`` and ``file_suffix: .yaml`` in OpenEvolve's config. A
-Python program (``.py``) is accepted too: it is run (with the same timeout)
-and must print the policy file on stdout.
+Python program (``.py``) is accepted too: it runs confined (a fresh working
+folder, an allow-listed environment, resource limits, its processes killed at
+the end; :mod:`~blis_sweep.search.confine`, and docs/policy-search.md for
+what that does not contain) with the same timeout, and must print the
+policy file on stdout.
 
 An evaluator file for OpenEvolve builds one :class:`OpenEvolveEvaluator`
 and exports its methods (tools/blis_sweep/examples/openevolve/evaluator.py)::
@@ -41,40 +44,66 @@ Nothing raises for a bad program.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TextIO
 
 from ..backends import Backend
-from .core import CandidateError, Outcome, PolicyEvaluator, Workload, assemble_bundle, split_bundle
+from .confine import Limits, SupervisorError, run_confined
+from .core import CandidateError, Outcome, PolicyEvaluator, Workload, assemble_bundle, clip, split_bundle
 
 
-def load_program(program_path: str, timeout_s: float | None = None) -> str:
+# A policy file is a few hundred bytes (OpenEvolve's max_code_length is
+# 4,000 characters by default): a program past MAX_PROGRAM_BYTES, or a policy
+# file (the YAML program, or a Python program's output) past
+# MAX_POLICY_BYTES, is refused before it is parsed.
+MAX_PROGRAM_BYTES = 1 << 20
+MAX_POLICY_BYTES = 64 << 10
+
+
+def load_program(program_path: str, timeout_s: float | None = None, limits: Limits | None = None) -> str:
     """The policy file a program yields (validated locally; blis checks the
-    rest): the file itself, or a Python program's stdout. Raises
-    :class:`CandidateError` with the reason."""
-    if program_path.endswith(".py"):
+    rest): the file itself, or a Python program's stdout. A relative path
+    is read from the working directory. A Python program runs confined
+    (:func:`~blis_sweep.search.confine.run_confined`: a fresh working
+    folder holding only the program, an allow-listed environment, resource
+    limits, every process it started killed when it ends or at
+    ``timeout_s``). Raises :class:`CandidateError` with the reason."""
+    path = os.path.abspath(program_path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_PROGRAM_BYTES + 1)
+    except OSError as e:
+        raise CandidateError(f"cannot read the program: {clip(str(e), 300)}") from None
+    if len(data) > MAX_PROGRAM_BYTES:
+        raise CandidateError(f"the program is larger than {MAX_PROGRAM_BYTES} bytes")
+    if path.endswith(".py"):
+        if timeout_s is not None and not 0 < timeout_s <= 1e6:
+            raise CandidateError(f"timeout {timeout_s!r}: seconds in (0, 1e6]")
         try:
-            p = subprocess.run([sys.executable, program_path], capture_output=True, timeout=timeout_s,
-                               stdin=subprocess.DEVNULL, cwd=os.path.dirname(os.path.abspath(program_path)))
-        except subprocess.TimeoutExpired:
-            raise CandidateError(f"timed out: the program ran longer than {timeout_s:g} s and was killed") from None
-        if p.returncode != 0:
-            tail = "\n".join(p.stderr.decode("utf-8", "replace").strip().splitlines()[-5:])
-            raise CandidateError(f"the program exited with status {p.returncode}: {tail}")
-        text = p.stdout.decode("utf-8", "replace")
-    else:
-        try:
-            with open(program_path, encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError) as e:
-            raise CandidateError(f"cannot read the program: {e}") from None
+            res = run_confined([sys.executable, "-s", "program.py"], {"program.py": data},
+                               timeout_s=timeout_s if timeout_s is not None else 60, limits=limits or Limits(),
+                               max_stdout=MAX_PROGRAM_BYTES)
+        except SupervisorError as e:
+            raise CandidateError(clip(f"the program's supervisor was killed ({e})")) from None
+        why = res.reason()
+        if why == "timed out":
+            raise CandidateError(f"timed out: the program ran longer than {timeout_s:g} s and was killed")
+        if why is not None:
+            tail = "\n".join(res.stderr.decode("utf-8", "replace").strip().splitlines()[-5:])
+            raise CandidateError(clip(f"the program {why}" + (f": {tail}" if tail else "")))
+        data = res.stdout
+    if len(data) > MAX_POLICY_BYTES:
+        raise CandidateError(f"a policy file of {len(data)} bytes; at most {MAX_POLICY_BYTES}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CandidateError(f"not UTF-8 text: {e}") from None
     try:
         return assemble_bundle(split_bundle(text))
-    except CandidateError:
-        raise
+    except CandidateError as e:
+        raise CandidateError(clip(str(e))) from None
     except Exception as e:  # yaml.YAMLError and the like
-        raise CandidateError(f"not a policy file: {' '.join(str(e).split())}") from None
+        raise CandidateError(clip(f"not a policy file: {' '.join(str(e).split())}")) from None
 
 
 class OpenEvolveEvaluator:
@@ -87,12 +116,18 @@ class OpenEvolveEvaluator:
     summary_max_tokens, counterfactual_sample, timeout_s, backend, blis) are
     :class:`PolicyEvaluator` 's. ``backend="ray"`` runs on Ray
     (``ray_address``: ``"auto"`` inside a cluster, None for a local one),
-    created on first use in each OpenEvolve worker process.
+    created on first use in each OpenEvolve worker process. ``report``: a
+    text stream that gets one line per program that scores 0 with an error,
+    as it happens (default stderr; None for none). ``limits``: a Python
+    program's resource limits (:class:`~blis_sweep.search.confine.Limits`).
+    :meth:`check` finds, before any program runs, a mistake that would fail
+    them all.
     """
 
     def __init__(self, workloads: Sequence[Any], *, smoke_workloads: Sequence[Any] | None = None,
                  smoke_horizon_s: float = 30.0, artifacts: bool | None = None,
-                 backend: Backend | str | None = None, ray_address: str | None = None, **evaluator_kwargs: Any):
+                 backend: Backend | str | None = None, ray_address: str | None = None,
+                 report: TextIO | None = sys.stderr, limits: Limits | None = None, **evaluator_kwargs: Any):
         if not workloads:
             raise ValueError("workloads: at least one")
         self.workloads = [Workload.of(w) for w in workloads]
@@ -110,6 +145,15 @@ class OpenEvolveEvaluator:
         self._ray_address = ray_address
         self._kwargs = evaluator_kwargs
         self._evaluator: PolicyEvaluator | None = None
+        self.report = report
+        self.limits = limits
+
+    def check(self) -> None:
+        """Raise :class:`~blis_sweep.search.core.SetupError` when blis
+        refuses the experiment, the flags or a workload (stage 1's or stage
+        2's), before any program runs (:meth:`PolicyEvaluator.check`)."""
+        loads = {w: None for w in self.smoke_workloads + self.workloads}
+        self.evaluator.check(list(loads))
 
     @property
     def evaluator(self) -> PolicyEvaluator:
@@ -130,7 +174,7 @@ class OpenEvolveEvaluator:
         2: full)."""
         ev = self.evaluator
         try:
-            bundle = load_program(program_path, ev.timeout_s)
+            bundle = load_program(program_path, ev.timeout_s, self.limits)
         except CandidateError as e:
             return _failed(f"invalid program: {e}")
         if stage == 1:
@@ -143,7 +187,11 @@ class OpenEvolveEvaluator:
         try:
             metrics, artifacts = self.run(program_path, stage)
         except Exception as e:  # a systemic failure (no binary, Ray down): a score of 0, not a crash
-            metrics, artifacts = _failed(f"evaluation failed: {type(e).__name__}: {e}")
+            metrics, artifacts = _failed(clip(f"evaluation failed: {type(e).__name__}: {e}"))
+        if self.report is not None and "error" in artifacts:
+            line = " ".join(artifacts["error"].split())
+            print(f"blis-search: {os.path.basename(program_path)} (stage {stage}) scores 0: {clip(line, 300)}",
+                  file=self.report, flush=True)
         if self.artifacts:
             from openevolve.evaluation_result import EvaluationResult
 
@@ -170,7 +218,7 @@ def _failed(reason: str) -> tuple[dict[str, Any], dict[str, str]]:
 def _metrics(outcomes: Sequence[Outcome], stage: int) -> tuple[dict[str, Any], dict[str, str]]:
     failed = [o for o in outcomes if o.error]
     if failed:
-        metrics, artifacts = _failed("; ".join(f"{o.workload}: {o.error}" for o in failed))
+        metrics, artifacts = _failed(clip("; ".join(f"{o.workload}: {o.error}" for o in failed), 4000))
         return metrics, artifacts
     n = len(outcomes)
     metrics = {"combined_score": sum(o.score for o in outcomes) / n,

@@ -17,10 +17,23 @@ processes inherit it):
 
 blis_sweep must be importable: PYTHONPATH=tools/blis_sweep, or pip install
 tools/blis_sweep[search].
+
+Loading this file resolves each workload with blis once (no simulation):
+when blis refuses the experiment, the flags or a workload, it raises with
+blis's error, so openevolve-run stops at once instead of scoring every
+program 0. A program that scores 0 is one line on stderr as it happens.
+
+Without an LLM, score programs with the same settings (stage 1, then stage 2):
+
+  python tools/blis_sweep/examples/openevolve/evaluator.py PROGRAM [PROGRAM...]
+
+which prints each stage's metrics as JSON and exits 1 when a program fails.
 """
 
+import json
 import os
 import shlex
+import sys
 
 from blis_sweep.search import OpenEvolveEvaluator
 
@@ -55,3 +68,20 @@ def evaluate_stage2(program_path):
 
 def evaluate(program_path):
     return _ev.evaluate(program_path)
+
+_ev.check()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit("usage: evaluator.py PROGRAM [PROGRAM...]: score each program without an LLM")
+    _ev.artifacts = False
+    failed = 0
+    for path in sys.argv[1:]:
+        for stage, fn in ((1, evaluate_stage1), (2, evaluate_stage2)):
+            metrics = fn(path)
+            print(json.dumps({"program": path, "stage": stage, **metrics}))
+            if metrics.get("combined_score", 0) == 0 and len(metrics) <= 2:
+                failed += 1
+                break
+    sys.exit(1 if failed else 0)

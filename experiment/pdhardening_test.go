@@ -1,0 +1,88 @@
+package experiment
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const smallPD = `version: 1
+deployment:
+  pools:
+    - {name: p, role: prefill, model: llama-3.1-8b, hardware: h100-sxm}
+    - {name: d, role: decode, model: llama-3.1-8b, hardware: h100-sxm%s}
+  network: {%s}
+workload:
+  synthetic: {requests: 40, rate: 8, prompt_tokens: "const:2000", output_tokens: "const:16", prefix_groups: 0}
+policies:
+  disaggregation: {type: always}
+run: {per_request: true}
+`
+
+// TestExpiredCopyIsRecomputed: with an abort timeout of 1 ms every prefill
+// copy is freed before its decode instance pulls it; the transfers once
+// moved the freed KV anyway. Now no byte moves: each decode instance finds
+// its copy gone and computes the prompt itself, counted.
+func TestExpiredCopyIsRecomputed(t *testing.T) {
+	e, err := parse(t, sprintfPD("", "abort_timeout_s: 0.001"))
+	require.NoError(t, err)
+	res, err := Run(context.Background(), e, &MemSinks{})
+	require.NoError(t, err)
+	m := res.Cluster
+	pd := m.Disaggregation
+	require.Equal(t, int64(40), m.Requests.Completed)
+	require.Equal(t, int64(40), pd.AbortTimeouts)
+	require.Equal(t, int64(40), pd.KVLost)
+	require.Zero(t, pd.Transfers)
+	require.Zero(t, pd.Bytes)
+	var failed int64
+	for _, in := range m.Instances {
+		failed += in.Metrics.KVLoadsFailed
+	}
+	require.Equal(t, int64(40), failed)
+}
+
+// TestRunEndsAtItsLastDeparture: a decode pool too small for the prompts
+// (100 blocks of 16 tokens, 2,000-token prompts) drops every request; the
+// prefill copies nobody will pull once held the run up to their abort
+// timeout (480 s), stretching duration_s far past the last departure and
+// lowering every rate. The run now ends at its last departure or step end.
+func TestRunEndsAtItsLastDeparture(t *testing.T) {
+	e, err := parse(t, sprintfPD(", vllm: {total_kv_blocks_gpu: 100}", ""))
+	require.NoError(t, err)
+	res, err := Run(context.Background(), e, &MemSinks{})
+	require.NoError(t, err)
+	m := res.Cluster
+	require.Equal(t, int64(40), m.Requests.DroppedUnservable)
+	var first, last int64 = -1, 0
+	for _, r := range m.PerRequest {
+		if first < 0 || r.ArrivalUs < first {
+			first = r.ArrivalUs
+		}
+		last = max(last, r.DepartedUs)
+	}
+	require.Less(t, m.DurationS, 60.0, "not until the copies' 480 s timeouts")
+	require.InDelta(t, float64(last-first)*1e-6, m.DurationS, 1, "the last departure, or a step's end just after it")
+}
+
+// TestMaxNodesHoldsTheInitialInstances: two one-GPU instances on at most
+// one one-GPU node once both served, one on no node, billed nothing; the
+// experiment is now refused at the key.
+func TestMaxNodesHoldsTheInitialInstances(t *testing.T) {
+	_, err := parse(t, `version: 1
+deployment:
+  pools:
+    - {name: h, replicas: 2, nodes: {max_nodes: 1, gpus_per_node: 1}}
+`)
+	require.ErrorContains(t, err, "deployment.pools[0].nodes.max_nodes: 1 nodes of 1 GPUs hold 1 instances of 1 GPUs, and the pool starts with 2")
+	_, err = parse(t, `version: 1
+deployment:
+  pools:
+    - {name: h, replicas: 2, nodes: {max_nodes: 1, gpus_per_node: 2}}
+`)
+	require.NoError(t, err)
+}
+
+func sprintfPD(decode, network string) string { return fmt.Sprintf(smallPD, decode, network) }

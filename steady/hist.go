@@ -1,0 +1,129 @@
+package steady
+
+import (
+	"math"
+	"math/bits"
+)
+
+// Hist counts non-negative integers (µs) exactly below 256 and in 128
+// buckets per power of two above, so that a bucket is at most 1/128 of
+// its values wide and a quantile read from a bucket's midpoint is within
+// 0.4 % of the value. It keeps only the buckets from the lowest to the
+// highest used: latencies between 10 ms and 2 s cost about 1,000
+// counters.
+type Hist struct {
+	lo       int // the bucket index of counts[0]
+	counts   []int64
+	n        int64
+	min, max int64
+}
+
+const (
+	histExact = 256 // values below are their own bucket
+	histSub   = 128 // buckets per power of two above
+)
+
+func histIndex(v int64) int {
+	if v < histExact {
+		return int(v)
+	}
+	shift := bits.Len64(uint64(v)) - 8 // keeps the leading 8 bits
+	return histExact + (shift-1)*histSub + int(v>>shift) - histSub
+}
+
+// histMid is the midpoint of bucket i's values.
+func histMid(i int) int64 {
+	if i < histExact {
+		return int64(i)
+	}
+	shift := (i-histExact)/histSub + 1
+	lo := int64((i-histExact)%histSub+histSub) << shift
+	return lo + (int64(1)<<shift)/2
+}
+
+// Add counts v (negative values count as 0).
+func (h *Hist) Add(v int64) {
+	v = max(v, 0)
+	i := histIndex(v)
+	switch {
+	case len(h.counts) == 0:
+		h.lo = i
+		h.counts = append(h.counts[:0], 0)
+	case i < h.lo:
+		grow := h.lo - i
+		h.counts = append(h.counts, make([]int64, grow)...)
+		copy(h.counts[grow:], h.counts)
+		clear(h.counts[:grow])
+		h.lo = i
+	case i-h.lo >= len(h.counts):
+		h.counts = append(h.counts, make([]int64, i-h.lo+1-len(h.counts))...)
+	}
+	h.counts[i-h.lo]++
+	if h.n == 0 || v < h.min {
+		h.min = v
+	}
+	h.max = max(h.max, v)
+	h.n++
+}
+
+// Merge adds o's values to h.
+func (h *Hist) Merge(o *Hist) {
+	if o == nil || o.n == 0 {
+		return
+	}
+	if h.n == 0 {
+		h.lo = o.lo
+		h.counts = append(h.counts[:0], o.counts...)
+		h.n, h.min, h.max = o.n, o.min, o.max
+		return
+	}
+	lo, hi := min(h.lo, o.lo), max(h.lo+len(h.counts), o.lo+len(o.counts))
+	if lo < h.lo || hi > h.lo+len(h.counts) {
+		c := make([]int64, hi-lo)
+		copy(c[h.lo-lo:], h.counts)
+		h.counts, h.lo = c, lo
+	}
+	for i, c := range o.counts {
+		h.counts[o.lo+i-h.lo] += c
+	}
+	h.n += o.n
+	h.min, h.max = min(h.min, o.min), max(h.max, o.max)
+}
+
+// Reset empties h and keeps its memory.
+func (h *Hist) Reset() {
+	h.counts = h.counts[:0]
+	h.n, h.min, h.max, h.lo = 0, 0, 0, 0
+}
+
+// Count is the number of values added.
+func (h *Hist) Count() int64 { return h.n }
+
+// Quantile is the nearest-rank p-quantile, the ceil(p·n)-th smallest
+// value: exact at the extremes, else its bucket's midpoint clamped to
+// them; 0 when empty.
+func (h *Hist) Quantile(p float64) int64 {
+	if h.n == 0 {
+		return 0
+	}
+	rank := nearestRank(p, h.n)
+	switch rank {
+	case 1:
+		return h.min
+	case h.n:
+		return h.max
+	}
+	var seen int64
+	for i, c := range h.counts {
+		if seen += c; seen >= rank {
+			return max(h.min, min(h.max, histMid(h.lo+i)))
+		}
+	}
+	return h.max
+}
+
+// nearestRank is the 1-based rank ceil(p·n), within [1, n].
+func nearestRank(p float64, n int64) int64 {
+	k := int64(math.Ceil(p * float64(n)))
+	return max(1, min(k, n))
+}
