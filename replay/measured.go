@@ -100,6 +100,10 @@ type ReadOptions struct {
 // (ReadRecords). Options that belong to the other kind of input are
 // refused.
 func Read(path string, o ReadOptions) (*Measured, error) {
+	// A FIFO or device would block or never end the reading.
+	if st, err := os.Stat(path); err == nil && !st.IsDir() && !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s): give the file a run was recorded to", path, st.Mode().Type())
+	}
 	if !o.tables(path) {
 		if o.From != "" {
 			return nil, errors.New("--from compares the requests a fit held out: it needs the tables of calibrate ingest (TABLES), not a RECORDS file")

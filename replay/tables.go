@@ -1,8 +1,10 @@
 package replay
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -59,6 +61,9 @@ func IsTables(path string) bool {
 	if st.IsDir() {
 		_, err := os.Stat(filepath.Join(path, tracevocab.TableRequests+".parquet"))
 		return err == nil
+	}
+	if !st.Mode().IsRegular() { // a FIFO would block the read below
+		return false
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -236,9 +241,9 @@ func ReadTables(path string, o TablesOptions) (*Measured, error) {
 	}
 	if len(instances) > 1 {
 		return nil, fmt.Errorf("%s: the trace holds %d engines (instances %s): blis validate replays one vLLM server; validate each engine's trace apart",
-			reqPath, len(instances), strings.Join(sortedSet(instances), ", "))
+			reqPath, len(instances), strings.Join(slices.Sorted(maps.Keys(instances)), ", "))
 	}
-	slices.SortStableFunc(rows, func(a, b row) int { return cmpInt(a.at, b.at) })
+	slices.SortStableFunc(rows, func(a, b row) int { return cmp.Compare(a.at, b.at) })
 	var coeff *coefficients.File
 	if o.Coefficients != "" {
 		if coeff, err = coefficients.Load(o.Coefficients); err != nil {
@@ -273,7 +278,7 @@ func ReadTables(path string, o TablesOptions) (*Measured, error) {
 		}
 		m.Records[i] = *r
 	}
-	if err := m.tablesDeployment(stepsPath, sortedSet(models), coeff); err != nil {
+	if err := m.tablesDeployment(stepsPath, slices.Sorted(maps.Keys(models)), coeff); err != nil {
 		return nil, err
 	}
 	if o.From != "" {
@@ -417,23 +422,4 @@ func roundUs(ns int64) int64 {
 		return -((-ns + 500) / 1000)
 	}
 	return (ns + 500) / 1000
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func sortedSet(s map[string]bool) []string {
-	out := make([]string, 0, len(s))
-	for k := range s {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }

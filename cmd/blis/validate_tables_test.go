@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -148,4 +149,91 @@ func TestValidateTablesSkipsAndRefusals(t *testing.T) {
 	require.Positive(t, a.Compare.Requests)
 	require.Less(t, a.Compare.Requests, 100)
 	require.Contains(t, a.ComparedOnly, "arrived after 2026-01-01T00:00:05Z (of 100 replayed)")
+}
+
+// craftedTables ingests the simulated fixture with edit applied to its
+// spans: tables a vLLM trace could hold when clocks or exporters misbehave.
+func craftedTables(t *testing.T, edit func(spans []otlpingest.Span)) string {
+	t.Helper()
+	var spans []otlpingest.Span
+	require.NoError(t, otlpingest.ReadTraces([]string{"../../testdata/traces/simulated_run.jsonl.gz"}, otlpingest.ReadOptions{Workers: 1}, func(b *otlpingest.Batch) error {
+		for _, sp := range b.Spans {
+			ev := make([]otlpingest.Event, len(sp.Events))
+			for i, e := range sp.Events {
+				ev[i] = e
+				ev[i].Attrs = append([]otlpingest.KeyValue{}, e.Attrs...)
+			}
+			sp.Events, sp.Attrs = ev, append([]otlpingest.KeyValue{}, sp.Attrs...)
+			spans = append(spans, sp)
+		}
+		return nil
+	}))
+	edit(spans)
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "trace.jsonl")
+	require.NoError(t, os.WriteFile(trace, append(otlpingest.AppendJSON(nil, spans), '\n'), 0o644))
+	tables := filepath.Join(dir, "tables")
+	_, err := otlpingest.Ingest(otlpingest.FileSources([]string{trace}), otlpingest.Options{OutDir: tables, AllowEmpty: true})
+	require.NoError(t, err)
+	return tables
+}
+
+// eventOf finds the named event of the i-th span called name.
+func eventOf(spans []otlpingest.Span, name string, i int, event string) *otlpingest.Event {
+	for s := range spans {
+		if spans[s].Name != name {
+			continue
+		}
+		if i > 0 {
+			i--
+			continue
+		}
+		for e := range spans[s].Events {
+			if spans[s].Events[e].Name == event {
+				return &spans[s].Events[e]
+			}
+		}
+	}
+	return nil
+}
+
+// TestValidateTablesHostile: tables from traces whose clocks run
+// backwards (counted as negative) or jump decades (replayed as the trace
+// says), a FIFO, and tables with no request (refused by name): never a
+// hang or a panic.
+func TestValidateTablesHostile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	_, _, err := runCLI(t, "validate", fifo, "--hardware", "h100-sxm")
+	require.ErrorContains(t, err, "is not a regular file")
+
+	args := []string{"--hardware", "h100-sxm", "--kv-blocks-cpu", "20000", "--kv-offload-threshold", "0.5"}
+	backwards := craftedTables(t, func(spans []otlpingest.Span) {
+		eventOf(spans, "llm_core", 3, "journey.FIRST_TOKEN").TimeUnixNano = 1 // before its arrival
+		eventOf(spans, "llm_core", 7, "journey.FINISHED").TimeUnixNano = 2   // before its first token
+	})
+	rep := validateTables(t, append([]string{backwards}, args...)...)
+	require.Equal(t, int64(254), rep.Records.Read)
+	require.Len(t, rep.Records.Skipped, 1)
+	require.Equal(t, "negative", rep.Records.Skipped[0].Reason)
+	require.Equal(t, int64(2), rep.Records.Skipped[0].Count)
+
+	decades := craftedTables(t, func(spans []otlpingest.Span) {
+		eventOf(spans, "llm_request", 0, "api.ARRIVED").TimeUnixNano = 1_000_000_000 // 1970
+	})
+	// The request is replayed 56 years before the others (the simulator
+	// skips idle time) and its measured TTFT is what the clocks say: the
+	// reader does not judge a clock, it reports what the trace holds.
+	rep = validateTables(t, append([]string{decades}, args...)...)
+	require.Equal(t, int64(256), rep.Records.Read)
+	require.Equal(t, 256, rep.Compare.Requests)
+
+	empty := craftedTables(t, func(spans []otlpingest.Span) {
+		for i := range spans {
+			spans[i].Name = "GET /health"
+		}
+	})
+	_, _, err = runCLI(t, append([]string{"validate", empty}, args...)...)
+	require.ErrorContains(t, err, "no request can be replayed (0 rows)")
 }
