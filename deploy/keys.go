@@ -75,6 +75,8 @@ var PoolKeys = []schema.Key{
 		Doc: "roofline: share of the GPU's sustained GEMM rate reached"},
 	{Name: "latency.roofline.bandwidth_eff", Type: schema.Float, Default: schema.F(DefaultRooflineParams.BandwidthEff), MinOpen: true, Max: 1,
 		Doc: "roofline: share of peak HBM bandwidth reached"},
+	{Name: "latency.roofline.kernels", Type: schema.Bool, Default: schema.B(true),
+		Doc: "roofline: price each kernel by the measured kernel model; false: the scalar compute and bandwidth bounds"},
 	{Name: "latency.roofline.step_overhead_us", Type: schema.String, Default: schema.S("auto"),
 		Doc: "roofline: fixed cost per step, µs, or auto: from the vLLM version, async scheduling and CUDA graphs"},
 	{Name: "latency.blackbox.alpha", Type: schema.List, Len: 3, Unit: "µs", Default: schema.L(DefaultBlackboxParams.Alpha[:]...), Min: 0, Max: schema.Unbounded,
