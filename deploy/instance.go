@@ -128,16 +128,24 @@ var (
 	DefaultBlackboxParams = BlackboxParams{Alpha: [3]float64{1200, 0.08, 1.5}, Beta: [3]float64{6000, 0.2, 30}}
 )
 
+// Defaults of an instance: the model and GPU the shipped coefficients
+// were fitted on, and the CPU tier's offload threshold.
+const (
+	DefaultModel            = "llama-3.1-8b"
+	DefaultHardware         = "h100-sxm"
+	DefaultOffloadThreshold = 0.9
+)
+
 // DefaultInstanceSpec is Llama-3.1-8B on one H100 with vLLM's default
 // settings (physics.DefaultVLLMKnobs), the KV cache derived from memory,
 // fcfs scheduling and the automatic latency model choice.
 func DefaultInstanceSpec() InstanceSpec {
 	return InstanceSpec{
-		Model:               "llama-3.1-8b",
-		Hardware:            "h100-sxm",
+		Model:               DefaultModel,
+		Hardware:            DefaultHardware,
 		TP:                  1,
 		VLLM:                physics.DefaultVLLMKnobs(),
-		OffloadThreshold:    0.9,
+		OffloadThreshold:    DefaultOffloadThreshold,
 		AsyncScheduling:     true,
 		ReserveFullSequence: true,
 		OutputDelayUs:       sim.DefaultOutputDelayUs,

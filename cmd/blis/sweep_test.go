@@ -87,7 +87,7 @@ func TestSweepBadInput(t *testing.T) {
 	require.Equal(t, 104, exitCode(t, err))
 	require.ErrorContains(t, err, "4 of 6 runs failed")
 	require.Equal(t, 4, strings.Count(out, ",error,\"sweep"))
-	require.Contains(t, diag, "blis sweep: run 0 (point 0, seed 0) failed: sweep deployment.pools[0].vllm.max_num_seqs=0: must be > 0, got 0")
+	require.Contains(t, diag, "blis sweep: run 0 (point 0, seed 0) failed: sweep deployment.pools[0].vllm.max_num_seqs=0: must be >= 1 requests, got 0")
 }
 
 // TestSweepShardsMerge: shards from JOB_COMPLETION_INDEX, written apart
