@@ -120,23 +120,24 @@ func TestK8sManifest(t *testing.T) {
 
 func TestCapacityFindsTheREADMEsInstanceCount(t *testing.T) {
 	// README.md's mixed-slo table: 1 instance reaches realtime attainment
-	// 0.423, 2 instances 0.984.
+	// 0.327, 2 instances 0.973, 3 instances 0.990.
 	s := CapacitySpec{Base: base("workload.scenario", "mixed-slo", "policies.routing.type", "least-loaded"), Key: "deployment.pools[0].replicas",
 		Min: 1, Max: 8, Target: Target{Metric: "realtime_slo_attainment", Op: ">=", Value: 0.98}, Seeds: 1}
 	res, err := Capacity(context.Background(), s)
 	require.NoError(t, err)
 	require.Equal(t, "min", res.Find)
 	require.True(t, res.Integer)
-	require.Equal(t, 2.0, *res.Answer)
-	require.Equal(t, [2]float64{1, 2}, res.Bracket)
+	require.Equal(t, 3.0, *res.Answer)
+	require.Equal(t, [2]float64{2, 3}, res.Bracket)
 	var vals []float64
 	for _, e := range res.Evaluations {
 		vals = append(vals, e.Value)
 	}
-	require.Equal(t, []float64{1, 8, 4, 2}, vals, "both ends, then halves")
-	require.InDelta(t, 0.423, res.Evaluations[0].Mean, 0.0005)
-	require.InDelta(t, 0.984, res.Evaluations[3].Mean, 0.0005)
-	require.Equal(t, 4, res.Runs)
+	require.Equal(t, []float64{1, 8, 4, 2, 3}, vals, "both ends, then halves")
+	require.InDelta(t, 0.327, res.Evaluations[0].Mean, 0.0005)
+	require.InDelta(t, 0.973, res.Evaluations[3].Mean, 0.0005)
+	require.InDelta(t, 0.990, res.Evaluations[4].Mean, 0.0005)
+	require.Equal(t, 5, res.Runs)
 
 	// A fractional key: the highest rate scale, within the precision.
 	r := CapacitySpec{Base: base("workload.scenario", "mixed-slo", "deployment.pools[*].replicas", "2", "policies.routing.type", "least-loaded", "run.horizon_s", "60"),

@@ -87,7 +87,7 @@ func TestSweepBadInput(t *testing.T) {
 	require.Equal(t, 104, exitCode(t, err))
 	require.ErrorContains(t, err, "4 of 6 runs failed")
 	require.Equal(t, 4, strings.Count(out, ",error,\"sweep"))
-	require.Contains(t, diag, "blis sweep: run 0 (point 0, seed 0) failed: sweep deployment.pools[0].vllm.max_num_seqs=0: must be > 0, got 0")
+	require.Contains(t, diag, "blis sweep: run 0 (point 0, seed 0) failed: sweep deployment.pools[0].vllm.max_num_seqs=0: must be >= 1 requests, got 0")
 }
 
 // TestSweepShardsMerge: shards from JOB_COMPLETION_INDEX, written apart
@@ -188,8 +188,8 @@ func TestSIGINTThenResume(t *testing.T) {
 	require.Equal(t, want, resumed)
 }
 
-// TestCapacityFindsTheREADMEsCount: mixed-slo needs 2 instances for a
-// realtime attainment of 0.98 (README: 1 instance 0.423, 2 0.984).
+// TestCapacityFindsTheREADMEsCount: mixed-slo needs 3 instances for a
+// realtime attainment of 0.98 (README: 1 instance 0.327, 2 0.973, 3 0.990).
 func TestCapacityFindsTheREADMEsCount(t *testing.T) {
 	out, diag, err := runCLI(t, "capacity", "--scenario", "mixed-slo", "--routing-policy", "least-loaded", "--search", "deployment.pools[0].replicas",
 		"--min", "1", "--max", "4", "--target", "realtime_slo_attainment>=0.98", "--seeds", "1")
@@ -201,12 +201,12 @@ func TestCapacityFindsTheREADMEsCount(t *testing.T) {
 		Target  string
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &res))
-	require.Equal(t, 2.0, res.Answer)
-	require.Equal(t, [2]float64{1, 2}, res.Bracket)
-	require.Equal(t, 3, res.Runs)
+	require.Equal(t, 3.0, res.Answer)
+	require.Equal(t, [2]float64{2, 3}, res.Bracket)
+	require.Equal(t, 4, res.Runs)
 	require.Contains(t, out, `"target": "realtime_slo_attainment>=0.98"`)
-	require.Contains(t, diag, "deployment.pools[0].replicas = 1: realtime_slo_attainment 0.4228 (mean of 1 seeds) misses")
-	require.Contains(t, diag, "blis capacity: deployment.pools[0].replicas = 2 (bracket [1, 2]), 3 runs")
+	require.Contains(t, diag, "deployment.pools[0].replicas = 1: realtime_slo_attainment 0.3266 (mean of 1 seeds) misses")
+	require.Contains(t, diag, "blis capacity: deployment.pools[0].replicas = 3 (bracket [2, 3]), 4 runs")
 
 	_, _, err = runCLI(t, "capacity", "-q", "--scenario", "mixed-slo", "--routing-policy", "least-loaded", "--search", "deployment.pools[0].replicas",
 		"--min", "1", "--max", "2", "--target", "realtime_slo_attainment>=0.999", "--seeds", "1")

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/blis-sim/blis/otlpingest"
+	"github.com/blis-sim/blis/otlpreceive"
 )
 
 // TestMain lets a test run this binary's main as calibrate itself
@@ -163,6 +165,19 @@ func TestReceiveInProcess(t *testing.T) {
 		require.True(t, bytes.Equal(a, b), "%s: --tables writes what calibrate ingest writes", name)
 	}
 	require.Contains(t, stdout.String(), "requests.parquet                  256 rows")
+}
+
+// TestReceiveNothingReceived: stopped before any request, --tables says
+// so by name instead of writing empty tables.
+func TestReceiveNothingReceived(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	dir := t.TempDir()
+	err := runReceive(ctx, &stdout, &stderr, receiveOpts{out: dir, tables: filepath.Join(t.TempDir(), "t"), listen: "127.0.0.1:0", grpcListen: off,
+		maxRequestMiB: 64, maxInflight: 4, maxQueueMiB: 64, rotateMiB: 256, shutdownTimeout: time.Second, quiet: true})
+	require.ErrorContains(t, err, "holds no trace file (nothing was received): no tables written")
+	require.Contains(t, stderr.String(), "receive: 0 requests, 0 spans")
 }
 
 // startReceiver starts this test binary as `calibrate receive` and
@@ -325,5 +340,27 @@ func TestReceiveSecondCtrlCExitsAtOnce(t *testing.T) {
 	got := spanIDsIn(t, dir)
 	for id := range acked {
 		require.True(t, got[id], "span %s answered with success but not on disk", id)
+	}
+}
+
+// TestReceiveDocsStateTheDefaults: the defaults docs/vllm-tracing.md
+// quotes are the flags' (declared once, in otlpreceive and here).
+func TestReceiveDocsStateTheDefaults(t *testing.T) {
+	data, err := os.ReadFile("../../docs/vllm-tracing.md")
+	require.NoError(t, err)
+	doc := string(data)
+	cmd := newReceiveCmd()
+	want := []string{
+		fmt.Sprintf("`--shutdown-timeout`, %s s", strings.TrimSuffix(cmd.Flags().Lookup("shutdown-timeout").DefValue, "s")),
+		fmt.Sprintf("slower than %d s to send its headers or %d s its body", int(otlpreceive.DefaultHeaderTimeout.Seconds()), int(otlpreceive.DefaultBodyTimeout.Seconds())),
+		fmt.Sprintf("at most %d connections at once", otlpreceive.DefaultMaxConns),
+		"OTLP/HTTP on " + otlpreceive.DefaultHTTPAddr,
+		"OTLP/gRPC on " + otlpreceive.DefaultGRPCAddr,
+	}
+	for _, name := range []string{"max-request-mib", "max-inflight", "max-queue-mib", "rotate-mib"} {
+		want = append(want, "`--"+name+"` ("+cmd.Flags().Lookup(name).DefValue+")")
+	}
+	for _, w := range want {
+		require.True(t, strings.Contains(doc, w), "docs/vllm-tracing.md does not say %q", w)
 	}
 }
