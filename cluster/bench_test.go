@@ -213,6 +213,9 @@ func idleBytes(tb testing.TB, n int) float64 {
 		tb.Fatal(err)
 	}
 	var before, after runtime.MemStats
+	// Twice: objects with finalizers (an earlier test's files) go in the
+	// second collection.
+	runtime.GC()
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	built, err := d.Build(sim.NewRNG(1))
@@ -229,7 +232,7 @@ func idleBytes(tb testing.TB, n int) float64 {
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	runtime.KeepAlive(c)
-	return float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+	return (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(n)
 }
 
 // TestIdleInstanceMemory: an idle instance costs at most 64 KiB of heap
@@ -237,7 +240,11 @@ func idleBytes(tb testing.TB, n int) float64 {
 // 4,096 instances fit in well under 1 GB before they serve. Allocation
 // sizes are deterministic; the bound has room for the runtime's own.
 func TestIdleInstanceMemory(t *testing.T) {
-	if b := idleBytes(t, 512); b > 64<<10 {
+	b := idleBytes(t, 512)
+	if b <= 0 { // memory another test held went meanwhile: again
+		b = idleBytes(t, 512)
+	}
+	if b > 64<<10 {
 		t.Fatalf("an idle instance costs %.0f bytes of heap, more than 64 KiB", b)
 	}
 }
