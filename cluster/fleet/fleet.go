@@ -47,6 +47,7 @@ import (
 	"slices"
 
 	"github.com/blis-sim/blis/cluster/autoscale"
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/internal/eventq"
 	"github.com/blis-sim/blis/sim"
 )
@@ -113,7 +114,7 @@ func ParseDrain(s string) (Drain, error) {
 			return Drain(i), nil
 		}
 	}
-	return 0, fmt.Errorf("drain policy %q is not one of wait, immediate, redirect", s)
+	return 0, fmt.Errorf("drain policy %q is not one of wait, immediate, redirect", clip.String(s))
 }
 
 // State is an instance's place in its lifecycle.
