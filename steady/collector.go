@@ -176,7 +176,7 @@ func (c *Collector) Check(now int64) bool {
 	} else if st.Verdict == Stable {
 		iv, ok := rep.Metric(r.Metric)
 		switch {
-		case !ok && r.Metric == "":
+		case r.Metric == "":
 			c.stop = &Stop{Reason: StopStable}
 		case ok && iv.Has() && iv.Relative() <= r.Rel:
 			c.stop = &Stop{Reason: StopPrecision, Achieved: iv.Relative()}
@@ -196,7 +196,7 @@ func (c *Collector) Check(now int64) bool {
 // minCheckArrivals), then every 1/checkGrowth more arrivals, at least
 // minCheckStep.
 const (
-	minCheckArrivals = 200
+	minCheckArrivals = 1000
 	minCheckStep     = 500
 	checkGrowth      = 16
 )

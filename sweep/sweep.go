@@ -39,6 +39,7 @@ import (
 	"sync"
 
 	"github.com/blis-sim/blis/experiment"
+	"github.com/blis-sim/blis/steady"
 )
 
 // Limits: a sweep of more runs, or more seeds per point, is refused.
@@ -288,6 +289,9 @@ type Row struct {
 	// Cells are the metric columns' values as the table writes them, ""
 	// when absent.
 	Cells []string
+	// stability is the run's verdict with its evidence, for blis
+	// capacity's explanations; nil for a row read from a table.
+	stability *steady.Stability
 }
 
 // Status values.
@@ -325,6 +329,7 @@ func (p *Plan) RunOne(ctx context.Context, r int) (row Row, warnings []string, e
 		return row, nil, nil
 	}
 	v := newView(res)
+	row.stability = v.s.Stability
 	for j, m := range p.metrics {
 		if s, ok := m.value(v); ok {
 			row.Cells[j] = s
@@ -349,7 +354,9 @@ func (p *Plan) MetricIndex(name string) (int, error) {
 	}
 	var names []string
 	for _, m := range p.metrics {
-		names = append(names, m.Name)
+		if !m.aux {
+			names = append(names, m.Name)
+		}
 	}
 	for _, m := range registry {
 		if m.Name == name {

@@ -39,7 +39,7 @@ func TestSweepFormsAgree(t *testing.T) {
 	require.Contains(t, diag, "blis sweep 8/8 runs", "plain progress lines when stderr is not a terminal")
 	lines := strings.Split(out, "\n")
 	require.Len(t, lines, 10)
-	require.True(t, strings.HasPrefix(lines[0], "point,deployment.pools[0].replicas,workload.rate_scale,seed,status,error,arrived,"), lines[0])
+	require.True(t, strings.HasPrefix(lines[0], "point,deployment.pools[0].replicas,workload.rate_scale,seed,status,error,stability,warmup_s,arrived,"), lines[0])
 	require.True(t, strings.HasPrefix(lines[8], "3,2,1,43,ok,,"), lines[8])
 
 	csv := filepath.Join(dir, "t.csv")
@@ -192,7 +192,7 @@ func TestSIGINTThenResume(t *testing.T) {
 // realtime attainment of 0.98 (README: 1 instance 0.423, 2 0.984).
 func TestCapacityFindsTheREADMEsCount(t *testing.T) {
 	out, diag, err := runCLI(t, "capacity", "--scenario", "mixed-slo", "--routing-policy", "least-loaded", "--search", "deployment.pools[0].replicas",
-		"--min", "1", "--max", "4", "--target", "realtime_slo_attainment>=0.98", "--seeds", "1")
+		"--min", "1", "--max", "4", "--target", "realtime_slo_attainment>=0.98", "--seeds", "1", "--precision", "0")
 	require.NoError(t, err)
 	var res struct {
 		Answer  float64
@@ -205,8 +205,11 @@ func TestCapacityFindsTheREADMEsCount(t *testing.T) {
 	require.Equal(t, [2]float64{1, 2}, res.Bracket)
 	require.Equal(t, 3, res.Runs)
 	require.Contains(t, out, `"target": "realtime_slo_attainment>=0.98"`)
-	require.Contains(t, diag, "deployment.pools[0].replicas = 1: realtime_slo_attainment 0.4228 (mean of 1 seeds) misses")
+	require.Contains(t, diag, "deployment.pools[0].replicas = 1: realtime_slo_attainment 0.4, 95 % interval 0.2509 to 0.5491 (1 seeds; indeterminate): misses")
 	require.Contains(t, diag, "blis capacity: deployment.pools[0].replicas = 2 (bracket [1, 2]), 3 runs")
+	require.Contains(t, diag, "blis capacity: too close to call at this precision: the target lies inside the interval at deployment.pools[0].replicas = 2")
+	require.Contains(t, diag, "blis capacity: 1 fails: realtime_slo_attainment 0.4, 95 % interval 0.2509 to 0.5491: misses realtime_slo_attainment>=0.98")
+	require.Contains(t, out, `"run_precision": 0,`, "--precision 0: runs of the scenario's length")
 
 	_, _, err = runCLI(t, "capacity", "-q", "--scenario", "mixed-slo", "--routing-policy", "least-loaded", "--search", "deployment.pools[0].replicas",
 		"--min", "1", "--max", "2", "--target", "realtime_slo_attainment>=0.999", "--seeds", "1")
@@ -218,4 +221,50 @@ func TestCapacityFindsTheREADMEsCount(t *testing.T) {
 	require.ErrorContains(t, err, `--target: target "slo>=1": no metric "slo"`)
 	_, _, err = runCLI(t, "capacity", "--search", "workload.rate_scale", "--min", "1", "--max", "2")
 	require.ErrorContains(t, err, `required flag(s) "target" not set`)
+}
+
+// blis capacity's hostile inputs: each refused before anything runs,
+// with the flag named. --precision is the runs' (it once was the
+// bracket's width: NaN never stopped, -1 was silently the default);
+// --resolution is the bracket's now. A --max its key cannot take is
+// named as such, not after --min ran as "seed 0".
+func TestCapacityRefusesBadValues(t *testing.T) {
+	base := []string{"capacity", "-q", "--search", "deployment.pools[0].replicas", "--min", "1", "--max", "4", "--target", "ttft_p99_ms<=500", "--rate", "50"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--precision", "nan"}, "--precision: must be a relative half-width in [0.0001, 1]"},
+		{[]string{"--precision", "-1"}, "--precision: must be a relative half-width in [0.0001, 1]"},
+		{[]string{"--precision", "1e-15"}, "--precision: 1e-15 is finer than 0.0001"},
+		{[]string{"--resolution", "nan"}, "--resolution NaN: give a bracket width >= 0"},
+		{[]string{"--resolution", "-1"}, "--resolution -1: give a bracket width >= 0"},
+		{[]string{"--resolution", "inf"}, "--resolution +Inf: give a bracket width >= 0"},
+		{[]string{"--max", "1e9"}, "--max 1000000000: deployment.pools[0].replicas = 1000000000 does not run"},
+		{[]string{"--min", "nan"}, "--min NaN: give a finite number"},
+		{[]string{"--max-requests", "0"}, "--max-requests: must be in [1, 2147483647] requests, got 0"},
+		{[]string{"--max-sim-time", "1ns"}, "--max-sim-time: a duration (30m, 24h; whole µs): 1ns is not a whole number of microseconds"},
+	} {
+		_, _, err := runCLI(t, append(append([]string{}, base...), tc.args...)...)
+		require.Error(t, err, "%v", tc.args)
+		require.Contains(t, err.Error(), tc.want, "%v", tc.args)
+	}
+}
+
+// --points: one row per point, refused with --shard (a shard has only
+// some of each point's seeds) and for a file that is not a table.
+func TestSweepPoints(t *testing.T) {
+	dir := t.TempDir()
+	pts := filepath.Join(dir, "p.csv")
+	_, _, err := runCLI(t, "sweep", "-q", "--requests", "100", "--set", "deployment.pools[0].replicas=1,2", "--seeds", "2", "--points", pts)
+	require.NoError(t, err)
+	data, err := os.ReadFile(pts)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	require.Len(t, lines, 3)
+	require.True(t, strings.HasPrefix(lines[0], "point,deployment.pools[0].replicas,seeds,stability,"), lines[0])
+	_, _, err = runCLI(t, "sweep", "-q", "--requests", "100", "--set", "deployment.pools[0].replicas=1,2", "--shard", "0/2", "--points", pts)
+	require.ErrorContains(t, err, "--points: a shard has only some of each point's seeds")
+	_, _, err = runCLI(t, "sweep", "-q", "--requests", "100", "--points", filepath.Join(dir, "p.txt"))
+	require.ErrorContains(t, err, "--points: ")
 }
