@@ -33,158 +33,12 @@
 package cluster
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"math"
 
 	"github.com/blis-sim/blis/cluster/admit"
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/sim"
-	ss "github.com/blis-sim/blis/steady"
 )
-
-// Instance is one instance of the cluster.
-type Instance struct {
-	// ID names the instance in results and traces; IDs are unique and
-	// sort in index order (InstanceID zero-pads).
-	ID     string
-	Pool   string
-	Config sim.Config
-	// Lockstep names the data-parallel group the instance steps with
-	// (cluster/lockstep.go); instances with the same non-empty name step
-	// together. Empty: it steps alone.
-	Lockstep string
-}
-
-// InstanceID is the ID of instance index among n: "instance_" and the
-// index, zero-padded to n's width, so that lexicographic order is index
-// order (seed 002, E.4).
-func InstanceID(index, n int) string {
-	w := len(fmt.Sprint(max(1, n-1)))
-	return fmt.Sprintf("instance_%0*d", w, index)
-}
-
-// Config is a cluster: its instances and the policies in front of them.
-type Config struct {
-	Instances []Instance
-	Admission admit.Policy // nil: always-admit
-	Routing   route.Policy // nil: round-robin
-	// AdmissionLatencyUs delays the routing decision after admission;
-	// RoutingLatencyUs delays the request's arrival at the instance after
-	// the routing decision.
-	AdmissionLatencyUs, RoutingLatencyUs int64
-	Freshness                            Freshness
-	// RouterBlockSize is the block size, in tokens, at which the router
-	// hashes prompts for its prefix index (0: instance 0's block size).
-	RouterBlockSize int64
-	// HorizonUs stops Run at this time (0: run until every request has
-	// left).
-	HorizonUs int64
-	// Decisions, when not nil, receives the decision trace: one JSON line
-	// per admission and routing decision, with the top CounterfactualK
-	// candidates of each routing decision and its regret.
-	Decisions       io.Writer
-	CounterfactualK int
-	// TraceDetailed adds each instance's batch formations, preemptions
-	// and KV offload/reload records to the decision trace (detail.go);
-	// it needs Decisions, and runs the instances on one goroutine.
-	TraceDetailed bool
-	// Counterfactual, when not nil, samples routing decisions and
-	// reports their TTFT regret by counterfactual simulation
-	// (counterfactual.go): in Result.Counterfactual, and in the decision
-	// trace when there is one.
-	Counterfactual *Counterfactual
-	// RecordRequests keeps one record per request that left the cluster
-	// (completed, rejected or dropped).
-	RecordRequests bool
-	// SLOTargets are each SLO class's targets (indexed by sim.SLOClass);
-	// a class with targets reports its attainment and goodput.
-	SLOTargets [4]SLOTarget
-	// TenantNames names the tenants (a request's Tenant indexes it); with
-	// names, the result reports every tenant's outcomes, latencies and
-	// SLO attainment, even a tenant that sent nothing.
-	TenantNames []string
-	// Workers is how many goroutines Run may use to advance instances
-	// between cluster events (0 or 1: the caller's only). The output is the
-	// same for every value; see parallel.go for when they are used.
-	Workers int
-	// WindowUs > 0 cuts the run into time windows of this many µs,
-	// aligned at time 0, and reports each one in Result.Windows: requests
-	// that arrived and left in it, TTFT of those completed, and the state
-	// sampled at its end (windows.go). 0: no windows.
-	WindowUs int64
-	// Scaling, when not nil, gives each pool bounds, an autoscaler, nodes
-	// and an instance lifecycle, and reports the fleet's size and cost
-	// (scaling.go). Nil: a fixed fleet, no cost.
-	Scaling *Scaling
-	// Disagg, when not nil, splits requests between prefill and decode
-	// instances and moves their KV between them (pd.go).
-	Disagg *Disagg
-	// KVStore, when not nil, is a KV store the instances with a store
-	// link share (kvstore.go).
-	KVStore *KVStore
-	// Analysis, when not nil, is told of every arrival, routing, departure
-	// and completed request, stops the run where its stopping rule says
-	// (at a checkpoint: a horizon), and its report is the result's
-	// Stability and SteadyState (package steady; steady.go).
-	Analysis *ss.Collector
-}
-
-// Source supplies the requests. Arrival times must not decrease and never
-// lie before the cluster's clock; request IDs must be unique.
-type Source interface {
-	// Peek is the next request's arrival time, or false when there is none
-	// for now (a closed-loop source may have more after a completion).
-	Peek() (int64, bool)
-	// Next returns that request and moves on.
-	Next() sim.RequestSpec
-}
-
-// Outcome is how a request left the cluster (sim.Outcome, so that a
-// workload source outside this package can observe it).
-type Outcome = sim.Outcome
-
-const (
-	Completed = sim.Completed
-	Rejected  = sim.Rejected
-	Dropped   = sim.Dropped // unservable at its instance
-	TimedOut  = sim.TimedOut
-	TooLong   = sim.TooLong // refused by its instance: longer than the model's context
-	Killed    = sim.Killed  // ended by a scale-down
-)
-
-// CompletionObserver is implemented by a Source that needs to know when
-// its requests leave (a closed-loop workload sends its next request a
-// think time after the previous one completes): RequestDone is called at
-// the request's departure, or at its rejection.
-type CompletionObserver interface {
-	RequestDone(id int64, atUs int64, out Outcome)
-}
-
-// SliceSource is a Source over a slice sorted by arrival.
-type SliceSource struct {
-	reqs []sim.RequestSpec
-	next int
-}
-
-// NewSliceSource returns a source over reqs (not copied).
-func NewSliceSource(reqs []sim.RequestSpec) *SliceSource { return &SliceSource{reqs: reqs} }
-
-func (s *SliceSource) Peek() (int64, bool) {
-	if s.next >= len(s.reqs) {
-		return 0, false
-	}
-	return s.reqs[s.next].ArrivalUs, true
-}
-
-func (s *SliceSource) Next() sim.RequestSpec {
-	s.next++
-	return s.reqs[s.next-1]
-}
-
-// Remaining is the number of requests not yet taken.
-func (s *SliceSource) Remaining() int { return len(s.reqs) - s.next }
 
 // Sim is one cluster run. Create it with New.
 type Sim struct {
@@ -246,7 +100,7 @@ type Sim struct {
 
 	win *windower // nil without time windows
 
-	fl         *fleet                // nil without Config.Scaling
+	fl         *scaler               // nil without Config.Scaling
 	pd         *pdState              // nil without Config.Disagg
 	kvs        *storeState           // nil without Config.KVStore
 	precise    []*route.PreciseIndex // the routers', fed by the instances' KV events
@@ -454,234 +308,6 @@ func (c *Sim) RouterView() route.View {
 	return v
 }
 
-// NextEventUs is the time of the next event of any kind, or false when
-// none is left.
-func (c *Sim) NextEventUs() (int64, bool) {
-	c.purgeTimeouts()
-	t, ok := c.src.Peek()
-	for _, h := range [2]*eventHeap{&c.events, &c.timeouts} {
-		if h.len() > 0 {
-			if at := h.peek().at; !ok || at < t {
-				t, ok = at, true
-			}
-		}
-	}
-	if c.inst.len() > 0 {
-		if _, at := c.inst.top(); !ok || at < t {
-			t, ok = at, true
-		}
-	}
-	if at, has := c.pdTransferNext(); has && (!ok || at < t) {
-		t, ok = at, true
-	}
-	// The fleet's events (evaluations, lifecycles, node releases) and the
-	// abort timeouts of prefill copies matter only while there is work:
-	// once every request is gone and none is to come, the run is over,
-	// whatever the autoscalers would still do, and a copy no decode
-	// instance will pull no longer holds it up. (A request can wait with
-	// no event of its own: for blocks a copy's timeout frees.)
-	work := ok || (c.fl != nil && c.fl.nHeld > 0) || c.anyInFlight()
-	if at, has := c.fl.next(); has && work && (!ok || at < t) {
-		t, ok = at, true
-	}
-	if at, has := c.pdTimerNext(); has && work && (!ok || at < t) {
-		t, ok = at, true
-	}
-	return t, ok
-}
-
-// fail records an invariant violation; the run stops with it.
-func (c *Sim) fail(inv, format string, args ...any) {
-	if c.err == nil {
-		c.err = &sim.InvariantError{Invariant: inv, AtUs: c.now, Detail: fmt.Sprintf(format, args...)}
-	}
-}
-
-// Step processes every event of the next instant, in the cluster's order.
-func (c *Sim) Step() error {
-	if c.err != nil {
-		return c.err
-	}
-	t, ok := c.NextEventUs()
-	if !ok {
-		return nil
-	}
-	if t < c.now {
-		c.fail("CL-4", "cluster clock would go back from %d to %d µs", c.now, t)
-		return c.err
-	}
-	c.kvSync(t)
-	c.snap.advance(t, c.eng)
-	if w := c.win; w != nil {
-		switch {
-		case !w.started:
-			w.start(t)
-		case t >= w.end:
-			c.closeWindows(t)
-		}
-	}
-	c.now = t
-	// An instant with nothing but timeouts of requests that had already
-	// left is not activity: it must not stretch the run's span.
-	active := false
-	defer func() {
-		if active {
-			c.active = t
-		}
-	}()
-	for c.err == nil {
-		if at, ok := c.src.Peek(); ok && at <= t {
-			c.cur = c.src.Next()
-			if c.cur.ArrivalUs < t {
-				c.err = fmt.Errorf("request %d: the source gave arrival %d µs, before the cluster's clock %d µs", c.cur.ID, c.cur.ArrivalUs, t)
-				break
-			}
-			c.arrive(&c.cur)
-			active = true
-			continue
-		}
-		// Cluster events in kind order: routing, timeouts, completions.
-		evAt := c.events.len() > 0 && c.events.peek().at == t
-		if evAt && c.events.peek().kind < evTimeout {
-			ev := c.events.pop()
-			c.handle(&ev)
-			active = true
-			continue
-		}
-		if c.timeouts.len() > 0 && c.timeouts.peek().at == t {
-			ev := c.timeouts.pop()
-			active = c.timeout(&ev) || active
-			continue
-		}
-		if evAt {
-			ev := c.events.pop()
-			c.handle(&ev)
-			active = true
-			continue
-		}
-		if at, ok := c.pdNext(); ok && at == t {
-			active = c.pdHandle() || active
-			continue
-		}
-		if at, ok := c.fl.next(); ok && at == t {
-			ev := c.fl.ev.pop()
-			c.handleScaling(&ev)
-			active = active || ev.kind == sevHeldTimeout
-			continue
-		}
-		if c.inst.len() > 0 {
-			if i, at := c.inst.top(); at == t {
-				c.advance(i)
-				active = true
-				continue
-			}
-		}
-		break
-	}
-	return c.err
-}
-
-// RunUntil processes every event at or before t.
-func (c *Sim) RunUntil(t int64) error {
-	for {
-		at, ok := c.NextEventUs()
-		if !ok || at > t {
-			return c.err
-		}
-		if err := c.Step(); err != nil {
-			return err
-		}
-	}
-}
-
-// Run processes events until none is left or the next one lies beyond the
-// horizon, then finishes the run. With Workers > 1 it advances instances
-// concurrently between cluster events (parallel.go), with the same result.
-// It is RunContext(context.Background()).
-func (c *Sim) Run() (*Result, error) { return c.RunContext(context.Background()) }
-
-// ctxCheckEvery is how many loop iterations (instants or parallel windows)
-// RunContext runs between two looks at its context.
-const ctxCheckEvery = 1024
-
-// RunContext is Run, stopped early when ctx is done. It looks at ctx
-// before the first instant, then about every ctxCheckEvery instants and
-// before every parallel window (so it stops within about 1024 instants or
-// one window of the cancellation, and a context done before it starts
-// stops it before any event is processed), always at a point where every
-// event before the next one has been processed and none at or after it:
-// never inside an instant, nor with a parallel window's departures
-// pending. A stopped run finishes (Finish) exactly as a run with a horizon
-// just before that next event would: requests in the system are counted
-// as awaiting routing, in transit, in the API, queued or running, the
-// departures after the stop are reported to no one (source, admission
-// policy), and the requests the source still holds were never offered. It
-// returns that result and ctx.Err(), both non-nil. Any other error returns
-// a nil result, as Run does. The workers are stopped before it returns. A
-// context that is never done (context.Background) costs nothing and gives
-// Run's result.
-func (c *Sim) RunContext(ctx context.Context) (*Result, error) {
-	parallel := c.parallelOK()
-	if parallel {
-		c.startWorkers()
-		defer c.stopWorkers()
-	}
-	done := ctx.Done() // nil for context.Background: never cancelled
-	var stopped error
-	var checkAt uint // the iteration of the next look at ctx
-	for iter := uint(0); ; iter++ {
-		at, ok := c.NextEventUs()
-		if !ok || (c.cfg.HorizonUs > 0 && at > c.cfg.HorizonUs) {
-			break
-		}
-		// Steps go through instants in time order, so once at reaches the
-		// last window's end, every event before at has been processed and
-		// none after: a stop here is a horizon just before at. (Before a
-		// window this always holds: the loop never opens a window while
-		// the previous one's departures are pending, as its bounding event
-		// is still ahead.)
-		settled := at >= c.windowEnd
-		// A checkpoint of the output analysis's stopping rule (Config.Analysis),
-		// where a stop is a horizon just before at, as a cancellation's.
-		if col := c.agg.col; col != nil && settled && col.Due() && col.Check(at) {
-			break
-		}
-		if done != nil && settled && iter >= checkAt {
-			checkAt = iter + ctxCheckEvery
-			if stopped = ctx.Err(); stopped != nil {
-				break
-			}
-		}
-		if parallel && c.inst.len() > 0 {
-			if _, next := c.inst.top(); next >= at {
-				if b := c.bound(); next < b {
-					if done != nil && settled {
-						if stopped = ctx.Err(); stopped != nil {
-							break
-						}
-					}
-					// (A sync point at or before at makes b <= at: Step
-					// syncs first.)
-					if err := c.parallelWindow(b); err != nil {
-						return nil, err
-					}
-					c.windowEnd = b
-					parallel = c.parallelPays()
-					continue
-				}
-			}
-		}
-		if err := c.Step(); err != nil {
-			return nil, err
-		}
-	}
-	res, err := c.Finish()
-	if err != nil {
-		return nil, err
-	}
-	return res, stopped
-}
-
 func (c *Sim) arrive(spec *sim.RequestSpec) {
 	if err := spec.Validate(); err != nil {
 		c.err = err
@@ -788,8 +414,8 @@ func (c *Sim) leftAdmission(id int64) {
 }
 
 func (c *Sim) route(spec *sim.RequestSpec) {
-	if f := c.fl; f != nil && f.anyPol && !anyTrue(f.routable) {
-		c.hold(spec)
+	if f := c.fl; f != nil && f.Scaled() && !f.AnyReady() {
+		c.fl.Hold(spec, c.now)
 		return
 	}
 	c.snap.fill(&c.view, c.eng, c.inflight, c.now)
@@ -842,57 +468,6 @@ func (c *Sim) route(spec *sim.RequestSpec) {
 	c.arm(spec, i)
 	at, ok := e.NextEventUs()
 	c.inst.set(i, at, ok)
-}
-
-// arm registers spec's client timeout, if it has one, with instance i.
-func (c *Sim) arm(spec *sim.RequestSpec, i int) {
-	if spec.TimeoutUs > 0 && spec.TimeoutUs <= math.MaxInt64-spec.ArrivalUs {
-		// A deadline already past when the request is routed (admission
-		// latency) aborts it at once.
-		c.timeouts.push(cevent{at: max(spec.ArrivalUs+spec.TimeoutUs, c.now), kind: evTimeout, inst: int32(i), id: spec.ID})
-		if c.armed == nil {
-			c.armed = map[int64]struct{}{}
-		}
-		c.armed[spec.ID] = struct{}{}
-	}
-}
-
-// purgeTimeouts drops the deadlines of requests that have left, so that
-// they never move the clock, stretch the run or open time windows.
-func (c *Sim) purgeTimeouts() {
-	for c.timeouts.len() > 0 {
-		if _, ok := c.armed[c.timeouts.peek().id]; ok {
-			return
-		}
-		c.timeouts.pop()
-	}
-}
-
-// timeout aborts a request whose client gave up, unless it has already
-// finished; the instance reports it at once or at the end of the step in
-// flight (sim.Engine.Abort). It reports whether it aborted anything.
-func (c *Sim) timeout(ev *cevent) bool {
-	i := int(ev.inst)
-	if c.pd != nil {
-		if r, ok := c.pd.reqs[ev.id]; ok && r.injectedD < 0 {
-			i = r.p // still prefilling: its client gives up there
-		}
-	}
-	e := c.eng[i]
-	ok, err := e.Abort(ev.id, c.now)
-	if err != nil {
-		c.err = fmt.Errorf("instance %s: %w", c.ids[i], err)
-		return false
-	}
-	if !ok {
-		return false
-	}
-	for k := range e.Completions() {
-		c.complete(i, &e.Completions()[k], c.now)
-	}
-	at, more := e.NextEventUs()
-	c.inst.set(i, at, more)
-	return true
 }
 
 func (c *Sim) advance(i int) {
@@ -978,15 +553,6 @@ func (c *Sim) checkFreshness() {
 func (c *Sim) anyInFlight() bool {
 	for _, n := range c.inflight {
 		if n != 0 {
-			return true
-		}
-	}
-	return false
-}
-
-func anyTrue(b []bool) bool {
-	for _, x := range b {
-		if x {
 			return true
 		}
 	}

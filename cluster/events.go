@@ -1,5 +1,7 @@
 package cluster
 
+import "github.com/blis-sim/blis/internal/eventq"
+
 // evKind orders simultaneous cluster events (seed 002's type priorities:
 // arrival 0, admission 1, routing 2, completion 5). Arrivals and admission
 // decisions are not heap events: the source is peeked, and admission is
@@ -14,9 +16,8 @@ const (
 )
 
 type cevent struct {
-	at  int64
-	seq uint64
-	id  int64 // evDone, evTimeout: the request
+	at int64
+	id int64 // evDone, evTimeout: the request
 	// evDone, for the time windows: the request's TTFT (µs) and output
 	// tokens when it completed.
 	ttftUs, tokens int64
@@ -26,62 +27,32 @@ type cevent struct {
 	out            Outcome
 }
 
-func (a *cevent) less(b *cevent) bool {
-	if a.at != b.at {
-		return a.at < b.at
-	}
-	if a.kind != b.kind {
-		return a.kind < b.kind
-	}
-	return a.seq < b.seq
+// evPayload is what an event carries besides its time and kind.
+type evPayload struct {
+	id, ttftUs, tokens int64
+	inst, slot         int32
+	out                Outcome
 }
 
-// eventHeap is a binary min-heap of cluster events by (time, kind, seq).
-type eventHeap struct {
-	ev  []cevent
-	seq uint64
-}
+// eventHeap is a queue of cluster events by (time, kind, insertion order):
+// the engine's kernel (internal/eventq).
+type eventHeap struct{ q eventq.Queue[evPayload] }
 
-func (h *eventHeap) len() int      { return len(h.ev) }
-func (h *eventHeap) peek() *cevent { return &h.ev[0] }
+func (h *eventHeap) len() int { return h.q.Len() }
+
 func (h *eventHeap) push(e cevent) {
-	h.seq++
-	e.seq = h.seq
-	h.ev = append(h.ev, e)
-	i := len(h.ev) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !h.ev[i].less(&h.ev[p]) {
-			break
-		}
-		h.ev[i], h.ev[p] = h.ev[p], h.ev[i]
-		i = p
-	}
+	h.q.Push(e.at, uint8(e.kind), evPayload{id: e.id, ttftUs: e.ttftUs, tokens: e.tokens, inst: e.inst, slot: e.slot, out: e.out})
 }
 
-func (h *eventHeap) pop() cevent {
-	top := h.ev[0]
-	n := len(h.ev) - 1
-	h.ev[0] = h.ev[n]
-	h.ev = h.ev[:n]
-	i := 0
-	for {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		m := l
-		if r := l + 1; r < n && h.ev[r].less(&h.ev[l]) {
-			m = r
-		}
-		if !h.ev[m].less(&h.ev[i]) {
-			break
-		}
-		h.ev[i], h.ev[m] = h.ev[m], h.ev[i]
-		i = m
-	}
-	return top
+func unpack(ev *eventq.Event[evPayload]) cevent {
+	p := &ev.P
+	return cevent{at: ev.At, kind: evKind(ev.Kind), id: p.id, ttftUs: p.ttftUs, tokens: p.tokens, inst: p.inst, slot: p.slot, out: p.out}
 }
+
+func (h *eventHeap) pop() cevent { ev := h.q.Pop(); return unpack(&ev) }
+
+// peek is the first event, by value.
+func (h *eventHeap) peek() cevent { return unpack(h.q.Peek()) }
 
 // instHeap orders the instances that have a pending event by (next event
 // time, index): the lowest index goes first among equal times (seed 001).

@@ -509,7 +509,7 @@ func (c *Sim) Finish() (*Result, error) {
 	cnt.Arrived, cnt.Admitted, cnt.Rejected, cnt.AwaitingRouting = a.arrivedN, a.admitted, a.rejectedN, a.awaiting
 	cnt.TimedOut += a.timedOutRouter
 	if c.fl != nil {
-		cnt.AwaitingCapacity = c.fl.nHeld
+		cnt.AwaitingCapacity = c.fl.Waiting()
 	}
 	for _, n := range a.routedTo {
 		cnt.Routed += n

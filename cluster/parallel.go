@@ -186,7 +186,7 @@ func (c *Sim) bound() int64 {
 	if c.win != nil {
 		b = min(b, c.win.end)
 	}
-	if at, ok := c.fl.next(); ok {
+	if at, ok := c.fleetNext(); ok {
 		b = min(b, at)
 	}
 	if c.cfg.HorizonUs > 0 {

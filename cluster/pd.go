@@ -399,10 +399,7 @@ func (c *Sim) pdPull(i int, pull sim.Pull, at int64) {
 // sameNode says whether instances a and b share a node (NVLink between
 // them): only the fleet places instances on nodes.
 func (c *Sim) sameNode(a, b int) bool {
-	if f := c.fl; f != nil && a < len(f.life) && b < len(f.life) {
-		return f.life[a].node >= 0 && f.life[a].node == f.life[b].node
-	}
-	return false
+	return c.fl != nil && c.fl.SameNode(a, b)
 }
 
 // pdNext is the time of the next transfer's end or abort timeout.

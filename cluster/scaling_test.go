@@ -291,7 +291,7 @@ func TestTerminatedEnginesAreRetired(t *testing.T) {
 	for i, e := range c.eng {
 		if e.Retired() {
 			retired++
-			require.Equal(t, StateTerminated, c.fl.life[i].state)
+			require.Equal(t, StateTerminated, c.fl.State(i))
 		}
 	}
 	require.GreaterOrEqual(t, int64(retired), p.Terminated-1, "all but one terminated after the last evaluation")

@@ -176,7 +176,7 @@ func (c *Sim) sampleWindow() windowSample {
 	}
 	s.kvMean = kv / float64(max(1, len(c.eng)))
 	if c.fl != nil {
-		s.ready, s.starting, s.drain = c.fleetSample()
+		s.ready, s.starting, s.drain = c.fl.Sample()
 	} else {
 		s.ready = int64(len(c.eng))
 	}
@@ -203,7 +203,7 @@ func (c *Sim) closeWindowsUpTo(t, last int64) {
 	s := c.sampleWindow()
 	for ; n > 0; n-- {
 		if c.fl != nil {
-			_, s.cost = c.fleetBilled(min(w.end, last))
+			_, s.cost = c.fl.Billed(min(w.end, last))
 		}
 		w.close(&s)
 	}

@@ -142,3 +142,23 @@ func (tr *Trace) HoldOut(h *coefficients.Holdout) (requests, steps int64, err er
 	tr.Snapshots = keptSnap
 	return requests, steps, nil
 }
+
+// HoldOutTraces resolves T over the traces (ResolveHoldout), removes what
+// the split holds out from each (HoldOut) and returns its record, for the
+// coefficient file's provenance.
+func HoldOutTraces(traces []*Trace, spec string) (*coefficients.Holdout, error) {
+	cut, err := ResolveHoldout(spec, traces)
+	if err != nil {
+		return nil, err
+	}
+	h := coefficients.NewHoldout(cut, 0, 0)
+	for _, tr := range traces {
+		r, s, err := tr.HoldOut(h)
+		if err != nil {
+			return nil, err
+		}
+		h.Requests += r
+		h.Steps += s
+	}
+	return h, nil
+}

@@ -31,6 +31,7 @@ import (
 	"slices"
 
 	"github.com/blis-sim/blis/internal/hashindex"
+	"github.com/blis-sim/blis/internal/lru"
 )
 
 // Mooncake Store master's eviction defaults (mooncake-store's types.h:
@@ -69,15 +70,16 @@ type Stats struct {
 	Evicted      int64 `json:"evicted"`       // objects they dropped
 }
 
-// node is an object in the LRU list (head: the least recently used).
-type node struct {
-	key        uint64
-	bytes      int64
-	prev, next int32 // -1: none
+// object is a stored object, a node of the recency list (internal/lru:
+// front the most recently used, back the least).
+type object struct {
+	key   uint64
+	bytes int64
 }
 
-// Store is the shared store. Objects live in a slice of nodes, found by
-// an open-addressing index over their keys (internal/hashindex, as the
+// Store is the shared store. Objects live on a recency list
+// (internal/lru, the router's prefix index's kernel), found by an
+// open-addressing index over their keys (internal/hashindex, as the
 // engine's prefix cache): no allocation per object, and lookups that may
 // run concurrently while nothing modifies the store.
 type Store struct {
@@ -85,9 +87,7 @@ type Store struct {
 	limit      int64 // HighWatermark × capacity, bytes
 	maxObjects int   // the index's bound
 	idx        *hashindex.Index
-	nodes      []node
-	free       []int32
-	head, tail int32
+	lru        lru.List[object]
 	st         Stats
 }
 
@@ -112,9 +112,9 @@ func New(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("kvstore: eviction ratio must be in (0, 1], got %v", cfg.EvictionRatio)
 	}
 	lim := math.Floor(cfg.HighWatermark * float64(cfg.CapacityBytes))
-	s := &Store{cfg: cfg, limit: int64(lim), maxObjects: int(min(cfg.CapacityBytes, maxObjects)), head: -1, tail: -1,
+	s := &Store{cfg: cfg, limit: int64(lim), maxObjects: int(min(cfg.CapacityBytes, maxObjects)), lru: lru.New[object](),
 		st: Stats{CapacityBytes: cfg.CapacityBytes}}
-	s.idx = hashindex.New(int64(s.maxObjects), func(v int32) uint64 { return s.nodes[v].key })
+	s.idx = hashindex.New(int64(s.maxObjects), func(v int32) uint64 { return s.lru.At(v).key })
 	return s, nil
 }
 
@@ -143,7 +143,7 @@ func (s *Store) Stats() Stats {
 func (s *Store) Put(key uint64, bytes int64) bool {
 	if n, ok := s.idx.Get(key); ok {
 		s.st.DuplicatePuts++
-		s.touch(n)
+		s.lru.MoveToFront(n)
 		return true
 	}
 	if bytes <= 0 || bytes > s.cfg.CapacityBytes {
@@ -155,17 +155,9 @@ func (s *Store) Put(key uint64, bytes int64) bool {
 	for s.st.UsedBytes+bytes > s.cfg.CapacityBytes || s.idx.Len() >= s.maxObjects {
 		s.evict()
 	}
-	var n int32
-	if k := len(s.free); k > 0 {
-		n = s.free[k-1]
-		s.free = s.free[:k-1]
-	} else {
-		s.nodes = append(s.nodes, node{})
-		n = int32(len(s.nodes) - 1)
-	}
-	s.nodes[n] = node{key: key, bytes: bytes, prev: -1, next: -1}
+	n := s.lru.Alloc(object{key: key, bytes: bytes})
 	s.idx.Put(key, n)
-	s.pushBack(n)
+	s.lru.PushFront(n)
 	s.st.UsedBytes += bytes
 	s.st.PeakBytes = max(s.st.PeakBytes, s.st.UsedBytes)
 	s.st.Puts++
@@ -185,7 +177,7 @@ func (s *Store) Get(key uint64) bool {
 		return false
 	}
 	s.st.Gets++
-	s.touch(n)
+	s.lru.MoveToFront(n)
 	return true
 }
 
@@ -195,49 +187,16 @@ func (s *Store) evict() {
 	k := int64(math.Ceil(s.cfg.EvictionRatio * float64(s.idx.Len())))
 	k = max(k, 1)
 	s.st.Evictions++
-	for ; k > 0 && s.head >= 0; k-- {
-		n := s.head
-		e := &s.nodes[n]
-		s.unlink(n)
+	for ; k > 0 && s.lru.Back() >= 0; k-- {
+		n := s.lru.Back()
+		e := s.lru.At(n)
+		s.lru.Unlink(n)
 		s.idx.Del(e.key, n)
 		s.st.UsedBytes -= e.bytes
 		s.st.EvictedBytes += e.bytes
 		s.st.Evicted++
-		s.free = append(s.free, n)
+		s.lru.Free(n)
 	}
-}
-
-func (s *Store) touch(n int32) {
-	if s.tail != n {
-		s.unlink(n)
-		s.pushBack(n)
-	}
-}
-
-func (s *Store) pushBack(n int32) {
-	e := &s.nodes[n]
-	e.prev, e.next = s.tail, -1
-	if s.tail >= 0 {
-		s.nodes[s.tail].next = n
-	} else {
-		s.head = n
-	}
-	s.tail = n
-}
-
-func (s *Store) unlink(n int32) {
-	e := &s.nodes[n]
-	if e.prev >= 0 {
-		s.nodes[e.prev].next = e.next
-	} else {
-		s.head = e.next
-	}
-	if e.next >= 0 {
-		s.nodes[e.next].prev = e.prev
-	} else {
-		s.tail = e.prev
-	}
-	e.prev, e.next = -1, -1
 }
 
 // Kind is an operation's kind.

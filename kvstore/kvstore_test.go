@@ -9,8 +9,8 @@ import (
 
 func keys(s *Store) []uint64 {
 	var ks []uint64
-	for n := s.head; n >= 0; n = s.nodes[n].next {
-		ks = append(ks, s.nodes[n].key)
+	for n := s.lru.Back(); n >= 0; n = s.lru.Prev(n) {
+		ks = append(ks, s.lru.At(n).key)
 	}
 	return ks
 }
@@ -114,10 +114,10 @@ func TestRandomizedAccounting(t *testing.T) {
 		}
 		var sum int64
 		var objs int64
-		for n := s.head; n >= 0; n = s.nodes[n].next {
-			sum += s.nodes[n].bytes
+		for n := s.lru.Back(); n >= 0; n = s.lru.Prev(n) {
+			sum += s.lru.At(n).bytes
 			objs++
-			require.True(t, s.Has(s.nodes[n].key))
+			require.True(t, s.Has(s.lru.At(n).key))
 		}
 		st := s.Stats()
 		require.Equal(t, sum, st.UsedBytes)

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -34,6 +35,24 @@ type Measured struct {
 	Meta *records.RunMeta
 	// Counters are the run's per-tick engine counters (nil: none).
 	Counters *Counters
+	// Settings are deployment facts of another source than a meta.json
+	// (ingested tables: ReadTables); Run applies each whose flag was not
+	// given, and fails with its Missing when it has one.
+	Settings []Setting
+	// Compare, when not nil, says which records are compared (blis
+	// validate --from: the requests a fit held out); the others are
+	// replayed but not compared. CompareNote says which, for the report.
+	Compare     []bool
+	CompareNote string
+}
+
+// Setting is a deployment fact with the meaning of an experiment flag.
+type Setting struct {
+	Flag, Value string
+	Source      string // where the value was read, for errors
+	// Missing, when set, is the error to give when the flag was not given:
+	// the source lacks a fact the replay needs.
+	Missing string
 }
 
 // Counters are a run's per-tick engine counters (vLLM's prompt and
@@ -69,8 +88,37 @@ type ReadOptions struct {
 	// Counters is an engine counters file ("": the timeseries.csv next
 	// to a vllm-runs file, when there is one).
 	Counters string
+	// From and Coefficients are TablesOptions' (Read: for the tables of
+	// calibrate ingest only).
+	From, Coefficients string
 	// Strict fails on the first unreadable row instead of counting it.
 	Strict bool
+}
+
+// Read reads a measured run: the tables of calibrate ingest (ReadTables)
+// when path is one or Format says so, else a per-request records file
+// (ReadRecords). Options that belong to the other kind of input are
+// refused.
+func Read(path string, o ReadOptions) (*Measured, error) {
+	// A FIFO or device would block or never end the reading.
+	if st, err := os.Stat(path); err == nil && !st.IsDir() && !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s): give the file a run was recorded to", path, st.Mode().Type())
+	}
+	if !o.tables(path) {
+		if o.From != "" {
+			return nil, errors.New("--from compares the requests a fit held out: it needs the tables of calibrate ingest (TABLES), not a RECORDS file")
+		}
+		return ReadRecords(path, o)
+	}
+	if o.Meta != "" || o.Counters != "" {
+		return nil, errors.New("--meta and --counters describe a per-request RECORDS file; the tables of calibrate ingest carry their own")
+	}
+	return ReadTables(path, TablesOptions{Coefficients: o.Coefficients, From: o.From, Strict: o.Strict})
+}
+
+// tables says whether path is read as the tables of calibrate ingest.
+func (o ReadOptions) tables(path string) bool {
+	return o.Format == TablesFormat || ((o.Format == "" || o.Format == "auto") && IsTables(path))
 }
 
 // ReadRecords reads a per-request records file (vllm-runs, vllm-bench,
@@ -164,6 +212,9 @@ func (m *Measured) Skips() []string {
 // Inputs are the files ReadRecords may read for path, labelled for
 // errors: an output must be none of them (atomicfile.Check).
 func (o ReadOptions) Inputs(path string) []atomicfile.Named {
+	if o.tables(path) {
+		return TablesInputs(path)
+	}
 	return []atomicfile.Named{{Label: "RECORDS", Path: path}, {Label: "--meta", Path: o.Meta},
 		{Label: "meta.json of RECORDS", Path: records.MetaPath(path)}, {Label: "--counters", Path: o.Counters},
 		{Label: "timeseries.csv of RECORDS", Path: records.CountersPath(path)}}

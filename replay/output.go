@@ -15,6 +15,9 @@ import (
 func (r *Report) WriteText(out io.Writer) error {
 	rep := r.Records
 	fmt.Fprintf(out, "%s: %d requests (%d rows, %d skipped), measured at the %s\n", r.source, rep.Read, rep.Rows, rep.Rows-rep.Read, r.MeasuredAt)
+	if r.ComparedOnly != "" {
+		fmt.Fprintf(out, "compared: %s; every request is replayed\n", r.ComparedOnly)
+	}
 	if cal := r.Calibrated; cal != nil {
 		keys := sortedKeys(cal.Flags)
 		fmt.Fprintf(out, "calibrated:")

@@ -52,9 +52,12 @@ type Report struct {
 	Engines    int                     `json:"engines"`
 	// Lockstep sums the engines' data-parallel lockstep (a MoE model's
 	// DP engines), absent without it.
-	Lockstep   *sim.LockstepResult `json:"lockstep,omitempty"`
-	Compare    validate.Report     `json:"compare"`
-	Calibrated *Calibration        `json:"calibrated,omitempty"`
+	Lockstep *sim.LockstepResult `json:"lockstep,omitempty"`
+	Compare  validate.Report     `json:"compare"`
+	// ComparedOnly says which requests were compared when not all were
+	// (blis validate --from).
+	ComparedOnly string       `json:"compared_only,omitempty"`
+	Calibrated   *Calibration `json:"calibrated,omitempty"`
 	// Counters and Phases compare the engine counters, when the run has
 	// them.
 	Counters *records.Report  `json:"counters,omitempty"`
@@ -84,6 +87,17 @@ func Run(ctx context.Context, m *Measured, d *experiment.Draft, o Options) (*Rep
 			return nil, err
 		}
 	}
+	for _, st := range m.Settings {
+		switch {
+		case d.FlagGiven(st.Flag):
+		case st.Missing != "":
+			return nil, errors.New(st.Missing)
+		default:
+			if err := d.SetFlagAs(st.Flag, st.Value, st.Source); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if m.At == records.AtEngine && !d.FlagGiven("output-delay-us") {
 		if err := d.SetFlagAs("output-delay-us", "0", "records measured at the engine core"); err != nil {
 			return nil, err
@@ -102,6 +116,9 @@ func Run(ctx context.Context, m *Measured, d *experiment.Draft, o Options) (*Rep
 		r.Meta = m.Meta.Path
 	}
 	if o.Calibrate {
+		if m.Compare != nil {
+			return nil, errors.New("--from with --calibrate: the calibration would fit the simulator on the held-out requests it then compares")
+		}
 		if r.Calibrated, err = calibrate(ctx, e, m, reqs); err != nil {
 			if errors.Is(err, validate.ErrNothingToCompare) {
 				return nil, fmt.Errorf("--calibrate: %s: %w", m.Source, err)
@@ -128,6 +145,15 @@ func Run(ctx context.Context, m *Measured, d *experiment.Draft, o Options) (*Rep
 	r.e, r.Deployment, r.Engines = e, sr.echo, sr.engines
 	r.Warnings, r.Notes = sr.run.Warnings, sr.run.Notes
 	r.Pairs = pairUp(m.Records, reqs, sr.res)
+	if m.Compare != nil {
+		kept := r.Pairs[:0]
+		for i, p := range r.Pairs {
+			if m.Compare[i] {
+				kept = append(kept, p)
+			}
+		}
+		r.Pairs, r.ComparedOnly = kept, m.CompareNote
+	}
 	r.Compare = validate.Compare(r.Pairs)
 	r.Lockstep = lockstepOf(sr.res)
 	for _, in := range sr.res.Instances {

@@ -569,33 +569,3 @@ func TestAbortsAreDeterministic(t *testing.T) {
 		require.Positive(t, a.Requests.TimedOut)
 	}
 }
-
-// Removing events keeps the heap's order: what is left pops sorted.
-func TestEventHeapRemove(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 3))
-	for round := 0; round < 50; round++ {
-		var h eventHeap
-		var want []event
-		for i := int32(0); i < 40; i++ {
-			h.push(int64(r.IntN(20)), eventKind(r.IntN(4)), i)
-		}
-		want = append(want, h.ev...)
-		for k := 0; k < 15; k++ {
-			i := r.IntN(len(want))
-			require.True(t, h.remove(want[i].kind, want[i].req))
-			want = slices.Delete(want, i, i+1)
-		}
-		require.False(t, h.remove(evArrival, 99))
-		slices.SortFunc(want, func(a, b event) int {
-			if a.less(b) {
-				return -1
-			}
-			return 1
-		})
-		var got []event
-		for h.len() > 0 {
-			got = append(got, h.pop())
-		}
-		require.Equal(t, want, got)
-	}
-}

@@ -53,7 +53,7 @@ func (e *Engine) CloneInto(old *Engine, obs Observer) (*Engine, error) {
 	if c == nil {
 		c = new(Engine)
 	}
-	reqs, free, ev, wheap, wring, running, kv := c.reqs, c.free, c.events.ev, c.waiting.heap, c.waiting.ring, c.running, c.kv
+	reqs, free, ev, wheap, wring, running, kv := c.reqs, c.free, c.events, c.waiting.heap, c.waiting.ring, c.running, c.kv
 	*c = *e // every value field; the reference fields are replaced below
 	c.cfg.Latency = lat
 	c.cfg.Observer = obs
@@ -74,7 +74,8 @@ func (e *Engine) CloneInto(old *Engine, obs Observer) (*Engine, error) {
 	}
 	c.free = reuse(free, e.free)
 	c.int32s, c.uint64s = arrayPool[int32]{}, arrayPool[uint64]{}
-	c.events = eventHeap{ev: reuse(ev, e.events.ev), seq: e.events.seq}
+	c.events = ev
+	e.events.q.CloneInto(&c.events.q)
 	c.waiting = e.waiting
 	c.waiting.heap = reuse(wheap, e.waiting.heap)
 	c.waiting.ring = reuse(wring, e.waiting.ring)

@@ -463,7 +463,7 @@ func (e *Engine) NextEventUs() (int64, bool) {
 	if e.events.len() == 0 {
 		return 0, false
 	}
-	return e.events.peek().at, true
+	return e.events.peek().At, true
 }
 
 // Now is the engine's clock: the time of the last events processed, or of
@@ -481,28 +481,28 @@ func (e *Engine) Advance() (err error) {
 	if e.events.len() == 0 {
 		return nil
 	}
-	t := e.events.peek().at
+	t := e.events.peek().At
 	if t < e.now {
-		e.fail("INV-3", "clock would go back from %d to %d µs (%s event)", e.now, t, e.events.peek().kind)
+		e.fail("INV-3", "clock would go back from %d to %d µs (%s event)", e.now, t, eventKind(e.events.peek().Kind))
 	}
 	e.now = t
 	quiet := true // only expired copies released
-	for e.events.len() > 0 && e.events.peek().at == t {
+	for e.events.len() > 0 && e.events.peek().At == t {
 		ev := e.events.pop()
-		if ev.kind != evReleaseKV || !e.reqs[ev.req].expired {
+		if eventKind(ev.Kind) != evReleaseKV || !e.reqs[ev.P].expired {
 			quiet = false
 		}
-		switch ev.kind {
+		switch eventKind(ev.Kind) {
 		case evArrival:
-			e.onArrival(ev.req)
+			e.onArrival(ev.P)
 		case evQueued:
-			e.onQueued(ev.req)
+			e.onQueued(ev.P)
 		case evAbort:
-			e.onAbort(ev.req)
+			e.onAbort(ev.P)
 		case evPulled:
-			e.onPulled(ev.req)
+			e.onPulled(ev.P)
 		case evReleaseKV:
-			e.onReleaseKV(ev.req)
+			e.onReleaseKV(ev.P)
 		case evStep:
 			e.stepPending = false
 			// An abort may have emptied the engine since this step was

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/blis-sim/blis/internal/hashindex"
+	"github.com/blis-sim/blis/internal/lru"
 )
 
 // DefaultPrefixIndexCapacity is the router-side prefix index's size per
@@ -171,8 +172,8 @@ func (x *PrefixIndex) Forget(i int) {
 	}
 	s := x.inst[i]
 	if s.heads != nil {
-		for n := s.head; n >= 0; n = s.nodes[n].next {
-			if nd := &s.nodes[n]; nd.first && !nd.anon {
+		for n := s.list.Front(); n >= 0; n = s.list.Next(n) {
+			if nd := s.list.At(n); nd.first && !nd.anon {
 				if b := x.heads[nd.key] &^ s.bit; b != 0 {
 					x.heads[nd.key] = b
 				} else {
@@ -193,16 +194,15 @@ func (x *PrefixIndex) Len(i int) int {
 }
 
 // lruSet is a bounded set of blocks with least-recently-used eviction: an
-// index from hash to node, and the nodes on an intrusive doubly linked list
-// (most recent at the head). A node is one hashed block, or an anonymous
-// run of own blocks (count > 1 possible, not in the index).
+// index from hash to node, and the nodes on a recency list (internal/lru,
+// the kernel the KV store shares: most recent at the front). A node is one
+// hashed block, or an anonymous run of own blocks (count > 1 possible, not
+// in the index).
 type lruSet struct {
-	index      *hashindex.Index
-	nodes      []node
-	free       []int32 // node slots released by runs
-	head, tail int32
-	capacity   int32
-	size       int32 // blocks held
+	index    *hashindex.Index
+	list     lru.List[node]
+	capacity int32
+	size     int32 // blocks held
 	// heads is the index's first-block table this instance reports to,
 	// as bit (nil beyond 64 instances).
 	heads map[uint64]uint64
@@ -216,17 +216,16 @@ type lruSet struct {
 type memoRun struct{ hashes []uint64 }
 
 type node struct {
-	key        uint64
-	memo       uint64 // the first block of the memoized run this node is in (0: none)
-	prev, next int32
-	count      int32 // blocks: 1 for a hashed block; an anonymous run's length
-	first      bool  // the block starts a prompt
-	anon       bool  // an anonymous run of own blocks
+	key   uint64
+	memo  uint64 // the first block of the memoized run this node is in (0: none)
+	count int32  // blocks: 1 for a hashed block; an anonymous run's length
+	first bool   // the block starts a prompt
+	anon  bool   // an anonymous run of own blocks
 }
 
 func newLRUSet(capacity int) *lruSet {
-	s := &lruSet{head: -1, tail: -1, capacity: int32(capacity), memo: map[uint64]memoRun{}}
-	s.index = hashindex.New(int64(capacity), func(n int32) uint64 { return s.nodes[n].key })
+	s := &lruSet{list: lru.New[node](), capacity: int32(capacity), memo: map[uint64]memoRun{}}
+	s.index = hashindex.New(int64(capacity), func(n int32) uint64 { return s.list.At(n).key })
 	return s
 }
 
@@ -258,52 +257,24 @@ func (s *lruSet) matchMemo(hashes []uint64) int {
 		// evicting any of them drops the memo (the earlier ones are marked).
 		for _, h := range hashes[from:n] {
 			nd, _ := s.index.Get(h)
-			s.nodes[nd].memo = head
+			s.list.At(nd).memo = head
 		}
 		s.memo[head] = memoRun{hashes: append(m.hashes[:from], hashes[from:n]...)}
 	}
 	return n
 }
 
-func (s *lruSet) unlink(n int32) {
-	l := &s.nodes[n]
-	if l.prev >= 0 {
-		s.nodes[l.prev].next = l.next
-	} else {
-		s.head = l.next
-	}
-	if l.next >= 0 {
-		s.nodes[l.next].prev = l.prev
-	} else {
-		s.tail = l.prev
-	}
-}
-
-func (s *lruSet) pushHead(n int32) {
-	s.nodes[n].prev, s.nodes[n].next = -1, s.head
-	if s.head >= 0 {
-		s.nodes[s.head].prev = n
-	} else {
-		s.tail = n
-	}
-	s.head = n
-}
-
 // touch makes h the most recently used, inserting it (and evicting the
 // least recently used when full) if absent; first says it starts a prompt.
 func (s *lruSet) touch(h uint64, first bool) {
 	if n, ok := s.index.Get(h); ok {
-		if n != s.head {
-			s.unlink(n)
-			s.pushHead(n)
-		}
+		s.list.MoveToFront(n)
 		return
 	}
 	s.makeRoom(1)
-	n := s.newNode()
-	s.nodes[n] = node{key: h, first: first, count: 1}
+	n := s.list.Alloc(node{key: h, first: first, count: 1})
 	s.index.Put(h, n)
-	s.pushHead(n)
+	s.list.PushFront(n)
 	s.size++
 }
 
@@ -313,28 +284,17 @@ func (s *lruSet) addRun(k int) {
 	if k <= 0 {
 		return
 	}
-	n := s.newNode()
-	s.nodes[n] = node{count: int32(min(k, int(s.capacity))), anon: true}
-	s.pushHead(n)
-	s.size += s.nodes[n].count
+	c := int32(min(k, int(s.capacity)))
+	s.list.PushFront(s.list.Alloc(node{count: c, anon: true}))
+	s.size += c
 	s.makeRoom(0)
-}
-
-func (s *lruSet) newNode() int32 {
-	if k := len(s.free); k > 0 {
-		n := s.free[k-1]
-		s.free = s.free[:k-1]
-		return n
-	}
-	s.nodes = append(s.nodes, node{})
-	return int32(len(s.nodes) - 1)
 }
 
 // makeRoom evicts least recently used blocks until k more fit.
 func (s *lruSet) makeRoom(k int32) {
 	for s.size+k > s.capacity {
-		n := s.tail
-		nd := &s.nodes[n]
+		n := s.list.Back()
+		nd := s.list.At(n)
 		if nd.anon {
 			drop := min(nd.count, s.size+k-s.capacity)
 			nd.count -= drop
@@ -346,15 +306,15 @@ func (s *lruSet) makeRoom(k int32) {
 			s.evict(n)
 			s.size--
 		}
-		s.unlink(n)
-		s.free = append(s.free, n)
+		s.list.Unlink(n)
+		s.list.Free(n)
 	}
 }
 
 // evict drops hashed node n's block: from the index, from the heads table
 // if it starts a prompt, and the memo of any run it was in.
 func (s *lruSet) evict(n int32) {
-	nd := &s.nodes[n]
+	nd := s.list.At(n)
 	s.index.Del(nd.key, n)
 	if nd.memo != 0 {
 		delete(s.memo, nd.memo)

@@ -28,17 +28,19 @@ type validateOpts struct {
 	calibrate bool
 	saveHost  string
 	counters  string
+	from      string
 }
 
 func newValidateCmd() *cobra.Command {
 	var o validateOpts
 	cmd := &cobra.Command{
-		Use:   "validate RECORDS",
+		Use:   "validate RECORDS|TABLES",
 		Short: "Replay a real vLLM run and compare its measured latencies with the simulation",
 		Long:  help("validate"),
 		Example: `  blis validate testdata/vllm-runs/RTX4090/Llama-3.1-8B/requests.jsonl
   blis validate runs/qwen/requests.jsonl --hardware rtx-pro-6000 --plot qwen.png
-  blis validate bench.json --format vllm-bench --model llama-2-7b --hardware h100-sxm --max-num-seqs 256`,
+  blis validate bench.json --format vllm-bench --model llama-2-7b --hardware h100-sxm --max-num-seqs 256
+  blis validate tables/ --coefficients coeffs.yaml --from holdout   # the requests calibrate fit --holdout-after held out`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runValidate(cmd, &o, args[0])
@@ -46,7 +48,8 @@ func newValidateCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.SortFlags = false
-	f.StringVar(&o.format, "format", "auto", "format of RECORDS: auto, vllm-runs, vllm-bench, inference-perf (auto: detected from the content)")
+	f.StringVar(&o.format, "format", "auto", "format of RECORDS: auto, vllm-runs, vllm-bench, inference-perf, "+replay.TablesFormat+" (auto: detected from the content; a directory or Parquet file is calibrate ingest's tables)")
+	f.StringVar(&o.from, "from", "", "TABLES: compare only the requests that arrived after `T`, the split calibrate fit --holdout-after recorded (RFC 3339, or holdout to read it from --coefficients); all are replayed")
 	f.StringVar(&o.meta, "meta", "", "vllm-runs meta.json describing the deployment (default: meta.json next to RECORDS, when there is one)")
 	f.StringVar(&o.counters, "counters", "", "vLLM's per-tick engine counters of the run (a vllm-runs timeseries.csv: prompt and generated tokens per second, running and waiting requests) to compare phase by phase with the simulation's (default: timeseries.csv next to a vllm-runs RECORDS, when there is one)")
 	f.BoolVar(&o.strict, "strict", false, "fail on the first unreadable row instead of skipping it (skips are counted in the report)")
@@ -88,7 +91,7 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 	if o.saveHost != "" && !o.calibrate {
 		return errors.New("--save-host-profile needs --calibrate: the profile holds what the calibration finds")
 	}
-	ro := replay.ReadOptions{Format: o.format, Meta: o.meta, Counters: o.counters, Strict: o.strict}
+	ro := replay.ReadOptions{Format: o.format, Meta: o.meta, Counters: o.counters, Strict: o.strict, From: o.from, Coefficients: flags.Lookup("coefficients").Value.String()}
 	ins := ro.Inputs(path)
 	for _, fl := range []string{"model", "hardware", "coefficients", "host-profile"} {
 		ins = append(ins, atomicfile.Named{Label: "--" + fl, Path: flags.Lookup(fl).Value.String()})
@@ -96,7 +99,7 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 	if err := atomicfile.Check(ins, []atomicfile.Named{{Label: "--plot", Path: o.plot}, {Label: "--save-host-profile", Path: o.saveHost}}); err != nil {
 		return err
 	}
-	m, err := replay.ReadRecords(path, ro)
+	m, err := replay.Read(path, ro)
 	if err != nil {
 		return err
 	}

@@ -357,20 +357,7 @@ func holdOut(cfgs []fit.Config, spec string) (*coefficients.Holdout, error) {
 	for _, c := range cfgs {
 		all = append(all, c.Traces...)
 	}
-	cut, err := fit.ResolveHoldout(spec, all)
-	if err != nil {
-		return nil, err
-	}
-	h := coefficients.NewHoldout(cut, 0, 0)
-	for _, tr := range all {
-		r, s, err := tr.HoldOut(h)
-		if err != nil {
-			return nil, err
-		}
-		h.Requests += r
-		h.Steps += s
-	}
-	return h, nil
+	return fit.HoldOutTraces(all, spec)
 }
 
 // fitSpecs are the configurations to fit: those of --configs, or one from

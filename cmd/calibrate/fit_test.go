@@ -375,3 +375,39 @@ func TestFitHoldoutAfter(t *testing.T) {
 		require.ErrorContains(t, err, "--holdout-after \""+bad+"\"", bad)
 	}
 }
+
+// TestFitCLIMatchesLibraryDefaults: calibrate fit TABLES with its default
+// configuration flags fits what fit.Run fits for Llama-3.1-8B on one H100
+// with vLLM's default settings and the trace's GPU KV blocks, with the
+// split of --holdout-after applied by fit.HoldOutTraces. blis's README
+// test (TestCalibrationTourInREADME) fits through the library on that
+// ground.
+func TestFitCLIMatchesLibraryDefaults(t *testing.T) {
+	tables := simTables(t, 5)
+	out := filepath.Join(t.TempDir(), "c.yaml")
+	_, err := run(t, "fit", tables, "-o", out, "-q", "--allow-kv-mismatch", "--enable-chunked-prefill=false", "--holdout-after", "75%")
+	require.NoError(t, err)
+	cli, err := coefficients.Load(out)
+	require.NoError(t, err)
+
+	tr, err := fit.LoadTrace(tables)
+	require.NoError(t, err)
+	h, err := fit.HoldOutTraces([]*fit.Trace{tr}, "75%")
+	require.NoError(t, err)
+	m, err := physics.LoadModel("llama-3.1-8b")
+	require.NoError(t, err)
+	hw, err := physics.LoadHardware("h100-sxm")
+	require.NoError(t, err)
+	k := physics.DefaultVLLMKnobs()
+	k.ChunkedPrefillEnabled = false
+	k.TotalKVBlocksGPU = tr.Steps[0].KVTotal
+	pc, err := physics.NewPhysicsConfig(m, hw, 1, k)
+	require.NoError(t, err)
+	res, err := fit.Run([]fit.Config{{Name: "llama-3.1-8b", Phys: pc, Traces: []*fit.Trace{tr}}}, fit.DefaultOptions(), "x")
+	require.NoError(t, err)
+	require.Equal(t, *h, *cli.Provenance.Holdout)
+	require.Equal(t, res.File.Beta, cli.Beta)
+	require.Equal(t, res.File.Alpha, cli.Alpha)
+	require.Equal(t, res.File.Overheads, cli.Overheads)
+	require.Equal(t, res.File.AppliesTo, cli.AppliesTo)
+}

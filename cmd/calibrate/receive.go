@@ -275,6 +275,9 @@ func runReceive(ctx context.Context, stdout, stderr io.Writer, o receiveOpts) er
 	if o.tables == "" {
 		return nil
 	}
+	if files, _, err := expandInputs([]string{o.out}); err != nil || len(files) == 0 {
+		return fmt.Errorf("--tables %s: %s holds no trace file (nothing was received): no tables written", o.tables, o.out)
+	}
 	// The ingest writes its outputs through atomicfile: a Ctrl-C now
 	// removes its temporaries and exits, as calibrate ingest does.
 	defer atomicfile.ExitOnSignal("calibrate", stderr)()

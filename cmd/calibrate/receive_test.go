@@ -165,6 +165,19 @@ func TestReceiveInProcess(t *testing.T) {
 	require.Contains(t, stdout.String(), "requests.parquet                  256 rows")
 }
 
+// TestReceiveNothingReceived: stopped before any request, --tables says
+// so by name instead of writing empty tables.
+func TestReceiveNothingReceived(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	dir := t.TempDir()
+	err := runReceive(ctx, &stdout, &stderr, receiveOpts{out: dir, tables: filepath.Join(t.TempDir(), "t"), listen: "127.0.0.1:0", grpcListen: off,
+		maxRequestMiB: 64, maxInflight: 4, maxQueueMiB: 64, rotateMiB: 256, shutdownTimeout: time.Second, quiet: true})
+	require.ErrorContains(t, err, "holds no trace file (nothing was received): no tables written")
+	require.Contains(t, stderr.String(), "receive: 0 requests, 0 spans")
+}
+
 // startReceiver starts this test binary as `calibrate receive` and
 // returns it, its stderr (read as it comes) and its OTLP/HTTP URL.
 func startReceiver(t *testing.T, dir string, extra ...string) (*exec.Cmd, *syncBuffer, string) {
