@@ -68,8 +68,7 @@ func runCapacity(cmd *cobra.Command, o *capacityFlags) error {
 	defer stop()
 	res, err := sweep.Capacity(ctx, sweep.CapacitySpec{
 		Base: o.inputs(cmd.Flags(), sweepOwn).Draft,
-		Key:  o.key, Min: o.min, Max: o.max, Find: o.find, Target: target, Seeds: o.seeds, Resolution: o.resolution,
-		RunPrecision: sweep.DefaultRunPrecision, Workers: o.workers,
+		Key:  o.key, Min: o.min, Max: o.max, Find: o.find, Target: target, Seeds: o.seeds, Resolution: o.resolution, RunPrecision: sweep.DefaultRunPrecision, Workers: o.workers,
 		OnEval: func(ev sweep.Evaluation) { fmt.Fprintln(stderr, "blis capacity: "+ev.Line(o.key, target)) },
 	})
 	if err != nil {

@@ -211,7 +211,7 @@ func TestValidateTablesHostile(t *testing.T) {
 	args := []string{"--hardware", "h100-sxm", "--kv-blocks-cpu", "20000", "--kv-offload-threshold", "0.5"}
 	backwards := craftedTables(t, func(spans []otlpingest.Span) {
 		eventOf(spans, "llm_core", 3, "journey.FIRST_TOKEN").TimeUnixNano = 1 // before its arrival
-		eventOf(spans, "llm_core", 7, "journey.FINISHED").TimeUnixNano = 2   // before its first token
+		eventOf(spans, "llm_core", 7, "journey.FINISHED").TimeUnixNano = 2    // before its first token
 	})
 	rep := validateTables(t, append([]string{backwards}, args...)...)
 	require.Equal(t, int64(254), rep.Records.Read)
