@@ -98,7 +98,7 @@ const MaxInstances = 4096
 //     latency:
 //     model: auto               # physics, roofline, blackbox; auto chooses
 //     coefficients: c.yaml      # physics
-//     roofline: {compute_eff: 0.8, bandwidth_eff: 0.8, step_overhead_us: 900}
+//     roofline: {compute_eff: 0.8, bandwidth_eff: 0.8, step_overhead_us: auto, kernels: true}
 //     blackbox: {alpha: [1200, 0.08, 1.5], beta: [6000, 0.2, 30]}
 //     noise: 0
 type PoolYAML struct {
@@ -157,6 +157,7 @@ type RooflineYAML struct {
 	ComputeEff     *float64 `yaml:"compute_eff"`
 	BandwidthEff   *float64 `yaml:"bandwidth_eff"`
 	StepOverheadUs *string  `yaml:"step_overhead_us"` // µs, or auto (StepCostOf)
+	Kernels        *bool    `yaml:"kernels"`
 }
 
 type BlackboxYAML struct {
@@ -360,6 +361,9 @@ func (y *InstanceYAML) Apply(s *InstanceSpec, dir string) error {
 		}
 		set(&rp.ComputeEff, r.ComputeEff)
 		set(&rp.BandwidthEff, r.BandwidthEff)
+		if r.Kernels != nil {
+			rp.Scalar = !*r.Kernels
+		}
 		if r.StepOverheadUs != nil {
 			switch text := strings.TrimSpace(*r.StepOverheadUs); text {
 			case "auto":
@@ -581,7 +585,8 @@ func (s InstanceSpec) YAML() InstanceYAML {
 		if p.StepOverheadSet {
 			overhead = strconv.FormatFloat(p.StepOverheadUs, 'g', -1, 64)
 		}
-		y.Latency.Roofline = &RooflineYAML{ComputeEff: &p.ComputeEff, BandwidthEff: &p.BandwidthEff, StepOverheadUs: &overhead}
+		kernels := !p.Scalar
+		y.Latency.Roofline = &RooflineYAML{ComputeEff: &p.ComputeEff, BandwidthEff: &p.BandwidthEff, StepOverheadUs: &overhead, Kernels: &kernels}
 	}
 	if b := l.Blackbox; b != nil || model == "blackbox" {
 		p := DefaultBlackboxParams

@@ -21,8 +21,11 @@ import (
 // imply (StepCostOf), and its output delay vllm.output_delay_us, unless
 // the same layer (the file, or the flags) gives those keys itself.
 
-// HostProfileVersion is the host profile format this blis reads and writes.
-const HostProfileVersion = 1
+// HostProfileVersion is the host profile format this blis reads and
+// writes. Version 2 says which roofline the per-step cost was calibrated
+// with (calibrated_on.roofline_kernels): the scalar bounds' per-step cost
+// holds the GPU's kernel latencies, which the kernel model prices itself.
+const HostProfileVersion = 2
 
 // HostProfile is a parsed host profile.
 type HostProfile struct {
@@ -46,6 +49,8 @@ type HostRun struct {
 	VLLMVersion     string `yaml:"vllm_version,omitempty"`
 	AsyncScheduling bool   `yaml:"async_scheduling"`
 	EnforceEager    bool   `yaml:"enforce_eager"`
+	// RooflineKernels is latency.roofline.kernels of the calibration.
+	RooflineKernels bool `yaml:"roofline_kernels"`
 }
 
 type hostProfileYAML struct {
@@ -70,6 +75,8 @@ func ParseHostProfile(data []byte, source string) (*HostProfile, error) {
 	switch {
 	case y.Version == nil:
 		return nil, fmt.Errorf("%s: a host profile needs version: %d at its top (written by blis validate --calibrate --save-host-profile)", source, HostProfileVersion)
+	case *y.Version == 1:
+		return nil, doc.Errorf("version", "a version 1 host profile was calibrated with the roofline's scalar bounds, whose per-step cost holds the GPU's kernel latencies; calibrate it again (blis validate --calibrate --save-host-profile) for a version %d profile", HostProfileVersion)
 	case *y.Version != HostProfileVersion:
 		return nil, doc.Errorf("version", "this blis reads version %d host profiles, got %d", HostProfileVersion, *y.Version)
 	case y.StepOverheadUs == nil:
@@ -113,6 +120,9 @@ func (h *HostProfile) hostNotes(s InstanceSpec) []string {
 	var out []string
 	if c.EnforceEager != s.EnforceEager {
 		out = append(out, fmt.Sprintf("host_profile %s was calibrated with enforce_eager %v and this pool has %v: the per-step cost of eager mode differs by milliseconds; calibrate a profile on a run like it", h.Path, c.EnforceEager, s.EnforceEager))
+	}
+	if kernels := s.Latency.Roofline == nil || !s.Latency.Roofline.Scalar; c.RooflineKernels != kernels {
+		out = append(out, fmt.Sprintf("host_profile %s was calibrated with latency.roofline.kernels %v and this pool has %v: the scalar bounds' per-step cost holds the GPU's kernel latencies, the kernel model's does not; calibrate a profile with this pool's roofline", h.Path, c.RooflineKernels, kernels))
 	}
 	if c.VLLMVersion != "" && s.VLLMVersion != "" && strings.TrimSpace(c.VLLMVersion) != s.VLLMVersion {
 		out = append(out, fmt.Sprintf("host_profile %s was calibrated on vLLM %s and this pool runs %s: a per-step cost carries to the same vLLM build", h.Path, c.VLLMVersion, s.VLLMVersion))

@@ -66,6 +66,10 @@ type InstanceSpec struct {
 	// OutputDelayUs is the delay from a token's step end to the client
 	// (sim.Pipeline.OutputDelayUs), µs.
 	OutputDelayUs int64
+	// ArrivalAtEngine: the arrivals are the engine's own, no API-side
+	// processing before them (sim.Pipeline.ArrivalAtEngine). Not a key:
+	// blis validate sets it for records measured at the engine core.
+	ArrivalAtEngine bool
 	// Tiers are the KV tiers behind the CPU tier: a local disk and the
 	// link to the deployment's shared store (tiers.go).
 	Tiers TierSpec
@@ -106,6 +110,10 @@ type RooflineParams struct {
 	// (StepCostOf: "auto").
 	StepOverheadUs  float64
 	StepOverheadSet bool
+	// Scalar is latency.roofline.kernels: false, the roofline before the
+	// measured kernel model (one compute and one bandwidth bound over the
+	// linear layers and over attention; docs/simulator.md).
+	Scalar bool
 }
 
 // BlackboxParams are the blackbox regression's coefficients (µs).
@@ -120,16 +128,24 @@ var (
 	DefaultBlackboxParams = BlackboxParams{Alpha: [3]float64{1200, 0.08, 1.5}, Beta: [3]float64{6000, 0.2, 30}}
 )
 
+// Defaults of an instance: the model and GPU the shipped coefficients
+// were fitted on, and the CPU tier's offload threshold.
+const (
+	DefaultModel            = "llama-3.1-8b"
+	DefaultHardware         = "h100-sxm"
+	DefaultOffloadThreshold = 0.9
+)
+
 // DefaultInstanceSpec is Llama-3.1-8B on one H100 with vLLM's default
 // settings (physics.DefaultVLLMKnobs), the KV cache derived from memory,
 // fcfs scheduling and the automatic latency model choice.
 func DefaultInstanceSpec() InstanceSpec {
 	return InstanceSpec{
-		Model:               "llama-3.1-8b",
-		Hardware:            "h100-sxm",
+		Model:               DefaultModel,
+		Hardware:            DefaultHardware,
 		TP:                  1,
 		VLLM:                physics.DefaultVLLMKnobs(),
-		OffloadThreshold:    0.9,
+		OffloadThreshold:    DefaultOffloadThreshold,
 		AsyncScheduling:     true,
 		ReserveFullSequence: true,
 		OutputDelayUs:       sim.DefaultOutputDelayUs,
@@ -245,7 +261,7 @@ func (s InstanceSpec) Build(rng sim.RNG, index int) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	pipe := sim.Pipeline{OutputDelayUs: s.OutputDelayUs}
+	pipe := sim.Pipeline{OutputDelayUs: s.OutputDelayUs, ArrivalAtEngine: s.ArrivalAtEngine}
 	if s.AsyncScheduling {
 		pipe.AsyncDepth = 1
 	}
@@ -353,6 +369,7 @@ func (s InstanceSpec) latency(in *Instance) (sim.LatencyModel, error) {
 		cost := StepCostOf(s)
 		in.StepCost = &cost
 		m.ComputeEfficiency, m.BandwidthEfficiency = p.ComputeEff, p.BandwidthEff
+		m.Kernels = !p.Scalar
 		m.StepOverheadUs, m.PerRequestOverheadUs = cost.FixedUs, cost.PerRequestUs
 		if err := m.Validate(); err != nil {
 			return nil, fieldErr("latency.roofline", err)

@@ -12,16 +12,25 @@ import (
 // measurement it comes from; what no public measurement covers is said,
 // not guessed.
 const (
-	// StepOverheadV1Us is the engine core's fixed cost per step of vLLM's
-	// V1 engine with async scheduling and CUDA graphs, µs: --calibrate on
-	// the four vLLM 0.19 runs of testdata/vllm-runs (LLMServingSim's,
-	// one host, RTX 4090 and RTX PRO 6000) finds 883, 914, 899 and 900 µs
-	// (docs/validation.md).
-	StepOverheadV1Us = 900
+	// StepOverheadV1Us is the gap between the forward passes of vLLM's V1
+	// engine with async scheduling and CUDA graphs, µs: vLLM PR 11133
+	// (issue 10634) measured 150-170 µs between decode steps of Llama-2-7B
+	// at batch 256 with the engine scheduling one step ahead, the GPU busy
+	// throughout. It is all the engine core adds to the GPU's kernels,
+	// whose own latencies (a GEMM's ~5 µs, an attention's ~11 µs, per
+	// layer) the roofline's kernel model prices.
+	StepOverheadV1Us = 160
 	// PerRequestOverheadUs is the cost per running request per step with
-	// async scheduling, µs: an estimate (the four runs cannot separate it
-	// from the fixed cost), kept from before this table.
-	PerRequestOverheadUs = 4
+	// async scheduling, µs: none beyond the fixed gap, which PR 11133
+	// measured at batch 256.
+	PerRequestOverheadUs = 0
+	// ScalarStepOverheadUs and ScalarPerRequestOverheadUs are the per-step
+	// cost of the roofline's scalar bounds (latency.roofline.kernels:
+	// false), which have no kernel latencies: --calibrate on the four
+	// vLLM 0.19 runs of testdata/vllm-runs found 883, 914, 899 and 900 µs
+	// with them, the per-request 4 µs an estimate (docs/validation.md).
+	ScalarStepOverheadUs       = 900
+	ScalarPerRequestOverheadUs = 4
 	// SyncPerRequestOverheadUs is what a step costs more per running
 	// request without async scheduling, when the scheduler and the output
 	// processing no longer overlap the forward pass, µs: vLLM issue 10634
@@ -53,6 +62,11 @@ type StepCost struct {
 // cost stays the table's).
 func StepCostOf(s InstanceSpec) StepCost {
 	c := StepCost{FixedUs: StepOverheadV1Us, PerRequestUs: PerRequestOverheadUs}
+	fixed, perReq := "vLLM PR 11133's measured gap between steps; the GPU's kernel latencies are the kernel model's", ""
+	if s.Latency.Roofline != nil && s.Latency.Roofline.Scalar {
+		c = StepCost{FixedUs: ScalarStepOverheadUs, PerRequestUs: ScalarPerRequestOverheadUs}
+		fixed, perReq = "calibrated on four vLLM 0.19 runs with the roofline's scalar bounds", fmt.Sprintf("; %g µs per request estimated", float64(ScalarPerRequestOverheadUs))
+	}
 	set := s.Latency.Roofline != nil && s.Latency.Roofline.StepOverheadSet
 	version := "vLLM V1"
 	if v, ok := parseVersion(s.VLLMVersion); ok {
@@ -65,11 +79,10 @@ func StepCostOf(s InstanceSpec) StepCost {
 		}
 	}
 	sched, graphs := "async scheduling", "CUDA graphs"
-	perReq := fmt.Sprintf("%g µs per request estimated", float64(PerRequestOverheadUs))
 	if !s.AsyncScheduling {
 		sched = "synchronous scheduling"
 		c.PerRequestUs += SyncPerRequestOverheadUs
-		perReq += fmt.Sprintf(", %g more without async scheduling (vLLM issue 10634)", SyncPerRequestOverheadUs)
+		perReq += fmt.Sprintf("; %g µs more per request without async scheduling (vLLM issue 10634)", SyncPerRequestOverheadUs)
 	}
 	if s.EnforceEager {
 		graphs = "eager mode"
@@ -77,7 +90,6 @@ func StepCostOf(s InstanceSpec) StepCost {
 			c.Warnings = append(c.Warnings, "vllm.enforce_eager: kernel launches without CUDA graphs cost a deployment milliseconds per step by public reports (1.5-10 ms on 7B models), too scattered to price, and the per-step cost here is CUDA graphs'; calibrate it on a run of the deployment (blis validate --calibrate) and give it as latency.roofline.step_overhead_us (--roofline-step-overhead-us)")
 		}
 	}
-	fixed := "calibrated on four vLLM 0.19 runs with async scheduling and CUDA graphs"
 	switch h := s.Host; {
 	case set:
 		c.FixedUs = s.Latency.Roofline.StepOverheadUs
@@ -87,7 +99,7 @@ func StepCostOf(s InstanceSpec) StepCost {
 		fixed = fmt.Sprintf("host_profile %s, calibrated on %s", h.Path, h.CalibratedOn.Records)
 		c.Warnings = append(c.Warnings, h.hostNotes(s)...)
 	}
-	c.Why = fmt.Sprintf("per-step cost %g µs + %g µs per running request, for %s with %s and %s (%s; %s)",
+	c.Why = fmt.Sprintf("per-step cost %g µs + %g µs per running request, for %s with %s and %s (%s%s)",
 		c.FixedUs, c.PerRequestUs, version, sched, graphs, fixed, perReq)
 	return c
 }

@@ -14,7 +14,7 @@ import (
 // TestStepCostOf: the roofline's per-step cost follows what the deployment
 // states, each case with its reason and warnings.
 func TestStepCostOf(t *testing.T) {
-	host := &HostProfile{Path: "h.yaml", StepOverheadUs: 700, CalibratedOn: HostRun{Records: "r.jsonl", VLLMVersion: "0.19.0", AsyncScheduling: true}}
+	host := &HostProfile{Path: "h.yaml", StepOverheadUs: 700, CalibratedOn: HostRun{Records: "r.jsonl", VLLMVersion: "0.19.0", AsyncScheduling: true, RooflineKernels: true}}
 	for _, tc := range []struct {
 		name          string
 		edit          func(*InstanceSpec)
@@ -22,28 +22,31 @@ func TestStepCostOf(t *testing.T) {
 		why           []string
 		warnings      []string
 	}{
-		{"defaults: V1, async, CUDA graphs", func(*InstanceSpec) {}, 900, 4,
-			[]string{"900 µs + 4 µs per running request, for vLLM V1 with async scheduling and CUDA graphs", "calibrated on four vLLM 0.19 runs"}, nil},
-		{"synchronous scheduling", func(s *InstanceSpec) { s.AsyncScheduling = false }, 900, 24.9,
-			[]string{"synchronous scheduling", "20.9 more without async scheduling (vLLM issue 10634)"}, nil},
-		{"a release before async by default", func(s *InstanceSpec) { s.VLLMVersion = "0.11.0" }, 900, 4,
+		{"defaults: V1, async, CUDA graphs", func(*InstanceSpec) {}, 160, 0,
+			[]string{"160 µs + 0 µs per running request, for vLLM V1 with async scheduling and CUDA graphs", "vLLM PR 11133"}, nil},
+		{"synchronous scheduling", func(s *InstanceSpec) { s.AsyncScheduling = false }, 160, 20.9,
+			[]string{"synchronous scheduling", "20.9 µs more per request without async scheduling (vLLM issue 10634)"}, nil},
+		{"the scalar roofline", func(s *InstanceSpec) {
+			s.Latency.Roofline = &RooflineParams{ComputeEff: 0.8, BandwidthEff: 0.8, Scalar: true}
+		}, 900, 4, []string{"900 µs + 4 µs per running request", "scalar bounds", "4 µs per request estimated"}, nil},
+		{"a release before async by default", func(s *InstanceSpec) { s.VLLMVersion = "0.11.0" }, 160, 0,
 			[]string{"vLLM 0.11.0 with async scheduling"}, []string{"schedules synchronously unless told to"}},
-		{"V0", func(s *InstanceSpec) { s.VLLMVersion = "v0.6.3"; s.AsyncScheduling = false }, 900, 24.9,
+		{"V0", func(s *InstanceSpec) { s.VLLMVersion = "v0.6.3"; s.AsyncScheduling = false }, 160, 20.9,
 			[]string{"vLLM v0.6.3"}, []string{"V0 engine"}},
-		{"eager", func(s *InstanceSpec) { s.EnforceEager = true }, 900, 4,
+		{"eager", func(s *InstanceSpec) { s.EnforceEager = true }, 160, 0,
 			[]string{"eager mode"}, []string{"vllm.enforce_eager: kernel launches without CUDA graphs"}},
 		{"eager, cost given", func(s *InstanceSpec) {
 			s.EnforceEager = true
 			s.Latency.Roofline = &RooflineParams{ComputeEff: 0.8, BandwidthEff: 0.8, StepOverheadUs: 5000, StepOverheadSet: true}
-		}, 5000, 4, []string{"5000 µs", "latency.roofline.step_overhead_us"}, nil},
-		{"host profile", func(s *InstanceSpec) { s.Host = host; s.VLLMVersion = "0.19.0" }, 700, 4,
+		}, 5000, 0, []string{"5000 µs", "latency.roofline.step_overhead_us"}, nil},
+		{"host profile", func(s *InstanceSpec) { s.Host = host; s.VLLMVersion = "0.19.0" }, 700, 0,
 			[]string{"host_profile h.yaml, calibrated on r.jsonl"}, nil},
-		{"host profile of another build", func(s *InstanceSpec) { s.Host = host; s.VLLMVersion = "0.20.1"; s.EnforceEager = true }, 700, 4,
+		{"host profile of another build", func(s *InstanceSpec) { s.Host = host; s.VLLMVersion = "0.20.1"; s.EnforceEager = true }, 700, 0,
 			nil, []string{"calibrated with enforce_eager false and this pool has true", "calibrated on vLLM 0.19.0 and this pool runs 0.20.1"}},
 		{"given beats host", func(s *InstanceSpec) {
 			s.Host = host
 			s.Latency.Roofline = &RooflineParams{StepOverheadUs: 300, StepOverheadSet: true}
-		}, 300, 4, []string{"latency.roofline.step_overhead_us"}, nil},
+		}, 300, 0, []string{"latency.roofline.step_overhead_us"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := DefaultInstanceSpec()
@@ -69,7 +72,7 @@ func TestStepCostReachesTheRoofline(t *testing.T) {
 	in, err := s.Build(sim.NewRNG(1), 0)
 	require.NoError(t, err)
 	require.NotNil(t, in.StepCost)
-	require.InDelta(t, 24.9, in.StepCost.PerRequestUs, 1e-9)
+	require.InDelta(t, 20.9, in.StepCost.PerRequestUs, 1e-9)
 	s.Latency.Model = "blackbox"
 	in, err = s.Build(sim.NewRNG(1), 0)
 	require.NoError(t, err)
@@ -95,7 +98,7 @@ func TestParseVersion(t *testing.T) {
 func TestHostProfileRoundTripAndLayers(t *testing.T) {
 	dir := t.TempDir()
 	od := int64(1234)
-	h := &HostProfile{StepOverheadUs: 914, OutputDelayUs: &od, CalibratedOn: HostRun{Records: "a.jsonl", Model: "llama-3.1-8b", Hardware: "rtx-pro-6000", VLLMVersion: "0.19.0", AsyncScheduling: true}}
+	h := &HostProfile{StepOverheadUs: 914, OutputDelayUs: &od, CalibratedOn: HostRun{Records: "a.jsonl", Model: "llama-3.1-8b", Hardware: "rtx-pro-6000", VLLMVersion: "0.19.0", AsyncScheduling: true, RooflineKernels: true}}
 	data, err := h.Marshal()
 	require.NoError(t, err)
 	path := filepath.Join(dir, "host.yaml")
@@ -138,13 +141,14 @@ func TestParseHostProfileErrors(t *testing.T) {
 	const on = "calibrated_on: {records: r, model: m, hardware: h, async_scheduling: true, enforce_eager: false}\n"
 	for _, tc := range []struct{ in, want string }{
 		{"", "h.yaml: empty file"},
-		{"step_overhead_us: 900\n" + on, "h.yaml: a host profile needs version: 1"},
-		{"version: 2\nstep_overhead_us: 900\n" + on, "h.yaml:1: version: this blis reads version 1 host profiles, got 2"},
-		{"version: 1\n" + on, "h.yaml: step_overhead_us is missing"},
-		{"version: 1\nstep_overhead_us: -5\n" + on, "h.yaml:2: step_overhead_us: must be in [0, 1e6] µs, got -5"},
-		{"version: 1\nstep_overhead_us: 900\noutput_delay_us: -1\n" + on, "h.yaml:3: output_delay_us: must be in [0, 60000000] µs"},
-		{"version: 1\nstep_overhead_us: 900\n", "h.yaml: calibrated_on is missing"},
-		{"version: 1\nstep_overhead_us: 900\nstep: 3\n" + on, `h.yaml:3: unknown key "step" in a host profile; use one of version, step_overhead_us, output_delay_us, calibrated_on`},
+		{"step_overhead_us: 900\n" + on, "h.yaml: a host profile needs version: 2"},
+		{"version: 3\nstep_overhead_us: 900\n" + on, "h.yaml:1: version: this blis reads version 2 host profiles, got 3"},
+		{"version: 1\nstep_overhead_us: 900\n" + on, "h.yaml:1: version: a version 1 host profile was calibrated with the roofline's scalar bounds"},
+		{"version: 2\n" + on, "h.yaml: step_overhead_us is missing"},
+		{"version: 2\nstep_overhead_us: -5\n" + on, "h.yaml:2: step_overhead_us: must be in [0, 1e6] µs, got -5"},
+		{"version: 2\nstep_overhead_us: 900\noutput_delay_us: -1\n" + on, "h.yaml:3: output_delay_us: must be in [0, 60000000] µs"},
+		{"version: 2\nstep_overhead_us: 900\n", "h.yaml: calibrated_on is missing"},
+		{"version: 2\nstep_overhead_us: 900\nstep: 3\n" + on, `h.yaml:3: unknown key "step" in a host profile; use one of version, step_overhead_us, output_delay_us, calibrated_on`},
 	} {
 		_, err := ParseHostProfile([]byte(tc.in), "h.yaml")
 		require.Error(t, err, tc.in)
@@ -158,6 +162,7 @@ func FuzzParseHostProfile(f *testing.F) {
 	h := &HostProfile{StepOverheadUs: 914, CalibratedOn: HostRun{Records: "r", AsyncScheduling: true}}
 	data, _ := h.Marshal()
 	f.Add(data)
+	f.Add([]byte("version: 2\nstep_overhead_us: 0\noutput_delay_us: 5\ncalibrated_on: {roofline_kernels: true}\n"))
 	f.Add([]byte("version: 1\nstep_overhead_us: 0\noutput_delay_us: 5\ncalibrated_on: {}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := ParseHostProfile(data, "fuzz")

@@ -8,6 +8,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/blis-sim/blis/internal/schema"
 	"github.com/blis-sim/blis/sim/workload"
 )
 
@@ -86,6 +87,10 @@ func (in Inputs) Draft() (*Draft, error) {
 			return nil, fmt.Errorf("--set %q: want KEY=VALUE", s)
 		}
 		if err := d.Set(strings.TrimSpace(k), v, "--set "+strings.TrimSpace(k)); err != nil {
+			var ke *schema.Error
+			if errors.As(err, &ke) {
+				return nil, err // named by its --set already
+			}
 			return nil, fmt.Errorf("--set: %w", err)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/blis-sim/blis/cluster"
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/deploy"
@@ -109,7 +111,7 @@ func (d *Draft) ParseDeployment(data []byte, src string) error {
 		return fmt.Errorf("%s: the experiment file %s has a deployment already; give one or the other", src, d.config)
 	}
 	var y legacyYAML
-	doc, err := yamlfile.Decode(data, src, &y, legacyMappings)
+	doc, err := yamlfile.DecodeChecked(data, src, &y, legacyMappings, func(n *yaml.Node) error { return checkValues(n, "", legacyKey) })
 	if err != nil {
 		return err
 	}
@@ -268,6 +270,26 @@ func (d *Draft) ParseDeployment(data []byte, src string) error {
 		return "", false
 	}})
 	return nil
+}
+
+// legacyKey is the experiment key of a deployment file's key, for its
+// declaration: a pool's keys are the experiment's pools', the admission's
+// and routing's latencies and refresh the router's.
+func legacyKey(k string) string {
+	switch k {
+	case "admission.latency_us":
+		return "deployment.router.admission_latency_us"
+	case "routing.latency_us":
+		return "deployment.router.routing_latency_us"
+	case "routing.snapshot_refresh_interval_us":
+		return "deployment.router.snapshot_refresh_us.queue_depth"
+	case "routing.prefix_index_capacity":
+		return "legacy.prefix_index_capacity"
+	}
+	if strings.HasPrefix(k, "pools[") {
+		return "deployment." + k
+	}
+	return ""
 }
 
 // Legacy is the deployment file the draft read, or "".

@@ -330,11 +330,6 @@ func (d *Draft) resolvePolicies(e *Experiment) error {
 		}
 		*e.Policies.Section(kind) = s
 	}
-	// The autoscaler's checks across parameters need no workload: here,
-	// not at the run.
-	if _, err := e.Policies.Autoscale.Autoscale(); err != nil {
-		return d.placeSection(policy.Autoscale, err)
-	}
 	return nil
 }
 

@@ -1,12 +1,15 @@
 package experiment
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/blis-sim/blis/internal/schema"
 )
 
 // A key path names one value of an experiment: dotted keys as the file
@@ -92,6 +95,9 @@ func setPath(v reflect.Value, segs []seg, text, at string, done func(key string)
 				}
 			}
 			return nil
+		case s.index == 0 && f.Len() == 0:
+			// The default deployment's one pool, which no file wrote.
+			f.Set(reflect.Append(f, reflect.Zero(f.Type().Elem())))
 		case s.index >= f.Len():
 			return fmt.Errorf("%s[%d]: there are %d (indices from 0)", key, s.index, f.Len())
 		}
@@ -115,20 +121,51 @@ func setPath(v reflect.Value, segs []seg, text, at string, done func(key string)
 	if len(segs) > 1 {
 		return fmt.Errorf("%s: a value, not a mapping", key)
 	}
-	if err := setLeaf(f, text); err != nil {
+	if err := setLeaf(f, text, key); err != nil {
+		var ke *schema.Error
+		if errors.As(err, &ke) {
+			return err
+		}
 		return fmt.Errorf("%s: %w", key, err)
 	}
 	done(key)
 	return nil
 }
 
-// setLeaf sets a scalar field (or a pointer to one, or a list of numbers).
-func setLeaf(f reflect.Value, text string) error {
+// setLeaf sets a scalar field (or a pointer to one, or a list of numbers)
+// from text, decoded by key's declaration when it has one.
+func setLeaf(f reflect.Value, text, key string) error {
 	t := f.Type()
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	nv := reflect.New(t)
+	if k := declOf(key); k != nil {
+		v, err := k.Parse(text, key)
+		if err != nil {
+			return err
+		}
+		switch t.Kind() {
+		case reflect.String:
+			nv.Elem().SetString(v.S)
+		case reflect.Bool:
+			nv.Elem().SetBool(v.B)
+		case reflect.Int, reflect.Int32, reflect.Int64:
+			nv.Elem().SetInt(v.I)
+		case reflect.Float64:
+			nv.Elem().SetFloat(v.F)
+		case reflect.Slice:
+			nv.Elem().Set(reflect.ValueOf(v.L))
+		default:
+			return fmt.Errorf("experiment: %s: no setter for %s", key, t)
+		}
+		if f.Kind() == reflect.Pointer {
+			f.Set(nv)
+		} else {
+			f.Set(nv.Elem())
+		}
+		return nil
+	}
 	switch t.Kind() {
 	case reflect.String:
 		nv.Elem().SetString(text)

@@ -434,6 +434,47 @@ func fitAttention(t *testing.T, rows []profRow) attnParams {
 	return attnParams(q)
 }
 
+// readVLLMMoE reads vLLM 0.19's fused MoE layer times (moe.csv: tokens
+// routed over activated experts, each token to the model's top-k, µs) as
+// rows of active expert weights and routed FLOPs.
+func readVLLMMoE(t *testing.T) []profRow {
+	t.Helper()
+	f := lssDir + "/RTXPRO6000/Qwen3-30B-A3B-Instruct-2507/tp1/moe.csv"
+	hw, err := LoadHardware("rtx-pro-6000")
+	require.NoError(t, err)
+	spec, err := LoadModel("qwen3-30b-a3b-instruct-2507")
+	require.NoError(t, err)
+	kern := hw.Kernels()
+	fh, err := os.Open(f)
+	require.NoError(t, err)
+	recs, err := csv.NewReader(fh).ReadAll()
+	fh.Close()
+	require.NoError(t, err, f)
+	require.Equal(t, []string{"tokens", "activated_experts", "time_us"}, recs[0], f)
+	h, I := float64(spec.HiddenSize), float64(spec.IntermediateSize)
+	proj := float64(spec.NMLPProj)
+	var rows []profRow
+	for line, r := range recs[1:] {
+		var v [3]float64
+		for i := range v {
+			x, err := strconv.ParseFloat(r[i], 64)
+			require.NoError(t, err, "%s:%d", f, line+2)
+			v[i] = x
+		}
+		rows = append(rows, profRow{gpu: "RTXPRO6000", model: "Qwen3-30B-A3B-Instruct-2507", tp: 1, m: int(v[0]), op: "moe", t: v[2] / 1e6,
+			memBase: v[1] * proj * h * I * spec.BytesPerParam / kern.BwPeak,
+			cmpBase: v[0] * float64(spec.TopK) * proj * 2 * h * I / kern.GEMMRate})
+	}
+	return rows
+}
+
+// moeParams are the fused MoE constants: latency (s), compute share.
+type moeParams [2]float64
+
+func (p moeParams) predict(r *profRow) float64 {
+	return gemmParams{p[0], GEMMBandwidthShare, p[1], GEMMBlend}.predict(r)
+}
+
 // elemWeight counts each kernel as often as a layer runs it: the fused
 // add-and-norm twice (the final norm and the embedding belong to the
 // step, not the layer).
@@ -480,6 +521,21 @@ func TestKernelConstantsFitTheProfiles(t *testing.T) {
 	all := fitGEMM(t, gemms)
 	allE := fitElementwise(t, vElems)
 	allA := fitAttention(t, vAttn)
+	vMoE := readVLLMMoE(t)
+	allM := moeParams(minimizeLog(t, []float64{MoELatencyUs * 1e-6, MoERateShare}, func(p []float64) float64 {
+		var s float64
+		for i := range vMoE {
+			d := math.Log(moeParams{p[0], p[1]}.predict(&vMoE[i]) / vMoE[i].t)
+			s += d * d
+		}
+		return s / float64(len(vMoE))
+	}))
+	require.InDelta(t, allM[0], MoELatencyUs*1e-6, 0.005*allM[0], "MoELatencyUs: the fit gives %.4g µs", allM[0]*1e6)
+	require.InDelta(t, allM[1], MoERateShare, 0.005*allM[1], "MoERateShare: the fit gives %.4g", allM[1])
+	var moeErr []float64
+	for i := range vMoE {
+		moeErr = append(moeErr, math.Abs(allM.predict(&vMoE[i])/vMoE[i].t-1))
+	}
 	t.Logf("attention fit: %.4g µs, %.4g, %.4g, %.4g", allA[0]*1e6, allA[1], allA[2], allA[3])
 	t.Logf("GEMM fit: %.4g µs, %.4g, %.4g, %.4g", all[0]*1e6, all[1], all[2], all[3])
 	for op := range numElementwiseOps {
@@ -610,7 +666,8 @@ func TestKernelConstantsFitTheProfiles(t *testing.T) {
 	for op := range numElementwiseOps {
 		fmt.Fprintf(&b, " %s %.2f µs, %.3g;", op, allE[op][0]*1e6, allE[op][1])
 	}
-	fmt.Fprintf(&b, " attention latency %.2f µs, prefill FLOP share %.3f, decode KV share %.3f, prefill context read share %.3f.\n", allA[0]*1e6, allA[1], allA[2], allA[3])
+	fmt.Fprintf(&b, " attention latency %.2f µs, prefill FLOP share %.3f, decode KV share %.3f, prefill context read share %.3f;", allA[0]*1e6, allA[1], allA[2], allA[3])
+	fmt.Fprintf(&b, " fused MoE latency %.2f µs, compute share %.3f (its one profile, Qwen3-30B-A3B on the RTX PRO 6000, 1-2,048 tokens over 8-128 experts: median error %.1f %% in sample).\n", allM[0]*1e6, allM[1], 100*medianOf(moeErr))
 	s := b.String()
 	t.Log("\n" + s)
 	rewriteSpecBlock(t, "kernel-fit", s, "go test ./physics -run TestKernelConstantsFitTheProfiles -update")

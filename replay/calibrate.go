@@ -160,7 +160,8 @@ func (r *Report) HostProfile() ([]byte, error) {
 	}
 	spec := r.e.Deployment.Pools[0].Instance
 	h := &deploy.HostProfile{StepOverheadUs: us, CalibratedOn: deploy.HostRun{Records: r.source, Model: spec.Model, Hardware: spec.Hardware,
-		VLLMVersion: spec.VLLMVersion, AsyncScheduling: spec.AsyncScheduling, EnforceEager: spec.EnforceEager}}
+		VLLMVersion: spec.VLLMVersion, AsyncScheduling: spec.AsyncScheduling, EnforceEager: spec.EnforceEager,
+		RooflineKernels: spec.Latency.Roofline == nil || !spec.Latency.Roofline.Scalar}}
 	if d, ok := cal.Flags["output-delay-us"]; ok {
 		od := int64(d)
 		h.OutputDelayUs = &od

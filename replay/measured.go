@@ -30,6 +30,12 @@ type Measured struct {
 	// At is where the latencies were measured: records.AtEngine or
 	// records.AtClient.
 	At string
+	// ArrivalAtEngine says that the arrivals are the engine's own (vLLM's
+	// per-request stats of a run that sent token ids to AsyncLLM, no API
+	// server: vllm-runs), so the replay leaves the API-side processing
+	// out (sim.Pipeline.ArrivalAtEngine). Ingested tables' arrivals are
+	// the API server's.
+	ArrivalAtEngine bool
 	// Meta is what the run records of its deployment (nil: nothing);
 	// Run applies it to the experiment under the flags given.
 	Meta *records.RunMeta
@@ -133,7 +139,7 @@ func ReadRecords(path string, o ReadOptions) (*Measured, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Measured{Source: path, Records: recs, Read: rep, At: records.MeasuredAt(rep.Format)}
+	m := &Measured{Source: path, Records: recs, Read: rep, At: records.MeasuredAt(rep.Format), ArrivalAtEngine: rep.Format == records.VLLMRuns}
 	if m.At == "" {
 		return nil, fmt.Errorf("%s: %s records carry no measured latencies to compare with; use %s", path, rep.Format,
 			strings.Join([]string{records.VLLMRuns, records.VLLMBench, records.InferencePerf}, ", "))

@@ -107,6 +107,13 @@ func Run(ctx context.Context, m *Measured, d *experiment.Draft, o Options) (*Rep
 	if err != nil {
 		return nil, err
 	}
+	if m.ArrivalAtEngine {
+		// vLLM's arrival_time is when its engine accepted the request (token
+		// ids in, no API server): nothing of the API path precedes it.
+		for i := range e.Deployment.Pools {
+			e.Deployment.Pools[i].Instance.ArrivalAtEngine = true
+		}
+	}
 	reqs, _, err := records.ToRequests(m.Records)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m.Source, err)

@@ -214,11 +214,11 @@ func TestHostProfile(t *testing.T) {
 	require.Equal(t, a.Calibrated.Flags["roofline-step-overhead-us"], h.StepOverheadUs)
 	require.Nil(t, h.OutputDelayUs, "engine-side records fit no output delay")
 	require.Equal(t, deploy.HostRun{Records: path, Model: "meta-llama/Llama-3.1-8B", Hardware: "rtx-pro-6000",
-		VLLMVersion: "0.19.0", AsyncScheduling: true}, h.CalibratedOn)
+		VLLMVersion: "0.19.0", AsyncScheduling: true, RooflineKernels: true}, h.CalibratedOn)
 
 	other := runsPath("RTX4090/Llama-3.1-8B")
 	carried := replayOf(t, other, ReadOptions{}, Options{}, "host-profile", profile)
-	require.Contains(t, strings.Join(carried.Notes, "\n"), fmt.Sprintf("roofline per-step cost %g µs + 4 µs per running request, for vLLM 0.19.0 with async scheduling and CUDA graphs (host_profile %s", h.StepOverheadUs, profile))
+	require.Contains(t, strings.Join(carried.Notes, "\n"), fmt.Sprintf("roofline per-step cost %g µs + 0 µs per running request, for vLLM 0.19.0 with async scheduling and CUDA graphs (host_profile %s", h.StepOverheadUs, profile))
 	given := replayOf(t, other, ReadOptions{}, Options{}, "roofline-step-overhead-us", fmt.Sprint(h.StepOverheadUs))
 	require.Equal(t, given.Compare, carried.Compare, "the profile is the flag")
 	eager := replayOf(t, other, ReadOptions{}, Options{}, "host-profile", profile, "enforce-eager", "true")

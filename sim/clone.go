@@ -27,7 +27,7 @@ import (
 // table and prefix index, and every request's block table).
 //
 // A latency model is shared between the two when it has no state of its
-// own (Blackbox, Roofline, Physics); Noisy and SlowStart are copied, and
+// own (Blackbox, Physics); Roofline (its memo), Noisy and SlowStart are copied, and
 // any other model must implement LatencyCloner, or Clone fails.
 func (e *Engine) Clone(obs Observer) (*Engine, error) { return e.CloneInto(nil, obs) }
 
@@ -179,7 +179,7 @@ func cloneLatency(m LatencyModel) (LatencyModel, error) {
 		c := *x
 		c.Inner = inner
 		return &c, nil
-	case *Blackbox, *Roofline, *Physics:
+	case *Blackbox, *Physics:
 		return m, nil // read-only while stepping
 	}
 	return nil, fmt.Errorf("sim: latency model %s (%T) has no CloneLatency method, so an engine using it cannot be cloned", m.Name(), m)

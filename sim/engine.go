@@ -92,6 +92,13 @@ type Pipeline struct {
 	// not inter-token latency or step times. 0 when latencies are measured
 	// at the engine core's output (vLLM's first_token_ts).
 	OutputDelayUs int64
+	// ArrivalAtEngine says that arrivals are the engine's own: requests
+	// come as token ids straight to vLLM's engine (AsyncLLM in the
+	// process, no API server, no tokenization), and the arrival is when
+	// vLLM accepted them, so the latency model's arrival overhead (API
+	// processing and tokenization) does not apply. blis validate sets it
+	// for records measured at the engine core.
+	ArrivalAtEngine bool
 }
 
 // DefaultPipeline is vLLM's default request path: async scheduling on,
@@ -270,8 +277,10 @@ type request struct {
 	// finished is when the last token was produced; for an aborted
 	// request, which never finishes, when its client gave up (the field is
 	// reused rather than added: the request slots are the hot loop's data).
-	// The arrival is spec.ArrivalUs.
-	injected, enqueued, firstScheduled, firstToken, finished int64
+	// The arrival is spec.ArrivalUs. apiDone is when the API-side
+	// processing ended (the arrival overhead), before any wait for the
+	// running step.
+	injected, apiDone, enqueued, firstScheduled, firstToken, finished int64
 }
 
 // Engine is one vLLM instance as a caller-driven state machine. Create it
@@ -548,7 +557,12 @@ func (e *Engine) onArrival(i int32) {
 	if o := e.cfg.Observer; o != nil {
 		o.Arrived(&r.spec)
 	}
-	e.events.push(e.now+e.cfg.Latency.ArrivalOverheadUs(r.spec.PromptTokens), evQueued, i)
+	var api int64
+	if !e.cfg.Engine.Pipeline.ArrivalAtEngine {
+		api = e.cfg.Latency.ArrivalOverheadUs(r.spec.PromptTokens)
+	}
+	r.apiDone = e.now + api
+	e.events.push(r.apiDone, evQueued, i)
 }
 
 // blocksFor is the number of blocks that hold n tokens.

@@ -163,6 +163,32 @@ type Roofline struct {
 	// (kernelScale). kern is the hardware's model, resolved with the plan.
 	Kernels bool
 	kern    physics.Kernels
+	// memo keeps the last kernel costs by token count (a step's layers)
+	// and by sampled requests (its LM head), direct-mapped: steps repeat
+	// their sizes, and each entry costs a dozen powers to compute. It is
+	// the roofline's only state, so an engine clone gets its own copy
+	// (CloneLatency).
+	memo kernelMemo
+}
+
+// kernelMemo caches kernelSeconds' per-token-count parts for the
+// efficiencies it was filled with.
+type kernelMemo struct {
+	ce, be float64
+	layer  [64]memoEntry // by tokens
+	head   [64]memoEntry // by sampled requests
+}
+
+type memoEntry struct {
+	key int64 // the count + 1; 0 is empty
+	v   float64
+}
+
+// CloneLatency returns a copy with its own memo, for Engine.Clone (the
+// memo is written while stepping).
+func (m *Roofline) CloneLatency() (LatencyModel, error) {
+	c := *m
+	return &c, nil
 }
 
 // DefaultRoofline returns a roofline with efficiencies and overheads typical
@@ -176,11 +202,12 @@ func DefaultRoofline(cfg *physics.PhysicsConfig) *Roofline {
 		// default before cards had one.
 		ComputeEfficiency:    DefaultComputeEfficiency,
 		BandwidthEfficiency:  DefaultBandwidthEfficiency,
-		StepOverheadUs:       900,
-		PerRequestOverheadUs: 4,
+		StepOverheadUs:       160,
+		PerRequestOverheadUs: 0,
 		Collectives:          cfg.Hardware.Collectives(),
 		TransferBaseUs:       50,
 		Overheads:            DefaultOverheads(),
+		Kernels:              true,
 	}
 	m.resolvePlan()
 	return m
@@ -202,11 +229,20 @@ const (
 	DefaultBandwidthEfficiency = 0.8
 )
 
-// DefaultOverheads are request-level overheads of a vLLM API server for a
-// short prompt, estimates used by the roofline and as a blackbox default.
+// DefaultOverheads are request-level overheads of a vLLM API server, used
+// by the roofline and as a blackbox default: 1.2 ms of request handling
+// (an estimate) plus the prompt's tokenization, 1.9 µs a token (a
+// HuggingFace fast tokenizer encoding 22,000 tokens in 41.7 ms on one
+// thread, ModelTC/LightLLM pull 1258; "a few hundred milliseconds" for
+// 256K tokens in vLLM pull 10635); 0.4 ms + 1.5 µs per output token from
+// the last token to the response's end (estimates).
 func DefaultOverheads() coefficients.Overheads {
-	return coefficients.Overheads{ArrivalBaseUs: 1200, ArrivalPerPromptTokenUs: 0.08, DepartureBaseUs: 400, DeparturePerOutputTokenUs: 1.5}
+	return coefficients.Overheads{ArrivalBaseUs: 1200, ArrivalPerPromptTokenUs: DefaultTokenizeUsPerToken, DepartureBaseUs: 400, DeparturePerOutputTokenUs: 1.5}
 }
+
+// DefaultTokenizeUsPerToken is the API server's tokenization time per
+// prompt token, µs (DefaultOverheads).
+const DefaultTokenizeUsPerToken = 1.9
 
 // Validate checks the efficiencies and overheads.
 func (m *Roofline) Validate() error {
@@ -294,21 +330,29 @@ func (m *Roofline) kernelSeconds(in *features.BetaInput, tokens, sampled, fc, bw
 	k.GEMMRate *= m.ComputeEfficiency / DefaultComputeEfficiency
 	k.BwPeak *= m.BandwidthEfficiency / DefaultBandwidthEfficiency
 	b, hd, tp := md.BytesPerParam, float64(md.HiddenSize), float64(c.TP)
-	layer := k.GEMMSeconds(tokens, (c.QDim+2*c.KVDim)/tp, hd, b) + k.GEMMSeconds(tokens, hd, c.QDim/tp, b)
+	mm := &m.memo
+	if mm.ce != m.ComputeEfficiency || mm.be != m.BandwidthEfficiency {
+		*mm = kernelMemo{ce: m.ComputeEfficiency, be: m.BandwidthEfficiency}
+	}
+	layer := m.layerKernels(k, in.ScheduledTokens, tokens, b, hd, tp)
 	var experts float64
 	if md.IsMoE() {
-		layer += k.GEMMSeconds(tokens, float64(md.NumExperts), hd, b) // router
-		if sh := float64(md.SharedExpertIntermediateSize); sh > 0 {
-			layer += k.GEMMSeconds(tokens, float64(md.NMLPProj-1)*sh/tp, hd, b) + k.GEMMSeconds(tokens, hd, sh/tp, b)
-		}
-		expertFlops := float64(md.NumLayers) * tokens * float64(md.NMLPProj) * 2 * hd * float64(md.IntermediateSize) * float64(md.TopK)
-		experts = math.Max(expertFlops/fc, (c.ExpertWeightBytesEP(in.ScheduledTokens)-c.WeightBytesNonExpert)/bw)
-	} else {
-		inter := float64(md.IntermediateSize)
-		layer += k.GEMMSeconds(tokens, float64(md.NMLPProj-1)*inter/tp, hd, b) + k.GEMMSeconds(tokens, hd, inter/tp, b)
+		// The routed experts: vLLM's fused MoE kernel over the experts the
+		// step's tokens touch on this rank (under expert parallelism, those
+		// the data-parallel group's tokens touch among the rank's own).
+		L := float64(md.NumLayers)
+		flops := tokens * float64(md.NMLPProj) * 2 * hd * float64(md.IntermediateSize) * float64(md.TopK) / tp
+		weights := (c.ExpertWeightBytesEP(in.ScheduledTokens) - c.WeightBytesNonExpert) / (L * tp)
+		experts = L * k.FusedMoESeconds(weights, flops)
 	}
-	layer += k.LayerElementwiseSeconds(c, tokens)
-	head := k.GEMMSeconds(sampled, float64(md.VocabSize)/tp, hd, b)
+	var head float64
+	ns := int64(sampled)
+	if e := &mm.head[ns&63]; e.key == ns+1 {
+		head = e.v
+	} else {
+		head = k.GEMMSeconds(sampled, float64(md.VocabSize)/tp, hd, b)
+		*e = memoEntry{ns + 1, head}
+	}
 	// Attention per layer and rank: the prefill chunks' pairs, the decode
 	// queries' KV (their blocks, and the step's own KV written), and the
 	// prefill chunks' context per query head.
@@ -319,6 +363,31 @@ func (m *Roofline) kernelSeconds(in *features.BetaInput, tokens, sampled, fc, bw
 		features.PrefillContextTokens(in)*c.QHeadKVBytesPerToken()*perLayer)
 	step := k.StepElementwiseSeconds(c, tokens)
 	return L*layer + experts + head + step
+}
+
+// layerKernels is one layer's projection GEMMs (a MoE layer's router and
+// shared expert) and elementwise kernels at the step's tokens, from the
+// memo when it holds them.
+func (m *Roofline) layerKernels(k physics.Kernels, n int64, tokens, b, hd, tp float64) float64 {
+	e := &m.memo.layer[n&63]
+	if e.key == n+1 {
+		return e.v
+	}
+	c := m.Cfg
+	md := c.Model
+	v := k.GEMMSeconds(tokens, (c.QDim+2*c.KVDim)/tp, hd, b) + k.GEMMSeconds(tokens, hd, c.QDim/tp, b)
+	if md.IsMoE() {
+		v += k.GEMMSeconds(tokens, float64(md.NumExperts), hd, b) // router
+		if sh := float64(md.SharedExpertIntermediateSize); sh > 0 {
+			v += k.GEMMSeconds(tokens, float64(md.NMLPProj-1)*sh/tp, hd, b) + k.GEMMSeconds(tokens, hd, sh/tp, b)
+		}
+	} else {
+		inter := float64(md.IntermediateSize)
+		v += k.GEMMSeconds(tokens, float64(md.NMLPProj-1)*inter/tp, hd, b) + k.GEMMSeconds(tokens, hd, inter/tp, b)
+	}
+	v += k.LayerElementwiseSeconds(c, tokens)
+	*e = memoEntry{n + 1, v}
+	return v
 }
 
 // allReduceSeconds is the time of a step's tensor-parallel all-reduces,

@@ -35,6 +35,60 @@ type RequestRecord struct {
 	// token - first token) / (output tokens - 1), vLLM's TPOT; -1 for a
 	// one-token output.
 	MeanITLUs int64 `json:"mean_itl_us"`
+	// Where the time to the first token went (TTFTParts): ttft_us is
+	// their sum.
+	TTFTParts
+}
+
+// TTFTParts decomposes a request's time to first token, µs, in the order
+// it spends it (docs/simulator.md, "Request pipeline"):
+//
+//	ttft_us = route_us + api_us + boundary_us + queue_us + prefill_us + output_us
+type TTFTParts struct {
+	// RouteUs is from the client's send to the instance (a cluster's
+	// admission and routing; 0 for one instance).
+	RouteUs int64 `json:"route_us"`
+	// APIUs is the API-side processing (the latency model's arrival
+	// overhead: request handling and tokenization).
+	APIUs int64 `json:"api_us"`
+	// BoundaryUs is the wait for the engine core's running step to end:
+	// it takes new requests in between steps.
+	BoundaryUs int64 `json:"boundary_us"`
+	// QueueUs is from joining the scheduler's queue to the first step that
+	// schedules the request: the step async scheduling composed before it
+	// joined, and any wait for a seat, the token budget or KV blocks.
+	QueueUs int64 `json:"queue_us"`
+	// PrefillUs is from the first step that schedules the request to the
+	// end of the step that samples its first token: its prompt's chunks,
+	// the other requests' work in the same steps, and any preemption in
+	// between.
+	PrefillUs int64 `json:"prefill_us"`
+	// OutputUs is the output delay from the engine core's output to the
+	// client (Pipeline.OutputDelayUs).
+	OutputUs int64 `json:"output_us"`
+}
+
+// ttftParts splits r's time to first token; a part whose start the
+// request skipped (a decode instance's request, handed over with its KV)
+// is 0 and the next part starts where the last known one ended.
+func ttftParts(r *request, outDelay int64) TTFTParts {
+	var p TTFTParts
+	at := r.spec.ArrivalUs
+	step := func(to int64) int64 {
+		if to < at {
+			return 0
+		}
+		d := to - at
+		at = to
+		return d
+	}
+	p.RouteUs = step(r.injected)
+	p.APIUs = step(r.apiDone)
+	p.BoundaryUs = step(r.enqueued)
+	p.QueueUs = step(r.firstScheduled)
+	p.PrefillUs = step(r.firstToken)
+	p.OutputUs = outDelay
+	return p
 }
 
 func meanITL(span, outputs int64) int64 {
@@ -240,6 +294,7 @@ func (m *metrics) complete(r *request, departed int64) {
 			CachedTokens: r.firstCached, Preemptions: r.preemptions, SchedulingDelay: sched,
 			TTFT: ttft, E2E: e2e, DepartedUs: departed,
 			MeanITLUs: meanITL(r.finished-r.firstToken, r.outputs),
+			TTFTParts: ttftParts(r, m.outDelay),
 		})
 	}
 }

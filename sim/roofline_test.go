@@ -16,6 +16,7 @@ import (
 func TestRooflineBoundsLinearAndAttentionSeparately(t *testing.T) {
 	cfg := llamaH100(t)
 	rl := DefaultRoofline(cfg)
+	rl.Kernels = false // the scalar bounds
 	rl.StepOverheadUs, rl.PerRequestOverheadUs = 0, 0
 	var b Batch
 	b.Beta.AddPrefill(0, 2048)
@@ -47,6 +48,7 @@ func TestRooflineBoundsLinearAndAttentionSeparately(t *testing.T) {
 func TestRooflineLMHeadPerScheduledRequest(t *testing.T) {
 	cfg := llamaH100(t)
 	rl := DefaultRoofline(cfg)
+	rl.Kernels = false // the scalar bounds
 	fc := cfg.Hardware.SustainedTFlops() * 1e12 * rl.ComputeEfficiency
 	one, four := Batch{}, Batch{}
 	one.Beta.AddPrefill(0, 4096)
@@ -75,6 +77,7 @@ func TestRooflineComputeCeilingIsTheSustainedGEMMRate(t *testing.T) {
 		cfg, err := physics.NewPhysicsConfig(m, h, 1, physics.DefaultVLLMKnobs())
 		require.NoError(t, err)
 		rl := DefaultRoofline(cfg)
+		rl.Kernels = false // the scalar bounds
 		rl.StepOverheadUs, rl.PerRequestOverheadUs = 0, 0
 		var b Batch
 		b.Beta.AddPrefill(0, 8192)

@@ -213,7 +213,11 @@ func Capacity(ctx context.Context, s CapacitySpec) (*CapacityResult, error) {
 		return nil, err
 	}
 	res := &CapacityResult{Key: s.Key, Find: s.Find, Target: s.Target.String(), Seeds: s.Seeds}
-	res.Integer = set(d, s.Key, "0.5", "") != nil
+	if whole, ok := experiment.WholeNumber(s.Key); ok {
+		res.Integer = whole
+	} else {
+		res.Integer = d.Set(s.Key, "0.5", "") != nil
+	}
 	if res.Integer {
 		if s.Min != math.Trunc(s.Min) || s.Max != math.Trunc(s.Max) {
 			return nil, fmt.Errorf("%s takes whole numbers: give a whole --min and --max", s.Key)
@@ -417,7 +421,7 @@ func (s *CapacitySpec) checkRange(base func() (*experiment.Draft, error), text f
 		if err != nil {
 			return err
 		}
-		if err := set(d, s.Key, text(x.v), "blis capacity "+x.flag); err != nil {
+		if err := d.Set(s.Key, text(x.v), "blis capacity "+x.flag); err != nil {
 			return fmt.Errorf("%s %s: %s cannot take it: %w", x.flag, text(x.v), s.Key, err)
 		}
 		if _, err := d.Resolve(); err != nil {

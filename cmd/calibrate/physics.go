@@ -197,7 +197,14 @@ func printPhysics(w io.Writer, c *physics.PhysicsConfig, ex []example) error {
 			coll.Kind, c.Hardware.InterconnectBandwidthGBs, cc, msg/(1<<20), s*1e6, path)
 	}
 	d := defaultLatency(c)
-	fmt.Fprintf(w, "latency model blis run takes by default: %s (%s)\n\n", d.Model+coefficientsSuffix(d), d.Why)
+	fmt.Fprintf(w, "latency model blis run takes by default: %s (%s)\n", d.Model+coefficientsSuffix(d), d.Why)
+	if d.FittedOn != "" {
+		fmt.Fprintf(w, "  fitted on: %s\n", d.FittedOn)
+		if d.BetaCVMAPE > 0 {
+			fmt.Fprintf(w, "  held-out step-time error (cross-validated MAPE): %.1f %%\n", 100*d.BetaCVMAPE)
+		}
+	}
+	fmt.Fprintln(w)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(name string, v float64, unit string) { fmt.Fprintf(tw, "  %s\t%.6g\t%s\n", name, v, unit) }
@@ -264,17 +271,28 @@ type latencyChoice struct {
 	Model        string `json:"model"`
 	Coefficients string `json:"coefficients,omitempty"`
 	Why          string `json:"why"`
+	// FittedOn and BetaCVMAPE are the shipped file's provenance: what it
+	// was fitted on, and its held-out (cross-validated) step-time error.
+	FittedOn   string  `json:"fitted_on,omitempty"`
+	BetaCVMAPE float64 `json:"beta_cv_mape,omitempty"`
 }
 
 func defaultLatency(c *physics.PhysicsConfig) latencyChoice {
 	if s := coefficients.FindShipped(c); s != nil {
 		why := "a shipped coefficient file was fitted on this model, GPU, TP and vLLM settings"
-		if n := s.File.Provenance.Notes; strings.HasPrefix(n, "MEASURED") {
+		switch n := s.File.Provenance.Notes; {
+		case strings.HasPrefix(n, "MEASURED"):
 			why += ", on measured step times"
-		} else {
+		case strings.Contains(n, "measured-kernel model"):
+			why += ", on step times built from measured kernel profiles"
+		default:
 			why += ", on a simulated trace"
 		}
-		return latencyChoice{Model: "physics", Coefficients: "builtin:" + s.Name, Why: why}
+		d := latencyChoice{Model: "physics", Coefficients: "builtin:" + s.Name, Why: why, FittedOn: s.File.Provenance.Notes}
+		if s.File.Fit != nil {
+			d.BetaCVMAPE = s.File.Fit.BetaCVMAPE
+		}
+		return d
 	}
 	return latencyChoice{Model: "roofline", Why: "no shipped coefficient file was fitted on this configuration; --coefficients gives one fitted elsewhere, with a warning"}
 }

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/blis-sim/blis/otlpingest"
+	"github.com/blis-sim/blis/otlpreceive"
 )
 
 // TestMain lets a test run this binary's main as calibrate itself
@@ -338,5 +340,27 @@ func TestReceiveSecondCtrlCExitsAtOnce(t *testing.T) {
 	got := spanIDsIn(t, dir)
 	for id := range acked {
 		require.True(t, got[id], "span %s answered with success but not on disk", id)
+	}
+}
+
+// TestReceiveDocsStateTheDefaults: the defaults docs/vllm-tracing.md
+// quotes are the flags' (declared once, in otlpreceive and here).
+func TestReceiveDocsStateTheDefaults(t *testing.T) {
+	data, err := os.ReadFile("../../docs/vllm-tracing.md")
+	require.NoError(t, err)
+	doc := string(data)
+	cmd := newReceiveCmd()
+	want := []string{
+		fmt.Sprintf("`--shutdown-timeout`, %s s", strings.TrimSuffix(cmd.Flags().Lookup("shutdown-timeout").DefValue, "s")),
+		fmt.Sprintf("slower than %d s to send its headers or %d s its body", int(otlpreceive.DefaultHeaderTimeout.Seconds()), int(otlpreceive.DefaultBodyTimeout.Seconds())),
+		fmt.Sprintf("at most %d connections at once", otlpreceive.DefaultMaxConns),
+		"OTLP/HTTP on " + otlpreceive.DefaultHTTPAddr,
+		"OTLP/gRPC on " + otlpreceive.DefaultGRPCAddr,
+	}
+	for _, name := range []string{"max-request-mib", "max-inflight", "max-queue-mib", "rotate-mib"} {
+		want = append(want, "`--"+name+"` ("+cmd.Flags().Lookup(name).DefValue+")")
+	}
+	for _, w := range want {
+		require.True(t, strings.Contains(doc, w), "docs/vllm-tracing.md does not say %q", w)
 	}
 }
