@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/blis-sim/blis/experiment"
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/steady"
 )
 
@@ -40,16 +41,16 @@ func ParseTarget(s string) (Target, error) {
 		m = strings.TrimSpace(m)
 		x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
-			return Target{}, fmt.Errorf("target %q: %q is not a finite number", s, strings.TrimSpace(v))
+			return Target{}, fmt.Errorf("target %q: %q is not a finite number", clip.String(s), clip.String(strings.TrimSpace(v)))
 		}
 		for _, c := range registry {
 			if c.Name == m && !c.aux {
 				return Target{Metric: m, Op: op, Value: x}, nil
 			}
 		}
-		return Target{}, fmt.Errorf("target %q: no metric %q; use one of %s", s, m, strings.Join(metricNames(), ", "))
+		return Target{}, fmt.Errorf("target %q: no metric %q; use one of %s", clip.String(s), clip.String(m), strings.Join(metricNames(), ", "))
 	}
-	return Target{}, fmt.Errorf("target %q: want METRIC>=VALUE or METRIC<=VALUE (realtime_slo_attainment>=0.99)", s)
+	return Target{}, fmt.Errorf("target %q: want METRIC>=VALUE or METRIC<=VALUE (realtime_slo_attainment>=0.99)", clip.String(s))
 }
 
 // metricNames are the metrics a target or a figure may name: the
@@ -189,7 +190,7 @@ func Capacity(ctx context.Context, s CapacitySpec) (*CapacityResult, error) {
 		}
 	}
 	if s.Find != "max" && s.Find != "min" {
-		return nil, fmt.Errorf("find %q: max or min", s.Find)
+		return nil, fmt.Errorf("find %q: max or min", clip.String(s.Find))
 	}
 	for _, x := range []struct {
 		name string

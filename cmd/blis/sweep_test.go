@@ -131,8 +131,11 @@ func TestSweepShardsMerge(t *testing.T) {
 // TestSweepEmitsTheIndexedJob: the manifest carries the arguments given
 // and the input files.
 func TestSweepEmitsTheIndexedJob(t *testing.T) {
-	out, _, err := runCLI(t, "sweep", "--config", sweepExp, "--grid", sweepGrid, "--set", "policies.scheduler.type=sjf", "--emit", "k8s-indexed-job",
-		"--shards", "4", "--image", "registry.example/blis:v1", "--out", "ignored.csv")
+	args := []string{"sweep", "--config", sweepExp, "--grid", sweepGrid, "--set", "policies.scheduler.type=sjf", "--emit", "k8s-indexed-job",
+		"--shards", "4", "--image", "registry.example/blis:v1"}
+	_, _, err := runCLI(t, append(args, "--out", "ignored.csv")...)
+	require.ErrorContains(t, err, "--out is not read with --emit k8s-indexed-job, which prints instead of running")
+	out, _, err := runCLI(t, args...)
 	require.NoError(t, err)
 	exp, _ := os.ReadFile(sweepExp)
 	for _, s := range []string{"completionMode: Indexed", "completions: 4", "- --config\n            - config-exp.yaml", "- --grid\n            - grid-grid.yaml",
@@ -268,4 +271,6 @@ func TestSweepPoints(t *testing.T) {
 	require.ErrorContains(t, err, "--points: a shard has only some of each point's seeds")
 	_, _, err = runCLI(t, "sweep", "-q", "--requests", "100", "--points", filepath.Join(dir, "p.txt"))
 	require.ErrorContains(t, err, "--points: ")
+	_, _, err = runCLI(t, "sweep", "-q", "--requests", "100", "--points", pts, "--out", pts)
+	require.ErrorContains(t, err, "--points", "the table and the points are one file")
 }
