@@ -57,7 +57,10 @@ const (
 
 // NewCollector returns a collector for a run configured by cfg.
 func NewCollector(cfg Config) *Collector {
-	c := &Collector{cfg: cfg, ttft: NewSeries(true), e2e: NewSeries(true), sched: NewSeries(false), itl: NewSeries(false)}
+	// Percentiles need a histogram per section; only steady-state
+	// estimates read them.
+	q := cfg.Stationary
+	c := &Collector{cfg: cfg, ttft: NewSeries(q), e2e: NewSeries(q), sched: NewSeries(false), itl: NewSeries(false)}
 	c.bins.perInst = cfg.PerInstance
 	if r := cfg.Rule; r != nil {
 		c.nextCheck = max(r.MinArrivals, minCheckArrivals)
