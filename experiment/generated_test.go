@@ -29,6 +29,49 @@ workload:
 policies:
   autoscale: {type: saturation, params: {interval_s: 0.001}}
 `,
+	// Every scale-up built an engine and allocated its whole GPU KV cache
+	// (~1 ms for an H100's 400,000 blocks): an oscillator kept evaluating
+	// for 12.7 days (requests held by a 2^40 µs admission latency) was
+	// 73,000 builds, past the run's bound; here a day of it.
+	"scale-ups-over-days": `version: 1
+deployment:
+  pools:
+    - {max_replicas: 2}
+  router: {admission_latency_us: 1099511627776}
+workload:
+  synthetic: {requests: 5}
+policies:
+  autoscale: {type: oscillator}
+run: {horizon_s: 86400}
+`,
+	// Under disaggregation, a decode pool scaled from zero failed the run
+	// at its first request ("no instance decodes (every pool's role is
+	// prefill)", naming no key).
+	"decode-scaled-from-zero": `version: 1
+deployment:
+  pools:
+    - {name: p, role: prefill, max_replicas: 2}
+    - {name: d, role: decode, replicas: 0, min_replicas: 0, max_replicas: 2}
+workload:
+  synthetic: {requests: 5}
+policies:
+  autoscale: {type: kpa}
+  disaggregation: {type: always}
+`,
+	// A scale-down ended a request still in transit to its instance
+	// (routed, not there yet after the routing latency): CL-3, departed
+	// before it was injected.
+	"scale-down-of-a-request-in-transit": `version: 1
+deployment:
+  pools:
+    - {replicas: 3, min_replicas: 1, max_replicas: 3}
+  router: {routing_latency_us: 100000000}
+workload:
+  synthetic: {requests: 20, rate: 1000}
+policies:
+  autoscale: {type: kpa}
+run: {horizon_s: 600}
+`,
 }
 
 func TestGeneratedExperiments(t *testing.T) {
@@ -63,20 +106,6 @@ deployment:
 workload:
   synthetic: {requests: 5}
 `, "refused with an error that names no key: instance instance_0: latency model roofline: a one-token decode step takes more than"},
-	// The fleet under disaggregation: a decode pool scaled from zero
-	// fails the run at the first request, with an error that names no
-	// key and says every pool prefills (one decodes).
-	"TestKnownDefectDecodeScaledFromZero": {`version: 1
-deployment:
-  pools:
-    - {name: p, role: prefill, max_replicas: 2}
-    - {name: d, role: decode, replicas: 0, min_replicas: 0, max_replicas: 2}
-workload:
-  synthetic: {requests: 5}
-policies:
-  autoscale: {type: kpa}
-  disaggregation: {type: always}
-`, "refused with an error that names no key: request 0: no instance decodes (every pool's role is prefill)"},
 	// The fleet's mean size divides its replica-seconds, counted to the
 	// horizon, by the run's span, which ends at its last activity: an
 	// oscillator that kept scaling for 600 s after a 0.5 s span reports
@@ -94,20 +123,18 @@ policies:
   autoscale: {type: oscillator}
 run: {horizon_s: 600}
 `, "pool pool0: mean_replicas 541.5775530576868 above peak_replicas 2"},
-	// The fleet: a scale-down ends a request still in transit to the
-	// instance (routed, not yet there after the routing latency): it
-	// departs before it is injected.
-	"TestKnownDefectScaleDownOfARequestInTransit": {`version: 1
+	// Disaggregation: a network slow enough that transfers outlast the
+	// horizon fails the prefill instance's INV-1 at the horizon.
+	"TestKnownDefectSlowNetworkAtTheHorizon": {`version: 1
 deployment:
   pools:
-    - {replicas: 3, min_replicas: 1, max_replicas: 3}
-  router: {routing_latency_us: 100000000}
-workload:
-  synthetic: {requests: 20, rate: 1000}
+    - {vllm: {total_kv_blocks_gpu: 200}}
+    - {role: decode}
+  network: {efficiency: 0.001}
 policies:
-  autoscale: {type: kpa}
+  disaggregation: {type: prefix-threshold}
 run: {horizon_s: 600}
-`, "invariant CL-3 failed: invariant CL-3 violated at t=32000000 µs (step 0): request 2: injected 100001283, enqueued 0, departs 32000000"},
+`, "invariant INV-1 failed: instance instance_0: invariant INV-1 violated at t=598971845 µs (step 47966): no event is left but 501 of 966 requests are neither completed, dropped, rejected nor timed out"},
 }
 
 // knownSlow are known defects whose symptom is an unbounded run: each
@@ -128,20 +155,6 @@ workload:
 policies:
   autoscale: {type: kpa, params: {interval_s: 0.001}}
 run: {horizon_s: 300}
-`,
-	// Every scale-up builds an engine and allocates its whole GPU KV
-	// cache (~1 ms for an H100's 400,000 blocks): an oscillator kept
-	// evaluating for 12.7 days (requests held by a 2^40 µs admission
-	// latency) is 73,000 builds.
-	"TestKnownDefectScaleUpsOverDays": `version: 1
-deployment:
-  pools:
-    - {max_replicas: 2}
-  router: {admission_latency_us: 1099511627776}
-workload:
-  synthetic: {requests: 5}
-policies:
-  autoscale: {type: oscillator}
 `,
 }
 
