@@ -92,7 +92,7 @@ var PoolKeys = []schema.Key{
 		Source: "its sequential write (980 PRO: 5,000 MB/s)", Doc: "the drive's write rate"},
 	{Name: "kv_tiers.disk.latency_us", Type: schema.Int, Unit: "µs", Default: schema.I(sim.DefaultDiskLatencyUs), Min: 0, Max: maxDurationUs,
 		Doc: "per read and after a write"},
-	{Name: "kv_tiers.store", Type: schema.Bool, DefaultText: "true with a kv_store", Doc: "the pool's link to the deployment's kv_store"},
+	{Name: "kv_tiers.store", Type: schema.Bool, DefaultText: "true with a `kv_store`", Doc: "the pool's link to the deployment's kv_store"},
 	{Name: "host_profile", Type: schema.String, Doc: "a host profile file: the per-step cost and output delay measured on this vLLM build and host"},
 	{Name: "min_replicas", Type: schema.Int, Unit: "instances", Default: schema.I(1), Min: 0, Max: MaxInstances, Doc: "the autoscaler's lower bound (0: scale to zero)"},
 	{Name: "max_replicas", Type: schema.Int, Unit: "instances", DefaultText: "replicas; required with an autoscaler", Min: 1, Max: cluster.MaxScaledInstances,
