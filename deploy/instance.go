@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/blis-sim/blis/coefficients"
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/sim"
 )
@@ -389,5 +390,5 @@ func (s InstanceSpec) latency(in *Instance) (sim.LatencyModel, error) {
 		}
 		return m, nil
 	}
-	return nil, fieldErrf("latency.model", "%q is not a latency model; use physics, roofline or blackbox", name)
+	return nil, fieldErrf("latency.model", "%q is not a latency model; use physics, roofline or blackbox", clip.String(name))
 }

@@ -11,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/internal/schema"
 	"github.com/blis-sim/blis/internal/yamlfile"
 	"github.com/blis-sim/blis/policy"
@@ -254,6 +255,7 @@ func (d *Draft) errAt(err error, keys ...string) error {
 		}
 		labels[i] = l
 	}
+	err = clip.PathErr(err) // a file key's huge value: open's error quotes it
 	return &Error{Msg: prefix + strings.Join(dedupe(labels), ", ") + ": " + err.Error(), Keys: keys, Err: err}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/blis-sim/blis/cluster"
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/internal/yamlfile"
 	"github.com/blis-sim/blis/policy"
 )
@@ -134,7 +135,7 @@ func (d *Draft) ParseDeployment(data []byte, src string) error {
 			return placeFile(doc, at, err)
 		}
 		if names[pool.Name] {
-			return doc.Errorf(at+".name", "pool name %q is used twice", pool.Name)
+			return doc.Errorf(at+".name", "pool name %q is used twice", clip.String(pool.Name))
 		}
 		names[pool.Name] = true
 		total += pool.Replicas
@@ -149,7 +150,7 @@ func (d *Draft) ParseDeployment(data []byte, src string) error {
 			if sched == nil {
 				sched, schedAt = p, i
 			} else if ps, ss := deref(p.Scheduler, "fcfs"), deref(sched.Scheduler, "fcfs"); ps != ss {
-				return doc.Errorf(at+".scheduler", "%q differs from pools[%d]'s %q; every pool runs the experiment's one scheduler (policies.scheduler)", ps, schedAt, ss)
+				return doc.Errorf(at+".scheduler", "%q differs from pools[%d]'s %q; every pool runs the experiment's one scheduler (policies.scheduler)", clip.String(ps), schedAt, clip.String(ss))
 			}
 		}
 		if p.Priority != nil || p.PriorityBase != nil || p.PriorityAgeWeight != nil || prio != nil {
@@ -333,7 +334,7 @@ func parseRefresh(s string) (int64, error) {
 	}
 	var us int64
 	if _, err := fmt.Sscan(s, &us); err != nil || us < 0 || fmt.Sprint(us) != s {
-		return 0, fmt.Errorf("%q must be immediate or a refresh interval in µs >= 0", s)
+		return 0, fmt.Errorf("%q must be immediate or a refresh interval in µs >= 0", clip.String(s))
 	}
 	return us, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/cluster/windowplot"
 	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/internal/units"
 	"github.com/blis-sim/blis/policy"
 	"github.com/blis-sim/blis/sim"
@@ -94,7 +95,7 @@ func (d *Draft) resolveDeployment(e *Experiment) error {
 		}
 		for _, o := range e.Deployment.Pools {
 			if o.Name == p.Name {
-				return d.errf(fmt.Sprintf("deployment.pools[%d].name", i), "pool name %q is used twice", p.Name)
+				return d.errf(fmt.Sprintf("deployment.pools[%d].name", i), "pool name %q is used twice", clip.String(p.Name))
 			}
 		}
 		total += p.Replicas
@@ -220,7 +221,7 @@ func (d *Draft) resolveWorkload(e *Experiment) error {
 		}
 		w.Replay = ReplaySource{Path: *r.Path, Format: deref(r.Format, workload.FormatAuto), Strict: deref(r.Strict, false)}
 		if !slices.Contains(workload.ReplayFormats(), w.Replay.Format) {
-			return d.errf("workload.replay.format", "%q is not a format; use one of %s", w.Replay.Format, strings.Join(workload.ReplayFormats(), ", "))
+			return d.errf("workload.replay.format", "%q is not a format; use one of %s", clip.String(w.Replay.Format), strings.Join(workload.ReplayFormats(), ", "))
 		}
 	default:
 		return d.resolveSynthetic(w, wy.Synthetic)
@@ -391,7 +392,7 @@ func (d *Draft) resolveWindow(r *RunOptions) error {
 	dur, err := time.ParseDuration(r.Window)
 	switch {
 	case err != nil:
-		return d.errf("run.window", "%q is not a duration; give a number and a unit, such as 10s, 500ms or 1m", r.Window)
+		return d.errf("run.window", "%q is not a duration; give a number and a unit, such as 10s, 500ms or 1m", clip.String(r.Window))
 	case dur <= 0:
 		return d.errf("run.window", "must be > 0, got %s", r.Window)
 	case dur%time.Microsecond != 0:
@@ -548,7 +549,7 @@ func (d *Draft) resolveMode(e *Experiment) error {
 	case ModeCluster:
 		e.Mode = ModeCluster
 	default:
-		return d.errf("deployment.mode", "%q is not a mode; use instance or cluster", given)
+		return d.errf("deployment.mode", "%q is not a mode; use instance or cluster", clip.String(given))
 	}
 	r := &e.Run
 	if e.Mode == ModeInstance {

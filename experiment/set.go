@@ -9,6 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/internal/schema"
 )
 
@@ -36,7 +37,7 @@ func parsePath(key string) ([]seg, error) {
 		s := seg{name: part, index: noIndex}
 		if i := strings.IndexByte(part, '['); i >= 0 {
 			if !strings.HasSuffix(part, "]") {
-				return nil, fmt.Errorf("key %q: %q has no closing ]", key, part)
+				return nil, fmt.Errorf("key %q: %q has no closing ]", clip.String(key), clip.String(part))
 			}
 			s.name = part[:i]
 			switch idx := part[i+1 : len(part)-1]; idx {
@@ -45,13 +46,13 @@ func parsePath(key string) ([]seg, error) {
 			default:
 				n, err := strconv.Atoi(idx)
 				if err != nil || n < 0 {
-					return nil, fmt.Errorf("key %q: [%s] is not an index; use [0], [1], ... or [*]", key, idx)
+					return nil, fmt.Errorf("key %q: [%s] is not an index; use [0], [1], ... or [*]", clip.String(key), clip.String(idx))
 				}
 				s.index = n
 			}
 		}
 		if s.name == "" {
-			return nil, fmt.Errorf("key %q has an empty part", key)
+			return nil, fmt.Errorf("key %q has an empty part", clip.String(key))
 		}
 		out = append(out, s)
 	}
@@ -172,24 +173,24 @@ func setLeaf(f reflect.Value, text, key string) error {
 	case reflect.Bool:
 		b, err := strconv.ParseBool(text)
 		if err != nil {
-			return fmt.Errorf("want true or false, got %q", text)
+			return fmt.Errorf("want true or false, got %q", clip.String(text))
 		}
 		nv.Elem().SetBool(b)
 	case reflect.Int, reflect.Int32, reflect.Int64:
 		n, err := strconv.ParseInt(text, 10, t.Bits())
 		if err != nil {
-			return fmt.Errorf("want a whole number, got %q", text)
+			return fmt.Errorf("want a whole number, got %q", clip.String(text))
 		}
 		nv.Elem().SetInt(n)
 	case reflect.Float64:
 		x, err := strconv.ParseFloat(text, 64)
 		if err != nil {
-			return fmt.Errorf("want a number, got %q", text)
+			return fmt.Errorf("want a number, got %q", clip.String(text))
 		}
 		nv.Elem().SetFloat(x)
 	default:
 		if err := yaml.Unmarshal([]byte(text), nv.Interface()); err != nil {
-			return fmt.Errorf("cannot read %q as %s", text, t)
+			return fmt.Errorf("cannot read %q as %s", clip.String(text), t)
 		}
 	}
 	if f.Kind() == reflect.Pointer {
@@ -236,7 +237,7 @@ func setNode(n *yaml.Node, segs []seg, text, at string, done func(key string)) e
 func parseNode(text string) (*yaml.Node, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal([]byte(text), &doc); err != nil {
-		return nil, fmt.Errorf("cannot read %q as YAML", text)
+		return nil, fmt.Errorf("cannot read %q as YAML", clip.String(text))
 	}
 	if len(doc.Content) != 1 {
 		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: ""}, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/blis-sim/blis/cluster/admit"
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/policy"
 	"github.com/blis-sim/blis/sim/workload"
 )
@@ -392,12 +393,12 @@ func (d *Draft) setDataParallel(flag, text string) error {
 func parseTriple(s, flag string) (string, error) {
 	parts := strings.Split(s, ",")
 	if len(parts) != 3 {
-		return "", fmt.Errorf("%s wants three comma-separated numbers, got %q", flag, s)
+		return "", fmt.Errorf("%s wants three comma-separated numbers, got %q", flag, clip.String(s))
 	}
 	for i, p := range parts {
 		x, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
 		if err != nil || x != x || x < 0 || x > 1e308 {
-			return "", fmt.Errorf("%s: %q is not a finite number >= 0", flag, p)
+			return "", fmt.Errorf("%s: %q is not a finite number >= 0", flag, clip.String(p))
 		}
 		parts[i] = fmtFloat(x)
 	}
@@ -419,7 +420,7 @@ func weightMap(s string) (string, error) {
 	for _, p := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(p), ":")
 		if !ok {
-			return "", fmt.Errorf("%q: want key:weight", p)
+			return "", fmt.Errorf("%q: want key:weight", clip.String(p))
 		}
 		parts = append(parts, strconv.Quote(strings.TrimSpace(k))+": "+strings.TrimSpace(v))
 	}

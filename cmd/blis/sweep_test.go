@@ -131,8 +131,11 @@ func TestSweepShardsMerge(t *testing.T) {
 // TestSweepEmitsTheIndexedJob: the manifest carries the arguments given
 // and the input files.
 func TestSweepEmitsTheIndexedJob(t *testing.T) {
-	out, _, err := runCLI(t, "sweep", "--config", sweepExp, "--grid", sweepGrid, "--set", "policies.scheduler.type=sjf", "--emit", "k8s-indexed-job",
-		"--shards", "4", "--image", "registry.example/blis:v1", "--out", "ignored.csv")
+	args := []string{"sweep", "--config", sweepExp, "--grid", sweepGrid, "--set", "policies.scheduler.type=sjf", "--emit", "k8s-indexed-job",
+		"--shards", "4", "--image", "registry.example/blis:v1"}
+	_, _, err := runCLI(t, append(args, "--out", "ignored.csv")...)
+	require.ErrorContains(t, err, "--out is not read with --emit k8s-indexed-job, which prints instead of running")
+	out, _, err := runCLI(t, args...)
 	require.NoError(t, err)
 	exp, _ := os.ReadFile(sweepExp)
 	for _, s := range []string{"completionMode: Indexed", "completions: 4", "- --config\n            - config-exp.yaml", "- --grid\n            - grid-grid.yaml",
