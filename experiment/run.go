@@ -42,7 +42,7 @@ type Result struct {
 	// their fit, step times clamped); Notes are diagnostics.
 	Warnings, Notes []string
 
-	offered, arrived int64
+	offered int64
 	summary          func(wall float64) string
 }
 

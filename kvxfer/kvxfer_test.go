@@ -126,7 +126,6 @@ func TestRandomTransfersConserveWork(t *testing.T) {
 			start  int64
 			bytes  float64
 			ports  [2]Port
-			finish int64
 		}
 		var trs []tr
 		at := map[int64]int64{}

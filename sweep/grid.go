@@ -139,7 +139,7 @@ func checkKey(key string) error {
 func ParseSet(arg string) (key string, values []string, err error) {
 	k, v, ok := strings.Cut(arg, "=")
 	if !ok {
-		return "", nil, fmt.Errorf("--set %q: want KEY=VALUE or KEY=V1,V2,...", clip.String(arg))
+		return "", nil, fmt.Errorf("--set %q: want KEY=VALUE, or KEY=V1,V2 to sweep the values", clip.String(arg))
 	}
 	key = strings.TrimSpace(k)
 	if err := checkKey(key); err != nil {
