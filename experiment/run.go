@@ -43,7 +43,7 @@ type Result struct {
 	Warnings, Notes []string
 
 	offered int64
-	summary          func(wall float64) string
+	summary func(wall float64) string
 }
 
 // WriteJSON writes the report, indented as blis run prints it.
