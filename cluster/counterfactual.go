@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/blis-sim/blis/cluster/route"
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/sim"
 )
 
@@ -400,14 +401,14 @@ func ParseSample(s string) (c Counterfactual, ok bool, err error) {
 	if n, isEvery := strings.CutPrefix(t, "every:"); isEvery {
 		v, err := strconv.ParseInt(strings.TrimSpace(n), 10, 64)
 		if err != nil || v < 1 {
-			return c, false, fmt.Errorf("%q: every:N needs a whole number N >= 1 of decisions", s)
+			return c, false, fmt.Errorf("%q: every:N needs a whole number N >= 1 of decisions", clip.String(s))
 		}
 		c.EveryN = v
 		return c, true, nil
 	}
 	v, err := strconv.ParseFloat(t, 64)
 	if err != nil || !(v > 0 && v <= 1) {
-		return c, false, fmt.Errorf("%q is neither a rate in (0, 1] nor every:N (every N-th decision)", s)
+		return c, false, fmt.Errorf("%q is neither a rate in (0, 1] nor every:N (every N-th decision)", clip.String(s))
 	}
 	c.Rate = v
 	return c, true, nil

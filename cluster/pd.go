@@ -6,6 +6,7 @@ import (
 
 	"github.com/blis-sim/blis/cluster/disagg"
 	"github.com/blis-sim/blis/cluster/route"
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/kvxfer"
 	"github.com/blis-sim/blis/sim"
 )
@@ -58,7 +59,7 @@ func ParseRole(s string) (Role, error) {
 			return Role(i), nil
 		}
 	}
-	return 0, fmt.Errorf("role %q is not one of both, prefill, decode", s)
+	return 0, fmt.Errorf("role %q is not one of both, prefill, decode", clip.String(s))
 }
 
 // Disagg configures disaggregation.

@@ -100,6 +100,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/blis-sim/blis/features"
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/physics"
 )
 
@@ -486,7 +487,7 @@ func (f *File) validate(source string, lines map[string]int) error {
 		c.nonNegative("fit.beta_cv_mape", fit.BetaCVMAPE)
 		c.text("fit.beta_target", fit.BetaTarget, false)
 		c.check(fit.Objective == "" || fit.Objective == ObjectiveRelative || fit.Objective == ObjectiveAbsolute,
-			"fit.objective", "must be %s or %s, got %q", ObjectiveRelative, ObjectiveAbsolute, fit.Objective)
+			"fit.objective", "must be %s or %s, got %q", ObjectiveRelative, ObjectiveAbsolute, clip.String(fit.Objective))
 		c.check(fit.SamplesAlpha >= 0, "fit.samples_alpha", "must be >= 0, got %d", fit.SamplesAlpha)
 		c.check(fit.SamplesBeta >= 0, "fit.samples_beta", "must be >= 0, got %d", fit.SamplesBeta)
 	}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
+	"sync"
 
 	"github.com/blis-sim/blis/physics"
 )
@@ -24,7 +26,11 @@ type ShippedFile struct {
 
 // Shipped returns the built-in coefficient files, sorted by name. A file
 // that fails to parse is a build defect and panics (a test parses them all).
-func Shipped() []ShippedFile {
+// They are parsed once per process (a sweep resolves every point, each
+// looking them up) and shared: read them, never change them.
+func Shipped() []ShippedFile { return slices.Clone(shipped()) }
+
+var shipped = sync.OnceValue(func() []ShippedFile {
 	names, err := fs.Glob(shippedFS, "shipped/*.yaml")
 	if err != nil {
 		panic(err)
@@ -43,13 +49,13 @@ func Shipped() []ShippedFile {
 		out = append(out, ShippedFile{Name: n, File: f})
 	}
 	return out
-}
+})
 
 // FindShipped returns the first shipped file fitted on the configuration
 // (Check gives neither a warning nor an error), or nil: a shipped file is
 // used without being asked for only where it was fitted.
 func FindShipped(pc *physics.PhysicsConfig) *ShippedFile {
-	for _, s := range Shipped() {
+	for _, s := range shipped() {
 		if w, err := s.File.Check(pc); err == nil && len(w) == 0 {
 			return &s
 		}

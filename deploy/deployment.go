@@ -12,6 +12,7 @@ import (
 
 	"github.com/blis-sim/blis/cluster"
 	"github.com/blis-sim/blis/coefficients"
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/internal/yamlfile"
 	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/sim"
@@ -202,7 +203,7 @@ func (y *PoolYAML) Pool(i int, dir string) (Pool, error) {
 		p.Role = *y.Role
 	}
 	if !ValidPoolName(p.Name) {
-		return p, fieldErrf("name", "%q must be 1-64 letters, digits, '.', '_' or '-'", p.Name)
+		return p, fieldErrf("name", "%q must be 1-64 letters, digits, '.', '_' or '-'", clip.String(p.Name))
 	}
 	switch {
 	case y.Replicas != nil:
@@ -254,13 +255,13 @@ func (y *InstanceYAML) coefficientDefaults(s *InstanceSpec) error {
 	}
 	if y.Model == nil {
 		if _, err := physics.LoadModel(a.Model); err != nil {
-			return fieldErrf("latency.coefficients", "%s: its applies_to.model %q is neither a shipped model nor a file; give the model", path, a.Model)
+			return fieldErrf("latency.coefficients", "%s: its applies_to.model %q is neither a shipped model nor a file; give the model", clip.String(path), clip.String(a.Model))
 		}
 		s.Model = a.Model
 	}
 	if y.Hardware == nil {
 		if _, err := physics.LoadHardware(a.Hardware); err != nil {
-			return fieldErrf("latency.coefficients", "%s: its applies_to.hardware %q is neither shipped hardware nor a file; give the hardware", path, a.Hardware)
+			return fieldErrf("latency.coefficients", "%s: its applies_to.hardware %q is neither shipped hardware nor a file; give the hardware", clip.String(path), clip.String(a.Hardware))
 		}
 		s.Hardware = a.Hardware
 	}
@@ -319,7 +320,7 @@ func (y *InstanceYAML) Apply(s *InstanceSpec, dir string) error {
 		set(&s.EnforceEager, v.EnforceEager)
 		if v.Version != nil {
 			if _, ok := parseVersion(*v.Version); !ok && strings.TrimSpace(*v.Version) != "" {
-				return fieldErrf("vllm.version", "want a vLLM release such as 0.19.0, got %q", *v.Version)
+				return fieldErrf("vllm.version", "want a vLLM release such as 0.19.0, got %q", clip.String(*v.Version))
 			}
 			s.VLLMVersion = strings.TrimSpace(*v.Version)
 		}
@@ -371,7 +372,7 @@ func (y *InstanceYAML) Apply(s *InstanceSpec, dir string) error {
 			default:
 				us, err := strconv.ParseFloat(text, 64)
 				if err != nil || !(us >= 0) || math.IsInf(us, 0) {
-					return fieldErrf("latency.roofline.step_overhead_us", "want µs >= 0 or auto (from the vLLM version, async scheduling and CUDA graphs), got %q", *r.StepOverheadUs)
+					return fieldErrf("latency.roofline.step_overhead_us", "want µs >= 0 or auto (from the vLLM version, async scheduling and CUDA graphs), got %q", clip.String(*r.StepOverheadUs))
 				}
 				rp.StepOverheadUs, rp.StepOverheadSet = us, true
 			}
@@ -409,7 +410,7 @@ func ParseKVBlocks(s string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("must be a block count > 0 or auto, got %q", s)
+		return 0, fmt.Errorf("must be a block count > 0 or auto, got %q", clip.String(s))
 	}
 	return n, nil
 }

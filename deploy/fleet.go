@@ -166,9 +166,6 @@ type DrainYAML struct {
 	TimeoutS *float64 `yaml:"timeout_s"`
 }
 
-// maxFleetS bounds every delay: a week.
-const maxFleetS = 7 * 86400
-
 // apply sets f from y; errors are *FieldError values keyed relative to
 // the pool.
 func (y *FleetYAML) apply(f *Fleet, replicas int, replicasGiven bool, gpus int) error {

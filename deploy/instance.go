@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/blis-sim/blis/coefficients"
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/sim"
 )
@@ -128,16 +129,24 @@ var (
 	DefaultBlackboxParams = BlackboxParams{Alpha: [3]float64{1200, 0.08, 1.5}, Beta: [3]float64{6000, 0.2, 30}}
 )
 
+// Defaults of an instance: the model and GPU the shipped coefficients
+// were fitted on, and the CPU tier's offload threshold.
+const (
+	DefaultModel            = "llama-3.1-8b"
+	DefaultHardware         = "h100-sxm"
+	DefaultOffloadThreshold = 0.9
+)
+
 // DefaultInstanceSpec is Llama-3.1-8B on one H100 with vLLM's default
 // settings (physics.DefaultVLLMKnobs), the KV cache derived from memory,
 // fcfs scheduling and the automatic latency model choice.
 func DefaultInstanceSpec() InstanceSpec {
 	return InstanceSpec{
-		Model:               "llama-3.1-8b",
-		Hardware:            "h100-sxm",
+		Model:               DefaultModel,
+		Hardware:            DefaultHardware,
 		TP:                  1,
 		VLLM:                physics.DefaultVLLMKnobs(),
-		OffloadThreshold:    0.9,
+		OffloadThreshold:    DefaultOffloadThreshold,
 		AsyncScheduling:     true,
 		ReserveFullSequence: true,
 		OutputDelayUs:       sim.DefaultOutputDelayUs,
@@ -381,5 +390,5 @@ func (s InstanceSpec) latency(in *Instance) (sim.LatencyModel, error) {
 		}
 		return m, nil
 	}
-	return nil, fieldErrf("latency.model", "%q is not a latency model; use physics, roofline or blackbox", name)
+	return nil, fieldErrf("latency.model", "%q is not a latency model; use physics, roofline or blackbox", clip.String(name))
 }

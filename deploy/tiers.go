@@ -63,13 +63,6 @@ func DefaultKVStoreSpec() KVStoreSpec {
 		Link: StoreLinkSpec{GetGBPerSPerGPU: r, PutGBPerSPerGPU: r, LatencyUs: sim.DefaultStoreLatencyUs}}
 }
 
-// maxTierGB bounds sizes (1 EB) and maxTierGBPerS rates (1 PB/s, as sim
-// does).
-const (
-	maxTierGB     = 1e9
-	maxTierGBPerS = 1e6
-)
-
 func checkGB(key string, v float64) error {
 	if !(v > 0 && v <= maxTierGB) {
 		return fieldErrf(key, "must be in (0, %g] GB, got %v", float64(maxTierGB), v)

@@ -8,7 +8,11 @@ import (
 	"reflect"
 	"strings"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/internal/clip"
+	"github.com/blis-sim/blis/internal/schema"
 	"github.com/blis-sim/blis/internal/yamlfile"
 	"github.com/blis-sim/blis/policy"
 )
@@ -58,7 +62,7 @@ func Load(path string) (*Draft, error) {
 }
 
 func (d *Draft) load(data []byte, src string) error {
-	doc, err := yamlfile.Decode(data, src, &d.f, mappings)
+	doc, err := yamlfile.DecodeChecked(data, src, &d.f, mappings, func(n *yaml.Node) error { return checkValues(n, "", same) })
 	if err != nil {
 		return err
 	}
@@ -169,9 +173,16 @@ func (d *Draft) Set(key, text, origin string) error {
 	if kind, ok := strings.CutPrefix(key, "policies."); ok && strings.HasSuffix(kind, ".type") {
 		d.replaceSection(strings.TrimSuffix(kind, ".type"), text)
 	}
-	return setPath(reflect.ValueOf(&d.f).Elem(), segs, text, "", func(k string) {
+	err = setPath(reflect.ValueOf(&d.f).Elem(), segs, text, "", func(k string) {
 		d.sets[k] = origin
 	})
+	var ke *schema.Error
+	if errors.As(err, &ke) && ke.Msg == "" && origin != "" {
+		// A value the key's declaration refuses, named by its origin
+		// ("--set KEY", "sweep KEY=V").
+		return &schema.Error{Key: ke.Key, Err: ke.Err, Range: ke.Range, Msg: origin + ": " + ke.Err.Error()}
+	}
+	return err
 }
 
 // setFlag is Set on behalf of a flag.
@@ -181,6 +192,11 @@ func (d *Draft) setFlag(flag, key, text string) error {
 		return err
 	}
 	err = setPath(reflect.ValueOf(&d.f).Elem(), segs, text, "", func(k string) { d.flags[k] = flag })
+	var ke *schema.Error
+	if errors.As(err, &ke) && ke.Msg == "" {
+		// A value the key's declaration refuses: the flag is the key.
+		return &schema.Error{Key: ke.Key, Err: ke.Err, Range: ke.Range, Msg: flag + ": " + ke.Err.Error()}
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", flag, err)
 	}
@@ -239,6 +255,7 @@ func (d *Draft) errAt(err error, keys ...string) error {
 		}
 		labels[i] = l
 	}
+	err = clip.PathErr(err) // a file key's huge value: open's error quotes it
 	return &Error{Msg: prefix + strings.Join(dedupe(labels), ", ") + ": " + err.Error(), Keys: keys, Err: err}
 }
 

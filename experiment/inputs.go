@@ -8,6 +8,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/blis-sim/blis/internal/clip"
+	"github.com/blis-sim/blis/internal/schema"
 	"github.com/blis-sim/blis/sim/workload"
 )
 
@@ -83,9 +85,13 @@ func (in Inputs) Draft() (*Draft, error) {
 	for _, s := range in.Sets {
 		k, v, ok := strings.Cut(s, "=")
 		if !ok {
-			return nil, fmt.Errorf("--set %q: want KEY=VALUE", s)
+			return nil, fmt.Errorf("--set %q: want KEY=VALUE", clip.String(s))
 		}
 		if err := d.Set(strings.TrimSpace(k), v, "--set "+strings.TrimSpace(k)); err != nil {
+			var ke *schema.Error
+			if errors.As(err, &ke) {
+				return nil, err // named by its --set already
+			}
 			return nil, fmt.Errorf("--set: %w", err)
 		}
 	}

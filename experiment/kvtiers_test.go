@@ -41,13 +41,13 @@ deployment:
 	require.Equal(t, ModeCluster, e.Mode)
 
 	for _, c := range []struct{ file, want string }{
-		{"version: 1\ndeployment:\n  kv_store: {capacity_gb: 10, high_watermark: 2}\n", "x.yaml:3: deployment.kv_store.high_watermark: must be in (0, 1], got 2"},
+		{"version: 1\ndeployment:\n  kv_store: {capacity_gb: 10, high_watermark: 2}\n", "x.yaml:3: deployment.kv_store.high_watermark: must be within (0, 1], got 2"},
 		{"version: 1\ndeployment:\n  kv_store: {latency_us: 10}\n", "deployment.kv_store.capacity_gb: is required"},
 		{"version: 1\ndeployment:\n  kv_store: {capacity_gb: 10, bandwidth: 3}\n", "x.yaml:3"},
 		{"version: 1\ndeployment:\n  pools:\n    - kv_tiers: {store: true}\n", "x.yaml:4: deployment.pools[0].kv_tiers.store: links to the deployment's kv_store, and it has none"},
 		{"version: 1\ndeployment:\n  pools:\n    - kv_tiers: {disk: {capacity_gb: 10}}\n", "deployment.pools[0].kv_tiers.disk: sits behind the CPU tier"},
 		{"version: 1\ndeployment:\n  pools:\n    - kv_tiers: {disk: {read_gb_per_s: 1}}\n", "deployment.pools[0].kv_tiers.disk.capacity_gb: is required"},
-		{"version: 1\ndeployment:\n  pools:\n    - vllm: {total_kv_blocks_cpu: 10}\n      kv_tiers: {disk: {capacity_gb: 10, latency_us: -1}}\n", "deployment.pools[0].kv_tiers.disk.latency_us: must be in [0"},
+		{"version: 1\ndeployment:\n  pools:\n    - vllm: {total_kv_blocks_cpu: 10}\n      kv_tiers: {disk: {capacity_gb: 10, latency_us: -1}}\n", "deployment.pools[0].kv_tiers.disk.latency_us: must be within [0"},
 		{"version: 1\ndeployment:\n  pools:\n    - kv_tiers: {disk: {capacity_gb: 10, speed: 1}}\n", "x.yaml:4"},
 	} {
 		d, err := Parse([]byte(c.file), "x.yaml")

@@ -7,9 +7,12 @@ import (
 	"reflect"
 	"strings"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/blis-sim/blis/cluster"
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/internal/yamlfile"
 	"github.com/blis-sim/blis/policy"
 )
@@ -109,7 +112,7 @@ func (d *Draft) ParseDeployment(data []byte, src string) error {
 		return fmt.Errorf("%s: the experiment file %s has a deployment already; give one or the other", src, d.config)
 	}
 	var y legacyYAML
-	doc, err := yamlfile.Decode(data, src, &y, legacyMappings)
+	doc, err := yamlfile.DecodeChecked(data, src, &y, legacyMappings, func(n *yaml.Node) error { return checkValues(n, "", legacyKey) })
 	if err != nil {
 		return err
 	}
@@ -132,7 +135,7 @@ func (d *Draft) ParseDeployment(data []byte, src string) error {
 			return placeFile(doc, at, err)
 		}
 		if names[pool.Name] {
-			return doc.Errorf(at+".name", "pool name %q is used twice", pool.Name)
+			return doc.Errorf(at+".name", "pool name %q is used twice", clip.String(pool.Name))
 		}
 		names[pool.Name] = true
 		total += pool.Replicas
@@ -147,7 +150,7 @@ func (d *Draft) ParseDeployment(data []byte, src string) error {
 			if sched == nil {
 				sched, schedAt = p, i
 			} else if ps, ss := deref(p.Scheduler, "fcfs"), deref(sched.Scheduler, "fcfs"); ps != ss {
-				return doc.Errorf(at+".scheduler", "%q differs from pools[%d]'s %q; every pool runs the experiment's one scheduler (policies.scheduler)", ps, schedAt, ss)
+				return doc.Errorf(at+".scheduler", "%q differs from pools[%d]'s %q; every pool runs the experiment's one scheduler (policies.scheduler)", clip.String(ps), schedAt, clip.String(ss))
 			}
 		}
 		if p.Priority != nil || p.PriorityBase != nil || p.PriorityAgeWeight != nil || prio != nil {
@@ -270,6 +273,26 @@ func (d *Draft) ParseDeployment(data []byte, src string) error {
 	return nil
 }
 
+// legacyKey is the experiment key of a deployment file's key, for its
+// declaration: a pool's keys are the experiment's pools', the admission's
+// and routing's latencies and refresh the router's.
+func legacyKey(k string) string {
+	switch k {
+	case "admission.latency_us":
+		return "deployment.router.admission_latency_us"
+	case "routing.latency_us":
+		return "deployment.router.routing_latency_us"
+	case "routing.snapshot_refresh_interval_us":
+		return "deployment.router.snapshot_refresh_us.queue_depth"
+	case "routing.prefix_index_capacity":
+		return "legacy.prefix_index_capacity"
+	}
+	if strings.HasPrefix(k, "pools[") {
+		return "deployment." + k
+	}
+	return ""
+}
+
 // Legacy is the deployment file the draft read, or "".
 func (d *Draft) Legacy() string { return d.legacy }
 
@@ -311,7 +334,7 @@ func parseRefresh(s string) (int64, error) {
 	}
 	var us int64
 	if _, err := fmt.Sscan(s, &us); err != nil || us < 0 || fmt.Sprint(us) != s {
-		return 0, fmt.Errorf("%q must be immediate or a refresh interval in µs >= 0", s)
+		return 0, fmt.Errorf("%q must be immediate or a refresh interval in µs >= 0", clip.String(s))
 	}
 	return us, nil
 }

@@ -80,21 +80,21 @@ func TestDeploymentFileErrorsNameItsLines(t *testing.T) {
 		{"", "x.yaml: empty file"},
 		{"pools: []", "x.yaml:1: pools: at least one pool is required"},
 		{"pools:\n  - replicas: 0", "x.yaml:2: pools[0].replicas: must be in [1, 4096], got 0"},
-		{"pools:\n  - vllm:\n      max_num_seqs: 0", "x.yaml:3: pools[0].vllm.max_num_seqs: must be > 0, got 0"},
+		{"pools:\n  - vllm:\n      max_num_seqs: 0", "x.yaml:3: pools[0].vllm.max_num_seqs: must be >= 1 requests, got 0"},
 		{"pools:\n  - foo: 1", `x.yaml:2: unknown key "foo" in a pool; use one of name, replicas, model`},
 		{"pools:\n  - {}\nrouting:\n  refresh: 5", `x.yaml:4: unknown key "refresh" in routing; use one of policy, scorers`},
-		{"pools:\n  - tp: x", "x.yaml:2: cannot read !!str `x` into int"},
+		{"pools:\n  - tp: x", "x.yaml:2: pools[0].tp: want a whole number, got \"x\""},
 		{"pools:\n  - {}\nrouting:\n  policy: rr", `x.yaml:4: routing.policy: routing policy "rr" is not a template; use one of round-robin`},
 		{"pools:\n  - {}\nrouting:\n  policy: weighted\n  scorers: a:1", `x.yaml:5: routing.scorers: scorer "a" is not a scorer`},
 		{"pools:\n  - {}\nrouting:\n  policy: weighted\n  scorers: queue-depth:0", `x.yaml:5: routing.scorers: scorer weights "queue-depth:0" are all 0`},
-		{"pools:\n  - {}\nrouting:\n  snapshot_refresh_interval_us: -1", "x.yaml:4: routing.snapshot_refresh_interval_us: must be >= 0"},
+		{"pools:\n  - {}\nrouting:\n  snapshot_refresh_interval_us: -1", "x.yaml:4: routing.snapshot_refresh_interval_us: must be within [0, 1099511627776] µs, got -1"},
 		{"pools:\n  - {}\nobservability:\n  kv_utilization: -5", `x.yaml:4: observability.kv_utilization: "-5" must be immediate or a refresh interval`},
 		{"pools:\n  - {}\nadmission:\n  policy: token-bucket\n  token_bucket_capacity: 0", "x.yaml:5: admission.token_bucket_capacity: must be > 0 input tokens, got 0"},
 		{"pools:\n  - {}\nadmission:\n  token_bucket_capacity: 10", "x.yaml:4: admission.token_bucket_capacity: admission policy always-admit takes no parameters"},
 		{"pools:\n  - {}\nadmission:\n  policy: maybe", `x.yaml:4: admission.policy: admission policy "maybe" is not a template`},
 		{"pools:\n - name: a\n - name: a", `x.yaml:3: pools[1].name: pool name "a" is used twice`},
 		{"pools:\n - name: 'a b'", `x.yaml:2: pools[0].name: "a b" must be 1-64 letters`},
-		{"pools:\n  - latency:\n      blackbox: {alpha: [1,2]}", "x.yaml:3: pools[0].latency.blackbox.alpha: wants three numbers, got 2"},
+		{"pools:\n  - latency:\n      blackbox: {alpha: [1,2]}", "x.yaml:3: pools[0].latency.blackbox.alpha: want a list of 3 numbers, got 2"},
 		{"pools:\n  - vllm:\n      total_kv_blocks_gpu: lots", `x.yaml:3: pools[0].vllm.total_kv_blocks_gpu: must be a block count > 0 or auto, got "lots"`},
 		{"pools:\n  - replicas: 4000\n  - replicas: 100", "x.yaml:3: pools[1].replicas: the deployment has more than 4096 instances"},
 		{"pools:\n  - name: ok\n  - name: bad\n    model: no-such-model", `x.yaml:4: pools[1].model: model "no-such-model" is neither a file nor a shipped model`},
@@ -154,7 +154,6 @@ func TestFlagsOverADeploymentFile(t *testing.T) {
 		require.Equal(t, int64(64), p.Instance.VLLM.MaxNumSeqs)
 	}
 	require.ErrorContains(t, d.SetFlag("data-parallel-size", "2"), "--data-parallel-size cannot be combined with a deployment of 2 pools")
-	require.NoError(t, d.SetFlag("tp", "0"))
-	_, err = d.Resolve()
+	err = d.SetFlag("tp", "0")
 	require.True(t, strings.HasPrefix(err.Error(), "--tp"), "%v", err)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/cluster/windowplot"
 	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/internal/units"
 	"github.com/blis-sim/blis/policy"
 	"github.com/blis-sim/blis/sim"
@@ -89,7 +90,7 @@ func (d *Draft) resolveDeployment(e *Experiment) error {
 		}
 		for _, o := range e.Deployment.Pools {
 			if o.Name == p.Name {
-				return d.errf(fmt.Sprintf("deployment.pools[%d].name", i), "pool name %q is used twice", p.Name)
+				return d.errf(fmt.Sprintf("deployment.pools[%d].name", i), "pool name %q is used twice", clip.String(p.Name))
 			}
 		}
 		total += p.Replicas
@@ -244,7 +245,7 @@ func (d *Draft) resolveWorkload(e *Experiment) error {
 		}
 		w.Replay = ReplaySource{Path: *r.Path, Format: deref(r.Format, workload.FormatAuto), Strict: deref(r.Strict, false)}
 		if !slices.Contains(workload.ReplayFormats(), w.Replay.Format) {
-			return d.errf("workload.replay.format", "%q is not a format; use one of %s", w.Replay.Format, strings.Join(workload.ReplayFormats(), ", "))
+			return d.errf("workload.replay.format", "%q is not a format; use one of %s", clip.String(w.Replay.Format), strings.Join(workload.ReplayFormats(), ", "))
 		}
 	default:
 		return d.resolveSynthetic(w, wy.Synthetic)
@@ -330,11 +331,6 @@ func (d *Draft) resolvePolicies(e *Experiment) error {
 		}
 		*e.Policies.Section(kind) = s
 	}
-	// The autoscaler's checks across parameters need no workload: here,
-	// not at the run.
-	if _, err := e.Policies.Autoscale.Autoscale(); err != nil {
-		return d.placeSection(policy.Autoscale, err)
-	}
 	return nil
 }
 
@@ -362,7 +358,7 @@ func (d *Draft) resolveRun(e *Experiment) error {
 	}
 	r.TraceLevel = TraceLevel(deref(ry.TraceLevel, string(TraceNone)))
 	if r.TraceLevel != TraceNone && r.TraceLevel != TraceDecisions && r.TraceLevel != TraceDetailed {
-		return d.errf("run.trace_level", "%q is not a level; use none, decisions or detailed", r.TraceLevel)
+		return d.errf("run.trace_level", "%q is not a level; use none, decisions or detailed", clip.String(string(r.TraceLevel)))
 	}
 	r.CounterfactualK = deref(ry.CounterfactualK, 3)
 	if r.CounterfactualK < 0 {
@@ -437,7 +433,7 @@ func (d *Draft) resolveWindow(r *RunOptions) error {
 	dur, err := time.ParseDuration(r.Window)
 	switch {
 	case err != nil:
-		return d.errf("run.window", "%q is not a duration; give a number and a unit, such as 10s, 500ms or 1m", r.Window)
+		return d.errf("run.window", "%q is not a duration; give a number and a unit, such as 10s, 500ms or 1m", clip.String(r.Window))
 	case dur <= 0:
 		return d.errf("run.window", "must be > 0, got %s", r.Window)
 	case dur%time.Microsecond != 0:
@@ -617,7 +613,7 @@ func (d *Draft) resolveMode(e *Experiment) error {
 	case ModeCluster:
 		e.Mode = ModeCluster
 	default:
-		return d.errf("deployment.mode", "%q is not a mode; use instance or cluster", given)
+		return d.errf("deployment.mode", "%q is not a mode; use instance or cluster", clip.String(given))
 	}
 	r := &e.Run
 	if e.Mode == ModeInstance {

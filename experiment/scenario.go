@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/blis-sim/blis/internal/clip"
 )
 
 // Built-in experiments: whole experiment files (a deployment, a workload,
@@ -35,7 +37,7 @@ func IsScenario(name string) bool { return slices.Contains(Scenarios(), name) }
 // ScenarioText is a built-in experiment's file, comments included.
 func ScenarioText(name string) ([]byte, error) {
 	if !IsScenario(name) {
-		return nil, fmt.Errorf("no built-in experiment %q; they are %s", name, strings.Join(Scenarios(), ", "))
+		return nil, fmt.Errorf("no built-in experiment %q; they are %s", clip.String(name), strings.Join(Scenarios(), ", "))
 	}
 	return scenarioFS.ReadFile("scenarios/" + name + ".yaml")
 }

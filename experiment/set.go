@@ -1,12 +1,16 @@
 package experiment
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/blis-sim/blis/internal/clip"
+	"github.com/blis-sim/blis/internal/schema"
 )
 
 // A key path names one value of an experiment: dotted keys as the file
@@ -33,7 +37,7 @@ func parsePath(key string) ([]seg, error) {
 		s := seg{name: part, index: noIndex}
 		if i := strings.IndexByte(part, '['); i >= 0 {
 			if !strings.HasSuffix(part, "]") {
-				return nil, fmt.Errorf("key %q: %q has no closing ]", key, part)
+				return nil, fmt.Errorf("key %q: %q has no closing ]", clip.String(key), clip.String(part))
 			}
 			s.name = part[:i]
 			switch idx := part[i+1 : len(part)-1]; idx {
@@ -42,13 +46,13 @@ func parsePath(key string) ([]seg, error) {
 			default:
 				n, err := strconv.Atoi(idx)
 				if err != nil || n < 0 {
-					return nil, fmt.Errorf("key %q: [%s] is not an index; use [0], [1], ... or [*]", key, idx)
+					return nil, fmt.Errorf("key %q: [%s] is not an index; use [0], [1], ... or [*]", clip.String(key), clip.String(idx))
 				}
 				s.index = n
 			}
 		}
 		if s.name == "" {
-			return nil, fmt.Errorf("key %q has an empty part", key)
+			return nil, fmt.Errorf("key %q has an empty part", clip.String(key))
 		}
 		out = append(out, s)
 	}
@@ -92,6 +96,9 @@ func setPath(v reflect.Value, segs []seg, text, at string, done func(key string)
 				}
 			}
 			return nil
+		case s.index == 0 && f.Len() == 0:
+			// The default deployment's one pool, which no file wrote.
+			f.Set(reflect.Append(f, reflect.Zero(f.Type().Elem())))
 		case s.index >= f.Len():
 			return fmt.Errorf("%s[%d]: there are %d (indices from 0)", key, s.index, f.Len())
 		}
@@ -115,44 +122,75 @@ func setPath(v reflect.Value, segs []seg, text, at string, done func(key string)
 	if len(segs) > 1 {
 		return fmt.Errorf("%s: a value, not a mapping", key)
 	}
-	if err := setLeaf(f, text); err != nil {
+	if err := setLeaf(f, text, key); err != nil {
+		var ke *schema.Error
+		if errors.As(err, &ke) {
+			return err
+		}
 		return fmt.Errorf("%s: %w", key, err)
 	}
 	done(key)
 	return nil
 }
 
-// setLeaf sets a scalar field (or a pointer to one, or a list of numbers).
-func setLeaf(f reflect.Value, text string) error {
+// setLeaf sets a scalar field (or a pointer to one, or a list of numbers)
+// from text, decoded by key's declaration when it has one.
+func setLeaf(f reflect.Value, text, key string) error {
 	t := f.Type()
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	nv := reflect.New(t)
+	if k := declOf(key); k != nil {
+		v, err := k.Parse(text, key)
+		if err != nil {
+			return err
+		}
+		switch t.Kind() {
+		case reflect.String:
+			nv.Elem().SetString(v.S)
+		case reflect.Bool:
+			nv.Elem().SetBool(v.B)
+		case reflect.Int, reflect.Int32, reflect.Int64:
+			nv.Elem().SetInt(v.I)
+		case reflect.Float64:
+			nv.Elem().SetFloat(v.F)
+		case reflect.Slice:
+			nv.Elem().Set(reflect.ValueOf(v.L))
+		default:
+			return fmt.Errorf("experiment: %s: no setter for %s", key, t)
+		}
+		if f.Kind() == reflect.Pointer {
+			f.Set(nv)
+		} else {
+			f.Set(nv.Elem())
+		}
+		return nil
+	}
 	switch t.Kind() {
 	case reflect.String:
 		nv.Elem().SetString(text)
 	case reflect.Bool:
 		b, err := strconv.ParseBool(text)
 		if err != nil {
-			return fmt.Errorf("want true or false, got %q", text)
+			return fmt.Errorf("want true or false, got %q", clip.String(text))
 		}
 		nv.Elem().SetBool(b)
 	case reflect.Int, reflect.Int32, reflect.Int64:
 		n, err := strconv.ParseInt(text, 10, t.Bits())
 		if err != nil {
-			return fmt.Errorf("want a whole number, got %q", text)
+			return fmt.Errorf("want a whole number, got %q", clip.String(text))
 		}
 		nv.Elem().SetInt(n)
 	case reflect.Float64:
 		x, err := strconv.ParseFloat(text, 64)
 		if err != nil {
-			return fmt.Errorf("want a number, got %q", text)
+			return fmt.Errorf("want a number, got %q", clip.String(text))
 		}
 		nv.Elem().SetFloat(x)
 	default:
 		if err := yaml.Unmarshal([]byte(text), nv.Interface()); err != nil {
-			return fmt.Errorf("cannot read %q as %s", text, t)
+			return fmt.Errorf("cannot read %q as %s", clip.String(text), t)
 		}
 	}
 	if f.Kind() == reflect.Pointer {
@@ -199,7 +237,7 @@ func setNode(n *yaml.Node, segs []seg, text, at string, done func(key string)) e
 func parseNode(text string) (*yaml.Node, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal([]byte(text), &doc); err != nil {
-		return nil, fmt.Errorf("cannot read %q as YAML", text)
+		return nil, fmt.Errorf("cannot read %q as YAML", clip.String(text))
 	}
 	if len(doc.Content) != 1 {
 		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: ""}, nil

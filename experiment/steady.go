@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/internal/units"
 	"github.com/blis-sim/blis/sim"
 	"github.com/blis-sim/blis/sim/workload"
@@ -252,7 +253,7 @@ func (d *Draft) resolveSteady(r *RunOptions, ry *runYAML) error {
 		return nil
 	}
 	if !slices.Contains(steady.MetricNames, r.PrecisionMetric) {
-		return d.errf("run.precision_metric", "%q has no interval within a run; use one of %s", clip(r.PrecisionMetric), strings.Join(steady.MetricNames, ", "))
+		return d.errf("run.precision_metric", "%q has no interval within a run; use one of %s", clip.String(r.PrecisionMetric), strings.Join(steady.MetricNames, ", "))
 	}
 	if r.MaxRequests < 1 || r.MaxRequests > math.MaxInt32 {
 		return d.errf("run.max_requests", "must be in [1, %d] requests, got %d", math.MaxInt32, r.MaxRequests)
@@ -274,7 +275,7 @@ func parseDurationUs(s string) (int64, error) {
 	dur, err := time.ParseDuration(strings.TrimSpace(s))
 	switch {
 	case err != nil:
-		return 0, fmt.Errorf("%q is not a duration", clip(s))
+		return 0, fmt.Errorf("%q is not a duration", clip.String(s))
 	case dur < 0:
 		return 0, fmt.Errorf("%s is negative", s)
 	case dur%time.Microsecond != 0:
@@ -283,14 +284,6 @@ func parseDurationUs(s string) (int64, error) {
 		return 0, fmt.Errorf("%s is beyond the clock's %d µs", s, int64(sim.MaxTimeUs))
 	}
 	return dur.Microseconds(), nil
-}
-
-// clip shortens a value quoted in an error.
-func clip(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
 }
 
 // checkPrecision refuses precision on a workload that is not stationary

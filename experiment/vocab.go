@@ -9,10 +9,11 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/blis-sim/blis/cluster"
+	"github.com/blis-sim/blis/cluster/admit"
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/policy"
-	"github.com/blis-sim/blis/sim"
 	"github.com/blis-sim/blis/sim/workload"
 )
 
@@ -33,108 +34,108 @@ type Flag struct {
 // Flags lists blis run's flags that describe an experiment, in help order.
 var Flags = []Flag{
 	// The instance (every pool).
-	{Name: "model", Key: pool("model"), Type: "string", Default: "llama-3.1-8b", Help: "shipped model name (listed at the end of the description) or path to a HuggingFace config.json"},
-	{Name: "hardware", Key: pool("hardware"), Type: "string", Default: "h100-sxm", Help: "shipped hardware name (listed at the end of the description) or path to a hardware spec JSON"},
-	{Name: "tp", Key: pool("tp"), Type: "int", Default: "1", Help: "tensor-parallel degree: GPUs per engine"},
-	{Name: "max-num-seqs", Key: pool("vllm.max_num_seqs"), Type: "int", Default: "256", Help: "vLLM --max-num-seqs: running requests at most"},
-	{Name: "max-num-batched-tokens", Key: pool("vllm.max_batched_tokens"), Type: "int", Default: "8192", Help: "vLLM --max-num-batched-tokens: token budget per step"},
-	{Name: "long-prefill-token-threshold", Key: pool("vllm.long_prefill_token_threshold"), Type: "int", Default: "0", Help: "vLLM --long-prefill-token-threshold: prefill tokens per request per step (0: no cap)"},
-	{Name: "max-model-len", Key: pool("vllm.max_model_len"), Type: "int", Default: "0", Help: "vLLM --max-model-len: the context a request's prompt + output tokens must fit, else it is rejected as vLLM rejects it (HTTP 400) and counted in rejected_too_long (0: the model config's max_position_embeddings or n_positions)"},
+	{Name: "model", Key: pool("model"), Type: "string", Default: keyDefault(pool("model")), Help: "shipped model name (listed at the end of the description) or path to a HuggingFace config.json"},
+	{Name: "hardware", Key: pool("hardware"), Type: "string", Default: keyDefault(pool("hardware")), Help: "shipped hardware name (listed at the end of the description) or path to a hardware spec JSON"},
+	{Name: "tp", Key: pool("tp"), Type: "int", Default: keyDefault(pool("tp")), Help: "tensor-parallel degree: GPUs per engine"},
+	{Name: "max-num-seqs", Key: pool("vllm.max_num_seqs"), Type: "int", Default: keyDefault(pool("vllm.max_num_seqs")), Help: "vLLM --max-num-seqs: running requests at most"},
+	{Name: "max-num-batched-tokens", Key: pool("vllm.max_batched_tokens"), Type: "int", Default: keyDefault(pool("vllm.max_batched_tokens")), Help: "vLLM --max-num-batched-tokens: token budget per step"},
+	{Name: "long-prefill-token-threshold", Key: pool("vllm.long_prefill_token_threshold"), Type: "int", Default: keyDefault(pool("vllm.long_prefill_token_threshold")), Help: "vLLM --long-prefill-token-threshold: prefill tokens per request per step (0: no cap)"},
+	{Name: "max-model-len", Key: pool("vllm.max_model_len"), Type: "int", Default: keyDefault(pool("vllm.max_model_len")), Help: "vLLM --max-model-len: the context a request's prompt + output tokens must fit, else it is rejected as vLLM rejects it (HTTP 400) and counted in rejected_too_long (0: the model config's max_position_embeddings or n_positions)"},
 	{Name: "data-parallel-size", Type: "int", Default: "1", Cluster: true, Help: "vLLM --data-parallel-size: the server is this many engines behind vLLM's own load balancer (the vllm-dp routing policy, counts refreshed every 100 ms); runs as a cluster"},
-	{Name: "enable-expert-parallel", Key: pool("enable_expert_parallel"), Type: "bool", Default: "false", Help: "vLLM --enable-expert-parallel: a mixture-of-experts model's routed experts are sharded over the data-parallel × tensor-parallel ranks, with an all-gather and a reduce-scatter around every MoE layer"},
-	{Name: "async-scheduling", Key: pool("vllm.async_scheduling"), Type: "bool", Default: "true", Help: "vLLM --async-scheduling: the engine core schedules one step ahead, so a request arriving while steps run joins one step later (false: vLLM --no-async-scheduling)"},
-	{Name: "vllm-version", Key: pool("vllm.version"), Type: "string", Default: "", Help: "the vLLM release the deployment runs (0.19.0; empty: a current V1 engine): with --async-scheduling and --enforce-eager it sets the roofline's per-step cost"},
-	{Name: "enforce-eager", Key: pool("vllm.enforce_eager"), Type: "bool", Default: "false", Help: "vLLM --enforce-eager: no CUDA graphs (its per-step cost is not priced: calibrate it, see --roofline-step-overhead-us)"},
-	{Name: "host-profile", Key: pool("host_profile"), Type: "string", Default: "", Help: "a host profile `FILE` (blis validate --calibrate --save-host-profile writes one): the per-step cost and output delay measured on this vLLM build and host, for the roofline"},
-	{Name: "scheduler-reserve-full-isl", Key: pool("vllm.scheduler_reserve_full_isl"), Type: "bool", Default: "true", Help: "vLLM --scheduler-reserve-full-isl: a waiting or preempted request is admitted only when the free KV blocks hold its whole sequence so far (less prefix-cache hits), not only its first chunk (false: vLLM --no-scheduler-reserve-full-isl)"},
-	{Name: "output-delay-us", Key: pool("vllm.output_delay_us"), Type: "int", Default: strconv.Itoa(sim.DefaultOutputDelayUs), Help: "µs from the end of the step that produced a token to the client receiving it (output processing, detokenization, streaming); moves TTFT and E2E, not ITL; 0 to measure at the engine core's output"},
-	{Name: "enable-chunked-prefill", Key: pool("vllm.chunked_prefill_enabled"), Type: "bool", Default: "true", Help: "vLLM --enable-chunked-prefill"},
-	{Name: "enable-prefix-caching", Key: pool("vllm.prefix_caching_enabled"), Type: "bool", Default: "true", Help: "vLLM --enable-prefix-caching"},
-	{Name: "block-size", Key: pool("vllm.block_size_tokens"), Type: "int", Default: "16", Help: "vLLM --block-size: tokens per KV block"},
-	{Name: "kv-blocks-gpu", Key: pool("vllm.total_kv_blocks_gpu"), Type: "string", Default: "auto", Help: "GPU KV blocks, or auto to derive them from device memory as vLLM does"},
-	{Name: "gpu-memory-utilization", Key: pool("vllm.gpu_memory_utilization"), Type: "float", Default: "0.9", Help: "vLLM --gpu-memory-utilization: share of device memory vLLM may use, in (0, 1] (used when deriving --kv-blocks-gpu)"},
-	{Name: "kv-blocks-cpu", Key: pool("vllm.total_kv_blocks_cpu"), Type: "int", Default: "0", Help: "CPU KV blocks for offload (0: no CPU tier)"},
-	{Name: "kv-offload-threshold", Key: pool("vllm.offload_threshold"), Type: "float", Default: "0.9", Help: "GPU KV usage, a share in [0, 1], above which evicted blocks are stored to the CPU tier"},
-	{Name: "scheduler", Key: "policies.scheduler.type", Type: "string", Default: "fcfs", Help: "queue order: fcfs, priority-fcfs, sjf, reverse-priority (policies.scheduler)"},
-	{Name: "priority", Key: "policies.priority.type", Type: "string", Default: "constant", Help: "priority score: constant, slo-based, tenant-priority, deadline-aware, inverted-slo (policies.priority; docs/policies.md)"},
-	{Name: "priority-base", Key: "policies.priority.params.base", Type: "float", Default: "0", Help: "base priority score, added to every request's (finite; priority-fcfs serves higher scores first)"},
-	{Name: "priority-age-weight", Key: "policies.priority.params.age_weight", Type: "float", Default: "1", Help: "score per second of age (slo-based, inverted-slo)"},
-	{Name: "latency", Key: pool("latency.model"), Type: "string", Default: "", Help: "latency model: physics, roofline, blackbox (default: physics with --coefficients or shipped coefficients fitted on this configuration, else roofline)"},
-	{Name: "coefficients", Key: pool("latency.coefficients"), Type: "string", Default: "", Help: "coefficient YAML written by calibrate fit (physics model); the model, hardware, TP and vLLM settings no flag gives are its applies_to's. Any model, GPU, TP or settings may be given: outside the file's fitted_configs with a warning, another architecture family (dense, MoE) refused"},
-	{Name: "alpha-coeffs", Key: pool("latency.blackbox.alpha"), Type: "string", Default: "1200,0.08,1.5", Help: "blackbox alpha0,alpha1,alpha2: queueing µs + µs per prompt token; µs per output token at departure"},
-	{Name: "beta-coeffs", Key: pool("latency.blackbox.beta"), Type: "string", Default: "6000,0.2,30", Help: "blackbox beta0,beta1,beta2: step µs + µs per prefill token + µs per decode token"},
-	{Name: "roofline-compute-eff", Key: pool("latency.roofline.compute_eff"), Type: "float", Default: fmtFloat(deploy.DefaultRooflineParams.ComputeEff), Help: "roofline: share of the GPU's sustained GEMM rate reached (the hardware spec's gemm_tflops, else 0.75 of its peak); with the kernel model, the measured kernels' rates scale by it over 0.8"},
-	{Name: "roofline-bandwidth-eff", Key: pool("latency.roofline.bandwidth_eff"), Type: "float", Default: fmtFloat(deploy.DefaultRooflineParams.BandwidthEff), Help: "roofline: share of peak HBM bandwidth reached; with the kernel model, the measured kernels' bandwidths scale by it over 0.8"},
-	{Name: "roofline-kernels", Key: pool("latency.roofline.kernels"), Type: "bool", Default: "true", Help: "roofline: price each kernel by the measured kernel model (projection GEMMs by shape, elementwise kernels, attention; docs/physics-spec.md, \"Kernel times\"); false: the scalar compute and bandwidth bounds of before"},
-	{Name: "roofline-step-overhead-us", Key: pool("latency.roofline.step_overhead_us"), Type: "string", Default: "auto", Help: "roofline: the engine core's fixed cost per step beyond the GPU's kernels, µs, or auto: from the vLLM version, async scheduling and CUDA graphs (160 for vLLM V1 with both, 900 with --roofline-kernels=false; stderr says which and why)"},
-	{Name: "latency-noise", Key: pool("latency.noise"), Type: "float", Default: "0", Help: "log-normal sigma of multiplicative, mean-one step-time noise (dimensionless: 0.05 is about 5 % per step; 0: none)"},
+	{Name: "enable-expert-parallel", Key: pool("enable_expert_parallel"), Type: "bool", Default: keyDefault(pool("enable_expert_parallel")), Help: "vLLM --enable-expert-parallel: a mixture-of-experts model's routed experts are sharded over the data-parallel × tensor-parallel ranks, with an all-gather and a reduce-scatter around every MoE layer"},
+	{Name: "async-scheduling", Key: pool("vllm.async_scheduling"), Type: "bool", Default: keyDefault(pool("vllm.async_scheduling")), Help: "vLLM --async-scheduling: the engine core schedules one step ahead, so a request arriving while steps run joins one step later (false: vLLM --no-async-scheduling)"},
+	{Name: "vllm-version", Key: pool("vllm.version"), Type: "string", Default: keyDefault(pool("vllm.version")), Help: "the vLLM release the deployment runs (0.19.0; empty: a current V1 engine): with --async-scheduling and --enforce-eager it sets the roofline's per-step cost"},
+	{Name: "enforce-eager", Key: pool("vllm.enforce_eager"), Type: "bool", Default: keyDefault(pool("vllm.enforce_eager")), Help: "vLLM --enforce-eager: no CUDA graphs (its per-step cost is not priced: calibrate it, see --roofline-step-overhead-us)"},
+	{Name: "host-profile", Key: pool("host_profile"), Type: "string", Default: keyDefault(pool("host_profile")), Help: "a host profile `FILE` (blis validate --calibrate --save-host-profile writes one): the per-step cost and output delay measured on this vLLM build and host, for the roofline"},
+	{Name: "scheduler-reserve-full-isl", Key: pool("vllm.scheduler_reserve_full_isl"), Type: "bool", Default: keyDefault(pool("vllm.scheduler_reserve_full_isl")), Help: "vLLM --scheduler-reserve-full-isl: a waiting or preempted request is admitted only when the free KV blocks hold its whole sequence so far (less prefix-cache hits), not only its first chunk (false: vLLM --no-scheduler-reserve-full-isl)"},
+	{Name: "output-delay-us", Key: pool("vllm.output_delay_us"), Type: "int", Default: keyDefault(pool("vllm.output_delay_us")), Help: "µs from the end of the step that produced a token to the client receiving it (output processing, detokenization, streaming); moves TTFT and E2E, not ITL; 0 to measure at the engine core's output"},
+	{Name: "enable-chunked-prefill", Key: pool("vllm.chunked_prefill_enabled"), Type: "bool", Default: keyDefault(pool("vllm.chunked_prefill_enabled")), Help: "vLLM --enable-chunked-prefill"},
+	{Name: "enable-prefix-caching", Key: pool("vllm.prefix_caching_enabled"), Type: "bool", Default: keyDefault(pool("vllm.prefix_caching_enabled")), Help: "vLLM --enable-prefix-caching"},
+	{Name: "block-size", Key: pool("vllm.block_size_tokens"), Type: "int", Default: keyDefault(pool("vllm.block_size_tokens")), Help: "vLLM --block-size: tokens per KV block"},
+	{Name: "kv-blocks-gpu", Key: pool("vllm.total_kv_blocks_gpu"), Type: "string", Default: keyDefault(pool("vllm.total_kv_blocks_gpu")), Help: "GPU KV blocks, or auto to derive them from device memory as vLLM does"},
+	{Name: "gpu-memory-utilization", Key: pool("vllm.gpu_memory_utilization"), Type: "float", Default: keyDefault(pool("vllm.gpu_memory_utilization")), Help: "vLLM --gpu-memory-utilization: share of device memory vLLM may use, in (0, 1] (used when deriving --kv-blocks-gpu)"},
+	{Name: "kv-blocks-cpu", Key: pool("vllm.total_kv_blocks_cpu"), Type: "int", Default: keyDefault(pool("vllm.total_kv_blocks_cpu")), Help: "CPU KV blocks for offload (0: no CPU tier)"},
+	{Name: "kv-offload-threshold", Key: pool("vllm.offload_threshold"), Type: "float", Default: keyDefault(pool("vllm.offload_threshold")), Help: "GPU KV usage, a share in [0, 1], above which evicted blocks are stored to the CPU tier"},
+	{Name: "scheduler", Key: "policies.scheduler.type", Type: "string", Default: templateDefault(policy.Scheduler), Help: "queue order: " + templateList(policy.Scheduler) + " (policies.scheduler; docs/policies.md)"},
+	{Name: "priority", Key: "policies.priority.type", Type: "string", Default: templateDefault(policy.Priority), Help: "priority score: " + templateList(policy.Priority) + " (policies.priority; docs/policies.md)"},
+	{Name: "priority-base", Key: "policies.priority.params.base", Type: "float", Default: paramDefault(policy.Priority, "constant", "base"), Help: "base priority score, added to every request's (finite; priority-fcfs serves higher scores first)"},
+	{Name: "priority-age-weight", Key: "policies.priority.params.age_weight", Type: "float", Default: paramDefault(policy.Priority, "slo-based", "age_weight"), Help: "score per second of age (slo-based, inverted-slo)"},
+	{Name: "latency", Key: pool("latency.model"), Type: "string", Default: keyDefault(pool("latency.model")), Help: "latency model: " + strings.Join(declOf(pool("latency.model")).Enum, ", ") + " (auto: physics with --coefficients or shipped coefficients fitted on this configuration, else roofline)"},
+	{Name: "coefficients", Key: pool("latency.coefficients"), Type: "string", Default: keyDefault(pool("latency.coefficients")), Help: "coefficient YAML written by calibrate fit (physics model); the model, hardware, TP and vLLM settings no flag gives are its applies_to's. Any model, GPU, TP or settings may be given: outside the file's fitted_configs with a warning, another architecture family (dense, MoE) refused"},
+	{Name: "alpha-coeffs", Key: pool("latency.blackbox.alpha"), Type: "string", Default: triple(deploy.DefaultBlackboxParams.Alpha), Help: "blackbox alpha0,alpha1,alpha2: queueing µs + µs per prompt token; µs per output token at departure"},
+	{Name: "beta-coeffs", Key: pool("latency.blackbox.beta"), Type: "string", Default: triple(deploy.DefaultBlackboxParams.Beta), Help: "blackbox beta0,beta1,beta2: step µs + µs per prefill token + µs per decode token"},
+	{Name: "roofline-compute-eff", Key: pool("latency.roofline.compute_eff"), Type: "float", Default: keyDefault(pool("latency.roofline.compute_eff")), Help: "roofline: share of the GPU's sustained GEMM rate reached (the hardware spec's gemm_tflops, else 0.75 of its peak); with the kernel model, the measured kernels' rates scale by it over 0.8"},
+	{Name: "roofline-bandwidth-eff", Key: pool("latency.roofline.bandwidth_eff"), Type: "float", Default: keyDefault(pool("latency.roofline.bandwidth_eff")), Help: "roofline: share of peak HBM bandwidth reached; with the kernel model, the measured kernels' bandwidths scale by it over 0.8"},
+	{Name: "roofline-kernels", Key: pool("latency.roofline.kernels"), Type: "bool", Default: keyDefault(pool("latency.roofline.kernels")), Help: "roofline: price each kernel by the measured kernel model (projection GEMMs by shape, elementwise kernels, attention; docs/physics-spec.md, \"Kernel times\"); false: the scalar compute and bandwidth bounds of before"},
+	{Name: "roofline-step-overhead-us", Key: pool("latency.roofline.step_overhead_us"), Type: "string", Default: keyDefault(pool("latency.roofline.step_overhead_us")), Help: "roofline: the engine core's fixed cost per step beyond the GPU's kernels, µs, or auto: from the vLLM version, async scheduling and CUDA graphs (160 for vLLM V1 with both, 900 with --roofline-kernels=false; stderr says which and why)"},
+	{Name: "latency-noise", Key: pool("latency.noise"), Type: "float", Default: keyDefault(pool("latency.noise")), Help: "log-normal sigma of multiplicative, mean-one step-time noise (dimensionless: 0.05 is about 5 % per step; 0: none)"},
 
 	// The workload.
-	{Name: "requests", Key: "workload.synthetic.requests", Type: "int", Default: "1000", Help: "number of requests"},
-	{Name: "rate", Key: "workload.synthetic.rate", Type: "float", Default: "8", Help: "mean arrival rate, requests per second"},
-	{Name: "arrival", Key: "workload.synthetic.arrival", Type: "string", Default: "poisson", Help: "arrival process: poisson or gamma"},
-	{Name: "gamma-cv", Key: "workload.synthetic.gamma_cv", Type: "float", Default: "2", Help: "gamma arrivals: coefficient of variation of the gaps (1 = Poisson)"},
+	{Name: "requests", Key: "workload.synthetic.requests", Type: "int", Default: keyDefault("workload.synthetic.requests"), Help: "number of requests"},
+	{Name: "rate", Key: "workload.synthetic.rate", Type: "float", Default: keyDefault("workload.synthetic.rate"), Help: "mean arrival rate, requests per second"},
+	{Name: "arrival", Key: "workload.synthetic.arrival", Type: "string", Default: keyDefault("workload.synthetic.arrival"), Help: "arrival process: poisson or gamma"},
+	{Name: "gamma-cv", Key: "workload.synthetic.gamma_cv", Type: "float", Default: keyDefault("workload.synthetic.gamma_cv"), Help: "gamma arrivals: coefficient of variation of the gaps (1 = Poisson)"},
 	{Name: "prompt-tokens", Key: "workload.synthetic.prompt_tokens", Type: "string", Default: defaultPrompt, Help: "prompt length distribution, a group's shared prefix included (const:N, uniform:A,B, normal:/lognormal:mean=M,cv=C[,min=,max=], exponential:mean=M); with --prefix-groups, a grouped sample no longer than --prefix-tokens is raised to it + 1, and a distribution that cannot exceed it is refused"},
 	{Name: "output-tokens", Key: "workload.synthetic.output_tokens", Type: "string", Default: defaultOutput, Help: "output length distribution, same forms"},
-	{Name: "prefix-groups", Key: "workload.synthetic.prefix_groups", Type: "int", Default: "8", Help: "shared-prefix groups (system prompts); 0 for none"},
-	{Name: "prefix-tokens", Key: "workload.synthetic.prefix_tokens", Type: "int", Default: "512", Help: "tokens of each group's shared prefix"},
-	{Name: "prefix-fraction", Key: "workload.synthetic.prefix_fraction", Type: "float", Default: "0.5", Help: "share of requests that start with a group prefix, in [0, 1]"},
+	{Name: "prefix-groups", Key: "workload.synthetic.prefix_groups", Type: "int", Default: keyDefault("workload.synthetic.prefix_groups"), Help: "shared-prefix groups (system prompts); 0 for none"},
+	{Name: "prefix-tokens", Key: "workload.synthetic.prefix_tokens", Type: "int", Default: keyDefault("workload.synthetic.prefix_tokens"), Help: "tokens of each group's shared prefix"},
+	{Name: "prefix-fraction", Key: "workload.synthetic.prefix_fraction", Type: "float", Default: keyDefault("workload.synthetic.prefix_fraction"), Help: "share of requests that start with a group prefix, in [0, 1]"},
 	{Name: "replay", Key: "workload.replay.path", Type: "string", Help: "replay arrivals and lengths from a trace: calibrate ingest's requests.parquet (or its directory), a CSV, or an imported trace (see --replay-format); overrides the synthetic workload"},
-	{Name: "replay-format", Key: "workload.replay.format", Type: "string", Default: "auto", Help: "format of the --replay file: " + strings.Join(workload.ReplayFormats(), ", ") + " (auto: Parquet by magic or extension, an imported trace by content, else CSV)"},
-	{Name: "strict", Key: "workload.replay.strict", Type: "bool", Default: "false", Help: "--replay: fail on the first unreadable row instead of skipping it (skips are counted in the output's replay report)"},
+	{Name: "replay-format", Key: "workload.replay.format", Type: "string", Default: keyDefault("workload.replay.format"), Help: "format of the --replay file: " + strings.Join(workload.ReplayFormats(), ", ") + " (auto: Parquet by magic or extension, an imported trace by content, else CSV)"},
+	{Name: "strict", Key: "workload.replay.strict", Type: "bool", Default: keyDefault("workload.replay.strict"), Help: "--replay: fail on the first unreadable row instead of skipping it (skips are counted in the output's replay report)"},
 	{Name: "workload-spec", Key: "workload.spec_file", Type: "string", Cluster: true, Help: "workload spec YAML: tenants, SLO classes, arrival processes, load profile, sessions, closed loop (docs/workloads.md); runs as a cluster (1 instance by default) and reports SLO attainment per class and tenant"},
 	{Name: "scenario", Key: "workload.scenario", Type: "string", Cluster: true, Help: "built-in workload spec: " + strings.Join(workload.Scenarios(), ", ") + " (docs/workloads.md); or built-in experiment (a deployment, a workload and policies, which flags and --set then change): " + strings.Join(Scenarios(), ", ") + " (docs/autoscaling.md, docs/disaggregation.md)"},
 
 	// The run.
-	{Name: "seed", Key: "run.seed", Type: "int", Default: "42", Help: "random seed: the same seed and inputs give byte-identical output"},
-	{Name: "horizon", Key: "run.horizon_s", Type: "float", Default: "0", Help: "stop after this many simulated seconds (0: serve every request)"},
-	{Name: "warmup", Key: "run.warmup", Type: "string", Default: DefaultWarmup, Help: "the warm-up removed before the steady-state estimates: auto (found by the MSER-5 rule), none, or a `DURATION` of simulated time from the first arrival (30s, 2m; whole µs) (docs/statistics.md)"},
-	{Name: "precision", Key: "run.precision", Type: "float", Default: "0", Help: "size the run by its precision: keep arriving until --precision-metric's 95 % interval is within this share of its estimate (0.05: 5 %) and the run is stable, or it is unstable, or a cap is reached; --requests is then the least length (0: the workload's length)"},
-	{Name: "precision-metric", Key: "run.precision_metric", Type: "string", Default: DefaultPrecisionMetric, Help: "the metric --precision watches, a column of blis sweep's table with an interval (ttft_p99_ms, e2e_mean_ms, requests_per_s, slo_attainment, ...)"},
-	{Name: "max-requests", Key: "run.max_requests", Type: "int", Default: strconv.Itoa(DefaultMaxRequests), Help: "--precision: stop after this many arrivals"},
-	{Name: "max-sim-time", Key: "run.max_sim_time", Type: "string", Default: DefaultMaxSimTime, Help: "--precision: stop after this much simulated time (a `DURATION`: 30m, 24h)"},
-	{Name: "per-request", Key: "run.per_request", Type: "bool", Default: "false", Help: "include one record per finished request in the JSON"},
+	{Name: "seed", Key: "run.seed", Type: "int", Default: keyDefault("run.seed"), Help: "random seed: the same seed and inputs give byte-identical output"},
+	{Name: "horizon", Key: "run.horizon_s", Type: "float", Default: keyDefault("run.horizon_s"), Help: "stop after this many simulated seconds (0: serve every request)"},
+	{Name: "warmup", Key: "run.warmup", Type: "string", Default: keyDefault("run.warmup"), Help: "the warm-up removed before the steady-state estimates: auto (found by the MSER-5 rule), none, or a `DURATION` of simulated time from the first arrival (30s, 2m; whole µs) (docs/statistics.md)"},
+	{Name: "precision", Key: "run.precision", Type: "float", Default: keyDefault("run.precision"), Help: "size the run by its precision: keep arriving until --precision-metric's 95 % interval is within this share of its estimate (0.05: 5 %) and the run is stable, or it is unstable, or a cap is reached; --requests is then the least length (0: the workload's length)"},
+	{Name: "precision-metric", Key: "run.precision_metric", Type: "string", Default: keyDefault("run.precision_metric"), Help: "the metric --precision watches, a column of blis sweep's table with an interval (ttft_p99_ms, e2e_mean_ms, requests_per_s, slo_attainment, ...)"},
+	{Name: "max-requests", Key: "run.max_requests", Type: "int", Default: keyDefault("run.max_requests"), Help: "--precision: stop after this many arrivals"},
+	{Name: "max-sim-time", Key: "run.max_sim_time", Type: "string", Default: keyDefault("run.max_sim_time"), Help: "--precision: stop after this much simulated time (a `DURATION`: 30m, 24h)"},
+	{Name: "per-request", Key: "run.per_request", Type: "bool", Default: keyDefault("run.per_request"), Help: "include one record per finished request in the JSON"},
 	{Name: "otlp-trace", Key: "run.outputs.otlp_trace", Type: "string", Help: "write the run as vLLM OTLP JSON lines to FILE"},
 	{Name: "kv-events", Key: "run.outputs.kv_events", Type: "string", Help: "write KV offload events as the subscriber's JSON lines to FILE (needs --kv-blocks-cpu)"},
-	{Name: "trace-journey-sample-rate", Key: "run.otlp.journey_sample_rate", Type: "float", Default: "1", Help: "vLLM --journey-tracing-sample-rate: share of requests traced, in [0, 1]"},
-	{Name: "trace-step-sample-rate", Key: "run.otlp.step_sample_rate", Type: "float", Default: "0.01", Help: "vLLM --step-tracing-sample-rate: share of steps traced, in [0, 1]"},
-	{Name: "trace-rich-subsample-rate", Key: "run.otlp.rich_subsample_rate", Type: "float", Default: "0.001", Help: "vLLM --step-tracing-rich-subsample-rate: share of traced steps with per-request detail, in [0, 1]"},
-	{Name: "trace-closure-interval", Key: "run.otlp.closure_interval", Type: "int", Default: "100", Help: "vLLM --step-tracing-closure-interval: steps between closures of the step span, in [10, 10000]"},
-	{Name: "trace-max-events-per-span", Key: "run.otlp.max_events_per_span", Type: "int", Default: "128", Help: "the OpenTelemetry SDK's OTEL_SPAN_EVENT_COUNT_LIMIT: a span keeps its last this many events"},
-	{Name: "trace-route", Key: "run.otlp.route", Type: "string", Default: "/v1/completions", Help: "HTTP route the trace shows: /v1/completions or /v1/chat/completions"},
+	{Name: "trace-journey-sample-rate", Key: "run.otlp.journey_sample_rate", Type: "float", Default: keyDefault("run.otlp.journey_sample_rate"), Help: "vLLM --journey-tracing-sample-rate: share of requests traced, in [0, 1]"},
+	{Name: "trace-step-sample-rate", Key: "run.otlp.step_sample_rate", Type: "float", Default: keyDefault("run.otlp.step_sample_rate"), Help: "vLLM --step-tracing-sample-rate: share of steps traced, in [0, 1]"},
+	{Name: "trace-rich-subsample-rate", Key: "run.otlp.rich_subsample_rate", Type: "float", Default: keyDefault("run.otlp.rich_subsample_rate"), Help: "vLLM --step-tracing-rich-subsample-rate: share of traced steps with per-request detail, in [0, 1]"},
+	{Name: "trace-closure-interval", Key: "run.otlp.closure_interval", Type: "int", Default: keyDefault("run.otlp.closure_interval"), Help: "vLLM --step-tracing-closure-interval: steps between closures of the step span, in [10, 10000]"},
+	{Name: "trace-max-events-per-span", Key: "run.otlp.max_events_per_span", Type: "int", Default: keyDefault("run.otlp.max_events_per_span"), Help: "the OpenTelemetry SDK's OTEL_SPAN_EVENT_COUNT_LIMIT: a span keeps its last this many events"},
+	{Name: "trace-route", Key: "run.otlp.route", Type: "string", Default: keyDefault("run.otlp.route"), Help: "HTTP route the trace shows: /v1/completions or /v1/chat/completions"},
 
 	// The cluster.
 	{Name: "num-instances", Type: "int", Default: "1", Cluster: true, Help: "cluster: identical instances behind the router (deployment.pools[0].replicas)"},
-	{Name: "admission-policy", Key: "policies.admission.type", Type: "string", Default: "always-admit", Cluster: true, Help: "cluster: admission policy: always-admit, token-bucket, rate-limit, tenant-quota, reject-all (policies.admission; docs/policies.md)"},
-	{Name: "token-bucket-capacity", Key: "policies.admission.params.capacity", Type: "float", Default: "100000", Cluster: true, Help: "cluster: token bucket size, input tokens (each request costs its prompt tokens; starts full)"},
-	{Name: "token-bucket-refill-rate", Key: "policies.admission.params.refill_rate", Type: "float", Default: "50000", Cluster: true, Help: "cluster: token bucket refill, input tokens per second"},
-	{Name: "admission-latency", Key: "deployment.router.admission_latency_us", Type: "int", Default: "0", Cluster: true, Help: "cluster: µs from admission to the routing decision"},
-	{Name: "routing-policy", Key: "policies.routing.type", Type: "string", Default: "round-robin", Cluster: true, Help: "cluster: routing policy: round-robin, least-loaded, weighted, prefix-affinity, vllm-dp (vLLM's data-parallel balancer), always-busiest (policies.routing; docs/policies.md)"},
-	{Name: "routing-scorers", Key: "policies.routing.params.scorers", Type: "string", Default: route.DefaultScorers, Cluster: true, Help: "cluster: weighted policy's scorers and weights (prefix-affinity, queue-depth, kv-utilization, load-balance); weights are normalized"},
-	{Name: "routing-latency", Key: "deployment.router.routing_latency_us", Type: "int", Default: "0", Cluster: true, Help: "cluster: µs from the routing decision to the request's arrival at the instance"},
-	{Name: "prefix-index-capacity", Key: "policies.routing.params.prefix_index_capacity", Type: "int", Default: strconv.Itoa(route.AutoPrefixIndexCapacity), Cluster: true, Help: "cluster: router-side prefix index size per instance, KV blocks, 0: each instance's KV capacity (weighted, prefix-affinity)"},
-	{Name: "autoscale", Key: "policies.autoscale.type", Type: "string", Default: "none", Cluster: true, Help: "cluster: autoscaler of every pool: none, hpa, saturation, queue-depth, target-utilization, kpa, oscillator (policies.autoscale; docs/autoscaling.md); needs --max-replicas"},
-	{Name: "disaggregation", Key: "policies.disaggregation.type", Type: "string", Default: "never", Cluster: true, Help: "cluster: prefill/decode disaggregation decider: never, always, prefix-threshold (policies.disaggregation; pools' roles and the network in the experiment file; docs/disaggregation.md)"},
-	{Name: "autoscale-metric", Key: "policies.autoscale.params.metric", Type: "string", Default: "kv_utilization", Cluster: true, Help: "cluster: hpa and target-utilization: kv_utilization, queue_depth, running, in_flight or slo_attainment"},
+	{Name: "admission-policy", Key: "policies.admission.type", Type: "string", Default: templateDefault(policy.Admission), Cluster: true, Help: "cluster: admission policy: " + templateList(policy.Admission) + " (policies.admission; docs/policies.md)"},
+	{Name: "token-bucket-capacity", Key: "policies.admission.params.capacity", Type: "float", Default: paramDefault(policy.Admission, admit.TokenBucketName, "capacity"), Cluster: true, Help: "cluster: token bucket size, input tokens (each request costs its prompt tokens; starts full)"},
+	{Name: "token-bucket-refill-rate", Key: "policies.admission.params.refill_rate", Type: "float", Default: paramDefault(policy.Admission, admit.TokenBucketName, "refill_rate"), Cluster: true, Help: "cluster: token bucket refill, input tokens per second"},
+	{Name: "admission-latency", Key: "deployment.router.admission_latency_us", Type: "int", Default: keyDefault("deployment.router.admission_latency_us"), Cluster: true, Help: "cluster: µs from admission to the routing decision"},
+	{Name: "routing-policy", Key: "policies.routing.type", Type: "string", Default: templateDefault(policy.Routing), Cluster: true, Help: "cluster: routing policy: " + templateList(policy.Routing) + " (policies.routing; docs/policies.md)"},
+	{Name: "routing-scorers", Key: "policies.routing.params.scorers", Type: "string", Default: route.DefaultScorers, Cluster: true, Help: "cluster: weighted policy's scorers and weights (" + strings.Join(route.ScorerNames, ", ") + "); weights are normalized"},
+	{Name: "routing-latency", Key: "deployment.router.routing_latency_us", Type: "int", Default: keyDefault("deployment.router.routing_latency_us"), Cluster: true, Help: "cluster: µs from the routing decision to the request's arrival at the instance"},
+	{Name: "prefix-index-capacity", Key: "policies.routing.params.prefix_index_capacity", Type: "int", Default: paramDefault(policy.Routing, route.WeightedName, "prefix_index_capacity"), Cluster: true, Help: "cluster: router-side prefix index size per instance, KV blocks, 0: each instance's KV capacity (weighted, prefix-affinity)"},
+	{Name: "autoscale", Key: "policies.autoscale.type", Type: "string", Default: templateDefault(policy.Autoscale), Cluster: true, Help: "cluster: autoscaler of every pool: " + templateList(policy.Autoscale) + " (policies.autoscale; docs/autoscaling.md); needs --max-replicas"},
+	{Name: "disaggregation", Key: "policies.disaggregation.type", Type: "string", Default: templateDefault(policy.Disaggregation), Cluster: true, Help: "cluster: prefill/decode disaggregation decider: " + templateList(policy.Disaggregation) + " (policies.disaggregation; pools' roles and the network in the experiment file; docs/disaggregation.md)"},
+	{Name: "autoscale-metric", Key: "policies.autoscale.params.metric", Type: "string", Default: paramDefault(policy.Autoscale, "hpa", "metric"), Cluster: true, Help: "cluster: hpa and target-utilization: " + paramEnum(policy.Autoscale, "hpa", "metric")},
 	{Name: "autoscale-target", Key: "policies.autoscale.params.target", Type: "string", Cluster: true, Help: "cluster: hpa's target per replica in the metric's unit, kpa's concurrency per replica (default: the metric's, docs/policies.md)"},
-	{Name: "autoscale-interval", Key: "policies.autoscale.params.interval_s", Type: "string", Cluster: true, Help: "cluster: seconds between the autoscaler's evaluations (default: the template's: hpa 15, saturation 60, kpa 2)"},
-	{Name: "min-replicas", Key: pool("min_replicas"), Type: "int", Default: "1", Cluster: true, Help: "cluster: the autoscaler's lower bound per pool (0: scale to zero; requests wait at the router)"},
+	{Name: "autoscale-interval", Key: "policies.autoscale.params.interval_s", Type: "string", Cluster: true, Help: "cluster: seconds between the autoscaler's evaluations (default: the template's: " + intervals() + ")"},
+	{Name: "min-replicas", Key: pool("min_replicas"), Type: "int", Default: keyDefault(pool("min_replicas")), Cluster: true, Help: "cluster: the autoscaler's lower bound per pool (0: scale to zero; requests wait at the router)"},
 	{Name: "max-replicas", Key: pool("max_replicas"), Type: "string", Cluster: true, Help: "cluster: the autoscaler's upper bound per pool (required with --autoscale)"},
-	{Name: "drain-policy", Key: pool("drain.policy"), Type: "string", Default: "wait", Cluster: true, Help: "cluster: a scaled-down instance's requests: wait (finish, up to the drain timeout), immediate (killed), redirect (waiting ones routed elsewhere)"},
+	{Name: "drain-policy", Key: pool("drain.policy"), Type: "string", Default: keyDefault(pool("drain.policy")), Cluster: true, Help: "cluster: a scaled-down instance's requests: wait (finish, up to the drain timeout), immediate (killed), redirect (waiting ones routed elsewhere)"},
 	{Name: "price-per-gpu-hour", Key: pool("nodes.price_per_gpu_hour"), Type: "string", Cluster: true, Help: "cluster: cost of a GPU-hour (default: the hardware's on-demand price, docs/autoscaling.md)"},
 	{Name: "snapshot-refresh-interval", Type: "int", Default: "0", Cluster: true, Help: "cluster: µs between scrapes of the instance-reported signals (queue depth, batch size, KV utilization, free KV blocks, cache hit rate); 0 reads them at every decision"},
-	{Name: "trace-level", Key: "run.trace_level", Type: "string", Default: "none", Cluster: true, Help: "cluster: none; decisions to write every admission, routing and scale decision to --decision-trace; detailed to add each instance's batch formations, preemptions and KV offload/reload records (docs/anomalies.md)"},
+	{Name: "trace-level", Key: "run.trace_level", Type: "string", Default: keyDefault("run.trace_level"), Cluster: true, Help: "cluster: none; decisions to write every admission, routing and scale decision to --decision-trace; detailed to add each instance's batch formations, preemptions and KV offload/reload records (docs/anomalies.md)"},
 	{Name: "decision-trace", Key: "run.outputs.decision_trace", Type: "string", Cluster: true, Help: "cluster: JSON lines file for --trace-level decisions or detailed"},
-	{Name: "counterfactual-k", Key: "run.counterfactual_k", Type: "int", Default: "3", Cluster: true, Help: "cluster: candidates (with scores, signals and regret) recorded per routing decision; with --counterfactual-sample, the alternatives simulated per sampled decision"},
-	{Name: "counterfactual-sample", Key: "run.counterfactual_sample", Type: "string", Default: "0", Cluster: true, Help: "cluster: routing decisions whose TTFT regret is found by counterfactual simulation (the request run on clones of the chosen instance and the top --counterfactual-k others up to its first token): a rate in (0, 1], or every:N for every N-th decision; 0 for none (docs/anomalies.md)"},
+	{Name: "counterfactual-k", Key: "run.counterfactual_k", Type: "int", Default: keyDefault("run.counterfactual_k"), Cluster: true, Help: "cluster: candidates (with scores, signals and regret) recorded per routing decision; with --counterfactual-sample, the alternatives simulated per sampled decision"},
+	{Name: "counterfactual-sample", Key: "run.counterfactual_sample", Type: "string", Default: keyDefault("run.counterfactual_sample"), Cluster: true, Help: "cluster: routing decisions whose TTFT regret is found by counterfactual simulation (the request run on clones of the chosen instance and the top --counterfactual-k others up to its first token): a rate in (0, 1], or every:N for every N-th decision; 0 for none (docs/anomalies.md)"},
 	{Name: "summarize-trace", Key: "run.outputs.summary", Type: "string", Cluster: true, Help: "cluster: write a Markdown summary of the run to `FILE` (outcome, anomalies with examples, worst decisions by TTFT regret, counterfactual findings, suggested focus), for a person or an LLM-driven policy search"},
-	{Name: "summary-max-tokens", Key: "run.summary_max_tokens", Type: "int", Default: "1000", Cluster: true, Help: "cluster: the --summarize-trace budget, tokens counted by the rule of docs/anomalies.md (letters per 4, digits per 3, other marks 1 each)"},
+	{Name: "summary-max-tokens", Key: "run.summary_max_tokens", Type: "int", Default: keyDefault("run.summary_max_tokens"), Cluster: true, Help: "cluster: the --summarize-trace budget, tokens counted by the rule of docs/anomalies.md (letters per 4, digits per 3, other marks 1 each)"},
 	{Name: "fitness-weights", Key: "run.fitness_weights", Type: "string", Cluster: true, Help: "cluster: print a fitness score, a weighted sum of normalized metrics: key:weight,... with keys throughput, tokens_per_sec, STAT_METRIC (STAT mean|p50|p90|p95|p99|max, METRIC ttft|itl|e2e|scheduling_delay)"},
-	{Name: "workers", Key: "run.workers", Type: "int", Default: "0", Help: "cluster: goroutines advancing instances between cluster events (0: one per CPU); the output is the same for any value"},
+	{Name: "workers", Key: "run.workers", Type: "int", Default: keyDefault("run.workers"), Help: "cluster: goroutines advancing instances between cluster events (0: one per CPU); the output is the same for any value"},
 	{Name: "window", Key: "run.window", Type: "string", Cluster: true, Help: "cluster: cut the run into time windows [k·`D`, (k+1)·D) of simulated time, D a duration with a unit (10s, 500ms, 1m; whole µs), for --window-out and --window-plot (default: none; a single-instance run given a window flag runs as a 1-instance cluster)"},
 	{Name: "window-out", Key: "run.outputs.window_out", Type: "string", Cluster: true, Help: "cluster: write one row per --window to `FILE`: .csv (with a header) or .jsonl (one JSON object a line); counts, rates per second, TTFT p50/p99 ms of the requests completed in the window, and queue depth, running batch, KV utilization and router in-flight at the window's end (docs/cluster.md)"},
 	{Name: "window-plot", Key: "run.outputs.window_plot", Type: "string", Cluster: true, Help: "cluster: draw the --window rows to `FILE`, .png, .svg or .pdf: panels of request rates, TTFT p50/p99, queue depth and running batch, and KV utilization over time"},
-	{Name: "debug-invariants", Key: "run.debug_invariants", Type: "bool", Default: "false", Help: "check every invariant in full after every step (slow)"},
+	{Name: "debug-invariants", Key: "run.debug_invariants", Type: "bool", Default: keyDefault("run.debug_invariants"), Help: "check every invariant in full after every step (slow)"},
 }
 
 // FlagGroup is a section of blis run --help: the flags from First (in
@@ -392,12 +393,12 @@ func (d *Draft) setDataParallel(flag, text string) error {
 func parseTriple(s, flag string) (string, error) {
 	parts := strings.Split(s, ",")
 	if len(parts) != 3 {
-		return "", fmt.Errorf("%s wants three comma-separated numbers, got %q", flag, s)
+		return "", fmt.Errorf("%s wants three comma-separated numbers, got %q", flag, clip.String(s))
 	}
 	for i, p := range parts {
 		x, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
 		if err != nil || x != x || x < 0 || x > 1e308 {
-			return "", fmt.Errorf("%s: %q is not a finite number >= 0", flag, p)
+			return "", fmt.Errorf("%s: %q is not a finite number >= 0", flag, clip.String(p))
 		}
 		parts[i] = fmtFloat(x)
 	}
@@ -419,7 +420,7 @@ func weightMap(s string) (string, error) {
 	for _, p := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(p), ":")
 		if !ok {
-			return "", fmt.Errorf("%q: want key:weight", p)
+			return "", fmt.Errorf("%q: want key:weight", clip.String(p))
 		}
 		parts = append(parts, strconv.Quote(strings.TrimSpace(k))+": "+strings.TrimSpace(v))
 	}
@@ -433,3 +434,49 @@ func setParam(n *yaml.Node, name, text string) {
 }
 
 func fmtFloat(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+
+// templateDefault is kind's default template.
+func templateDefault(kind policy.Kind) string { return policy.Names(kind)[0] }
+
+// templateList lists kind's templates, as help enumerates them.
+func templateList(kind policy.Kind) string { return strings.Join(policy.Names(kind), ", ") }
+
+// paramKey is template name's parameter param of kind.
+func paramKey(kind policy.Kind, name, param string) *policy.Param {
+	t, err := policy.Lookup(kind, name)
+	if err != nil {
+		panic(err)
+	}
+	for i := range t.Params {
+		if t.Params[i].Name == param {
+			return &t.Params[i]
+		}
+	}
+	panic("experiment: " + name + " has no parameter " + param)
+}
+
+// paramDefault is a policy parameter's default, as its flag shows it.
+func paramDefault(kind policy.Kind, name, param string) string {
+	return paramKey(kind, name, param).DefaultString()
+}
+
+// paramEnum lists a string parameter's values.
+func paramEnum(kind policy.Kind, name, param string) string {
+	return strings.Join(paramKey(kind, name, param).Enum, ", ")
+}
+
+// intervals lists the autoscale templates' default evaluation intervals.
+func intervals() string {
+	var parts []string
+	for _, t := range policy.Templates(policy.Autoscale) {
+		for _, p := range t.Params {
+			if p.Name == "interval_s" {
+				parts = append(parts, t.Name+" "+p.DefaultString())
+			}
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// triple is three numbers as --alpha-coeffs takes them.
+func triple(v [3]float64) string { return fmtFloat(v[0]) + "," + fmtFloat(v[1]) + "," + fmtFloat(v[2]) }

@@ -169,18 +169,23 @@ func forFit(rows []profRow) []profRow {
 	return out
 }
 
-func fitGEMM(t *testing.T, rows []profRow) gemmParams {
-	rows = forFit(rows)
-	// Started at the shipped constants: every fit here lands near them.
-	q := minimizeLog(t, []float64{GEMMLatencyUs * 1e-6, GEMMBandwidthShare, GEMMRateShare, GEMMBlend}, func(p []float64) float64 {
-		g := gemmParams(p)
+// fitRows fits params (all positive, from start) to rows by least squares
+// on the log of the time predict gives.
+func fitRows(t *testing.T, rows []profRow, start []float64, predict func(p []float64, r *profRow) float64) []float64 {
+	return minimizeLog(t, start, func(p []float64) float64 {
 		var s float64
 		for i := range rows {
-			d := math.Log(g.predict(&rows[i]) / rows[i].t)
+			d := math.Log(predict(p, &rows[i]) / rows[i].t)
 			s += d * d
 		}
 		return s / float64(len(rows))
 	})
+}
+
+func fitGEMM(t *testing.T, rows []profRow) gemmParams {
+	// Started at the shipped constants: every fit here lands near them.
+	q := fitRows(t, forFit(rows), []float64{GEMMLatencyUs * 1e-6, GEMMBandwidthShare, GEMMRateShare, GEMMBlend},
+		func(p []float64, r *profRow) float64 { return gemmParams(p).predict(r) })
 	return gemmParams(q)
 }
 
@@ -200,14 +205,7 @@ func fitElementwise(t *testing.T, rows []profRow) elemParams {
 			}
 		}
 		lat, share := ElementwiseConstants(op)
-		q := minimizeLog(t, []float64{lat * 1e-6, share}, func(p []float64) float64 {
-			var s float64
-			for _, r := range mine {
-				d := math.Log((p[0] + r.bytes/(p[1]*r.bw)) / r.t)
-				s += d * d
-			}
-			return s / float64(len(mine))
-		})
+		q := fitRows(t, mine, []float64{lat * 1e-6, share}, func(p []float64, r *profRow) float64 { return p[0] + r.bytes/(p[1]*r.bw) })
 		out[op] = [2]float64{q[0], q[1]}
 	}
 	return out
@@ -295,49 +293,73 @@ var (
 	lssOps    = map[string]ElementwiseOp{"layernorm": OpNorm, "final_layernorm": OpNorm, "rotary_emb": OpRope, "act_fn": OpAct, "embedding": OpEmbed}
 )
 
-// readVLLMProfiles reads vLLM 0.19's own kernel times (LLMServingSim's
-// layerwise profiles, testdata/llmservingsim-kernels/GPU/MODEL/tpN/dense.csv:
-// one layer's kernels for a token count, µs) into GEMM and elementwise
-// rows, each shaped by the shipped model config at that TP.
-func readVLLMProfiles(t *testing.T) (gemms, elems []profRow) {
+// lssProfile is one of LLMServingSim's profile files: its records and
+// the configuration its path names (GPU/MODEL/tpN/NAME).
+type lssProfile struct {
+	path, gpu, model string
+	tp               int
+	hw               HardwareSpec
+	spec             ModelSpec
+	c                *PhysicsConfig
+	recs             [][]string // without the header
+}
+
+// readLSS reads every file called name under lssDir, checking its header.
+func readLSS(t *testing.T, name string, header []string) []lssProfile {
 	t.Helper()
 	var files []string
 	require.NoError(t, filepath.WalkDir(lssDir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.Name() == "dense.csv" {
+		if err == nil && d.Name() == name {
 			files = append(files, p)
 		}
 		return err
 	}))
 	slices.Sort(files)
 	require.NotEmpty(t, files)
+	var out []lssProfile
 	for _, f := range files {
 		rel, _ := filepath.Rel(lssDir, f)
 		parts := strings.Split(filepath.ToSlash(rel), "/")
-		gpu, model := parts[0], parts[1]
-		tp, err := strconv.Atoi(strings.TrimPrefix(parts[2], "tp"))
+		p := lssProfile{path: f, gpu: parts[0], model: parts[1]}
+		var err error
+		p.tp, err = strconv.Atoi(strings.TrimPrefix(parts[2], "tp"))
 		require.NoError(t, err, f)
-		hw, err := LoadHardware(lssGPUs[gpu])
+		p.hw, err = LoadHardware(lssGPUs[p.gpu])
 		require.NoError(t, err, f)
-		spec, err := LoadModel(lssModels[model])
+		p.spec, err = LoadModel(lssModels[p.model])
 		require.NoError(t, err, f)
 		k := DefaultVLLMKnobs()
 		k.TotalKVBlocksGPU = 1 << 20
-		c, err := NewPhysicsConfig(spec, hw, tp, k)
+		p.c, err = NewPhysicsConfig(p.spec, p.hw, p.tp, k)
 		require.NoError(t, err, f)
-		kern := hw.Kernels()
 		fh, err := os.Open(f)
 		require.NoError(t, err)
 		recs, err := csv.NewReader(fh).ReadAll()
 		fh.Close()
 		require.NoError(t, err, f)
-		require.Equal(t, []string{"layer", "tokens", "time_us"}, recs[0], f)
+		require.Equal(t, header, recs[0], f)
+		p.recs = recs[1:]
+		out = append(out, p)
+	}
+	return out
+}
+
+// readVLLMProfiles reads vLLM 0.19's own kernel times (LLMServingSim's
+// layerwise profiles, testdata/llmservingsim-kernels/GPU/MODEL/tpN/dense.csv:
+// one layer's kernels for a token count, µs) into GEMM and elementwise
+// rows, each shaped by the shipped model config at that TP.
+func readVLLMProfiles(t *testing.T) (gemms, elems []profRow) {
+	t.Helper()
+	for _, p := range readLSS(t, "dense.csv", []string{"layer", "tokens", "time_us"}) {
+		f, gpu, model, tp, spec, c, recs := p.path, p.gpu, p.model, p.tp, p.spec, p.c, p.recs
+		kern := p.hw.Kernels()
 		h, tpf := float64(spec.HiddenSize), float64(tp)
 		inter := float64(spec.IntermediateSize)
 		gemmShape := map[string][2]float64{
 			"qkv_proj": {(c.QDim + 2*c.KVDim) / tpf, h}, "o_proj": {h, c.QDim / tpf},
 			"gate_up_proj": {2 * inter / tpf, h}, "down_proj": {h, inter / tpf},
 		}
-		for line, r := range recs[1:] {
+		for line, r := range recs {
 			M, err1 := strconv.Atoi(r[1])
 			us, err2 := strconv.ParseFloat(r[2], 64)
 			require.True(t, err1 == nil && err2 == nil && M > 0 && us > 0, "%s:%d", f, line+2)
@@ -365,40 +387,13 @@ func readVLLMProfiles(t *testing.T) (gemms, elems []profRow) {
 // a context, decode-only rows of n requests at a context; µs per layer).
 func readVLLMAttention(t *testing.T) []profRow {
 	t.Helper()
-	var files []string
-	require.NoError(t, filepath.WalkDir(lssDir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.Name() == "attention.csv" {
-			files = append(files, p)
-		}
-		return err
-	}))
-	slices.Sort(files)
-	require.NotEmpty(t, files)
 	var rows []profRow
-	for _, f := range files {
-		rel, _ := filepath.Rel(lssDir, f)
-		parts := strings.Split(filepath.ToSlash(rel), "/")
-		gpu, model := parts[0], parts[1]
-		tp, err := strconv.Atoi(strings.TrimPrefix(parts[2], "tp"))
-		require.NoError(t, err, f)
-		hw, err := LoadHardware(lssGPUs[gpu])
-		require.NoError(t, err, f)
-		spec, err := LoadModel(lssModels[model])
-		require.NoError(t, err, f)
-		k := DefaultVLLMKnobs()
-		k.TotalKVBlocksGPU = 1 << 20
-		c, err := NewPhysicsConfig(spec, hw, tp, k)
-		require.NoError(t, err, f)
-		kern := hw.Kernels()
-		fh, err := os.Open(f)
-		require.NoError(t, err)
-		recs, err := csv.NewReader(fh).ReadAll()
-		fh.Close()
-		require.NoError(t, err, f)
-		require.Equal(t, []string{"prefill_chunk", "kv_prefill", "n_decode", "kv_decode", "time_us"}, recs[0], f)
+	for _, p := range readLSS(t, "attention.csv", []string{"prefill_chunk", "kv_prefill", "n_decode", "kv_decode", "time_us"}) {
+		f, gpu, model, tp, spec, c := p.path, p.gpu, p.model, p.tp, p.spec, p.c
+		kern := p.hw.Kernels()
 		kvPerTokenLayer := c.KVBytesPerToken / float64(spec.NumLayers) / float64(tp)
 		qKVPerTokenLayer := c.QHeadKVBytesPerToken() / float64(spec.NumLayers) / float64(tp)
-		for line, r := range recs[1:] {
+		for line, r := range p.recs {
 			var v [5]float64
 			for i := range v {
 				x, err := strconv.ParseFloat(r[i], 64)
@@ -424,15 +419,8 @@ func (p attnParams) predict(r *profRow) float64 {
 }
 
 func fitAttention(t *testing.T, rows []profRow) attnParams {
-	q := minimizeLog(t, []float64{AttentionLatencyUs * 1e-6, PrefillAttentionShare, DecodeAttentionShare, PrefillContextReadShare}, func(p []float64) float64 {
-		a := attnParams(p)
-		var s float64
-		for i := range rows {
-			d := math.Log(a.predict(&rows[i]) / rows[i].t)
-			s += d * d
-		}
-		return s / float64(len(rows))
-	})
+	q := fitRows(t, rows, []float64{AttentionLatencyUs * 1e-6, PrefillAttentionShare, DecodeAttentionShare, PrefillContextReadShare},
+		func(p []float64, r *profRow) float64 { return attnParams(p).predict(r) })
 	return attnParams(q)
 }
 
@@ -524,14 +512,8 @@ func TestKernelConstantsFitTheProfiles(t *testing.T) {
 	allE := fitElementwise(t, vElems)
 	allA := fitAttention(t, vAttn)
 	vMoE := readVLLMMoE(t)
-	allM := moeParams(minimizeLog(t, []float64{MoELatencyUs * 1e-6, MoERateShare}, func(p []float64) float64 {
-		var s float64
-		for i := range vMoE {
-			d := math.Log(moeParams{p[0], p[1]}.predict(&vMoE[i]) / vMoE[i].t)
-			s += d * d
-		}
-		return s / float64(len(vMoE))
-	}))
+	allM := moeParams(fitRows(t, vMoE, []float64{MoELatencyUs * 1e-6, MoERateShare},
+		func(p []float64, r *profRow) float64 { return moeParams{p[0], p[1]}.predict(r) }))
 	require.InDelta(t, allM[0], MoELatencyUs*1e-6, 0.005*allM[0], "MoELatencyUs: the fit gives %.4g µs", allM[0]*1e6)
 	require.InDelta(t, allM[1], MoERateShare, 0.005*allM[1], "MoERateShare: the fit gives %.4g", allM[1])
 	var moeErr []float64

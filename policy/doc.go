@@ -50,39 +50,6 @@ func SchemaJSON() []byte {
 	return append(b, '\n')
 }
 
-// DefaultString is p's default as the docs print it.
-func (p *Param) DefaultString() string {
-	if d := p.DefaultBy; d != nil {
-		parts := make([]string, len(d.Cases))
-		for i, c := range d.Cases {
-			parts[i] = c.When + ": " + p.valueString(c.V)
-		}
-		return "by " + d.Param + " (" + strings.Join(parts, ", ") + "; else required)"
-	}
-	return p.valueString(p.Default)
-}
-
-func (p *Param) valueString(v Value) string {
-	switch p.Type {
-	case Bool:
-		return fmt.Sprint(v.B)
-	case Int:
-		return fmt.Sprint(v.I)
-	case Float:
-		return fmtNum(v.F)
-	case String:
-		return v.S
-	}
-	if len(v.M) == 0 {
-		return "{}"
-	}
-	parts := make([]string, len(v.M))
-	for i, e := range v.M {
-		parts[i] = e.Key + ": " + fmtNum(e.V)
-	}
-	return "{" + strings.Join(parts, ", ") + "}"
-}
-
 // Markdown is docs/policies.md: every template with its parameters,
 // generated from the schema (go test ./policy -run Doc -update).
 func Markdown() []byte {

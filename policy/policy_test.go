@@ -106,7 +106,7 @@ func TestTemplatesNamesMatchTheirPackages(t *testing.T) {
 				defaults := []Value{p.Default}
 				if p.DefaultBy != nil {
 					defaults = nil
-					_, on := tp.param(p.DefaultBy.Param)
+					_, on := param(&tp, p.DefaultBy.Param)
 					require.NotNil(t, on, "%s %s %s: DefaultBy names no parameter", k, tp.Name, p.Name)
 					for _, c := range p.DefaultBy.Cases {
 						require.Contains(t, on.Enum, c.When, "%s %s %s", k, tp.Name, p.Name)
@@ -116,7 +116,7 @@ func TestTemplatesNamesMatchTheirPackages(t *testing.T) {
 				for _, d := range defaults {
 					switch p.Type {
 					case Float, Int:
-						require.NoError(t, p.check(float64(d.I)+d.F), "%s %s %s: the default is out of range", k, tp.Name, p.Name)
+						require.NoError(t, p.Check(float64(d.I)+d.F), "%s %s %s: the default is out of range", k, tp.Name, p.Name)
 					case String:
 						require.Contains(t, p.Enum, d.S, "%s %s %s: the default is not among the values", k, tp.Name, p.Name)
 					}
@@ -146,7 +146,7 @@ func TestParseSection(t *testing.T) {
 
 	s, err = ParseSection(Routing, raw(t, "weighted", "{scorers: {load-balance: 1, queue-depth: 2.5}}"))
 	require.NoError(t, err)
-	require.Equal(t, []Entry{{"load-balance", 1}, {"queue-depth", 2.5}}, s.Map("scorers"), "in the order given")
+	require.Equal(t, []Entry{{Key: "load-balance", V: 1}, {Key: "queue-depth", V: 2.5}}, s.Map("scorers"), "in the order given")
 
 	for _, tc := range []struct {
 		kind                  Kind
@@ -156,7 +156,7 @@ func TestParseSection(t *testing.T) {
 		{Admission, "always-admit", "{capacity: 1}", "params.capacity", "admission policy always-admit takes no parameters"},
 		{Admission, "token-bucket", "{capacity: 0}", "params.capacity", "must be > 0 input tokens, got 0"},
 		{Admission, "token-bucket", "{refill_rate: -1}", "params.refill_rate", "must be >= 0 input tokens/s, got -1"},
-		{Admission, "token-bucket", "{capacity: .inf}", "params.capacity", "must be finite and > 0 input tokens, got +Inf"},
+		{Admission, "token-bucket", "{capacity: .inf}", "params.capacity", "must be finite and > 0 input tokens, got .inf"},
 		{Admission, "token-bucket", "{capacity: lots}", "params.capacity", `want a number, got "lots"`},
 		{Admission, "token-bucket", "{per_tenant: 1}", "params.per_tenant", `want true or false, got "1"`},
 		{Admission, "token-bucket", "{capacity: 1, capacity: 2}", "params.capacity", "given twice"},
@@ -225,7 +225,7 @@ func TestSet(t *testing.T) {
 	s, err := ParseSection(Routing, Raw{Type: "weighted"})
 	require.NoError(t, err)
 	require.NoError(t, s.Set("scorers", "{queue-depth: 1}"))
-	require.Equal(t, []Entry{{"queue-depth", 1}}, s.Map("scorers"))
+	require.Equal(t, []Entry{{Key: "queue-depth", V: 1}}, s.Map("scorers"))
 	require.NoError(t, s.Set("prefix_index_capacity", "64"))
 	require.Equal(t, int64(64), s.Int("prefix_index_capacity"))
 	require.ErrorContains(t, s.Set("prefix_index_capacity", "-1"), "must be within [0, 1073741824] blocks")
@@ -375,12 +375,18 @@ func TestAutoscaleBuild(t *testing.T) {
 		{"target-utilization", "{up: 0.5, down: 0.2, metric: slo_attainment}", "", ""},
 		{"saturation", "{scale_up: 0.6}", "params.scale_down", "must be < scale_up (0.6)"},
 		{"kpa", "{stable_window_s: 5}", "params.panic_window_s", "must be <= stable_window_s (5 s), got 6 s"},
-		{"hpa", "{metric: slo_attainment, target: 2}", "params.target", "an SLO attainment target is a share"},
+		{"hpa", "{metric: slo_attainment, target: 2}", "params.target", "slo_attainment is a share: the target must be within (0, 1]"},
+		{"hpa", "{metric: kv_utilization, target: 1.2}", "params.target", "kv_utilization is a share: the target must be within (0, 1]"},
+		{"hpa", "{metric: queue_depth, target: 12}", "", ""},
+		{"target-utilization", "{metric: kv_utilization, up: 1.5, down: 0.5}", "params.up", "kv_utilization is a share: the threshold must be within [0, 1]"},
+		{"hpa", "{scale_up_window_s: 0.0000001}", "params.scale_up_window_s", "is below 1 µs"},
 	} {
+		// The rules across parameters are checked once, when the section
+		// is read; building it then cannot fail for them.
 		s, err := ParseSection(Autoscale, raw(t, tc.typ, tc.params))
-		require.NoError(t, err, "%s %s", tc.typ, tc.params)
-		_, err = s.Autoscale()
 		if tc.key == "" {
+			require.NoError(t, err, "%s %s", tc.typ, tc.params)
+			_, err = s.Autoscale()
 			require.NoError(t, err, "%s %s", tc.typ, tc.params)
 			continue
 		}

@@ -3,11 +3,12 @@ package policy
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/blis-sim/blis/internal/schema"
 )
 
 // Raw is a section as a file or a flag gives it: a template name and its
@@ -32,17 +33,9 @@ type Section struct {
 
 // FieldError is an invalid section: Key is relative to the section
 // ("type", "params.capacity", "params.tenants.alice").
-type FieldError struct {
-	Key string
-	Err error
-}
+type FieldError = schema.Error
 
-func (e *FieldError) Error() string { return e.Key + ": " + e.Err.Error() }
-func (e *FieldError) Unwrap() error { return e.Err }
-
-func fieldErr(key, format string, args ...any) error {
-	return &FieldError{Key: key, Err: fmt.Errorf(format, args...)}
-}
+func fieldErr(key, format string, args ...any) error { return schema.Errorf(key, format, args...) }
 
 // Default is kind's default template with its defaults.
 func Default(kind Kind) Section {
@@ -59,7 +52,7 @@ func newSection(t *Template) Section {
 		s.Values[i] = p.Default
 		s.Values[i].M = append([]Entry(nil), p.Default.M...)
 	}
-	s.derive(t) // the defaults' own cases always exist
+	_ = s.derive(t) // the defaults' own cases always exist
 	return s
 }
 
@@ -71,7 +64,7 @@ func (s *Section) derive(t *Template) error {
 		if p.DefaultBy == nil || s.given[i] {
 			continue
 		}
-		j, _ := t.param(p.DefaultBy.Param)
+		j, _ := param(t, p.DefaultBy.Param)
 		on := s.Values[j].S
 		found := false
 		for _, c := range p.DefaultBy.Cases {
@@ -105,176 +98,41 @@ func ParseSection(kind Kind, r Raw) (Section, error) {
 	}
 	for i := 0; i+1 < len(p.Content); i += 2 {
 		name := p.Content[i].Value
-		idx, par := t.param(name)
+		idx, par := param(t, name)
 		if par == nil {
-			if len(t.Params) == 0 {
-				return s, fieldErr("params."+name, "%s policy %s takes no parameters", kind, t.Name)
-			}
-			return s, fieldErr("params."+name, "%s policy %s has no parameter %q; use one of %s", kind, t.Name, name, strings.Join(t.ParamNames(), ", "))
+			return s, noParam(t, name)
 		}
 		for j := 0; j < i; j += 2 {
 			if p.Content[j].Value == name {
 				return s, fieldErr("params."+name, "given twice")
 			}
 		}
-		v, err := par.decode(p.Content[i+1], "params."+name)
+		v, err := par.Decode(p.Content[i+1], "params."+name)
 		if err != nil {
 			return s, err
 		}
 		s.Values[idx], s.given[idx] = v, true
 	}
-	return s, s.derive(t)
+	if err := s.derive(t); err != nil {
+		return s, err
+	}
+	return s, s.check(t)
 }
 
-// decode reads n as p's value; key names it in errors.
-func (p *Param) decode(n *yaml.Node, key string) (Value, error) {
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-		return Value{}, fieldErr(key, "no value; give one, or leave the parameter out for its default (%s)", p.DefaultString())
-	}
-	switch p.Type {
-	case Bool:
-		b, err := scalarBool(n)
-		if err != nil {
-			return Value{}, &FieldError{Key: key, Err: err}
-		}
-		return Value{B: b}, nil
-	case String:
-		if n.Kind != yaml.ScalarNode || !contains(p.Enum, n.Value) {
-			return Value{}, fieldErr(key, "want one of %s, got %s", strings.Join(p.Enum, ", "), describe(n))
-		}
-		return Value{S: n.Value}, nil
-	case Float, Int:
-		x, err := p.number(n)
-		if err != nil {
-			return Value{}, &FieldError{Key: key, Err: err}
-		}
-		if p.Type == Int {
-			return Value{I: int64(x)}, nil
-		}
-		return Value{F: x}, nil
-	}
-	// A map.
-	if n.Kind != yaml.MappingNode {
-		return Value{}, fieldErr(key, "must be a mapping of name: %s", p.Unit)
-	}
-	var v Value
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k := n.Content[i].Value
-		ek := key + "." + k
-		if p.Keys != nil && !contains(p.Keys, k) {
-			return Value{}, fieldErr(ek, "%q is not one of %s", k, strings.Join(p.Keys, ", "))
-		}
-		for _, e := range v.M {
-			if e.Key == k {
-				return Value{}, fieldErr(ek, "given twice")
-			}
-		}
-		x, err := p.number(n.Content[i+1])
-		if err != nil {
-			return Value{}, &FieldError{Key: ek, Err: err}
-		}
-		v.M = append(v.M, Entry{Key: k, V: x})
-	}
-	return v, p.checkMap(v, key)
-}
-
-// number reads a scalar as a number of p's type and checks its range.
-func (p *Param) number(n *yaml.Node) (float64, error) {
-	if n.Kind != yaml.ScalarNode {
-		return 0, fmt.Errorf("want a number, got %s", describe(n))
-	}
-	var x float64
-	if err := n.Decode(&x); err != nil { // YAML's numbers, .inf and .nan among them
-		var perr error
-		if x, perr = strconv.ParseFloat(strings.TrimSpace(n.Value), 64); perr != nil {
-			return 0, fmt.Errorf("want a number, got %q", n.Value)
-		}
-	}
-	if p.Type == Int || p.Type == IntMap {
-		if x != math.Trunc(x) || math.IsInf(x, 0) {
-			return 0, fmt.Errorf("want a whole number, got %s", n.Value)
-		}
-	}
-	return x, p.check(x)
-}
-
-// check checks x against p's range.
-func (p *Param) check(x float64) error {
-	ok := !math.IsNaN(x) && !math.IsInf(x, 0) &&
-		(x > p.Min || (!p.MinOpen && x == p.Min)) &&
-		(x < p.Max || (!p.MaxOpen && x == p.Max))
-	if !ok {
-		r := p.RangeString()
-		if r == "finite" {
-			return fmt.Errorf("must be finite, got %v", x)
-		}
-		if strings.HasPrefix(r, "[") || strings.HasPrefix(r, "(") {
-			r = "within " + r
-		}
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			r = "finite and " + r
-		}
-		if p.Unit != "" {
-			r += " " + p.Unit
-		}
-		return fmt.Errorf("must be %s, got %s", r, fmtNum(x))
-	}
-	return nil
-}
-
-// checkMap checks a map's values as a whole: a scorer list needs a weight
-// > 0 and a finite sum, which normalization divides by; an empty one is
-// accepted only where it is the default (it then means "none given").
-func (p *Param) checkMap(v Value, key string) error {
-	if p.Keys == nil {
+// check runs t's rules across parameters.
+func (s Section) check(t *Template) error {
+	if t.Check == nil {
 		return nil
 	}
-	var sum float64
-	for _, e := range v.M {
-		sum += e.V
-	}
-	switch {
-	case len(v.M) == 0 && len(p.Default.M) == 0:
-		return nil // the default: none given
-	case len(v.M) == 0:
-		return fieldErr(key, "give at least one of %s", strings.Join(p.Keys, ", "))
-	case !(sum > 0):
-		return fieldErr(key, "the weights are all 0; at least one must be > 0")
-	case math.IsInf(sum, 0):
-		return fieldErr(key, "the weights sum to more than %g; use smaller numbers (only their ratios matter)", math.MaxFloat64)
-	}
-	return nil
+	return t.Check(s)
 }
 
-func scalarBool(n *yaml.Node) (bool, error) {
-	if n.Kind == yaml.ScalarNode {
-		switch n.Value {
-		case "true":
-			return true, nil
-		case "false":
-			return false, nil
-		}
+// noParam is the error of a parameter t does not have.
+func noParam(t *Template, name string) error {
+	if len(t.Params) == 0 {
+		return fieldErr("params."+name, "%s policy %s takes no parameters", t.Kind, t.Name)
 	}
-	return false, fmt.Errorf("want true or false, got %s", describe(n))
-}
-
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	}
-	return strconv.Quote(n.Value)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	return fieldErr("params."+name, "%s policy %s has no parameter %q; use one of %s", t.Kind, t.Name, schema.Clip(name), strings.Join(paramNames(t), ", "))
 }
 
 // Template is s's template.
@@ -287,7 +145,7 @@ func (s Section) Template() *Template {
 }
 
 func (s Section) value(name string) Value {
-	i, p := s.Template().param(name)
+	i, p := param(s.Template(), name)
 	if p == nil {
 		panic(fmt.Sprintf("policy: %s %s has no parameter %s", s.Kind, s.Type, name))
 	}
@@ -304,7 +162,7 @@ func (s Section) Map(name string) []Entry   { return s.value(name).M }
 
 // Has reports whether s's template has a parameter name.
 func (s Section) Has(name string) bool {
-	_, p := s.Template().param(name)
+	_, p := param(s.Template(), name)
 	return p != nil
 }
 
@@ -313,26 +171,23 @@ func (s Section) Has(name string) bool {
 // checks as a file's value. Errors are *FieldError values under params.
 func (s *Section) Set(name, text string) error {
 	t := s.Template()
-	i, p := t.param(name)
+	i, p := param(t, name)
 	if p == nil {
-		if len(t.Params) == 0 {
-			return fieldErr("params."+name, "%s policy %s takes no parameters", s.Kind, t.Name)
-		}
-		return fieldErr("params."+name, "%s policy %s has no parameter %q; use one of %s", s.Kind, t.Name, name, strings.Join(t.ParamNames(), ", "))
+		return noParam(t, name)
 	}
-	var n yaml.Node
-	if err := yaml.Unmarshal([]byte(text), &n); err != nil || len(n.Content) != 1 {
-		return fieldErr("params."+name, "cannot read %q", text)
-	}
-	v, err := p.decode(n.Content[0], "params."+name)
+	v, err := p.Parse(text, "params."+name)
 	if err != nil {
 		return err
 	}
 	if s.given == nil {
 		s.given = make([]bool, len(t.Params))
 	}
+	s.Values = append([]Value(nil), s.Values...)
 	s.Values[i], s.given[i] = v, true
-	return s.derive(t)
+	if err := s.derive(t); err != nil {
+		return err
+	}
+	return s.check(t)
 }
 
 // Equal reports whether s and o are the same template with the same
@@ -342,27 +197,15 @@ func (s Section) Equal(o Section) bool {
 		return false
 	}
 	for i, v := range s.Values {
-		w := o.Values[i]
-		if v.F != w.F || v.I != w.I || v.B != w.B || v.S != w.S || len(v.M) != len(w.M) {
+		if !v.Equal(o.Values[i]) {
 			return false
-		}
-		for j := range v.M {
-			if v.M[j] != w.M[j] {
-				return false
-			}
 		}
 	}
 	return true
 }
 
-// fmtNum formats a number the shortest way that reads back exactly, a
-// whole number without an exponent.
-func fmtNum(x float64) string {
-	if x == math.Trunc(x) && math.Abs(x) < 1e15 {
-		return strconv.FormatFloat(x, 'f', -1, 64)
-	}
-	return strconv.FormatFloat(x, 'g', -1, 64)
-}
+// fmtNum formats a number the shortest way that reads back exactly.
+func fmtNum(x float64) string { return schema.FmtNum(x) }
 
 // Node is s as YAML: {type, params}, every parameter in schema order
 // (what --print-config writes; ParseSection reads it back to s).
@@ -370,7 +213,7 @@ func (s Section) Node() *yaml.Node {
 	t := s.Template()
 	params := &yaml.Node{Kind: yaml.MappingNode, Style: 0}
 	for i, p := range t.Params {
-		params.Content = append(params.Content, str(p.Name), p.node(s.Values[i]))
+		params.Content = append(params.Content, str(p.Name), p.Node(s.Values[i]))
 	}
 	if len(t.Params) == 0 {
 		params.Style = yaml.FlowStyle
@@ -378,28 +221,7 @@ func (s Section) Node() *yaml.Node {
 	return &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{str("type"), str(s.Type), str("params"), params}}
 }
 
-func str(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
-
-func (p *Param) node(v Value) *yaml.Node {
-	// Plain scalars: a whole float such as 0 reads back as a number all
-	// the same (ParseSection takes any number).
-	scalar := func(_, s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Value: s} }
-	switch p.Type {
-	case Bool:
-		return scalar("!!bool", strconv.FormatBool(v.B))
-	case Int:
-		return scalar("!!int", strconv.FormatInt(v.I, 10))
-	case Float:
-		return scalar("!!float", fmtNum(v.F))
-	case String:
-		return str(v.S)
-	}
-	m := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
-	for _, e := range v.M {
-		m.Content = append(m.Content, str(e.Key), scalar("!!float", fmtNum(e.V)))
-	}
-	return m
-}
+func str(s string) *yaml.Node { return schema.Str(s) }
 
 // MarshalJSON writes s as {"type": ..., "params": {...}}, parameters in
 // schema order and maps in their given order (the run's echo).

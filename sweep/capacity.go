@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/blis-sim/blis/experiment"
+	"github.com/blis-sim/blis/internal/clip"
 )
 
 // Target is an SLO target on a metric column: "realtime_slo_attainment
@@ -38,16 +39,16 @@ func ParseTarget(s string) (Target, error) {
 		m = strings.TrimSpace(m)
 		x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
-			return Target{}, fmt.Errorf("target %q: %q is not a finite number", s, strings.TrimSpace(v))
+			return Target{}, fmt.Errorf("target %q: %q is not a finite number", clip.String(s), clip.String(strings.TrimSpace(v)))
 		}
 		for _, c := range registry {
 			if c.Name == m {
 				return Target{Metric: m, Op: op, Value: x}, nil
 			}
 		}
-		return Target{}, fmt.Errorf("target %q: no metric %q; use one of %s", s, m, strings.Join(metricNames(), ", "))
+		return Target{}, fmt.Errorf("target %q: no metric %q; use one of %s", clip.String(s), clip.String(m), strings.Join(metricNames(), ", "))
 	}
-	return Target{}, fmt.Errorf("target %q: want METRIC>=VALUE or METRIC<=VALUE (realtime_slo_attainment>=0.99)", s)
+	return Target{}, fmt.Errorf("target %q: want METRIC>=VALUE or METRIC<=VALUE (realtime_slo_attainment>=0.99)", clip.String(s))
 }
 
 func metricNames() []string {
@@ -130,7 +131,7 @@ func Capacity(ctx context.Context, s CapacitySpec) (*CapacityResult, error) {
 		}
 	}
 	if s.Find != "max" && s.Find != "min" {
-		return nil, fmt.Errorf("find %q: max or min", s.Find)
+		return nil, fmt.Errorf("find %q: max or min", clip.String(s.Find))
 	}
 	if !(s.Min < s.Max) || math.IsInf(s.Min, 0) || math.IsInf(s.Max, 0) {
 		return nil, fmt.Errorf("the range [%v, %v] is empty: min must be below max", s.Min, s.Max)
@@ -140,7 +141,11 @@ func Capacity(ctx context.Context, s CapacitySpec) (*CapacityResult, error) {
 		return nil, err
 	}
 	res := &CapacityResult{Key: s.Key, Find: s.Find, Target: s.Target.String(), Seeds: s.Seeds}
-	res.Integer = set(d, s.Key, "0.5", "") != nil
+	if whole, ok := experiment.WholeNumber(s.Key); ok {
+		res.Integer = whole
+	} else {
+		res.Integer = d.Set(s.Key, "0.5", "") != nil
+	}
 	if res.Integer {
 		if s.Min != math.Trunc(s.Min) || s.Max != math.Trunc(s.Max) {
 			return nil, fmt.Errorf("%s takes whole numbers: give a whole --min and --max", s.Key)

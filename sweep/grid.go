@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/internal/yamlfile"
 )
 
@@ -40,15 +41,19 @@ type Grid struct {
 }
 
 // Points is the number of points: the product of the axes' lengths (1
-// without an axis), or an error past MaxRuns.
+// without an axis), or an error past MaxPoints.
 func (g *Grid) Points() (int, error) {
 	n := 1
 	for _, a := range g.Axes {
 		if len(a.Values) == 0 {
 			return 0, fmt.Errorf("%s: no values", a.Key)
 		}
-		if n > MaxRuns/len(a.Values) {
-			return 0, fmt.Errorf("the grid has more than %d points", MaxRuns)
+		if n > MaxPoints/len(a.Values) {
+			var sizes []string
+			for _, a := range g.Axes {
+				sizes = append(sizes, strconv.Itoa(len(a.Values)))
+			}
+			return 0, fmt.Errorf("the grid has more than %d points (%s values): every point is resolved before any run; sweep fewer values at once", MaxPoints, strings.Join(sizes, " × "))
 		}
 		n *= len(a.Values)
 	}
@@ -92,26 +97,33 @@ func (g *Grid) Add(key string, values []string, origin string, single bool) erro
 	}
 	for i, v := range values {
 		if slices.Contains(values[:i], v) {
-			return fmt.Errorf("%s: %s: the value %q is given twice", origin, key, v)
+			return fmt.Errorf("%s: %s: the value %q is given twice", origin, key, clip.String(v))
 		}
 	}
 	g.Axes = append(g.Axes, Axis{Key: key, Values: values})
 	return nil
 }
 
-// checkKey refuses what no experiment key can be: an empty key, spaces,
-// control characters. Whether the key exists is the experiment's to say
+// maxKey is longer than any experiment key (the longest, a policy
+// parameter of a pool's autoscaler, is under 100 bytes).
+const maxKey = 256
+
+// checkKey refuses what no experiment key can be: an empty key, a key
+// longer than maxKey, spaces, control characters. Whether the key exists is the experiment's to say
 // (Draft.Set lists the valid keys).
 func checkKey(key string) error {
 	if key == "" {
 		return errors.New("an empty key")
 	}
+	if len(key) > maxKey {
+		return fmt.Errorf("%q: a key of %d bytes is not an experiment key", clip.String(key), len(key))
+	}
 	if !utf8.ValidString(key) {
-		return fmt.Errorf("%q is not UTF-8", key)
+		return fmt.Errorf("%q is not UTF-8", clip.String(key))
 	}
 	for _, r := range key {
 		if unicode.IsSpace(r) || unicode.IsControl(r) || r == '=' || r == ',' || r == '"' {
-			return fmt.Errorf("%q is not an experiment key (dotted keys as the experiment file spells them: workload.rate_scale, deployment.pools[0].replicas)", key)
+			return fmt.Errorf("%q is not an experiment key (dotted keys as the experiment file spells them: workload.rate_scale, deployment.pools[0].replicas)", clip.String(key))
 		}
 	}
 	return nil
@@ -126,11 +138,11 @@ func checkKey(key string) error {
 func ParseSet(arg string) (key string, values []string, err error) {
 	k, v, ok := strings.Cut(arg, "=")
 	if !ok {
-		return "", nil, fmt.Errorf("--set %q: want KEY=VALUE or KEY=V1,V2,...", arg)
+		return "", nil, fmt.Errorf("--set %q: want KEY=VALUE or KEY=V1,V2,...", clip.String(arg))
 	}
 	key = strings.TrimSpace(k)
 	if err := checkKey(key); err != nil {
-		return "", nil, fmt.Errorf("--set %q: %w", arg, err)
+		return "", nil, fmt.Errorf("--set %q: %w", clip.String(arg), err)
 	}
 	if !utf8.ValidString(v) {
 		return "", nil, fmt.Errorf("--set %s: the value is not UTF-8", key)
@@ -153,7 +165,7 @@ func ParseValues(text string) ([]string, error) {
 	}
 	var n yaml.Node
 	if err := yaml.Unmarshal([]byte("["+text+"\n]"), &n); err != nil || len(n.Content) != 1 || n.Content[0].Kind != yaml.SequenceNode {
-		return nil, fmt.Errorf("cannot read %q as values separated by commas (quote a value that holds a comma or a bracket)", text)
+		return nil, fmt.Errorf("cannot read %q as values separated by commas (quote a value that holds a comma or a bracket)", clip.String(text))
 	}
 	seq := n.Content[0]
 	if len(seq.Content) == 0 {
@@ -271,24 +283,24 @@ func ParseGrid(data []byte, source string) (*Grid, error) {
 			for j, e := range v.Content {
 				s, err := valueText(e)
 				if err != nil {
-					return nil, fmt.Errorf("%s.%s: value %d: %w", at, k.Value, j+1, err)
+					return nil, fmt.Errorf("%s.%s: value %d: %w", at, clip.String(k.Value), j+1, err)
 				}
 				values = append(values, s)
 			}
 			if len(values) == 0 {
-				return nil, fmt.Errorf("%s.%s: an empty list; give at least one value", at, k.Value)
+				return nil, fmt.Errorf("%s.%s: an empty list; give at least one value", at, clip.String(k.Value))
 			}
 			// A list of one value is still an axis: the file says so.
-			if err := g.Add(k.Value, values, at+"."+k.Value, false); err != nil {
+			if err := g.Add(k.Value, values, at+"."+clip.String(k.Value), false); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		s, err := valueText(v)
 		if err != nil {
-			return nil, fmt.Errorf("%s.%s: %w", at, k.Value, err)
+			return nil, fmt.Errorf("%s.%s: %w", at, clip.String(k.Value), err)
 		}
-		if err := g.Add(k.Value, []string{s}, at+"."+k.Value, true); err != nil {
+		if err := g.Add(k.Value, []string{s}, at+"."+clip.String(k.Value), true); err != nil {
 			return nil, err
 		}
 	}

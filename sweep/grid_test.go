@@ -112,7 +112,7 @@ func TestGridTooLarge(t *testing.T) {
 		require.NoError(t, g.Add("k"+string(rune('a'+i)), vals, "test", false))
 	}
 	_, err := g.Points()
-	require.ErrorContains(t, err, "more than 16777216 points")
+	require.ErrorContains(t, err, "more than 100000 points (100 × 100 × 100 × 100 × 100 values)")
 }
 
 // FuzzParseGrid: any bytes give a grid or a one-line error naming the

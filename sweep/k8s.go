@@ -2,6 +2,8 @@ package sweep
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +13,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/blis-sim/blis/internal/clip"
 )
 
 // K8sJob is a Kubernetes Indexed Job that runs a sweep's shards, one pod
@@ -26,9 +30,17 @@ type K8sJob struct {
 	Parallelism int    // pods at once (0: every shard)
 	Claim       string // the PersistentVolumeClaim mounted at /out
 	// Args are blis sweep's arguments, input files named by their names
-	// in Files; Manifest adds --shard, --workers and --out.
-	Args  []string
-	Files []K8sFile
+	// in Files; Manifest adds --shard, --workers and --out. Local are the
+	// same arguments with the input files' local paths, for the command
+	// that merges the shards (nil: Args). AddArgs and AddFile add to both.
+	Args, Local []string
+	Files       []K8sFile
+}
+
+// AddArgs adds arguments that are the same in the pods and locally.
+func (j *K8sJob) AddArgs(args ...string) {
+	j.Args = append(j.Args, args...)
+	j.Local = append(j.Local, args...)
 }
 
 // K8sFile is an input file of the Job, by its name in /sweep.
@@ -37,16 +49,29 @@ type K8sFile struct {
 	Data []byte
 }
 
-var k8sName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?$`)
+var (
+	k8sName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?$`)
+	// imageRef is the characters of an image reference (the distribution
+	// project's reference grammar: a name of path components, a tag, a
+	// digest), not its full grammar: enough to keep a space, a newline or
+	// a quote out of the manifest.
+	imageRef = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._/:@+-]*$`)
+	// configMapKey is what a ConfigMap's data key may hold
+	// (kubernetes/apimachinery's IsConfigMapKey).
+	configMapKey = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
+)
 
 // Manifest writes the ConfigMap and the Job as one YAML stream (kubectl
 // apply -f). The same job gives the same bytes.
 func (j *K8sJob) Manifest() ([]byte, error) {
 	if !k8sName.MatchString(j.Name) {
-		return nil, fmt.Errorf("job name %q: lower-case letters, digits and '-', 1 to 52 characters, starting and ending with a letter or digit", j.Name)
+		return nil, fmt.Errorf("--job-name %q: lower-case letters, digits and '-', 1 to 52 characters, starting and ending with a letter or digit", clip.String(j.Name))
 	}
 	if j.Image == "" {
 		return nil, fmt.Errorf("the Job needs an image with blis on its PATH (--image)")
+	}
+	if !imageRef.MatchString(j.Image) || len(j.Image) > 4096 {
+		return nil, fmt.Errorf("--image %q: an image reference is [REGISTRY/]NAME[:TAG][@DIGEST], letters, digits and . _ - / : @ only, at most 4096 characters", clip.String(j.Image))
 	}
 	if j.Shards < 1 || j.Shards > 100000 {
 		return nil, fmt.Errorf("shards must be in [1, 100000] (a Job's completions), got %d", j.Shards)
@@ -56,7 +81,7 @@ func (j *K8sJob) Manifest() ([]byte, error) {
 		par = j.Shards
 	}
 	if !k8sName.MatchString(j.Claim) {
-		return nil, fmt.Errorf("volume claim name %q: lower-case letters, digits and '-'", j.Claim)
+		return nil, fmt.Errorf("--claim %q: lower-case letters, digits and '-', 1 to 52 characters, starting and ending with a letter or digit", clip.String(j.Claim))
 	}
 	files := slices.Clone(j.Files)
 	slices.SortFunc(files, func(a, b K8sFile) int { return strings.Compare(a.Name, b.Name) })
@@ -65,11 +90,18 @@ func (j *K8sJob) Manifest() ([]byte, error) {
 		if i > 0 && files[i-1].Name == f.Name {
 			return nil, fmt.Errorf("two input files named %s", f.Name)
 		}
+		if !configMapKey.MatchString(f.Name) || len(f.Name) > 253 {
+			return nil, fmt.Errorf("input file name %q: a ConfigMap key is letters, digits and - . _, at most 253 characters (K8sJob.AddFile makes one)", clip.String(f.Name))
+		}
 		v := str(string(f.Data))
 		if !strings.ContainsAny(string(f.Data), "\t\r") {
 			v.Style = yaml.LiteralStyle
 		}
 		data = append(data, str(f.Name), v)
+	}
+	local := j.Local
+	if local == nil {
+		local = j.Args
 	}
 	n := strconv.Itoa(j.Shards)
 	args := append([]string{"sweep"}, j.Args...)
@@ -84,7 +116,7 @@ func (j *K8sJob) Manifest() ([]byte, error) {
 		"on the volume claim %s (create it first, ReadWriteMany when the pods may land\n"+
 		"on several nodes). Then merge the shards, in index order, with the same arguments:\n"+
 		"  blis sweep %s --rows /out/shard-0.csv ... --out table.parquet",
-		j.Shards, j.Shards, j.Claim, strings.Join(quoteArgs(j.Args), " "))
+		j.Shards, j.Shards, j.Claim, strings.Join(quoteArgs(local), " "))
 	job := mapping(
 		"apiVersion", str("batch/v1"), "kind", str("Job"),
 		"metadata", mapping("name", str(j.Name)),
@@ -155,28 +187,82 @@ func mapping(kv ...any) *yaml.Node {
 	return n
 }
 
-// quoteArgs quotes arguments for a shell, in the manifest's comment.
+// quoteArgs quotes arguments for a shell, in the manifest's comment: a
+// plain word as it is, else in single quotes, a control character
+// (a newline would end the comment) as $'\NNN'.
 func quoteArgs(args []string) []string {
 	out := make([]string, len(args))
 	for i, a := range args {
 		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,") == "" {
 			out[i] = a
-		} else {
-			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+			continue
 		}
+		var b strings.Builder
+		b.WriteByte('\'')
+		for _, r := range a {
+			switch {
+			case r == '\'':
+				b.WriteString(`'\''`)
+			case r < 0x20 || r == 0x7f:
+				fmt.Fprintf(&b, `'$'\%03o''`, r)
+			default:
+				b.WriteRune(r)
+			}
+		}
+		b.WriteByte('\'')
+		out[i] = b.String()
 	}
 	return out
 }
 
 // AddFile carries the input file path of flag (config, grid, ...) in
-// the Job's ConfigMap and passes it to blis sweep by its name there.
+// the Job's ConfigMap and passes it to blis sweep by its key there
+// (ConfigMapKey); the merge command names path.
 func (j *K8sJob) AddFile(flag, path string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return fmt.Errorf("--%s: %w", flag, err)
 	}
-	name := flag + "-" + filepath.Base(path)
+	name := ConfigMapKey(flag, filepath.Base(path))
 	j.Files = append(j.Files, K8sFile{Name: name, Data: data})
 	j.Args = append(j.Args, "--"+flag, name)
+	j.Local = append(j.Local, "--"+flag, path)
 	return nil
+}
+
+// ConfigMapKey is the ConfigMap key of the input file base of flag:
+// FLAG-BASE when base is letters, digits and - . _ (what kubectl apply
+// takes); else base with each run of other bytes made one '_', clipped,
+// and 8 hex digits of its SHA-256 before the extension, so that two bases
+// never share a key: "my exp's.yaml" is "config-my_exp_s-e90043df.yaml".
+// The key is at most 253 characters.
+func ConfigMapKey(flag, base string) string {
+	key := flag + "-" + base
+	if configMapKey.MatchString(base) && len(key) <= 253 {
+		return key
+	}
+	ext := filepath.Ext(base)
+	if !configMapKey.MatchString(ext) || len(ext) > 16 {
+		ext = ""
+	}
+	stem := strings.TrimSuffix(base, ext)
+	var b strings.Builder
+	under := false
+	for i := 0; i < len(stem); i++ {
+		c := stem[i]
+		if c < 0x80 && configMapKey.MatchString(string(c)) {
+			b.WriteByte(c)
+			under = false
+		} else if !under {
+			b.WriteByte('_')
+			under = true
+		}
+	}
+	clipped := b.String()
+	sum := sha256.Sum256([]byte(base))
+	suffix := "-" + hex.EncodeToString(sum[:4]) + ext
+	if room := 253 - len(flag) - 1 - len(suffix); len(clipped) > room {
+		clipped = clipped[:room]
+	}
+	return flag + "-" + clipped + suffix
 }

@@ -105,7 +105,11 @@ func TestK8sManifest(t *testing.T) {
 		edit func(*K8sJob)
 		want string
 	}{
-		{func(j *K8sJob) { j.Name = "Bad_Name" }, "job name"},
+		{func(j *K8sJob) { j.Name = "Bad_Name" }, "--job-name"},
+		{func(j *K8sJob) { j.Image = "registry.example/blis:v1\nkind: Pod" }, `--image "registry.example/blis:v1\nkind: Pod": an image reference`},
+		{func(j *K8sJob) { j.Image = "a b" }, "--image"},
+		{func(j *K8sJob) { j.Claim = strings.Repeat("x", 1<<20) }, `--claim "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx..."`},
+		{func(j *K8sJob) { j.Files[0].Name = "my exp's.yaml" }, "a ConfigMap key"},
 		{func(j *K8sJob) { j.Image = "" }, "needs an image"},
 		{func(j *K8sJob) { j.Shards = 0 }, "shards must be in"},
 		{func(j *K8sJob) { j.Files = append(j.Files, j.Files[0]) }, "two input files named grid-grid.yaml"},

@@ -14,6 +14,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/internal/plotcanvas"
 )
 
@@ -82,12 +83,19 @@ func (e errPts) YError(i int) (float64, float64) {
 	return e[i].y - e[i].lo, e[i].hi - e[i].y
 }
 
-func (p *Plan) figure(rows []Row, fig Figure) (*plot.Plot, error) {
-	m, err := p.MetricIndex(fig.Metric)
-	if err != nil {
-		return nil, err
+// CheckFigure refuses a figure the plan cannot draw (a metric its runs do
+// not report, an x that is not a swept key), before any run.
+func (p *Plan) CheckFigure(fig Figure) error {
+	_, _, err := p.figureAxes(fig)
+	return err
+}
+
+// figureAxes are fig's metric (its index in Row.Cells) and x (its axis).
+func (p *Plan) figureAxes(fig Figure) (m, xa int, err error) {
+	if m, err = p.MetricIndex(fig.Metric); err != nil {
+		return 0, 0, err
 	}
-	xa := -1
+	xa = -1
 	for i, a := range p.Grid.Axes {
 		if a.Key == fig.X {
 			xa = i
@@ -99,9 +107,17 @@ func (p *Plan) figure(rows []Row, fig Figure) (*plot.Plot, error) {
 			keys = append(keys, a.Key)
 		}
 		if len(keys) == 0 {
-			return nil, errors.New("the figure draws a metric against a swept key, and this sweep sweeps none")
+			return 0, 0, errors.New("the figure draws a metric against a swept key, and this sweep sweeps none")
 		}
-		return nil, fmt.Errorf("the figure's x axis %q is not a swept key; use one of %s", fig.X, strings.Join(keys, ", "))
+		return 0, 0, fmt.Errorf("the figure's x axis %q is not a swept key; use one of %s", clip.String(fig.X), strings.Join(keys, ", "))
+	}
+	return m, xa, nil
+}
+
+func (p *Plan) figure(rows []Row, fig Figure) (*plot.Plot, error) {
+	m, xa, err := p.figureAxes(fig)
+	if err != nil {
+		return nil, err
 	}
 	numeric := p.Kinds[xa] != String
 	xvals := p.Grid.Axes[xa].Values

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/blis-sim/blis/internal/clip"
 )
 
 // Options are how Execute runs a plan's runs.
@@ -191,22 +193,22 @@ func ParseShard(s string, getenv func(string) string) (i, n int, err error) {
 	a, b, ok := strings.Cut(s, "/")
 	n, err = strconv.Atoi(b)
 	if !ok || err != nil || n < 1 || n > MaxRuns {
-		return 0, 0, fmt.Errorf("--shard %q: want I/N, N a number of shards in [1, %d] and I from 0 to N-1, or an environment variable holding I (JOB_COMPLETION_INDEX/N)", s, MaxRuns)
+		return 0, 0, fmt.Errorf("--shard %q: want I/N, N a number of shards in [1, %d] and I from 0 to N-1, or an environment variable holding I (JOB_COMPLETION_INDEX/N)", clip.String(s), MaxRuns)
 	}
 	from := ""
 	if a != "" && (a[0] < '0' || a[0] > '9') && a[0] != '-' && a[0] != '+' {
 		from = a
 		a = strings.TrimSpace(getenv(a))
 		if a == "" {
-			return 0, 0, fmt.Errorf("--shard %q: the environment variable %s is not set", s, from)
+			return 0, 0, fmt.Errorf("--shard %q: the environment variable %s is not set", clip.String(s), clip.String(from))
 		}
 	}
 	i, err = strconv.Atoi(a)
 	if err != nil || i < 0 || i >= n {
 		if from != "" {
-			return 0, 0, fmt.Errorf("--shard %q: %s=%q is not a shard index from 0 to %d", s, from, a, n-1)
+			return 0, 0, fmt.Errorf("--shard %q: %s=%q is not a shard index from 0 to %d", clip.String(s), clip.String(from), clip.String(a), n-1)
 		}
-		return 0, 0, fmt.Errorf("--shard %q: the shard index must be from 0 to %d", s, n-1)
+		return 0, 0, fmt.Errorf("--shard %q: the shard index must be from 0 to %d", clip.String(s), n-1)
 	}
 	return i, n, nil
 }

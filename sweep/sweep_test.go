@@ -175,7 +175,7 @@ func TestUnknownKeyListsValidKeys(t *testing.T) {
 		{"workload.ratescale", "sweep workload.ratescale = 1: workload.ratescale: no such key; workload takes rate_scale, synthetic, spec, spec_file, scenario, replay"},
 		{"deployment.poolz", "deployment takes mode, pools, router"},
 		{"runs.seed", "the top level takes version, deployment, workload, policies, run"},
-		{"run.seed", `sweep run.seed = x: run.seed: want a whole number, got "x"`},
+		{"run.seed", `sweep run.seed=x: want a whole number, got "x"`},
 	} {
 		_, err := NewPlan(Spec{Base: base(), Grid: Grid{Axes: []Axis{axis(tc.key, "1", "x")}}, Seeds: 1})
 		require.ErrorContains(t, err, tc.want)
@@ -195,8 +195,8 @@ func TestFailedRunIsARow(t *testing.T) {
 	require.Equal(t, 4, res.Ran)
 	csv := string(write(t, p, res.Rows, "csv"))
 	lines := strings.Split(csv, "\n")
-	require.Equal(t, `0,0,0,error,"sweep deployment.pools[0].vllm.max_num_seqs=0: must be > 0, got 0",,,,,,,,,,,,,,,,,,,`, lines[1])
-	require.Equal(t, `0,0,1,error,"sweep deployment.pools[0].vllm.max_num_seqs=0: must be > 0, got 0",,,,,,,,,,,,,,,,,,,`, lines[2])
+	require.Equal(t, `0,0,0,error,"sweep deployment.pools[0].vllm.max_num_seqs=0: must be >= 1 requests, got 0",,,,,,,,,,,,,,,,,,,`, lines[1])
+	require.Equal(t, `0,0,1,error,"sweep deployment.pools[0].vllm.max_num_seqs=0: must be >= 1 requests, got 0",,,,,,,,,,,,,,,,,,,`, lines[2])
 	require.True(t, strings.HasPrefix(lines[3], "1,16,42,ok,,50,50,0,"), lines[3])
 	// An instance sweep has no SLO columns.
 	require.NotContains(t, lines[0], "slo")

@@ -260,7 +260,20 @@ func (p *Plan) ReadCSV(r io.Reader) ([]Row, error) {
 }
 
 func (p *Plan) columnsErr(err error) error {
-	return fmt.Errorf("%w (not a table of this sweep? its columns would be %s)", err, strings.Join(p.names(), ","))
+	return fmt.Errorf("%w (not a table of this sweep? its columns would be %s)", err, clipNames(p.names()))
+}
+
+// clipNames lists names for an error: each clipped, at most 64 of them.
+func clipNames(names []string) string {
+	var out []string
+	for i, n := range names {
+		if i == 64 {
+			out = append(out, fmt.Sprintf("... (%d more)", len(names)-i))
+			break
+		}
+		out = append(out, clip.String(n))
+	}
+	return strings.Join(out, ",")
 }
 
 func (p *Plan) names() []string {
@@ -274,7 +287,7 @@ func (p *Plan) names() []string {
 func (p *Plan) checkColumns(got []string) error {
 	want := p.names()
 	if strings.Join(got, "\x00") != strings.Join(want, "\x00") {
-		return fmt.Errorf("its columns are not this sweep's (another sweep's table?): got %s, want %s", strings.Join(got, ","), strings.Join(want, ","))
+		return fmt.Errorf("its columns are not this sweep's (another sweep's table?): got %s, want %s", clipNames(got), clipNames(want))
 	}
 	return nil
 }
@@ -289,7 +302,7 @@ func (p *Plan) parseRow(rec []string) (Row, error) {
 	want := p.Grid.Values(int(point))
 	for j := range na {
 		if !sameValue(p.Kinds[j], rec[1+j], want[j]) {
-			return Row{}, fmt.Errorf("point %d has %s = %s in the table but %s in this sweep (another sweep's table?)", point, p.Grid.Axes[j].Key, rec[1+j], want[j])
+			return Row{}, fmt.Errorf("point %d has %s = %s in the table but %s in this sweep (another sweep's table?)", point, clip.String(p.Grid.Axes[j].Key), clip.String(rec[1+j]), clip.String(want[j]))
 		}
 	}
 	// A point that does not resolve has no run.seed: its seeds are 0 to K-1.

@@ -54,3 +54,12 @@ func TestPolicies(t *testing.T) {
 		require.Error(t, err, "%+v", p)
 	}
 }
+
+// Names, New's vocabulary, lists the templates (the plug-ins' registry).
+func TestNamesAreTheTemplates(t *testing.T) {
+	var names []string
+	for _, tp := range Templates {
+		names = append(names, tp.Name)
+	}
+	require.ElementsMatch(t, names, Names)
+}

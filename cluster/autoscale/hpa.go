@@ -30,8 +30,8 @@ type HPAConfig struct {
 
 // DefaultHPA is HPA on metric toward target with Kubernetes' defaults.
 func DefaultHPA(metric Metric, target float64) HPAConfig {
-	return HPAConfig{Metric: metric, Target: target, Tolerance: 0.1, UpWindowUs: 0, DownWindowUs: 300_000_000,
-		UpPercent: 100, UpPods: 4, UpPeriodUs: 15_000_000, DownPercent: 100, DownPeriodUs: 15_000_000}
+	return HPAConfig{Metric: metric, Target: target, Tolerance: DefaultHPATolerance, UpWindowUs: DefaultHPAUpWindowS * 1e6, DownWindowUs: DefaultHPADownWindowS * 1e6,
+		UpPercent: DefaultHPAUpPercent, UpPods: DefaultHPAUpPods, UpPeriodUs: DefaultHPAUpPeriodS * 1e6, DownPercent: DefaultHPADownPercent, DownPeriodUs: DefaultHPADownPeriodS * 1e6}
 }
 
 // HPA is the HPA's replica calculation, stabilization and rate limits

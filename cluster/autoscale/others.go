@@ -21,7 +21,7 @@ type SaturationConfig struct {
 
 // DefaultSaturation is WVA's saturation v2 defaults.
 func DefaultSaturation() SaturationConfig {
-	return SaturationConfig{KVThreshold: 0.8, ScaleUp: 0.85, ScaleDown: 0.70, QueueThreshold: 5}
+	return SaturationConfig{KVThreshold: DefaultKVThreshold, ScaleUp: DefaultScaleUp, ScaleDown: DefaultScaleDown, QueueThreshold: DefaultQueueThreshold}
 }
 
 // SaturationHistory is how many observed compute-bound capacities the
@@ -193,7 +193,8 @@ type KPAConfig struct {
 
 // DefaultKPA is Knative's defaults.
 func DefaultKPA() KPAConfig {
-	return KPAConfig{Target: 70, StableWindowUs: 60_000_000, PanicWindowUs: 6_000_000, PanicThreshold: 2, MaxUpRate: 1000, MaxDownRate: 2}
+	return KPAConfig{Target: DefaultKPATarget, StableWindowUs: DefaultStableWindowS * 1e6, PanicWindowUs: DefaultPanicWindowS * 1e6,
+		PanicThreshold: DefaultPanicThreshold, MaxUpRate: DefaultMaxScaleUpRate, MaxDownRate: DefaultMaxScaleDownRate}
 }
 
 // KPA averages the pool's concurrency (in-flight requests, those waiting

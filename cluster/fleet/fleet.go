@@ -46,6 +46,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/blis-sim/blis/cluster/autoscale"
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/internal/eventq"
 	"github.com/blis-sim/blis/sim"
 )
@@ -112,7 +113,7 @@ func ParseDrain(s string) (Drain, error) {
 			return Drain(i), nil
 		}
 	}
-	return 0, fmt.Errorf("drain policy %q is not one of wait, immediate, redirect", s)
+	return 0, fmt.Errorf("drain policy %q is not one of wait, immediate, redirect", clip.String(s))
 }
 
 // State is an instance's place in its lifecycle.

@@ -193,10 +193,7 @@ func New(name string, n int, p Params) (Policy, error) {
 	case WeightedName:
 		ws := p.Scorers
 		if ws == nil {
-			var err error
-			if ws, err = ParseScorers(DefaultScorers); err != nil {
-				return nil, err
-			}
+			ws = Scorers(DefaultScorerWeights)
 		}
 		w, err := NewWeighted(ws, n, p.PrefixIndexCapacity)
 		if err != nil {
@@ -274,9 +271,9 @@ func (AlwaysBusiest) Route(_ *Request, v *View) int {
 	return best
 }
 
-// DefaultScorers are the weighted policy's default scorers (llm-d's
-// endpoint picker parity, seed 001).
-const DefaultScorers = "prefix-affinity:3,queue-depth:2,kv-utilization:2"
+// DefaultScorers are the weighted policy's default scorers
+// (DefaultScorerWeights) as ParseScorers reads them.
+var DefaultScorers = FormatScorers(Scorers(DefaultScorerWeights))
 
 // WeightedScorer is a scorer name and its weight.
 type WeightedScorer struct {

@@ -283,3 +283,12 @@ func TestPrefixIndexForget(t *testing.T) {
 	x.Forget(0)
 	require.Empty(t, x.heads)
 }
+
+// Names, New's vocabulary, lists the templates (the plug-ins' registry).
+func TestNamesAreTheTemplates(t *testing.T) {
+	var names []string
+	for _, tp := range Templates {
+		names = append(names, tp.Name)
+	}
+	require.ElementsMatch(t, names, Names)
+}

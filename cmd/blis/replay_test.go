@@ -91,7 +91,7 @@ func TestRunReplayFlagErrors(t *testing.T) {
 		{[]string{"--replay-format", "azure"}, "--replay-format and --strict apply to --replay FILE"},
 		{[]string{"--strict"}, "--replay-format and --strict apply to --replay FILE"},
 		{[]string{"--strict", "--num-instances", "2"}, "--replay-format and --strict apply to --replay FILE"},
-		{[]string{"--replay", mooncake, "--replay-format", "kimi"}, `--replay-format: "kimi" is not a format; use one of auto, csv, parquet, azure, mooncake, vllm-bench, inference-perf, vllm-runs`},
+		{[]string{"--replay", mooncake, "--replay-format", "kimi"}, `--replay-format: want one of auto, csv, parquet, azure, mooncake, vllm-bench, inference-perf, vllm-runs, got "kimi"`},
 		{[]string{"--replay", mooncake, "--replay-format", "vllm-bench"}, "--replay: " + mooncake + ": data after the result object"},
 		{[]string{"--replay", mooncake, "--strict"}, "--replay: " + mooncake + ":4: output_length: 0 must be > 0"},
 	} {

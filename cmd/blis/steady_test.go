@@ -26,8 +26,8 @@ func TestSteadyFlagsRefuseBadValues(t *testing.T) {
 		{[]string{"--warmup", "0.5us"}, "0.5us is not a whole number of microseconds"},
 		{[]string{"--warmup", "1e300s"}, `"1e300s" is not a duration`},
 		// --precision: NaN, infinite, negative, too fine, above 1.
-		{[]string{"--precision", "nan"}, "--precision: must be a relative half-width in [0.0001, 1]"},
-		{[]string{"--precision", "inf"}, "--precision: must be a relative half-width in [0.0001, 1]"},
+		{[]string{"--precision", "nan"}, "--precision: must be finite, got NaN"},
+		{[]string{"--precision", "inf"}, "--precision: must be finite, got +Inf"},
 		{[]string{"--precision", "-1"}, "--precision: must be a relative half-width in [0.0001, 1]"},
 		{[]string{"--precision", "1e-15"}, "--precision: 1e-15 is finer than 0.0001: no run would reach it before its caps"},
 		{[]string{"--precision", "1e300"}, "--precision: 1e+300 is a half-width above the estimate itself"},

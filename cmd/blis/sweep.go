@@ -18,7 +18,6 @@ import (
 
 	"github.com/blis-sim/blis/experiment"
 	"github.com/blis-sim/blis/internal/atomicfile"
-	"github.com/blis-sim/blis/internal/plotcanvas"
 	"github.com/blis-sim/blis/sweep"
 )
 
@@ -130,22 +129,23 @@ func sweepSpec(cmd *cobra.Command, o *sweepFlags) (sweep.Spec, error) {
 var sweepOwn = map[string]bool{"workers": true}
 
 func runSweep(cmd *cobra.Command, o *sweepFlags) error {
+	fl := cmd.Flags()
+	if err := (sweep.Flags{Emit: o.emit, Workers: o.workers, Seeds: o.seeds, Parallelism: o.parallelism, Given: fl.Changed}).Check(); err != nil {
+		return err
+	}
 	spec, err := sweepSpec(cmd, o)
 	if err != nil {
 		return err
 	}
-	plan, err := sweep.NewPlan(spec)
-	if err != nil {
-		return err
-	}
-	switch o.emit {
-	case "":
-	case "plan":
-		return plan.WritePlan(cmd.OutOrStdout())
-	case "k8s-indexed-job":
+	if o.emit != "" {
+		plan, err := sweep.NewPlan(spec)
+		if err != nil {
+			return err
+		}
+		if o.emit == "plan" {
+			return plan.WritePlan(cmd.OutOrStdout())
+		}
 		return emitJob(cmd, o)
-	default:
-		return fmt.Errorf("--emit %q: plan or k8s-indexed-job", o.emit)
 	}
 	shard, shards := 0, 1
 	out := o.out
@@ -155,17 +155,20 @@ func runSweep(cmd *cobra.Command, o *sweepFlags) error {
 		}
 		out = strings.ReplaceAll(out, "{shard}", strconv.Itoa(shard))
 	}
-	format := "csv"
-	if out != "" {
-		if format, err = sweep.FormatOf(out); err != nil {
-			return fmt.Errorf("--out: %w", err)
-		}
+	outs := sweep.Outputs{Out: out, Plot: o.plot, Resume: o.resume, Inputs: []atomicfile.Named{{Label: "--config", Path: o.config},
+		{Label: "--grid", Path: o.grid}, {Label: "--policy-config", Path: o.policies}, {Label: "--deployment", Path: o.deployment}}}
+	for _, r := range o.rows {
+		outs.Inputs = append(outs.Inputs, atomicfile.Named{Label: "--rows", Path: r})
 	}
-	var plotFormat string
-	if o.plot != "" {
-		if plotFormat, err = plotcanvas.FormatOf("--plot", o.plot); err != nil {
-			return err
-		}
+	opened, err := outs.Open() // before the plan resolves a point
+	if err != nil {
+		return err
+	}
+	defer opened.Unlock()
+	format := opened.Format
+	plan, err := sweep.NewPlan(spec)
+	if err != nil {
+		return err
 	}
 	fig := plan.DefaultFigure()
 	if o.plotMetric != "" {
@@ -174,17 +177,11 @@ func runSweep(cmd *cobra.Command, o *sweepFlags) error {
 	if o.plotX != "" {
 		fig.X = o.plotX
 	}
-	sources := o.rows
-	if o.resume {
-		if out == "" {
-			return errors.New("--resume reads the rows of --out: give --out")
-		}
-		if _, err := os.Stat(out); err == nil {
-			sources = append(sources, out)
-		}
+	if err := plan.CheckFigure(fig); o.plot != "" && err != nil {
+		return fmt.Errorf("--plot: %w", err)
 	}
 	var done []sweep.Row
-	for _, path := range sources {
+	for _, path := range outs.Resumed(o.rows) {
 		rows, err := plan.ReadFile(path)
 		if err != nil {
 			return fmt.Errorf("--rows: %w", err)
@@ -214,7 +211,7 @@ func runSweep(cmd *cobra.Command, o *sweepFlags) error {
 		}
 		bar.Update(done, failed, total)
 	}}
-	if out != "" {
+	if out != "" && !opened.Stream { // a pipe gets the table once
 		opt.Checkpoint, opt.CheckpointEvery = write, 5*time.Second
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -236,7 +233,7 @@ func runSweep(cmd *cobra.Command, o *sweepFlags) error {
 	}
 	if o.plot != "" {
 		var b bytes.Buffer
-		if err := plan.Plot(&b, res.Rows, fig, plotFormat); err != nil {
+		if err := plan.Plot(&b, res.Rows, fig, opened.PlotFormat); err != nil {
 			return fmt.Errorf("--plot: %w", err)
 		}
 		if err := atomicfile.WriteFile(o.plot, "--plot", b.Bytes()); err != nil {
@@ -273,10 +270,10 @@ func emitJob(cmd *cobra.Command, o *sweepFlags) error {
 		case f.Value.Type() == "stringArray":
 			vals, _ := cmd.Flags().GetStringArray(f.Name)
 			for _, v := range vals {
-				job.Args = append(job.Args, "--"+f.Name, v)
+				job.AddArgs("--"+f.Name, v)
 			}
 		default:
-			job.Args = append(job.Args, "--"+f.Name+"="+f.Value.String())
+			job.AddArgs("--" + f.Name + "=" + f.Value.String())
 		}
 	})
 	if err != nil {

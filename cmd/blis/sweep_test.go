@@ -87,7 +87,7 @@ func TestSweepBadInput(t *testing.T) {
 	require.Equal(t, 104, exitCode(t, err))
 	require.ErrorContains(t, err, "4 of 6 runs failed")
 	require.Equal(t, 4, strings.Count(out, ",error,\"sweep"))
-	require.Contains(t, diag, "blis sweep: run 0 (point 0, seed 0) failed: sweep deployment.pools[0].vllm.max_num_seqs=0: must be > 0, got 0")
+	require.Contains(t, diag, "blis sweep: run 0 (point 0, seed 0) failed: sweep deployment.pools[0].vllm.max_num_seqs=0: must be >= 1 requests, got 0")
 }
 
 // TestSweepShardsMerge: shards from JOB_COMPLETION_INDEX, written apart
@@ -131,8 +131,11 @@ func TestSweepShardsMerge(t *testing.T) {
 // TestSweepEmitsTheIndexedJob: the manifest carries the arguments given
 // and the input files.
 func TestSweepEmitsTheIndexedJob(t *testing.T) {
-	out, _, err := runCLI(t, "sweep", "--config", sweepExp, "--grid", sweepGrid, "--set", "policies.scheduler.type=sjf", "--emit", "k8s-indexed-job",
-		"--shards", "4", "--image", "registry.example/blis:v1", "--out", "ignored.csv")
+	args := []string{"sweep", "--config", sweepExp, "--grid", sweepGrid, "--set", "policies.scheduler.type=sjf", "--emit", "k8s-indexed-job",
+		"--shards", "4", "--image", "registry.example/blis:v1"}
+	_, _, err := runCLI(t, append(args, "--out", "ignored.csv")...)
+	require.ErrorContains(t, err, "--out is not read with --emit k8s-indexed-job, which prints instead of running")
+	out, _, err := runCLI(t, args...)
 	require.NoError(t, err)
 	exp, _ := os.ReadFile(sweepExp)
 	for _, s := range []string{"completionMode: Indexed", "completions: 4", "- --config\n            - config-exp.yaml", "- --grid\n            - grid-grid.yaml",

@@ -199,7 +199,7 @@ func printPhysics(w io.Writer, c *physics.PhysicsConfig, ex []example) error {
 	d := defaultLatency(c)
 	fmt.Fprintf(w, "latency model blis run takes by default: %s (%s)\n", d.Model+coefficientsSuffix(d), d.Why)
 	if d.FittedOn != "" {
-		fmt.Fprintf(w, "  fitted on: %s\n", d.FittedOn)
+		fmt.Fprintf(w, "  provenance: %s\n", d.FittedOn)
 		if d.BetaCVMAPE > 0 {
 			fmt.Fprintf(w, "  held-out step-time error (cross-validated MAPE): %.1f %%\n", 100*d.BetaCVMAPE)
 		}

@@ -38,3 +38,15 @@ func TestPhysicsSaysTheDefaultLatencyModel(t *testing.T) {
 		require.NotEmpty(t, got.D.Why)
 	}
 }
+
+// calibrate physics shows the shipped file's provenance: what it was
+// fitted on and its held-out step-time error.
+func TestPhysicsShowsTheShippedProvenance(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, runPhysics(&out, &bytes.Buffer{}, physicsOpts{model: "llama-3.1-8b", hardware: "h100-sxm", tp: 1, knobs: physics.DefaultVLLMKnobs()}))
+	s := out.String()
+	require.Contains(t, s, "on step times built from measured kernel profiles")
+	require.Contains(t, s, "  provenance: fitted on llama-3.1-8b")
+	require.Contains(t, s, "Vidur's measured H100 and A100 profiles")
+	require.Regexp(t, `held-out step-time error \(cross-validated MAPE\): [0-9.]+ %`, s)
+}

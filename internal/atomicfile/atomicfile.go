@@ -13,6 +13,19 @@
 // The files are created with mode 0644 (before the umask), the mode the
 // tools used with os.WriteFile. They are not fsynced: the guarantee is
 // against a failed run, not against a power loss.
+//
+// An output path that names a stream rather than a file, a named pipe
+// (FIFO) or a character device (/dev/null, a terminal), is never renamed
+// over: the temporary file is made in the system's temporary folder and,
+// on Commit, its bytes are written into the stream (opened for writing,
+// which waits for a reader of a FIFO), so the node stays what it was and a
+// failed run writes nothing into it. Any other node that is not a regular
+// file (a socket, a block device) is refused, naming the output. A path
+// that is a symbolic link is written through: the file it points to is
+// replaced, and the link kept.
+//
+// Lock takes an advisory lock for an output a long command rewrites
+// (blis sweep's table, checkpointed as it runs), refusing a second writer.
 package atomicfile
 
 import (
@@ -98,17 +111,26 @@ const Mode = 0o644
 type File struct {
 	*os.File
 	path, label string
+	dest        string // path, its symbolic links resolved
 	done        bool
 }
 
-// Create opens a temporary file for path in path's folder. label names the
-// output in errors (a flag, such as "--otlp-trace").
+// Create opens a temporary file for path in path's folder (in the
+// system's temporary folder when path is a stream: a FIFO or a character
+// device). label names the output in errors (a flag, such as
+// "--otlp-trace").
 func Create(path, label string) (*File, error) {
-	dir, base := filepath.Split(path)
+	dest, stream, err := destination(path, label)
+	if err != nil {
+		return nil, err
+	}
+	dir, base := filepath.Split(dest)
 	if dir == "" {
 		dir = "."
 	}
-	var err error
+	if stream {
+		dir = os.TempDir()
+	}
 	for range 100 {
 		tmp := filepath.Join(dir, "."+base+".tmp-"+strconv.FormatUint(rand.Uint64()%1e12, 10))
 		live.Lock()
@@ -121,7 +143,7 @@ func Create(path, label string) (*File, error) {
 		live.Unlock()
 		if err == nil {
 			register(tmp)
-			return &File{File: f, path: path, label: label}, nil
+			return &File{File: f, path: path, dest: dest, label: label}, nil
 		}
 		if !errors.Is(err, os.ErrExist) {
 			break
@@ -147,15 +169,92 @@ func (f *File) Commit() error {
 		os.Remove(f.Name())
 		return fmt.Errorf("%s %s: %w", f.label, f.path, ErrStopped)
 	}
+	defer os.Remove(f.Name())
 	if err := f.File.Close(); err != nil {
-		os.Remove(f.Name())
 		return fmt.Errorf("%s %s: %w", f.label, f.path, err)
 	}
-	if err := os.Rename(f.Name(), f.path); err != nil {
-		os.Remove(f.Name())
+	// What the destination is now decides: a stream made since Create is
+	// written into too.
+	if _, stream, err := destination(f.dest, f.label); err != nil {
+		return err
+	} else if stream {
+		return f.pour()
+	}
+	if err := os.Rename(f.Name(), f.dest); err != nil {
 		return fmt.Errorf("%s %s: %w", f.label, f.path, err)
 	}
 	return nil
+}
+
+// pour writes the temporary file's bytes into the stream at the
+// destination.
+func (f *File) pour() error {
+	src, err := os.Open(f.Name())
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", f.label, f.path, err)
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(f.dest, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", f.label, f.path, err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return fmt.Errorf("%s %s: %w", f.label, f.path, err)
+	}
+	if err := dst.Close(); err != nil {
+		return fmt.Errorf("%s %s: %w", f.label, f.path, err)
+	}
+	return nil
+}
+
+// destination is where path's bytes go: path with its symbolic links
+// resolved (when they resolve), and whether it is a stream written into
+// rather than a file renamed over. A node that is neither is refused.
+func destination(path, label string) (dest string, stream bool, err error) {
+	dest = path
+	if st, err := os.Lstat(path); err == nil && st.Mode()&os.ModeSymlink != 0 {
+		if r, err := filepath.EvalSymlinks(path); err == nil {
+			dest = r
+		}
+	}
+	st, err := os.Stat(dest)
+	if err != nil {
+		return dest, false, nil // a new file (or an error Create reports)
+	}
+	m := st.Mode()
+	switch {
+	case m.IsRegular():
+		return dest, false, nil
+	case m&os.ModeNamedPipe != 0, m&os.ModeCharDevice != 0:
+		return dest, true, nil
+	}
+	return dest, false, fmt.Errorf("%s %s is %s: an output is a regular file (written through a temporary file renamed into place), a named pipe or a character device (written into)", label, path, kindOf(m))
+}
+
+// kindOf names a node that is not a regular file.
+func kindOf(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a block device"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	}
+	return "not a regular file"
+}
+
+// Stream reports whether path is a named pipe or a character device, an
+// output written into once on Commit rather than renamed over: a command
+// that writes an output several times (checkpoints) writes a stream once.
+func Stream(path string) bool {
+	_, stream, err := destination(path, "")
+	return err == nil && stream
 }
 
 // Abort discards the file unless it was committed.
@@ -250,7 +349,14 @@ type Named struct {
 // where a file can be created, probed by creating and removing one. A
 // run that would fail at its end for want of a folder fails at its start.
 func writable(o Named) error {
-	dir := filepath.Dir(o.Path)
+	dest, stream, err := destination(o.Path, o.Label)
+	if err != nil {
+		return err
+	}
+	if stream {
+		return openable(o, dest)
+	}
+	dir := filepath.Dir(dest)
 	anc := dir
 	for {
 		st, err := os.Stat(anc)

@@ -4,7 +4,12 @@
 // took 3.7 GB).
 package clip
 
-import "unicode/utf8"
+import (
+	"errors"
+	"io/fs"
+	"strings"
+	"unicode/utf8"
+)
 
 // Max is the longest string String returns, in bytes.
 const Max = 40
@@ -21,3 +26,23 @@ func String(s string) string {
 	}
 	return s[:n] + "..."
 }
+
+// PathErr returns err with the path of the *fs.PathError it wraps
+// clipped wherever its message quotes it (an open of a 1 MB "path" says
+// "open xxx...: file name too long", not the megabyte); err itself when
+// the path is short or there is none. The result unwraps to err.
+func PathErr(err error) error {
+	var pe *fs.PathError
+	if !errors.As(err, &pe) || len(pe.Path) <= Max {
+		return err
+	}
+	return &clipped{msg: strings.ReplaceAll(err.Error(), pe.Path, String(pe.Path)), err: err}
+}
+
+type clipped struct {
+	msg string
+	err error
+}
+
+func (c *clipped) Error() string { return c.msg }
+func (c *clipped) Unwrap() error { return c.err }

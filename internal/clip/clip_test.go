@@ -1,7 +1,11 @@
 package clip
 
 import (
+	"errors"
+	"fmt"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"unicode/utf8"
 
@@ -20,4 +24,18 @@ func TestString(t *testing.T) {
 		require.True(t, utf8.ValidString(c), s)
 		require.LessOrEqual(t, len(c), Max)
 	}
+}
+
+// PathErr clips the path an fs.PathError quotes, keeps what it wraps.
+func TestPathErr(t *testing.T) {
+	long := strings.Repeat("p", 1<<20)
+	_, err := os.Open(long)
+	require.Greater(t, len(err.Error()), 1<<20)
+	c := PathErr(fmt.Errorf("workload.spec_file: %w", err))
+	require.Equal(t, "workload.spec_file: open "+String(long)+": file name too long", c.Error())
+	require.ErrorIs(t, c, syscall.ENAMETOOLONG)
+	short := errors.New("x")
+	require.Equal(t, short, PathErr(short))
+	_, err = os.Open("/no/such")
+	require.Equal(t, err, PathErr(err))
 }

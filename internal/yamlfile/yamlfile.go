@@ -40,6 +40,15 @@ type Doc struct {
 // unknown keys refused; mappings, keyed by Go type name as yaml.v3 prints
 // it ("deploy.poolYAML"), make unknown-key errors list the valid keys.
 func Decode(data []byte, source string, out any, mappings map[string]Mapping) (*Doc, error) {
+	return DecodeChecked(data, source, out, mappings, nil)
+}
+
+// DecodeChecked is Decode with check run on the file's tree before it is
+// decoded into out: a check that knows each key's declaration refuses a
+// value (a fraction in a whole number, a time below the clock's tick)
+// before the decoder can truncate it. Its errors are placed in the file
+// when they are keyed (a *schema.Error-like error with a Key method).
+func DecodeChecked(data []byte, source string, out any, mappings map[string]Mapping, check func(root *yaml.Node) error) (*Doc, error) {
 	d := &Doc{Source: source, lines: map[string]int{}}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -54,12 +63,27 @@ func Decode(data []byte, source string, out any, mappings map[string]Mapping) (*
 		return nil, fmt.Errorf("%s:%d: a second YAML document; the file holds one", source, extra.Line)
 	}
 	d.index(doc.Content[0], "")
+	if check != nil {
+		if err := check(doc.Content[0]); err != nil {
+			var ke keyed
+			if errors.As(err, &ke) {
+				return nil, oneLine(d.Errorf(ke.KeyPath(), "%v", ke.Cause()))
+			}
+			return nil, oneLine(fmt.Errorf("%s: %w", source, err))
+		}
+	}
 	strict := yaml.NewDecoder(bytes.NewReader(data))
 	strict.KnownFields(true)
 	if err := strict.Decode(out); err != nil {
-		return nil, decodeError(source, err, mappings)
+		return nil, d.decodeError(err, mappings)
 	}
 	return d, nil
+}
+
+// keyed is an error about one key (schema.Error).
+type keyed interface {
+	KeyPath() string
+	Cause() error
 }
 
 var (
@@ -69,8 +93,40 @@ var (
 
 // decodeError rewrites yaml.v3's decoding errors as file:line: message,
 // and lists the valid keys for an unknown one.
-func decodeError(source string, err error, mappings map[string]Mapping) error {
-	return oneLine(decodeError1(source, err, mappings))
+func (d *Doc) decodeError(err error, mappings map[string]Mapping) error {
+	return oneLine(d.decodeError1(err, mappings))
+}
+
+var typeErrRE = regexp.MustCompile("^cannot unmarshal !!(\\w+) `(.*)` into (\\S+)$")
+
+// want says what a Go type reads, for a value of the wrong kind.
+func want(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "[]"):
+		return "a list"
+	case strings.HasPrefix(goType, "map["):
+		return "a mapping"
+	case strings.HasPrefix(goType, "int") || strings.HasPrefix(goType, "uint"):
+		return "a whole number"
+	case strings.HasPrefix(goType, "float"):
+		return "a number"
+	case goType == "bool":
+		return "true or false"
+	case goType == "string":
+		return "a string"
+	}
+	return "a mapping"
+}
+
+// keyAt is the deepest key path on line (its key or value there), or "".
+func (d *Doc) keyAt(line int) string {
+	best := ""
+	for k, l := range d.lines {
+		if l == line && (len(k) > len(best) || (len(k) == len(best) && k < best)) {
+			best = k
+		}
+	}
+	return best
 }
 
 // oneLine keeps an error on one line: yaml.v3 quotes a multi-line value
@@ -82,7 +138,8 @@ func oneLine(err error) error {
 	return err
 }
 
-func decodeError1(source string, err error, mappings map[string]Mapping) error {
+func (d *Doc) decodeError1(err error, mappings map[string]Mapping) error {
+	source := d.Source
 	var te *yaml.TypeError
 	if !errors.As(err, &te) || len(te.Errors) == 0 {
 		return fmt.Errorf("%s: %s", source, strings.TrimPrefix(err.Error(), "yaml: "))
@@ -97,6 +154,26 @@ func decodeError1(source string, err error, mappings map[string]Mapping) error {
 		return fmt.Errorf("%s:%s: unknown key %q in %s%s", source, m[1], m[2], where, keys)
 	}
 	if m := lineRE.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		if t := typeErrRE.FindStringSubmatch(m[2]); t != nil {
+			// "x.yaml:4: routing: want a mapping, got "least-loaded"": the
+			// key at fault, not the Go type it would have filled.
+			got := strconv.Quote(t[2])
+			switch t[1] {
+			case "map":
+				got = "a mapping"
+			case "seq":
+				got = "a list"
+			}
+			key := d.keyAt(line)
+			if d.Prefix != "" {
+				key = join(d.Prefix, key)
+			}
+			if key != "" {
+				return fmt.Errorf("%s:%d: %s: want %s, got %s", source, line, printable(key), want(t[3]), got)
+			}
+			return fmt.Errorf("%s:%d: want %s, got %s", source, line, want(t[3]), got)
+		}
 		return fmt.Errorf("%s:%s: %s", source, m[1], strings.Replace(m[2], "cannot unmarshal", "cannot read", 1))
 	}
 	return fmt.Errorf("%s: %s", source, msg)
@@ -190,7 +267,7 @@ func DecodeNode(n *yaml.Node, source, prefix string, out any, mappings map[strin
 		return nil, err
 	}
 	if err := n.Decode(out); err != nil {
-		return nil, decodeError(source, err, mappings)
+		return nil, d.decodeError(err, mappings)
 	}
 	return d, nil
 }
@@ -281,4 +358,11 @@ func tagNames(t reflect.Type) []string {
 		}
 	}
 	return names
+}
+
+func join(prefix, key string) string {
+	if key == "" {
+		return prefix
+	}
+	return prefix + "." + key
 }

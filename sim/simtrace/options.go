@@ -1,6 +1,10 @@
 package simtrace
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/blis-sim/blis/internal/clip"
+)
 
 // Routes of the OpenAI-compatible API that the trace can claim.
 const (
@@ -103,7 +107,7 @@ func (o Options) Validate() error {
 	case o.ClosureInterval != 0 && (o.ClosureInterval < 10 || o.ClosureInterval > 10000):
 		return optErr("ClosureInterval", "must be in [10, 10000] steps, got %d", o.ClosureInterval)
 	case o.Route != "" && o.Route != RouteCompletions && o.Route != RouteChatCompletions:
-		return optErr("Route", "must be %s or %s, got %q", RouteCompletions, RouteChatCompletions, o.Route)
+		return optErr("Route", "must be %s or %s, got %q", RouteCompletions, RouteChatCompletions, clip.String(o.Route))
 	case o.MaxEventsPerSpan < 0:
 		return optErr("MaxEventsPerSpan", "must be > 0, got %d", o.MaxEventsPerSpan)
 	case o.SpansPerLine < 0:

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/sim"
 	"sync/atomic"
 )
@@ -49,7 +50,7 @@ func (s Spec) Validate() error {
 			return fmt.Errorf("gamma-cv must be within [0.001, 1000], got %g", s.GammaCV)
 		}
 	default:
-		return fmt.Errorf("arrival must be %q or %q, got %q", ArrivalPoisson, ArrivalGamma, s.Arrival)
+		return fmt.Errorf("arrival must be %q or %q, got %q", ArrivalPoisson, ArrivalGamma, clip.String(s.Arrival))
 	}
 	if err := s.Prompt.Validate(); err != nil {
 		return fmt.Errorf("prompt-tokens: %w", err)

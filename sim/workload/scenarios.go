@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/blis-sim/blis/internal/clip"
 )
 
 //go:embed scenarios/*.yaml
@@ -28,7 +30,7 @@ func Scenarios() []string {
 // --print-spec shows it.
 func ScenarioText(name string) ([]byte, error) {
 	if !slices.Contains(Scenarios(), name) {
-		return nil, fmt.Errorf("no scenario %q; the scenarios are %s", name, strings.Join(Scenarios(), ", "))
+		return nil, fmt.Errorf("no scenario %q; the scenarios are %s", clip.String(name), strings.Join(Scenarios(), ", "))
 	}
 	return scenarioFS.ReadFile("scenarios/" + name + ".yaml")
 }
