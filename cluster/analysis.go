@@ -120,7 +120,12 @@ func (a *analysis) backpressure(c *Sim, i int, req, at, waitUs int64) {
 func (a *analysis) report(c *Sim, res *Result) *anomaly.Report {
 	r := anomaly.NewReport(a.th)
 	for _, d := range a.det {
-		r.Merge(d.Report())
+		if d != nil { // nil: folded (terminated.go)
+			r.Merge(d.Report())
+		}
+	}
+	if f := c.folds; f != nil && f.anomalies != nil {
+		r.Merge(f.anomalies)
 	}
 	r.Merge(a.fleet)
 	if c.cfg.Scaling == nil || !c.autoscaled() {

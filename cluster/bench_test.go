@@ -202,3 +202,59 @@ func BenchmarkRoute(b *testing.B) {
 		i++
 	}
 }
+
+// idleBytes is the heap an idle instance costs: n instances of blis run's
+// default (Llama-3.1-8B on an H100, 28,279 KV blocks) behind the weighted
+// router, built and not yet serving, over n.
+func idleBytes(tb testing.TB, n int) float64 {
+	spec := deploy.DefaultInstanceSpec()
+	d, err := deploy.Uniform(spec, n)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	// Twice: objects with finalizers (an earlier test's files) go in the
+	// second collection.
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	built, err := d.Build(sim.NewRNG(1))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if built.Config.Routing, err = route.New(route.WeightedName, n, route.Params{}); err != nil {
+		tb.Fatal(err)
+	}
+	c, err := cluster.New(built.Config, cluster.NewSliceSource(nil))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(c)
+	return (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(n)
+}
+
+// TestIdleInstanceMemory: an idle instance costs at most 64 KiB of heap
+// (its KV cache, prefix index and metrics grow as they fill), so that
+// 4,096 instances fit in well under 1 GB before they serve. Allocation
+// sizes are deterministic; the bound has room for the runtime's own.
+func TestIdleInstanceMemory(t *testing.T) {
+	b := idleBytes(t, 512)
+	if b <= 0 { // memory another test held went meanwhile: again
+		b = idleBytes(t, 512)
+	}
+	if b > 64<<10 {
+		t.Fatalf("an idle instance costs %.0f bytes of heap, more than 64 KiB", b)
+	}
+}
+
+// BenchmarkIdleInstance reports the heap an idle instance costs, at 4,096
+// instances:
+//
+//	go test ./cluster -run '^$' -bench IdleInstance -benchtime 1x
+func BenchmarkIdleInstance(b *testing.B) {
+	for b.Loop() {
+		b.ReportMetric(idleBytes(b, 4096)/1024, "KiB/instance")
+	}
+}

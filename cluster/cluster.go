@@ -101,6 +101,7 @@ type Sim struct {
 	win *windower // nil without time windows
 
 	fl         *scaler               // nil without Config.Scaling
+	folds      *folded               // terminated instances folded (terminated.go); nil without Config.Scaling
 	pd         *pdState              // nil without Config.Disagg
 	kvs        *storeState           // nil without Config.KVStore
 	precise    []*route.PreciseIndex // the routers', fed by the instances' KV events
@@ -215,6 +216,7 @@ func New(cfg Config, src Source) (*Sim, error) {
 	}
 	if cfg.Scaling != nil {
 		c.redirected = map[int64]bool{}
+		c.folds = &folded{}
 		if err := c.newFleet(); err != nil {
 			return nil, err
 		}
@@ -422,6 +424,12 @@ func (c *Sim) route(spec *sim.RequestSpec) {
 	c.checkFreshness()
 	if c.pd != nil && !c.pdMask(c.pd.canD) {
 		c.pdUnmask()
+		if f := c.fl; f != nil && f.Scaled() {
+			// Every instance that decodes is starting, draining or gone
+			// (scaled to zero): the request waits, as for any capacity.
+			c.fl.Hold(spec, c.now)
+			return
+		}
 		c.err = fmt.Errorf("request %d: no instance decodes (every pool's role is prefill)", spec.ID)
 		return
 	}
@@ -512,8 +520,10 @@ func (c *Sim) complete(i int, d *sim.Completion, at int64) {
 		c.fail("CL-3", "request %d reached instance %s at %d µs; arrival %d + admission %d + routing %d = %d",
 			d.ID, c.ids[i], d.InjectedUs, d.ArrivalUs, c.cfg.AdmissionLatencyUs, c.cfg.RoutingLatencyUs, want)
 	}
-	// A request that timed out before its queueing has no enqueue time.
-	if (d.EnqueuedUs < d.InjectedUs && !(d.TimedOut && d.EnqueuedUs == 0)) || d.DepartedUs < at {
+	// A request that timed out or was killed (a drain) before its queueing
+	// (in the API stage, or still in transit to its instance) has no
+	// enqueue time.
+	if (d.EnqueuedUs < d.InjectedUs && !((d.TimedOut || d.Killed) && d.EnqueuedUs == 0)) || d.DepartedUs < at {
 		c.fail("CL-3", "request %d: injected %d, enqueued %d, departs %d, reported at %d", d.ID, d.InjectedUs, d.EnqueuedUs, d.DepartedUs, at)
 	}
 	out := Completed

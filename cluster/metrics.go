@@ -83,6 +83,10 @@ type Result struct {
 	// or the tenants are named.
 	Fairness  *Fairness        `json:"fairness,omitempty"`
 	Instances []InstanceResult `json:"instances"`
+	// TerminatedInstances sums, per pool, the instances an autoscaler
+	// terminated beyond the MaxTerminatedEntries that keep an entry in
+	// Instances (terminated.go); absent when none were.
+	TerminatedInstances []TerminatedPool `json:"terminated_instances,omitempty"`
 	// Fleet is the fleet's size, scaling and cost (Config.Scaling).
 	Fleet *Fleet `json:"fleet,omitempty"`
 	// Disaggregation is the run's prefill/decode split and KV transfers
@@ -461,6 +465,9 @@ func (c *Sim) Finish() (*Result, error) {
 	end := c.active
 	cnt := &res.Requests
 	for i, e := range c.eng {
+		if c.folds.isFolded(i) {
+			continue
+		}
 		r, err := e.Finish()
 		if err != nil {
 			return nil, fmt.Errorf("instance %s: %w", c.ids[i], err)
@@ -504,6 +511,34 @@ func (c *Sim) Finish() (*Result, error) {
 		cnt.StillRunning += rc.StillRunning
 		if rc.Offered != a.routedTo[i] {
 			c.fail("CL-1", "instance %s received %d requests; the router sent it %d", c.ids[i], rc.Offered, a.routedTo[i])
+		}
+	}
+	if f := c.folds; f != nil && len(f.order) > 0 {
+		if f.kvTiers != nil {
+			if res.KVTiers == nil {
+				res.KVTiers = &sim.KVTiersResult{}
+			}
+			res.KVTiers.Add(f.kvTiers)
+		}
+		ttft.Merge(&f.hist[0])
+		itl.Merge(&f.hist[1])
+		e2e.Merge(&f.hist[2])
+		sched.Merge(&f.hist[3])
+		prompt += f.prompt
+		cached += f.cached
+		res.OutputTokens += f.output
+		res.Preemptions += f.preemptions
+		end = max(end, f.end)
+		rc := &f.counts
+		cnt.Completed += rc.Completed
+		cnt.DroppedUnservable += rc.Dropped
+		cnt.RejectedTooLong += rc.RejectedTooLong
+		cnt.TimedOut += rc.TimedOut
+		cnt.Killed += rc.Killed
+		cnt.Redirected += rc.Redirected
+		cnt.InTransit += rc.Offered - rc.Injected
+		for _, p := range f.order {
+			res.TerminatedInstances = append(res.TerminatedInstances, f.pools[p].TerminatedPool)
 		}
 	}
 	cnt.Arrived, cnt.Admitted, cnt.Rejected, cnt.AwaitingRouting = a.arrivedN, a.admitted, a.rejectedN, a.awaiting

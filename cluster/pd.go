@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/blis-sim/blis/cluster/disagg"
@@ -200,6 +201,21 @@ func (c *Sim) newPD() error {
 			return err
 		}
 	}
+	// Some instance must decode, now or once an autoscaler starts one:
+	// otherwise every request would wait for capacity that never comes.
+	if !slices.Contains(pd.canD, true) {
+		grows := false
+		if s := c.cfg.Scaling; s != nil {
+			for _, ps := range s.Pools {
+				if k, ok := pd.byName[ps.Name]; ok && cfg.Pools[k].Role != RolePrefill && ps.Policy != nil && ps.Max > 0 {
+					grows = true
+				}
+			}
+		}
+		if !grows {
+			return fmt.Errorf("disaggregation: no instance decodes, and no autoscaler can start one: every pool's role is prefill, or the pools that decode have no instance")
+		}
+	}
 	return nil
 }
 
@@ -257,14 +273,17 @@ func (c *Sim) pdSplit(spec *sim.RequestSpec, d int) bool {
 	nonCached := spec.PromptTokens - cached
 	split := pd.cfg.Decider.Disaggregate(spec.PromptTokens, nonCached)
 	p := -1
-	if split && c.pdMask(pd.canP) {
-		p = pd.cfg.Prefill.Route(&c.req, &c.view)
-		if p < 0 || p >= len(c.eng) || !c.view.OK(p) {
+	if split {
+		if c.pdMask(pd.canP) {
+			p = pd.cfg.Prefill.Route(&c.req, &c.view)
+		}
+		// Unmasked whether or not an instance could prefill (a mask left
+		// in place once hid every instance from the next decision).
+		c.pdUnmask()
+		if p >= len(c.eng) || (p >= 0 && !c.view.OK(p)) {
 			c.err = fmt.Errorf("prefill routing policy %s chose instance %d of %d, or one that takes no prefill", pd.cfg.Prefill.Name(), p, len(c.eng))
-			c.pdUnmask()
 			return true
 		}
-		c.pdUnmask()
 	}
 	if c.dec != nil {
 		c.dec.disaggregation(c.now, spec, pd.cfg.Decider.Name(), c.ids[d], p, c.ids, nonCached)
@@ -322,15 +341,41 @@ func (c *Sim) pdCompleted(i int, d *sim.Completion) bool {
 		return true
 	}
 	if i == r.p && r.injectedD < 0 {
-		// Its client gave up during its prefill: it ends here, and never
-		// reaches its decode instance, whose in-flight count drops now.
+		// Its client gave up (or a drain killed it) during its prefill: it
+		// ends here, and never reaches its decode instance, whose in-flight
+		// count drops now.
 		c.inflight[r.d]--
 	}
 	r.gone = true
+	if !r.released && r.pullAt < 0 && r.injectedD >= 0 && pd.cfg.AbortTimeoutUs == 0 {
+		// Its decode side ended before pulling, and no abort timeout will
+		// ever free the prefill's copy: it is freed now.
+		c.pdRelease(r, true)
+	}
 	if r.released || r.injectedD < 0 {
 		delete(pd.reqs, d.ID)
 	}
 	return false
+}
+
+// pdRedirected is the client's request of spec, a part of a
+// disaggregated request that a draining instance handed back before it
+// started (its prefill, or its decode before the pull): the split is given
+// up (the decode instance's in-flight count for a prefill handed back; the
+// prefill's kept KV for a decode), and the request goes back to the router
+// whole, to be split again or not, as a client's retry would.
+func (c *Sim) pdRedirected(spec sim.RequestSpec) sim.RequestSpec {
+	r, ok := c.pd.reqs[spec.ID]
+	if !ok || spec.Handoff == sim.HandoffNone {
+		return spec
+	}
+	if spec.Handoff == sim.HandoffPrefill {
+		c.inflight[r.d]--
+	} else {
+		c.pdRelease(r, false)
+	}
+	delete(c.pd.reqs, spec.ID)
+	return r.spec
 }
 
 // pdInjected is when disaggregated request id reached instance i, for the
@@ -515,13 +560,23 @@ func (c *Sim) pdRoles(res *Result) {
 	pd := c.pd
 	var roles [3]PDRole
 	var prompt, output [3]int64
-	for i, ir := range res.Instances {
-		k := pd.cfg.Pools[pd.pool[i]].Role
+	for _, ir := range res.Instances {
+		k := pd.cfg.Pools[pd.byName[ir.Pool]].Role
 		r := &roles[k]
 		r.Instances++
 		r.BusyFraction += ir.Metrics.BusyFraction
 		prompt[k] += ir.Metrics.PromptTokens - ir.Metrics.RemotePromptTokens
 		output[k] += ir.Metrics.OutputTokens
+	}
+	if f := c.folds; f != nil {
+		for _, name := range f.order {
+			p := f.pools[name]
+			r := &roles[p.role]
+			r.Instances += int(p.Instances)
+			r.BusyFraction += p.busySum
+			prompt[p.role] += p.PromptTokens - p.remote
+			output[p.role] += p.OutputTokens
+		}
 	}
 	pd.roles = pd.roles[:0]
 	for k := range roles {

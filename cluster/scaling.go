@@ -238,6 +238,10 @@ func (c *Sim) retireTerminated() {
 			c.err = fmt.Errorf("instance %s: %w", c.ids[i], err)
 			return
 		}
+		if err := c.foldOrKeep(i); err != nil {
+			c.err = fmt.Errorf("instance %s: %w", c.ids[i], err)
+			return
+		}
 	}
 	f.retire = kept
 }
@@ -318,6 +322,9 @@ func (c *Sim) redirectAll(i int) {
 		c.inflight[i]--
 		if c.armed != nil {
 			delete(c.armed, id) // its deadline is re-armed where it goes
+		}
+		if c.pd != nil {
+			spec = c.pdRedirected(spec)
 		}
 		c.redirected[id] = true
 		c.cur = spec

@@ -174,6 +174,10 @@ func (c *Sim) sampleWindow() windowSample {
 		s.prompt += st.PromptTokens
 		s.generation += st.GenerationTokens
 	}
+	if f := c.folds; f != nil {
+		s.prompt += f.promptCtr
+		s.generation += f.genCtr
+	}
 	s.kvMean = kv / float64(max(1, len(c.eng)))
 	if c.fl != nil {
 		s.ready, s.starting, s.drain = c.fl.Sample()

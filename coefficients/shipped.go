@@ -57,7 +57,8 @@ var shipped = sync.OnceValue(func() []ShippedFile {
 func FindShipped(pc *physics.PhysicsConfig) *ShippedFile {
 	for _, s := range shipped() {
 		if w, err := s.File.Check(pc); err == nil && len(w) == 0 {
-			return &s
+			f := *s.File // the caller's copy; its slices stay shared, read-only
+			return &ShippedFile{Name: s.Name, File: &f}
 		}
 	}
 	return nil

@@ -486,18 +486,15 @@ func (d *Deployment) Build(rng sim.RNG) (*Built, error) {
 	b := &Built{}
 	idx := 0
 	for pi, p := range d.Pools {
+		t, err := p.Instance.Template()
+		if err != nil {
+			return nil, &PoolError{Pool: pi, Err: err}
+		}
 		if p.Replicas == 0 { // scaled to zero: built for its constants only
-			in, err := p.Instance.Build(rng, idx)
-			if err != nil {
-				return nil, &PoolError{Pool: pi, Err: err}
-			}
-			b.Pools = append(b.Pools, in)
+			b.Pools = append(b.Pools, t.At(rng, idx))
 		}
 		for r := 0; r < p.Replicas; r++ {
-			in, err := p.Instance.Build(rng, idx)
-			if err != nil {
-				return nil, &PoolError{Pool: pi, Err: err}
-			}
+			in := t.At(rng, idx)
 			if r == 0 {
 				b.Pools = append(b.Pools, in)
 			}

@@ -174,6 +174,8 @@ type Instance struct {
 	// StepCost is the roofline's per-step cost and why (nil with another
 	// latency model).
 	StepCost *StepCost
+	// noise is the latency noise a template's instances draw (At).
+	noise float64
 }
 
 // FieldError is an invalid setting. Fields are key paths of a deployment
@@ -215,6 +217,39 @@ func asField(err error, fallback ...string) error {
 // sim.InstanceStream(sim.StreamLatencyNoise, index) of rng, so that
 // instances never share or shift each other's draws.
 func (s InstanceSpec) Build(rng sim.RNG, index int) (*Instance, error) {
+	t, err := s.Template()
+	if err != nil {
+		return nil, err
+	}
+	return t.At(rng, index), nil
+}
+
+// Template is the instance without what depends on its index (its noise
+// stream): At makes each instance of a pool from it, where building every
+// one anew read the model, the hardware and the coefficients again (a
+// fleet of 4,096 instances, or an autoscaler adding tens of thousands).
+// The latency models are read-only while stepping, so the instances share
+// the template's.
+func (s InstanceSpec) Template() (*Instance, error) {
+	in, err := s.build()
+	if err != nil {
+		return nil, err
+	}
+	in.noise = s.Latency.Noise
+	return in, nil
+}
+
+// At is the instance of index made from template t: a copy whose latency
+// model, with noise, draws from the instance's own stream.
+func (t *Instance) At(rng sim.RNG, index int) *Instance {
+	in := *t
+	if t.noise > 0 {
+		in.Config.Latency = sim.NewNoisySource(t.Config.Latency, t.noise, rng.Source(sim.InstanceStream(sim.StreamLatencyNoise, index)))
+	}
+	return &in
+}
+
+func (s InstanceSpec) build() (*Instance, error) {
 	m, err := physics.LoadModel(s.Model)
 	if err != nil {
 		return nil, fieldErr("model", err)
@@ -255,8 +290,6 @@ func (s InstanceSpec) Build(rng sim.RNG, index int) (*Instance, error) {
 	}
 	if n := s.Latency.Noise; !(n >= 0 && n <= 2) {
 		return nil, fieldErrf("latency.noise", "must be in [0, 2], got %v", n)
-	} else if n > 0 {
-		lat = sim.NewNoisySource(lat, n, rng.Source(sim.InstanceStream(sim.StreamLatencyNoise, index)))
 	}
 	maxLen, err := s.maxModelLen(m)
 	if err != nil {

@@ -20,7 +20,7 @@ func TestAutoscaleErrors(t *testing.T) {
 		{head + "    - {replicas: 0}\n", "x.yaml:4: deployment.pools[0].replicas: must be in [1, 4096], got 0"},
 		{head + "    - {replicas: 0, min_replicas: 0}\n", "deployment.pools[0].replicas: is 0: a pool scaled to zero needs an autoscaler"},
 		{head + "    - {replicas: 5, max_replicas: 4}\n", "deployment.pools[0].replicas: must be within [min_replicas, max_replicas] = [1, 4], got 5"},
-		{head + "    - {min_replicas: 3, max_replicas: 2}\n", "deployment.pools[0].max_replicas: must be in [max(1, min_replicas) = 3, 100000], got 2"},
+		{head + "    - {min_replicas: 3, max_replicas: 2}\n", "deployment.pools[0].max_replicas: must be in [max(1, min_replicas) = 3, 4096], got 2"},
 		{head + "    - {tp: 2, nodes: {gpus_per_node: 1}}\n", "deployment.pools[0].nodes.gpus_per_node: must be in [2 (one instance's GPUs, tp × data_parallel_size), 65536], got 1"},
 		{head + "    - {nodes: {provision_s: [5]}}\n", "deployment.pools[0].nodes.provision_s: want a list of 2 numbers, got 1"},
 		{head + "    - {nodes: {provision_s: [9, 5]}}\n", "deployment.pools[0].nodes.provision_s: must be [min, max]"},

@@ -82,7 +82,7 @@ func (d *Draft) resolveDeployment(e *Experiment) error {
 	if len(pools) == 0 {
 		pools = []deploy.PoolYAML{{}}
 	}
-	total := 0
+	total, totalMax := 0, 0
 	for i := range pools {
 		p, err := pools[i].Pool(i, "")
 		if err != nil {
@@ -96,6 +96,9 @@ func (d *Draft) resolveDeployment(e *Experiment) error {
 		total += p.Replicas
 		if total > deploy.MaxInstances {
 			return d.errf(fmt.Sprintf("deployment.pools[%d].replicas", i), "the deployment has more than %d instances", deploy.MaxInstances)
+		}
+		if totalMax += p.Fleet.MaxReplicas; totalMax > deploy.MaxInstances {
+			return d.errf(fmt.Sprintf("deployment.pools[%d].max_replicas", i), "the pools' max_replicas add up to %d, more than the %d instances a deployment may hold", totalMax, deploy.MaxInstances)
 		}
 		p.Instance.DP = max(1, p.Instance.DP)
 		if v := pools[i].VLLM; v != nil && v.OffloadThreshold != nil && p.Instance.VLLM.TotalKVBlocksCPU == 0 {

@@ -748,12 +748,16 @@ func (r *runner) scaling(cfg *cluster.Config, d *deploy.Deployment, built *deplo
 		}
 	}
 	exhaustive := e.Run.DebugInvariants
+	templates := make([]*deploy.Instance, len(d.Pools)) // built once a pool
 	sc.NewInstance = func(pool, index int) (sim.Config, error) {
-		in, err := d.Pools[pool].Instance.Build(r.rng, index)
-		if err != nil {
-			return sim.Config{}, err
+		if templates[pool] == nil {
+			t, err := d.Pools[pool].Instance.Template()
+			if err != nil {
+				return sim.Config{}, err
+			}
+			templates[pool] = t
 		}
-		c := in.Config
+		c := templates[pool].At(r.rng, index).Config
 		c.Options.Exhaustive = exhaustive
 		if r.otlp != nil {
 			if err := r.otlp(index, cluster.ScaledInstanceID(index), pool, &c); err != nil {

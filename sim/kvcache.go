@@ -81,16 +81,21 @@ type kvCache struct {
 	now        int64 // µs, for the CPU tier's thrashing detector
 }
 
-// eagerBlocks is the number of blocks the cache has room for from the
-// start (1.5 MiB); beyond it, blocks is grown as blocks are first used.
+// eagerBlocks is the number of blocks a request's block table and hash
+// chain have room for from the start (Engine.blockCap).
 const eagerBlocks = 1 << 16
+
+// kvEagerBlocks is the number of blocks the cache has room for from the
+// start (10 KiB); beyond it, blocks is grown as blocks are first used, so
+// that an idle instance costs little (it once reserved 1.3 MiB).
+const kvEagerBlocks = 1 << 9
 
 func newKVCache(total, blockSize int64, prefix bool, cpu *cpuTier) *kvCache {
 	c := &kvCache{
 		blockSize: blockSize,
 		n:         total,
-		blocks:    make([]kvBlock, 0, min(total, eagerBlocks)),
-		hashes:    make([]uint64, 0, min(total, eagerBlocks)),
+		blocks:    make([]kvBlock, 0, min(total, kvEagerBlocks)),
+		hashes:    make([]uint64, 0, min(total, kvEagerBlocks)),
 		numFree:   total,
 		prefix:    prefix,
 		cpu:       cpu,

@@ -125,6 +125,22 @@ type Counts struct {
 	StillRunning int64 `json:"still_running"`
 }
 
+// Add adds o's counts to c's.
+func (c *Counts) Add(o *Counts) {
+	c.Offered += o.Offered
+	c.Injected += o.Injected
+	c.Completed += o.Completed
+	c.Dropped += o.Dropped
+	c.RejectedTooLong += o.RejectedTooLong
+	c.TimedOut += o.TimedOut
+	c.Killed += o.Killed
+	c.Redirected += o.Redirected
+	c.HandedOff += o.HandedOff
+	c.StillArrival += o.StillArrival
+	c.StillQueued += o.StillQueued
+	c.StillRunning += o.StillRunning
+}
+
 // KVOffload reports the CPU tier.
 type KVOffload struct {
 	StoredBlocks   int64 `json:"stored_blocks"`

@@ -82,12 +82,10 @@ func (e *Engine) KVArrived(id int64, atUs int64) error {
 // the pull started). As vLLM's KV connector recovers from a failed load by
 // default (kv_load_failure_policy "recompute": the request is rescheduled
 // to compute its prompt from its valid prefix, vLLM PR 19330), the request
-// releases the blocks it took for the pull (its cached prefix stays
-// cached) and returns to the head of the queue as a request of its own,
-// which prefills here; counted in Result.KVLoadsFailed. Unlike vLLM, which
-// keeps the blocks, it takes them again when admitted, through the usual
-// path (chunked prefill, prefix cache). An error for a request that is not
-// waiting for its KV.
+// keeps the blocks it took for the pull and returns to the head of the
+// queue, to prefill its prompt here from its cached prefix; counted in
+// Result.KVLoadsFailed. An error for a request that is not waiting for
+// its KV.
 func (e *Engine) KVLost(id int64, atUs int64) error {
 	return e.pdEvent(id, atUs, stPulling, pullWaiting, pullLost, evPulled, "is not waiting for its KV")
 }
@@ -183,22 +181,21 @@ func (e *Engine) onPulled(i int32) {
 	e.ensureStep(e.now)
 }
 
-// onKVLost turns a request whose pulled KV will never come into a request
-// of its own (KVLost): its pull's accounting undone, its blocks released,
-// back at the head of the queue to prefill from its cached prefix.
+// onKVLost turns a request whose pulled KV will never come into one that
+// computes its prompt here (KVLost): it keeps its blocks, as vLLM's
+// recovery does, and returns to the head of the queue with its cached
+// prefix computed; its first step prefills from there (in chunks, as the
+// budget allows) instead of recomputing the last token only. Its prompt
+// tokens no longer count as pulled.
 func (e *Engine) onKVLost(i int32) {
 	r := &e.reqs[i]
 	e.transition(r, stPulling, stQueued)
 	e.pulling--
+	e.pulled++
 	e.m.kvLoadsFailed++
-	prompt, cached := r.spec.PromptTokens, r.cached*e.blockSize
-	e.m.promptTokens -= prompt // counted again at its admission here
-	e.m.cachedTokens -= cached
-	e.m.remoteTokens -= prompt - cached
-	e.releaseBlocks(r, false)
-	r.computed, r.committed, r.cached, r.scheduled, r.firstCached = 0, 0, 0, 0, 0
-	r.pull = pullNone
-	r.spec.Handoff = HandoffNone
+	e.m.remoteTokens -= r.spec.PromptTokens - r.cached*e.blockSize
+	r.computed = r.cached * e.blockSize
+	r.pull = pullArrived
 	if e.waiting.keyed {
 		e.waiting.push(r, i, e.sortKey(r))
 	} else {
@@ -209,13 +206,20 @@ func (e *Engine) onKVLost(i int32) {
 
 // admitPulled admits a request whose KV arrived, at the head of the queue,
 // into the batch for the tokens it has left to compute (one, its last
-// prompt token): its blocks are already its own. False when the budget
+// prompt token; a lost pull's, the prompt past its cached prefix, chunked
+// as any prefill): its blocks are already its own. False when the budget
 // cannot take them.
 func (e *Engine) admitPulled(idx int32, budget int64) (int64, bool) {
 	r := &e.reqs[idx]
 	n := r.spec.PromptTokens + r.outputs - r.computed
+	if t := e.cfg.Engine.LongPrefillThreshold; t > 0 && n > t {
+		n = t
+	}
 	if n > budget {
-		return 0, false
+		if !e.cfg.Engine.ChunkedPrefillEnabled {
+			return 0, false
+		}
+		n = budget
 	}
 	if need := e.blocksFor(r.computed+n) - int64(len(r.blocks)); need > 0 {
 		if need > e.kv.numFree {
@@ -223,7 +227,11 @@ func (e *Engine) admitPulled(idx int32, budget int64) (int64, bool) {
 		}
 		r.blocks, _ = e.kv.allocate(need, r.blocks)
 	}
-	e.waiting.popFront(e.reqs)
+	if e.waiting.front(e.reqs) == idx {
+		e.waiting.popFront(e.reqs)
+	} else if !e.waiting.remove(e.reqs, idx) {
+		e.fail("INV-2", "request %d is queued but not in the waiting queue", r.spec.ID)
+	}
 	e.journey(r, JourneyScheduled, e.now)
 	e.transition(r, stQueued, stRunning)
 	if r.preemptions == 0 {
@@ -235,6 +243,22 @@ func (e *Engine) admitPulled(idx int32, budget int64) (int64, bool) {
 	e.running = append(e.running, idx)
 	e.compose(r, n)
 	return n, true
+}
+
+// rescuePulled admits a request whose KV is in, from anywhere in the
+// queue, when nothing runs and the head of the queue cannot be admitted:
+// the blocks the head waits for are held by such requests behind it (a
+// decode instance too small for its handoffs), which, strictly first come
+// first served, would never run. The lowest slot goes first. It reports
+// whether it admitted one.
+func (e *Engine) rescuePulled(budget int64) bool {
+	for i := range e.reqs {
+		if r := &e.reqs[i]; r.state == stQueued && r.pull == pullArrived {
+			_, ok := e.admitPulled(int32(i), budget)
+			return ok
+		}
+	}
+	return false
 }
 
 // keep parks a HandoffPrefill request that produced its token: handed

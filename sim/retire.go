@@ -40,3 +40,11 @@ func (e *Engine) CanRetire() bool {
 	return e.retired != nil || (e.events.len() == 0 && e.pulling+e.kept == 0 &&
 		e.injected == e.m.completed+e.m.dropped+e.m.timedOut+e.m.killed+e.m.redirected+e.m.handedOff)
 }
+
+// Empty is a retired engine that never served: a placeholder for an
+// instance whose own engine its caller dropped (a fleet folds the
+// instances it terminated). Its Status is idle with an empty cache of one
+// block, it has no event, and Finish returns an empty result.
+func Empty() *Engine {
+	return &Engine{blockSize: 1, kv: &kvCache{blockSize: 1, n: 1, numFree: 1}, retired: &Result{}}
+}

@@ -146,6 +146,14 @@ func (e *Engine) preempt(idx int32) {
 }
 
 func (e *Engine) admitWaiting(budget int64) {
+	if budget = e.admitQueue(budget); len(e.running) == 0 && e.pulled > 0 && budget > 0 {
+		e.rescuePulled(budget)
+	}
+}
+
+// admitQueue admits requests from the head of the queue while they fit,
+// and returns the budget left.
+func (e *Engine) admitQueue(budget int64) int64 {
 	for e.waiting.len() > 0 && int64(len(e.running)) < e.cfg.Engine.MaxNumSeqs && budget > 0 {
 		idx := e.waiting.front(e.reqs)
 		r := &e.reqs[idx]
@@ -241,6 +249,7 @@ func (e *Engine) admitWaiting(budget int64) {
 		budget -= n
 		e.compose(r, n)
 	}
+	return budget
 }
 
 // compose adds a request scheduled for n tokens to the step's composition,

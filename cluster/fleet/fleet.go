@@ -44,6 +44,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/blis-sim/blis/cluster/autoscale"
 	"github.com/blis-sim/blis/internal/clip"
@@ -248,7 +249,8 @@ type poolRun struct {
 	nIn, nOut int64
 	res       PoolFleet
 	peak      int
-	zeroTick  bool // an evaluation for held requests is pending (Hold)
+	zeroTick  bool  // an evaluation for held requests is pending (Hold)
+	live      []int // its instances not terminated, in index order
 }
 
 // held is a request waiting at the router for a ready instance.
@@ -328,6 +330,15 @@ func New(cfg Config, initial []int) (*Core, error) {
 		}
 		f.pools = append(f.pools, pr)
 	}
+	if len(initial) == 0 {
+		grows := false
+		for _, ps := range cfg.Pools {
+			grows = grows || (ps.Policy != nil && ps.Max > 0)
+		}
+		if !grows {
+			return nil, fmt.Errorf("scaling: no instance, and no autoscaler that can start one")
+		}
+	}
 	if m := cfg.MaxInstances; m > 0 && len(initial) > m {
 		return nil, fmt.Errorf("scaling: %d initial instances, more than the %d a run may start", len(initial), m)
 	}
@@ -342,6 +353,7 @@ func New(cfg Config, initial []int) (*Core, error) {
 				pr.cfg.Name, i, pr.cfg.MaxNodes, pr.cfg.GPUsPerNode, pr.cfg.GPUsPerReplica)
 		}
 		f.life = append(f.life, life{pool: p, state: StateReady, node: n})
+		pr.live = append(pr.live, i)
 		f.routable = append(f.routable, true)
 		f.byState[StateReady]++
 		f.nReady++
@@ -415,7 +427,7 @@ func (f *Core) Pop(now int64) (acts []Action, active bool) {
 		}
 	case evNodeReady:
 		n := int(ev.P.slot)
-		for i := range f.life {
+		for _, i := range f.pools[f.nodes[n].pool].live {
 			if l := &f.life[i]; l.node == n && l.state == StatePending {
 				f.setState(i, StateLoading, now)
 			}
@@ -487,6 +499,9 @@ func (f *Core) setState(i int, s State, now int64) {
 		f.flushHeld()
 	case StateTerminated:
 		pr.res.Terminated++
+		if k := slices.Index(pr.live, i); k >= 0 {
+			pr.live = slices.Delete(pr.live, k, k+1)
+		}
 		f.acts = append(f.acts, Action{Kind: ActTerminated, Inst: i})
 		if l.node >= 0 {
 			nd := &f.nodes[l.node]
@@ -572,8 +587,8 @@ func (f *Core) Signals(p int, now int64) autoscale.Signals {
 
 // ReadyIn appends to dst pool p's ready instances, in index order.
 func (f *Core) ReadyIn(p int, dst []int) []int {
-	for i := range f.life {
-		if l := &f.life[i]; l.pool == p && l.state == StateReady {
+	for _, i := range f.pools[p].live {
+		if f.life[i].state == StateReady {
 			dst = append(dst, i)
 		}
 	}
@@ -651,6 +666,7 @@ func (f *Core) scaleUp(p, k int, now int64) error {
 			return nil // max_nodes reached: the scale-up stops here
 		}
 		f.life = append(f.life, life{pool: p, state: StatePending, since: now, node: n})
+		pr.live = append(pr.live, i)
 		f.routable = append(f.routable, false)
 		f.byState[StatePending]++
 		pr.size++
@@ -669,10 +685,15 @@ func (f *Core) scaleUp(p, k int, now int64) error {
 func (f *Core) scaleDown(p, k int, now int64) {
 	pr := &f.pools[p]
 	for _, ready := range []bool{false, true} {
-		for i := len(f.life) - 1; i >= 0 && k > 0; i-- {
+		// From the newest; a terminated instance leaves live, so the walk
+		// goes by a snapshot of it.
+		for _, i := range slices.Backward(slices.Clone(pr.live)) {
+			if k == 0 {
+				break
+			}
 			l := &f.life[i]
 			starting := l.state == StatePending || l.state == StateLoading || l.state == StateWarming
-			if l.pool != p || (ready && l.state != StateReady) || (!ready && !starting) {
+			if (ready && l.state != StateReady) || (!ready && !starting) {
 				continue
 			}
 			k--

@@ -60,17 +60,18 @@ func (v *View) Len() int { return len(v.InFlight) }
 // requests (seed 001).
 func (v *View) Load(i int) int64 { return v.QueueDepth[i] + v.BatchSize[i] + v.InFlight[i] }
 
-// Resize makes every slice n long, reusing their storage.
+// Resize makes every slice n long, reusing their storage (and growing it
+// geometrically, so that adding instances one at a time costs O(1) each).
 func (v *View) Resize(n int) {
 	grow := func(s []int64) []int64 {
 		if cap(s) < n {
-			return make([]int64, n)
+			return append(s[:cap(s)], make([]int64, n-cap(s))...)[:n]
 		}
 		return s[:n]
 	}
 	growF := func(s []float64) []float64 {
 		if cap(s) < n {
-			return make([]float64, n)
+			return append(s[:cap(s)], make([]float64, n-cap(s))...)[:n]
 		}
 		return s[:n]
 	}
