@@ -62,7 +62,7 @@ deployment:
 // the shared-kv scenario.
 var sharedKVRows = []struct{ label, scenario, sets string }{
 	{"per-instance caches only (`shared-kv-local`)", "shared-kv-local", ""},
-	{"per-instance caches, prefix-affinity, seed 001's 10,000-block index", "shared-kv-local", "policies.routing.type=prefix-affinity policies.routing.params.prefix_index_capacity=10000"},
+	{"per-instance caches, prefix-affinity, a fixed 10,000-block index", "shared-kv-local", "policies.routing.type=prefix-affinity policies.routing.params.prefix_index_capacity=10000"},
 	{"per-instance caches, prefix-affinity (index sized from the instances)", "shared-kv-local", "policies.routing.type=prefix-affinity"},
 	{"shared 1 TB store (`shared-kv`)", "shared-kv", ""},
 	{"shared 300 GB store (evicting)", "shared-kv", "deployment.kv_store.capacity_gb=300"},

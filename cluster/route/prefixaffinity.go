@@ -2,8 +2,8 @@ package route
 
 import "fmt"
 
-// PrefixAffinityName is the prefix-affinity routing policy (seed 002:
-// "prefix-affinity, least-loaded on a miss"). The scorer of the same name
+// PrefixAffinityName is the prefix-affinity routing policy (docs/cluster.md:
+// prefix-affinity, least-loaded on a miss). The scorer of the same name
 // (PrefixAffinity) is one term of the weighted policy; this policy is the
 // rule on its own.
 const PrefixAffinityName = "prefix-affinity"

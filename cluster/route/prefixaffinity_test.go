@@ -149,7 +149,7 @@ func TestPrefixAffinityPolicyDecidesWithoutAllocating(t *testing.T) {
 }
 
 // An index sized from the instances (AutoPrefixIndexCapacity) holds, per
-// instance, the blocks the cluster reports; until then seed 001's 10,000.
+// instance, the blocks the cluster reports; until then a fixed 10,000 (docs/kv-tiers.md).
 func TestPrefixIndexSizedPerInstance(t *testing.T) {
 	p, err := New(PrefixAffinityName, 2, Params{})
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-// Package route holds the cluster's routing policies (seed 001): given a
+// Package route holds the cluster's routing policies (docs/cluster.md): given a
 // request and a read-only View of the instances, pick one.
 //
 // A View is aligned slices, one entry per instance, index i being instance
@@ -57,7 +57,7 @@ func (v *View) first() int {
 func (v *View) Len() int { return len(v.InFlight) }
 
 // Load is instance i's effective load: queue depth + batch size + in-flight
-// requests (seed 001).
+// requests (docs/cluster.md).
 func (v *View) Load(i int) int64 { return v.QueueDepth[i] + v.BatchSize[i] + v.InFlight[i] }
 
 // Resize makes every slice n long, reusing their storage (and growing it

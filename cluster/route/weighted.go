@@ -36,7 +36,7 @@ type Scorer interface {
 	Routed(req *Request, instance int)
 }
 
-// Weighted composes scorers (seed 001, llm-d's endpoint picker): each
+// Weighted composes scorers (docs/cluster.md; llm-d's endpoint picker): each
 // scorer gives every instance a score in [0, 1] (clamped), the scores are
 // combined with weights normalized to sum to 1, and the highest total wins,
 // the lowest index on a tie.

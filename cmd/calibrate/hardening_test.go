@@ -1,6 +1,6 @@
 package main
 
-// Issue 32 (hardening, round 3).
+// docs/hardening.md, round 3.
 
 import (
 	"os"
