@@ -14,11 +14,11 @@
 // with its reason; an unservable one is counted as dropped; none
 // disappears.
 //
-// Event order (docs/cluster.md, "Order of events at the same time"): at equal times, arrivals, then routing decisions, then
-// completions, all before instance events; among instances, the lowest
-// index first; within an instance, the engine's own order. Signal
-// freshness (INV-7): in-flight counts and the prefix index are router-local
-// and always fresh; the instance-reported signals are read at each
+// Event order (docs/cluster.md, "Order of events at the same time"): at
+// equal times, arrivals, then routing decisions, then completions, all
+// before instance events; among instances, the lowest index first;
+// within an instance, the engine's own order. Signal freshness (INV-7):
+// in-flight counts and the prefix index are router-local and always fresh; the instance-reported signals are read at each
 // decision or from the last periodic scrape (Freshness).
 //
 // Sim is itself a caller-driven state machine: Step processes the events

@@ -9,7 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestToUs: rounding to µs saturates instead of wrapping (1e19 µs converted to MinInt64 and was clamped to 1 µs).
+// TestToUs: rounding to µs saturates instead of wrapping (1e19 µs
+// converted to MinInt64 and was clamped to 1 µs).
 func TestToUs(t *testing.T) {
 	for _, tc := range []struct {
 		v    float64
