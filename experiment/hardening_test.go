@@ -1,6 +1,6 @@
 package experiment
 
-// docs/hardening.md, round 3.
+// docs/hardening.md, its classes.
 
 import (
 	"testing"

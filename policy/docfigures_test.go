@@ -73,8 +73,8 @@ func TestAutoscalingDocFiguresAreTheDeclarations(t *testing.T) {
 			fmt.Sprintf("Every %s s.", def("saturation", "interval_s")),
 		}},
 		{"queue-depth", []string{
-			fmt.Sprintf("up %s, down %s, cooldown %s s", def("target-utilization", "up"), def("target-utilization", "down"), def("target-utilization", "cooldown_s")),
-			fmt.Sprintf("a queue over its threshold for %s s", def("queue-depth", "sustain_s")),
+			fmt.Sprintf("threshold %s/%s, cooldown %s s", def("target-utilization", "up"), def("target-utilization", "down"), def("target-utilization", "cooldown_s")),
+			fmt.Sprintf("queue over threshold for %s s", def("queue-depth", "sustain_s")),
 		}},
 		{"kpa", []string{
 			fmt.Sprintf("averaged over %s s", def("kpa", "stable_window_s")),

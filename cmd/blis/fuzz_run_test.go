@@ -74,7 +74,7 @@ func FuzzRunCommand(f *testing.F) {
 			}
 			// A non-finite number reached the JSON encoder: every ±Inf/NaN
 			// is refused where it is parsed or written as null (docs/hardening.md,
-			// round 3, class 1).
+			// class 1).
 			if strings.Contains(err.Error(), "json: unsupported value") {
 				t.Fatalf("blis %s: a non-finite number reached the JSON output: %v", strings.Join(args, " "), err)
 			}

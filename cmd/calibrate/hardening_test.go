@@ -1,6 +1,6 @@
 package main
 
-// docs/hardening.md, round 3.
+// docs/hardening.md, its classes.
 
 import (
 	"os"
