@@ -194,8 +194,14 @@ func (d *Draft) setFlag(flag, key, text string) error {
 	err = setPath(reflect.ValueOf(&d.f).Elem(), segs, text, "", func(k string) { d.flags[k] = flag })
 	var ke *schema.Error
 	if errors.As(err, &ke) && ke.Msg == "" {
-		// A value the key's declaration refuses: the flag is the key.
-		return &schema.Error{Key: ke.Key, Err: ke.Err, Range: ke.Range, Msg: flag + ": " + ke.Err.Error()}
+		// A value the key's declaration refuses: the flag is the key, and
+		// an entry of a mapping (a scorer of --routing-scorers) is named
+		// after it.
+		msg := flag + ": "
+		if sub, ok := strings.CutPrefix(ke.Key, key+"."); ok {
+			msg += sub + ": "
+		}
+		return &schema.Error{Key: ke.Key, Err: ke.Err, Range: ke.Range, Msg: msg + ke.Err.Error()}
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", flag, err)
@@ -213,9 +219,15 @@ func (d *Draft) Config() string { return d.config }
 func (d *Draft) origin(key string) (label string, placed bool) {
 	for k := key; k != ""; {
 		if f, ok := d.flags[k]; ok {
+			if sub, ok := strings.CutPrefix(key, k+"."); ok {
+				f += ": " + sub // an entry of the flag's mapping (a scorer)
+			}
 			return f, false
 		}
 		if s, ok := d.sets[k]; ok {
+			if sub, ok := strings.CutPrefix(key, k+"."); ok {
+				s += ": " + sub
+			}
 			return s, false
 		}
 		i := strings.LastIndexAny(k, ".[")
