@@ -194,8 +194,14 @@ func (d *Draft) setFlag(flag, key, text string) error {
 	err = setPath(reflect.ValueOf(&d.f).Elem(), segs, text, "", func(k string) { d.flags[k] = flag })
 	var ke *schema.Error
 	if errors.As(err, &ke) && ke.Msg == "" {
-		// A value the key's declaration refuses: the flag is the key.
-		return &schema.Error{Key: ke.Key, Err: ke.Err, Range: ke.Range, Msg: flag + ": " + ke.Err.Error()}
+		// A value the key's declaration refuses: the flag is the key, and
+		// an entry of a mapping (a scorer of --routing-scorers) is named
+		// after it.
+		msg := flag + ": "
+		if sub, ok := strings.CutPrefix(ke.Key, key+"."); ok {
+			msg += sub + ": "
+		}
+		return &schema.Error{Key: ke.Key, Err: ke.Err, Range: ke.Range, Msg: msg + ke.Err.Error()}
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", flag, err)
@@ -228,13 +234,20 @@ func (d *Draft) origin(key string) (label string, placed bool) {
 	return key, false
 }
 
-// givenBy is the flag or --set that gave key, or one of its ancestors.
+// givenBy is the flag or --set that gave key, or one of its ancestors
+// (then with key's part below it: "--routing-scorers: queue-depth").
 func (d *Draft) givenBy(key string) (string, bool) {
 	for k := key; k != ""; {
 		if f, ok := d.flags[k]; ok {
+			if sub, ok := strings.CutPrefix(key, k+"."); ok {
+				f += ": " + sub // an entry of the flag's mapping (a scorer)
+			}
 			return f, true
 		}
 		if s, ok := d.sets[k]; ok {
+			if sub, ok := strings.CutPrefix(key, k+"."); ok {
+				s += ": " + sub
+			}
 			return s, true
 		}
 		i := strings.LastIndexAny(k, ".[")
