@@ -1,9 +1,9 @@
 package sim
 
 import (
-	"math/bits"
 	"slices"
 
+	"github.com/blis-sim/blis/internal/loglin"
 	"github.com/blis-sim/blis/steady"
 )
 
@@ -390,7 +390,7 @@ func summarize(v []int64) Distribution {
 	for _, x := range sorted {
 		sum += float64(x)
 	}
-	rank := func(p float64) float64 { return ms(sorted[nearestRank(p, int64(len(sorted)))-1]) }
+	rank := func(p float64) float64 { return ms(sorted[loglin.NearestRank(p, int64(len(sorted)))-1]) }
 	return Distribution{
 		Count: int64(len(sorted)),
 		Mean:  sum / float64(len(sorted)) / 1000,
@@ -402,15 +402,6 @@ func summarize(v []int64) Distribution {
 
 func ms(us int64) float64 { return float64(us) / 1000 }
 
-// nearestRank is the 1-based rank ceil(p·n), at least 1.
-func nearestRank(p float64, n int64) int64 {
-	k := int64(p * float64(n))
-	if float64(k) < p*float64(n) {
-		k++
-	}
-	return max(1, min(k, n))
-}
-
 // Histogram counts non-negative µs values exactly below 1024 and in
 // buckets 1/512 of their magnitude wide above, so that millions of
 // inter-token latencies cost kilobytes, with percentiles within 0.1%.
@@ -421,25 +412,9 @@ type Histogram struct {
 	min, max int64
 }
 
-const histExact = 1024
-
-func histIndex(v int64) int {
-	if v < histExact {
-		return int(v)
-	}
-	shift := bits.Len64(uint64(v)) - 10
-	return histExact + (shift-1)*512 + int(v>>shift) - 512
-}
-
-// histMid is the midpoint of bucket i's value range.
-func histMid(i int) int64 {
-	if i < histExact {
-		return int64(i)
-	}
-	shift := (i-histExact)/512 + 1
-	lo := int64((i-histExact)%512+512) << shift
-	return lo + (int64(1)<<shift)/2
-}
+// histBits sets the histogram's layout (package loglin): values below
+// 2^10 exact, 512 buckets per power of two above.
+const histBits = 10
 
 func (h *Histogram) add(v int64) { h.addN(v, 1) }
 
@@ -451,11 +426,7 @@ func (h *Histogram) addN(v, k int64) {
 	if v < 0 {
 		v = 0
 	}
-	i := int(v)
-	if v >= histExact {
-		shift := bits.Len64(uint64(v)) - 10
-		i = histExact + (shift-1)*512 + int(v>>shift) - 512
-	}
+	i := loglin.Index(v, histBits)
 	if i >= len(h.counts) {
 		h.counts = append(h.counts, make([]int64, i+1-len(h.counts))...)
 	}
@@ -499,7 +470,7 @@ func (h *Histogram) Merge(o *Histogram) {
 func (h *Histogram) Reset() {
 	if h.n > 0 {
 		// No bucket lies above the largest value's.
-		clear(h.counts[:min(len(h.counts), histIndex(h.max)+1)])
+		clear(h.counts[:min(len(h.counts), loglin.Index(h.max, histBits)+1)])
 	}
 	h.n, h.sum, h.min, h.max = 0, 0, 0, 0
 }
@@ -516,7 +487,7 @@ func (h *Histogram) Quantile(p float64) int64 {
 	if h.n == 0 {
 		return 0
 	}
-	rank := nearestRank(p, h.n)
+	rank := loglin.NearestRank(p, h.n)
 	switch rank {
 	case 1:
 		return h.min
@@ -527,7 +498,7 @@ func (h *Histogram) Quantile(p float64) int64 {
 	for i, c := range h.counts {
 		seen += c
 		if seen >= rank {
-			return max(h.min, min(h.max, histMid(i)))
+			return max(h.min, min(h.max, loglin.Mid(i, histBits)))
 		}
 	}
 	return h.max

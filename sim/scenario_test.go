@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"github.com/blis-sim/blis/internal/loglin"
+
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -322,19 +324,19 @@ func TestHistogramQuantilesWithinResolution(t *testing.T) {
 	}
 	slices.Sort(vals)
 	for _, p := range []float64{0.01, 0.5, 0.9, 0.99, 0.999} {
-		exact := vals[nearestRank(p, int64(len(vals)))-1]
+		exact := vals[loglin.NearestRank(p, int64(len(vals)))-1]
 		got := h.Quantile(p)
 		require.InDelta(t, float64(exact), float64(got), max(1, float64(exact)/512), "p=%v", p)
 	}
 	require.Equal(t, vals[0], h.Quantile(0))
 	require.Equal(t, vals[len(vals)-1], h.Quantile(1))
 	for i := 0; i < 1024; i++ {
-		require.Equal(t, int64(i), histMid(histIndex(int64(i))), "exact below 1024")
+		require.Equal(t, int64(i), loglin.Mid(loglin.Index(int64(i), histBits), histBits), "exact below 1024")
 	}
 	for _, v := range []int64{1024, 1025, 5000, 1 << 20, 1<<40 + 12345} {
-		i := histIndex(v)
-		require.InDelta(t, float64(v), float64(histMid(i)), float64(v)/512, "v=%d", v)
-		require.Equal(t, i, histIndex(histMid(i)), "the midpoint lies in its own bucket")
+		i := loglin.Index(v, histBits)
+		require.InDelta(t, float64(v), float64(loglin.Mid(i, histBits)), float64(v)/512, "v=%d", v)
+		require.Equal(t, i, loglin.Index(loglin.Mid(i, histBits), histBits), "the midpoint lies in its own bucket")
 	}
 }
 

@@ -1,9 +1,6 @@
 package steady
 
-import (
-	"math"
-	"math/bits"
-)
+import "github.com/blis-sim/blis/internal/loglin"
 
 // Hist counts non-negative integers (µs) exactly below 256 and in 128
 // buckets per power of two above, so that a bucket is at most 1/128 of
@@ -18,28 +15,13 @@ type Hist struct {
 	min, max int64
 }
 
-const (
-	histExact = 256 // values below are their own bucket
-	histSub   = 128 // buckets per power of two above
-)
+// histBits sets the layout (package loglin): values below 256 are their
+// own bucket, 128 buckets per power of two above.
+const histBits = 8
 
-func histIndex(v int64) int {
-	if v < histExact {
-		return int(v)
-	}
-	shift := bits.Len64(uint64(v)) - 8 // keeps the leading 8 bits
-	return histExact + (shift-1)*histSub + int(v>>shift) - histSub
-}
+func histIndex(v int64) int { return loglin.Index(v, histBits) }
 
-// histMid is the midpoint of bucket i's values.
-func histMid(i int) int64 {
-	if i < histExact {
-		return int64(i)
-	}
-	shift := (i-histExact)/histSub + 1
-	lo := int64((i-histExact)%histSub+histSub) << shift
-	return lo + (int64(1)<<shift)/2
-}
+func histMid(i int) int64 { return loglin.Mid(i, histBits) }
 
 // Add counts v (negative values count as 0).
 func (h *Hist) Add(v int64) {
@@ -106,7 +88,7 @@ func (h *Hist) Quantile(p float64) int64 {
 	if h.n == 0 {
 		return 0
 	}
-	rank := nearestRank(p, h.n)
+	rank := loglin.NearestRank(p, h.n)
 	switch rank {
 	case 1:
 		return h.min
@@ -120,10 +102,4 @@ func (h *Hist) Quantile(p float64) int64 {
 		}
 	}
 	return h.max
-}
-
-// nearestRank is the 1-based rank ceil(p·n), within [1, n].
-func nearestRank(p float64, n int64) int64 {
-	k := int64(math.Ceil(p * float64(n)))
-	return max(1, min(k, n))
 }

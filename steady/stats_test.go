@@ -1,6 +1,8 @@
 package steady
 
 import (
+	"github.com/blis-sim/blis/internal/loglin"
+
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -20,7 +22,7 @@ func TestHistQuantileWithinItsResolution(t *testing.T) {
 		}
 		slices.Sort(v)
 		for _, p := range []float64{0, 0.01, 0.5, 0.9, 0.99, 0.999, 1} {
-			want := v[nearestRank(p, int64(len(v)))-1]
+			want := v[loglin.NearestRank(p, int64(len(v)))-1]
 			got := h.Quantile(p)
 			require.InDelta(t, float64(want), float64(got), max(0.5, 0.004*float64(want)), "scale %v p %v", scale, p)
 		}
