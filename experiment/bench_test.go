@@ -44,6 +44,38 @@ func BenchmarkAutoscaledDay(b *testing.B) {
 	}
 }
 
+// BenchmarkFleetDayHour is the fleet-day built-in experiment's scale
+// benchmark: one simulated hour of it (about 3.6 M requests on 64-160
+// Llama-3.1-8B/H100 replicas under an HPA, weighted routing), the day's
+// first hour unless BLIS_BENCH_HOURS asks for more (24: the whole day,
+// 86.4 M requests; the README states its wall time and memory):
+//
+//	go test ./experiment -run '^$' -bench FleetDayHour -benchtime 1x
+func BenchmarkFleetDayHour(b *testing.B) {
+	hours := 1.0
+	if h, err := strconv.ParseFloat(os.Getenv("BLIS_BENCH_HOURS"), 64); err == nil && h > 0 {
+		hours = h
+	}
+	for range b.N {
+		d, err := LoadScenario("fleet-day")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := d.Set("workload.spec.duration_s", strconv.FormatFloat(hours*3600, 'f', -1, 64), "bench"); err != nil {
+			b.Fatal(err)
+		}
+		e, err := d.Resolve()
+		if err != nil {
+			b.Fatal(err)
+		}
+		m := benchRun(b, e)
+		b.ReportMetric(float64(m.Fleet.Pools[0].Created), "instances-created")
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		b.ReportMetric(float64(ms.HeapSys)/(1<<20), "heap-MiB")
+	}
+}
+
 // BenchmarkDisaggregated1M is issue 34's target: 1M requests on P/D 8:8
 // (Llama-3.1-8B on H100, 8 prefill and 8 decode instances, llm-d's
 // weighted scorers and prefix-threshold decider), on the workload of the
