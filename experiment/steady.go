@@ -17,8 +17,29 @@ import (
 // The output analysis of a run (package steady, docs/statistics.md): its
 // collector, configured from the experiment.
 
-// stationary reports whether e's workload is stationary by design, and
-// why not: steady-state estimates apply only to such runs.
+// Stationary reports whether e's workload is stationary by design, and
+// why not: steady-state estimates, and a run sized by precision, apply
+// only to such runs.
+func (e *Experiment) Stationary() (bool, string) { return e.stationary() }
+
+// Given reports whether an input gave key (a file, a flag or --set),
+// rather than its default.
+func (d *Draft) Given(key string) bool {
+	if _, ok := d.flags[key]; ok {
+		return true
+	}
+	if _, ok := d.sets[key]; ok {
+		return true
+	}
+	_, placed := d.origin(key)
+	return placed
+}
+
+// PrecisionStability is the precision metric that stops a run sized by
+// precision on its verdict alone (stable or unstable), for a metric
+// without an interval within a run.
+const PrecisionStability = "stability"
+
 func (e *Experiment) stationary() (bool, string) {
 	w := &e.Workload
 	switch w.Kind {
@@ -75,6 +96,9 @@ func (r *runner) collector(ids []string) *steady.Collector {
 	}
 	if p := e.Run.Precision; p > 0 {
 		rule := &steady.Rule{Rel: p, Metric: e.Run.PrecisionMetric, MaxArrivals: e.Run.MaxRequests, MaxTimeUs: e.Run.MaxSimTimeUs}
+		if rule.Metric == PrecisionStability {
+			rule.Metric = ""
+		}
 		switch w := &e.Workload; w.Kind {
 		case Synthetic:
 			rule.MinArrivals = int64(w.Synthetic.Requests)
@@ -198,6 +222,9 @@ const (
 	// MinPrecision is the finest precision asked for: below it no run
 	// ends but at its caps.
 	MinPrecision = 1e-4
+	// CapacityPrecision is blis capacity's run.precision when the
+	// experiment gives none (sweep.DefaultRunPrecision).
+	CapacityPrecision = 0.05
 )
 
 // resolveSteady reads run.warmup, run.precision and its metric and caps.
@@ -235,8 +262,8 @@ func (d *Draft) resolveSteady(r *RunOptions, ry *runYAML) error {
 		}
 		return nil
 	}
-	if !slices.Contains(steady.MetricNames, r.PrecisionMetric) {
-		return d.errf("run.precision_metric", "%q has no interval within a run; use one of %s", clip.String(r.PrecisionMetric), strings.Join(steady.MetricNames, ", "))
+	if r.PrecisionMetric != PrecisionStability && !slices.Contains(steady.MetricNames, r.PrecisionMetric) {
+		return d.errf("run.precision_metric", "%q has no interval within a run; use one of %s, or %s (the verdict alone)", clip.String(r.PrecisionMetric), strings.Join(steady.MetricNames, ", "), PrecisionStability)
 	}
 	if r.MaxRequests < 1 || r.MaxRequests > math.MaxInt32 {
 		return d.errf("run.max_requests", "must be in [1, %d] requests, got %d", math.MaxInt32, r.MaxRequests)

@@ -79,7 +79,10 @@ func (c *Collector) analyze(now, until int64) *Report {
 	// unstable run's backlog keeps rising, which MSER reads as a
 	// transient that never ends.
 	from := warm
-	if !found {
+	if !found || !c.cfg.Stationary {
+		// (A workload not stationary by design has no warm-up to remove by
+		// rule; its verdict reads the second half too, past the start's
+		// filling up.)
 		from = nb / 2
 	}
 	c.verdict(st, from, nb, found, level)
@@ -105,7 +108,11 @@ func (c *Collector) verdict(st *Stability, from, to int, found bool, level func(
 	if span > 0 {
 		st.OfferedPerS, st.ServedPerS = float64(arr)/span, float64(dep)/span
 	}
-	j := judge(lv, wS, st.OfferedPerS, st.OfferedPerS-st.ServedPerS, found)
+	deps := make([]float64, 0, to-from)
+	for _, x := range b.bins[from:to] {
+		deps = append(deps, float64(x.departed))
+	}
+	j := judge(lv, wS, st.OfferedPerS, st.OfferedPerS-st.ServedPerS, deps, found)
 	st.Verdict, st.Growth, st.MeanInSystem = j.verdict, j.g, j.mean
 	g, delta := j.g, j.delta
 	switch st.Verdict {
@@ -145,6 +152,10 @@ func (c *Collector) verdict(st *Stability, from, to int, found bool, level func(
 			switch {
 			case !found:
 				why = "the warm-up had not ended (MSER's truncation point lies in the second half of the run)"
+			case j.few:
+				why = fmt.Sprintf("fewer than %d requests left the system in the part analyzed", minDepartures)
+			case j.filling:
+				why = "the departure rate still rises: the system is still filling up after its start"
 			case !j.long:
 				why = fmt.Sprintf("%d batches of %.3g s are shorter than the %.3g s a request stays in the system (Little's law)", g.Batches, span/float64(g.Batches), j.w)
 			case !j.indep:
@@ -170,7 +181,37 @@ type judgement struct {
 	ok      bool    // enough bins for a trend
 	indep   bool    // the batch means passed the test of independence
 	long    bool    // the batches are at least w long
+	filling bool    // the departure rate still rises: the system is filling up
+	few     bool    // fewer than minDepartures departures
 }
+
+// rising reports whether departures (per bin) come significantly faster
+// in the second half than in the first: a system still filling up after
+// its start (its first requests have not yet had the time to finish),
+// whose backlog grows as an unstable one's does but will stop. In an
+// unstable one the servers are saturated and the departure rate is flat.
+// The test is the difference of two counts against its Poisson standard
+// deviation, at 2 (sensitive: a false alarm only delays a verdict).
+func rising(deps []float64) bool {
+	if len(deps) < 2 {
+		return false
+	}
+	var a, b float64
+	h := len(deps) / 2
+	for i, d := range deps {
+		if i < h {
+			a += d
+		} else if i >= len(deps)-h {
+			b += d
+		}
+	}
+	return b-a > 2*math.Sqrt(a+b)
+}
+
+// minDepartures is the fewest departures a verdict other than
+// indeterminate rests on: the served rate's Poisson noise is then at most
+// 10 %.
+const minDepartures = 100
 
 // judge is the verdict on a backlog's levels (bins wS seconds wide),
 // arrivals at rate per second, of which deficit per second more than
@@ -185,7 +226,7 @@ type judgement struct {
 // the mean time in the system (W = mean level / rate, Little's law), and
 // the growth's whole interval lies below the threshold. Else
 // indeterminate.
-func judge(lv []float64, wS, rate, deficit float64, found bool) judgement {
+func judge(lv []float64, wS, rate, deficit float64, deps []float64, found bool) judgement {
 	j := judgement{verdict: Indeterminate, delta: StableShare * rate}
 	if len(lv) == 0 {
 		return j
@@ -195,7 +236,7 @@ func judge(lv []float64, wS, rate, deficit float64, found bool) judgement {
 		j.w = j.mean / rate
 	}
 	g, indep, ok := trend(lv, wS)
-	j.g, j.indep, j.ok = g, indep, ok
+	j.indep, j.ok = indep, ok
 	if !ok {
 		return j
 	}
@@ -209,8 +250,30 @@ func judge(lv []float64, wS, rate, deficit float64, found bool) judgement {
 		sse += e * e
 	}
 	sd := math.Sqrt(sse / float64(max(1, len(lv)-2)))
+	// The slope's standard error is at least what the backlog's own
+	// correlation makes it: for a stationary level of variance σ² and
+	// integrated autocorrelation time τ, the least-squares slope over T
+	// has variance 12 σ² τ / T³; τ is taken as 2W (exact for a level whose
+	// correlation decays as exp(−t/W), an M/M/∞ queue's), or a bin's
+	// width if wider. Batch means too short to be independent understate
+	// it; this keeps a transient's bump in a short run from reading as
+	// growth.
+	tau := max(wS, 2*j.w)
+	seL := math.Sqrt(12 * sd * sd * tau / (span * span * span))
+	if h := g.HalfWidth(); g.Batches > 2 && seL*tTwoSided(g.Batches-2) > h {
+		h = seL * tTwoSided(g.Batches-2)
+		g.Low, g.High = g.Estimate-h, g.Estimate+h
+	}
+	j.g = g
+	j.filling = rising(deps)
+	var nd float64
+	for _, d := range deps {
+		nd += d
+	}
+	j.few = deps != nil && nd < minDepartures
 	switch {
-	case g.Estimate > j.delta && g.Low > 0 && g.Estimate*span > 3*math.Sqrt2*sd && !(deficit <= j.delta):
+	case j.few:
+	case g.Estimate > j.delta && g.Low > 0 && g.Estimate*span > 3*math.Sqrt2*sd && !(deficit <= j.delta) && !j.filling:
 		j.verdict = Unstable
 	case found && indep && j.long && g.High < j.delta:
 		j.verdict = Stable
@@ -230,7 +293,7 @@ func (c *Collector) cause(st *Stability, from, to int) {
 		for _, a := range ib[from:to] {
 			lv = append(lv, float64(a)/float64(b.w))
 		}
-		j := judge(lv, wS, st.OfferedPerS/float64(n), math.NaN(), true)
+		j := judge(lv, wS, st.OfferedPerS/float64(n), math.NaN(), nil, true)
 		v := InstanceVerdict{Verdict: j.verdict, Growth: j.g, MeanInSystem: j.mean}
 		if i < len(c.cfg.InstanceIDs) {
 			v.ID = c.cfg.InstanceIDs[i]

@@ -57,7 +57,10 @@ const (
 
 // NewCollector returns a collector for a run configured by cfg.
 func NewCollector(cfg Config) *Collector {
-	c := &Collector{cfg: cfg, ttft: NewSeries(true), e2e: NewSeries(true), sched: NewSeries(false), itl: NewSeries(false)}
+	// Percentiles need a histogram per section; only steady-state
+	// estimates read them.
+	q := cfg.Stationary
+	c := &Collector{cfg: cfg, ttft: NewSeries(q), e2e: NewSeries(q), sched: NewSeries(false), itl: NewSeries(false)}
 	c.bins.perInst = cfg.PerInstance
 	if r := cfg.Rule; r != nil {
 		c.nextCheck = max(r.MinArrivals, minCheckArrivals)
@@ -176,7 +179,7 @@ func (c *Collector) Check(now int64) bool {
 	} else if st.Verdict == Stable {
 		iv, ok := rep.Metric(r.Metric)
 		switch {
-		case !ok && r.Metric == "":
+		case r.Metric == "":
 			c.stop = &Stop{Reason: StopStable}
 		case ok && iv.Has() && iv.Relative() <= r.Rel:
 			c.stop = &Stop{Reason: StopPrecision, Achieved: iv.Relative()}
@@ -196,7 +199,7 @@ func (c *Collector) Check(now int64) bool {
 // minCheckArrivals), then every 1/checkGrowth more arrivals, at least
 // minCheckStep.
 const (
-	minCheckArrivals = 200
+	minCheckArrivals = 1000
 	minCheckStep     = 500
 	checkGrowth      = 16
 )

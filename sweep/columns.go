@@ -1,11 +1,13 @@
 package sweep
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/blis-sim/blis/cluster"
 	"github.com/blis-sim/blis/experiment"
 	"github.com/blis-sim/blis/sim"
+	"github.com/blis-sim/blis/steady"
 )
 
 // Kind is a column's type: Int and Float are 64-bit, String UTF-8.
@@ -45,6 +47,10 @@ type metric struct {
 	Column
 	declared func(e *experiment.Experiment) bool
 	value    func(r *view) (string, bool)
+	// aux marks the output analysis's columns beside the metrics (the
+	// verdict, the warm-up, the intervals' ends): not a target or a
+	// figure's metric.
+	aux bool
 }
 
 // view is a run's result in the shape both modes share.
@@ -52,12 +58,20 @@ type view struct {
 	c *cluster.Result
 	i *sim.Result
 	f *cluster.FitnessResult
+	// s is the output analysis's report (its parts nil when absent).
+	s *steady.Report
 }
 
 func newView(r *experiment.Result) *view {
-	v := &view{c: r.Cluster, i: r.Instance}
+	v := &view{c: r.Cluster, i: r.Instance, s: &steady.Report{}}
 	if cr, ok := r.Report.(*experiment.ClusterReport); ok {
 		v.f = cr.Fitness
+	}
+	switch {
+	case r.Cluster != nil:
+		v.s.Stability, v.s.SteadyState = r.Cluster.Stability, r.Cluster.SteadyState
+	case r.Instance != nil:
+		v.s.Stability, v.s.SteadyState = r.Instance.Stability, r.Instance.SteadyState
 	}
 	return v
 }
@@ -130,6 +144,10 @@ func intM(name, unit, doc string, declared func(*experiment.Experiment) bool, f 
 			n, ok := f(v)
 			return fmtInt(n), ok
 		}}
+}
+
+func stringM(name, doc string, declared func(*experiment.Experiment) bool, f func(*view) (string, bool)) *metric {
+	return &metric{Column: Column{Name: name, Kind: String, Metric: true, Doc: doc}, declared: declared, value: f}
 }
 
 func floatM(name, unit, doc string, declared func(*experiment.Experiment) bool, f func(*view) (float64, bool)) *metric {
@@ -310,8 +328,60 @@ var registry = func() []*metric {
 				return v.f.Score, true
 			}),
 	)
-	return m
+	return withIntervals(m)
 }()
+
+// withIntervals adds the output analysis's columns to the registry: the
+// run's stability verdict and warm-up first, and after each metric the
+// analysis estimates (steady.MetricNames) its 95 % interval; such a
+// metric's value is then the steady-state estimate when the run has one
+// (a stationary workload, a warm-up end found), else the whole run's.
+func withIntervals(m []*metric) []*metric {
+	aux := func(m *metric) *metric { m.aux = true; return m }
+	out := []*metric{
+		aux(stringM("stability", "the run's stability verdict: stable, unstable or indeterminate (metrics.stability; docs/statistics.md)", always,
+			func(v *view) (string, bool) {
+				if st := v.s.Stability; st != nil {
+					return st.Verdict, true
+				}
+				return "", false
+			})),
+		aux(floatM("warmup_s", "s", "simulated seconds removed as warm-up before the steady-state estimates; empty when the run has none (unstable, too short, or not stationary by design)", always,
+			func(v *view) (float64, bool) {
+				if ss := v.s.SteadyState; ss != nil {
+					return ss.Warmup.RemovedS, true
+				}
+				return 0, false
+			})),
+	}
+	for _, x := range m {
+		if !slices.Contains(steady.MetricNames, x.Name) {
+			out = append(out, x)
+			continue
+		}
+		name, whole := x.Name, x.value
+		x.value = func(v *view) (string, bool) {
+			if iv, ok := v.s.Metric(name); ok {
+				return fmtFloat(iv.Estimate), true
+			}
+			return whole(v)
+		}
+		x.Doc += "; the steady-state estimate after the warm-up when the run has one, else the whole run's"
+		end := func(low bool) func(v *view) (float64, bool) {
+			return func(v *view) (float64, bool) {
+				iv, ok := v.s.Metric(name)
+				if low {
+					return iv.Low, ok && iv.Has()
+				}
+				return iv.High, ok && iv.Has()
+			}
+		}
+		out = append(out, x,
+			aux(floatM(name+"_ci_low", x.Unit, "the low end of "+name+"'s 95 % interval within the run (batch means; percentiles by sectioning); empty without one", x.declared, end(true))),
+			aux(floatM(name+"_ci_high", x.Unit, "the high end of "+name+"'s 95 % interval", x.declared, end(false))))
+	}
+	return out
+}
 
 // Metrics are the metric columns in table order, for documentation and
 // for naming a metric (blis capacity's target, the figure's y axis).

@@ -65,8 +65,11 @@ func (f Flags) Check() error {
 // --resume reads the table, and the inputs no output may be.
 type Outputs struct {
 	Out, Plot string
-	Resume    bool
-	Inputs    []atomicfile.Named
+	// Points is the points table (--points); Sharded says the sweep runs
+	// one shard, which cannot write it.
+	Points          string
+	Resume, Sharded bool
+	Inputs          []atomicfile.Named
 }
 
 // Opened are a sweep's outputs checked and its table locked: Unlock
@@ -97,10 +100,13 @@ func (o Outputs) Open() (*Opened, error) {
 			return nil, err
 		}
 	}
+	if err := CheckPoints(o.Points, o.Sharded); err != nil {
+		return nil, err
+	}
 	if o.Resume && o.Out == "" {
 		return nil, errors.New("--resume reads the rows of --out: give --out")
 	}
-	if err := atomicfile.Check(o.Inputs, []atomicfile.Named{{Label: "--out", Path: o.Out}, {Label: "--plot", Path: o.Plot}}); err != nil {
+	if err := atomicfile.Check(o.Inputs, []atomicfile.Named{{Label: "--out", Path: o.Out}, {Label: "--plot", Path: o.Plot}, {Label: "--points", Path: o.Points}}); err != nil {
 		return nil, err
 	}
 	if o.Out == "" {

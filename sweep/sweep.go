@@ -41,6 +41,7 @@ import (
 	"github.com/blis-sim/blis/experiment"
 	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/internal/schema"
+	"github.com/blis-sim/blis/steady"
 )
 
 // Limits: a sweep of more points, runs, or seeds per point, is refused.
@@ -311,6 +312,9 @@ type Row struct {
 	// Cells are the metric columns' values as the table writes them, ""
 	// when absent.
 	Cells []string
+	// stability is the run's verdict with its evidence, for blis
+	// capacity's explanations; nil for a row read from a table.
+	stability *steady.Stability
 }
 
 // Status values.
@@ -348,6 +352,7 @@ func (p *Plan) RunOne(ctx context.Context, r int) (row Row, warnings []string, e
 		return row, nil, nil
 	}
 	v := newView(res)
+	row.stability = v.s.Stability
 	for j, m := range p.metrics {
 		if s, ok := m.value(v); ok {
 			row.Cells[j] = s
@@ -372,7 +377,9 @@ func (p *Plan) MetricIndex(name string) (int, error) {
 	}
 	var names []string
 	for _, m := range p.metrics {
-		names = append(names, m.Name)
+		if !m.aux {
+			names = append(names, m.Name)
+		}
 	}
 	for _, m := range registry {
 		if m.Name == name {

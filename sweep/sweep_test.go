@@ -111,8 +111,9 @@ func TestSameTableAnyWorkersOrderOrShards(t *testing.T) {
 	}
 	// The columns: the swept keys after point, the classes' metrics.
 	header := strings.SplitN(string(csv), "\n", 2)[0]
-	require.True(t, strings.HasPrefix(header, "point,deployment.pools[0].replicas,workload.rate_scale,seed,status,error,arrived,completed,"), header)
-	for _, c := range []string{"slo_attainment", "goodput_rps", "realtime_slo_attainment", "interactive_tpot_p99_ms", "batch_goodput_rps", "jain_index"} {
+	require.True(t, strings.HasPrefix(header, "point,deployment.pools[0].replicas,workload.rate_scale,seed,status,error,stability,warmup_s,arrived,completed,"), header)
+	for _, c := range []string{"slo_attainment", "slo_attainment_ci_low", "slo_attainment_ci_high", "goodput_rps", "realtime_slo_attainment", "interactive_tpot_p99_ms", "batch_goodput_rps", "jain_index",
+		"ttft_p99_ms,ttft_p99_ms_ci_low,ttft_p99_ms_ci_high"} {
 		require.Contains(t, header, ","+c)
 	}
 	require.NotContains(t, header, "fitness")
@@ -195,9 +196,10 @@ func TestFailedRunIsARow(t *testing.T) {
 	require.Equal(t, 4, res.Ran)
 	csv := string(write(t, p, res.Rows, "csv"))
 	lines := strings.Split(csv, "\n")
-	require.Equal(t, `0,0,0,error,"sweep deployment.pools[0].vllm.max_num_seqs=0: must be >= 1 requests, got 0",,,,,,,,,,,,,,,,,,,`, lines[1])
-	require.Equal(t, `0,0,1,error,"sweep deployment.pools[0].vllm.max_num_seqs=0: must be >= 1 requests, got 0",,,,,,,,,,,,,,,,,,,`, lines[2])
-	require.True(t, strings.HasPrefix(lines[3], "1,16,42,ok,,50,50,0,"), lines[3])
+	empty := strings.Repeat(",", len(p.Columns)-5) // no metric, no verdict
+	require.Equal(t, `0,0,0,error,"sweep deployment.pools[0].vllm.max_num_seqs=0: must be >= 1 requests, got 0"`+empty, lines[1])
+	require.Equal(t, `0,0,1,error,"sweep deployment.pools[0].vllm.max_num_seqs=0: must be >= 1 requests, got 0"`+empty, lines[2])
+	require.True(t, strings.HasPrefix(lines[3], "1,16,42,ok,,indeterminate,,50,50,0,"), lines[3])
 	// An instance sweep has no SLO columns.
 	require.NotContains(t, lines[0], "slo")
 	// The error rows read back.

@@ -49,16 +49,29 @@ func (p *Plan) cells(row *Row) []string {
 // names, then one line per row, fields quoted only when they must be
 // (RFC 4180), lines ended by \n.
 func (p *Plan) WriteCSV(w io.Writer, rows []Row) error {
+	return writeCSV(w, p.Columns, p.allCells(rows))
+}
+
+func (p *Plan) allCells(rows []Row) [][]string {
+	cells := make([][]string, len(rows))
+	for i := range rows {
+		cells[i] = p.cells(&rows[i])
+	}
+	return cells
+}
+
+// writeCSV writes a table: the columns' names, then the cells' lines.
+func writeCSV(w io.Writer, cols []Column, cells [][]string) error {
 	cw := csv.NewWriter(w)
-	names := make([]string, len(p.Columns))
-	for i, c := range p.Columns {
+	names := make([]string, len(cols))
+	for i, c := range cols {
 		names[i] = c.Name
 	}
 	if err := cw.Write(names); err != nil {
 		return err
 	}
-	for i := range rows {
-		if err := cw.Write(p.cells(&rows[i])); err != nil {
+	for i := range cells {
+		if err := cw.Write(cells[i]); err != nil {
 			return err
 		}
 	}
@@ -79,8 +92,13 @@ const (
 // the CSV is empty). Plain encoding, Snappy pages, fixed created_by: the
 // same rows give the same bytes.
 func (p *Plan) WriteParquet(w io.Writer, rows []Row) error {
+	return writeParquet(w, "sweep", p.Columns, p.allCells(rows))
+}
+
+// writeParquet writes a table of kind table (the blis.table metadata).
+func writeParquet(w io.Writer, table string, cols []Column, cells [][]string) error {
 	var fields schema.FieldList
-	for _, c := range p.Columns {
+	for _, c := range cols {
 		rep := parquet.Repetitions.Required
 		if c.Metric {
 			rep = parquet.Repetitions.Optional
@@ -100,7 +118,7 @@ func (p *Plan) WriteParquet(w io.Writer, rows []Row) error {
 		}
 		fields = append(fields, n)
 	}
-	root, err := schema.NewGroupNode("sweep", parquet.Repetitions.Required, fields, -1)
+	root, err := schema.NewGroupNode(table, parquet.Repetitions.Required, fields, -1)
 	if err != nil {
 		return err
 	}
@@ -111,22 +129,18 @@ func (p *Plan) WriteParquet(w io.Writer, rows []Row) error {
 		parquet.WithMaxRowGroupLength(math.MaxInt64),
 	)
 	fw := file.NewParquetWriter(w, root, file.WithWriterProps(props))
-	names := make([]string, len(p.Columns))
-	for i, c := range p.Columns {
+	names := make([]string, len(cols))
+	for i, c := range cols {
 		names[i] = c.Name
 	}
-	if err := fw.AppendKeyValueMetadata(metaTable, "sweep"); err != nil {
+	if err := fw.AppendKeyValueMetadata(metaTable, table); err != nil {
 		return err
 	}
 	if err := fw.AppendKeyValueMetadata(metaColumns, strings.Join(names, "\n")); err != nil {
 		return err
 	}
-	cells := make([][]string, len(rows))
-	for i := range rows {
-		cells[i] = p.cells(&rows[i])
-	}
 	rg := fw.AppendRowGroup()
-	for j, c := range p.Columns {
+	for j, c := range cols {
 		cw, err := rg.NextColumn()
 		if err != nil {
 			return err
@@ -286,10 +300,23 @@ func (p *Plan) names() []string {
 
 func (p *Plan) checkColumns(got []string) error {
 	want := p.names()
-	if strings.Join(got, "\x00") != strings.Join(want, "\x00") {
-		return fmt.Errorf("its columns are not this sweep's (another sweep's table?): got %s, want %s", clipNames(got), clipNames(want))
+	if strings.Join(got, "\x00") == strings.Join(want, "\x00") {
+		return nil
 	}
-	return nil
+	// The first column that differs, and the lists around it.
+	i := 0
+	for i < len(got) && i < len(want) && got[i] == want[i] {
+		i++
+	}
+	name := func(s []string) string {
+		if i < len(s) {
+			return fmt.Sprintf("%q", clip.String(s[i]))
+		}
+		return "none"
+	}
+	from := max(0, i-2)
+	return fmt.Errorf("its columns are not this sweep's (another sweep's table?): column %d is %s where this sweep's is %s (%d columns, this sweep %d): got %s, want %s",
+		i+1, name(got), name(want), len(got), len(want), clipNames(got[from:min(len(got), from+16)]), clipNames(want[from:min(len(want), from+16)]))
 }
 
 // parseRow checks one record (cells in column order) against the plan.

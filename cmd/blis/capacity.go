@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -69,15 +68,8 @@ func runCapacity(cmd *cobra.Command, o *capacityFlags) error {
 	defer stop()
 	res, err := sweep.Capacity(ctx, sweep.CapacitySpec{
 		Base: o.inputs(cmd.Flags(), sweepOwn).Draft,
-		Key:  o.key, Min: o.min, Max: o.max, Find: o.find, Target: target, Seeds: o.seeds, Precision: o.resolution, Workers: o.workers,
-		OnEval: func(ev sweep.Evaluation) {
-			verdict := "misses"
-			if ev.Meets {
-				verdict = "meets"
-			}
-			fmt.Fprintf(stderr, "blis capacity: %s = %s: %s %s (mean of %d seeds) %s %s\n", o.key, strconv.FormatFloat(ev.Value, 'f', -1, 64),
-				target.Metric, strconv.FormatFloat(ev.Mean, 'f', 4, 64), len(ev.Runs), verdict, target)
-		},
+		Key:  o.key, Min: o.min, Max: o.max, Find: o.find, Target: target, Seeds: o.seeds, Resolution: o.resolution, RunPrecision: sweep.DefaultRunPrecision, Workers: o.workers,
+		OnEval: func(ev sweep.Evaluation) { fmt.Fprintln(stderr, "blis capacity: "+ev.Line(o.key, target)) },
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -97,7 +89,8 @@ func runCapacity(cmd *cobra.Command, o *capacityFlags) error {
 	if res.Note != "" {
 		fmt.Fprintln(cmd.ErrOrStderr(), "blis capacity: "+res.Note)
 	}
-	fmt.Fprintf(stderr, "blis capacity: %s = %s (bracket [%s, %s]), %d runs\n", o.key, strconv.FormatFloat(*res.Answer, 'f', -1, 64),
-		strconv.FormatFloat(res.Bracket[0], 'f', -1, 64), strconv.FormatFloat(res.Bracket[1], 'f', -1, 64), res.Runs)
+	for _, l := range res.Lines(target) {
+		fmt.Fprintln(stderr, "blis capacity: "+l)
+	}
 	return nil
 }

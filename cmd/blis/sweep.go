@@ -23,11 +23,11 @@ import (
 
 type sweepFlags struct {
 	runFlags
-	grid, out, plot, plotMetric, plotX, shard, emit string
-	image, jobName, claim                           string
-	seeds, workers, shards, parallelism             int
-	resume                                          bool
-	rows                                            []string
+	grid, out, points, plot, plotMetric, plotX, shard, emit string
+	image, jobName, claim                                   string
+	seeds, workers, shards, parallelism                     int
+	resume                                                  bool
+	rows                                                    []string
 }
 
 func newSweepCmd() *cobra.Command {
@@ -57,6 +57,7 @@ func newSweepCmd() *cobra.Command {
 	f.StringVar(&o.out, "out", "", "the table: .csv or .parquet (default: CSV on stdout); with --shard, {shard} stands for the shard's index")
 	f.BoolVar(&o.resume, "resume", false, "keep the rows --out already holds (an interrupted sweep) and run only the others")
 	f.StringArrayVar(&o.rows, "rows", nil, "a table of this sweep's rows (shards, an earlier run): their runs are not run again; repeatable")
+	f.StringVar(&o.points, "points", "", "also write one row per point, .csv or .parquet: each metric's mean over the point's seeds with its 95 % interval over them, and the worst verdict (docs/sweeps.md)")
 	f.StringVar(&o.plot, "plot", "", "draw a metric against a swept key, one line per series, to .png, .svg or .pdf")
 	f.StringVar(&o.plotMetric, "plot-metric", "", "the figure's metric column (default slo_attainment when reported, else ttft_p99_ms)")
 	f.StringVar(&o.plotX, "plot-x", "", "the figure's swept key (default the first numeric one)")
@@ -155,7 +156,7 @@ func runSweep(cmd *cobra.Command, o *sweepFlags) error {
 		}
 		out = strings.ReplaceAll(out, "{shard}", strconv.Itoa(shard))
 	}
-	outs := sweep.Outputs{Out: out, Plot: o.plot, Resume: o.resume, Inputs: []atomicfile.Named{{Label: "--config", Path: o.config},
+	outs := sweep.Outputs{Out: out, Plot: o.plot, Points: o.points, Sharded: o.shard != "", Resume: o.resume, Inputs: []atomicfile.Named{{Label: "--config", Path: o.config},
 		{Label: "--grid", Path: o.grid}, {Label: "--policy-config", Path: o.policies}, {Label: "--deployment", Path: o.deployment}}}
 	for _, r := range o.rows {
 		outs.Inputs = append(outs.Inputs, atomicfile.Named{Label: "--rows", Path: r})
@@ -231,6 +232,9 @@ func runSweep(cmd *cobra.Command, o *sweepFlags) error {
 	if err := write(res.Rows); err != nil {
 		return err
 	}
+	if err := plan.WritePointsFile(o.points, res.Rows); err != nil {
+		return err
+	}
 	if o.plot != "" {
 		var b bytes.Buffer
 		if err := plan.Plot(&b, res.Rows, fig, opened.PlotFormat); err != nil {
@@ -259,7 +263,7 @@ func emitJob(cmd *cobra.Command, o *sweepFlags) error {
 	}
 	job := sweep.K8sJob{Name: o.jobName, Image: o.image, Shards: o.shards, Parallelism: o.parallelism, Claim: o.claim}
 	skip := map[string]bool{"emit": true, "shards": true, "parallelism": true, "image": true, "job-name": true, "claim": true,
-		"out": true, "shard": true, "workers": true, "resume": true, "rows": true, "plot": true, "plot-metric": true, "plot-x": true, "quiet": true}
+		"out": true, "shard": true, "workers": true, "resume": true, "rows": true, "points": true, "plot": true, "plot-metric": true, "plot-x": true, "quiet": true}
 	files := map[string]bool{"config": true, "grid": true, "policy-config": true, "deployment": true}
 	var err error
 	cmd.Flags().Visit(func(f *pflag.Flag) {

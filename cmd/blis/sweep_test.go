@@ -39,7 +39,7 @@ func TestSweepFormsAgree(t *testing.T) {
 	require.Contains(t, diag, "blis sweep 8/8 runs", "plain progress lines when stderr is not a terminal")
 	lines := strings.Split(out, "\n")
 	require.Len(t, lines, 10)
-	require.True(t, strings.HasPrefix(lines[0], "point,deployment.pools[0].replicas,workload.rate_scale,seed,status,error,arrived,"), lines[0])
+	require.True(t, strings.HasPrefix(lines[0], "point,deployment.pools[0].replicas,workload.rate_scale,seed,status,error,stability,warmup_s,arrived,"), lines[0])
 	require.True(t, strings.HasPrefix(lines[8], "3,2,1,43,ok,,"), lines[8])
 
 	csv := filepath.Join(dir, "t.csv")
@@ -192,10 +192,11 @@ func TestSIGINTThenResume(t *testing.T) {
 }
 
 // TestCapacityFindsTheREADMEsCount: mixed-slo needs 3 instances for a
-// realtime attainment of 0.98 (README: 1 instance 0.327, 2 0.973, 3 0.990).
+// realtime attainment of 0.98 (README); with one seed and runs of the
+// scenario's length, 2 is too close to call.
 func TestCapacityFindsTheREADMEsCount(t *testing.T) {
 	out, diag, err := runCLI(t, "capacity", "--scenario", "mixed-slo", "--routing-policy", "least-loaded", "--search", "deployment.pools[0].replicas",
-		"--min", "1", "--max", "4", "--target", "realtime_slo_attainment>=0.98", "--seeds", "1")
+		"--min", "1", "--max", "4", "--target", "realtime_slo_attainment>=0.98", "--seeds", "1", "--precision", "0")
 	require.NoError(t, err)
 	var res struct {
 		Answer  float64
@@ -208,8 +209,11 @@ func TestCapacityFindsTheREADMEsCount(t *testing.T) {
 	require.Equal(t, [2]float64{2, 3}, res.Bracket)
 	require.Equal(t, 4, res.Runs)
 	require.Contains(t, out, `"target": "realtime_slo_attainment>=0.98"`)
-	require.Contains(t, diag, "deployment.pools[0].replicas = 1: realtime_slo_attainment 0.3266 (mean of 1 seeds) misses")
+	require.Contains(t, diag, "deployment.pools[0].replicas = 1: realtime_slo_attainment 0.3009, 95 % interval 0.1429 to 0.4589 (1 seeds; indeterminate): misses")
 	require.Contains(t, diag, "blis capacity: deployment.pools[0].replicas = 3 (bracket [2, 3]), 4 runs")
+	require.Contains(t, diag, "blis capacity: too close to call at this precision: the target lies inside the interval at deployment.pools[0].replicas = 2")
+	require.Contains(t, diag, "blis capacity: 2 fails: realtime_slo_attainment 0.9723, 95 % interval 0.9584 to 0.9862: too close to call realtime_slo_attainment>=0.98")
+	require.Contains(t, out, `"run_precision": 0,`, "--precision 0: runs of the scenario's length")
 
 	_, _, err = runCLI(t, "capacity", "-q", "--scenario", "mixed-slo", "--routing-policy", "least-loaded", "--search", "deployment.pools[0].replicas",
 		"--min", "1", "--max", "2", "--target", "realtime_slo_attainment>=0.999", "--seeds", "1")
@@ -221,4 +225,52 @@ func TestCapacityFindsTheREADMEsCount(t *testing.T) {
 	require.ErrorContains(t, err, `--target: target "slo>=1": no metric "slo"`)
 	_, _, err = runCLI(t, "capacity", "--search", "workload.rate_scale", "--min", "1", "--max", "2")
 	require.ErrorContains(t, err, `required flag(s) "target" not set`)
+}
+
+// blis capacity's hostile inputs: each refused before anything runs,
+// with the flag named. --precision is the runs' (it once was the
+// bracket's width: NaN never stopped, -1 was silently the default);
+// --resolution is the bracket's now. A --max its key cannot take is
+// named as such, not after --min ran as "seed 0".
+func TestCapacityRefusesBadValues(t *testing.T) {
+	base := []string{"capacity", "-q", "--search", "deployment.pools[0].replicas", "--min", "1", "--max", "4", "--target", "ttft_p99_ms<=500", "--rate", "50"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--precision", "nan"}, "--precision: must be finite, got NaN"},
+		{[]string{"--precision", "-1"}, "--precision: must be a relative half-width in [0.0001, 1]"},
+		{[]string{"--precision", "1e-15"}, "--precision: 1e-15 is finer than 0.0001"},
+		{[]string{"--resolution", "nan"}, "--resolution NaN: give a bracket width >= 0"},
+		{[]string{"--resolution", "-1"}, "--resolution -1: give a bracket width >= 0"},
+		{[]string{"--resolution", "inf"}, "--resolution +Inf: give a bracket width >= 0"},
+		{[]string{"--max", "1e9"}, "--max 1000000000: deployment.pools[0].replicas cannot take it: blis capacity --max: must be within [0, 4096] instances"},
+		{[]string{"--min", "nan"}, "--min NaN: give a finite number"},
+		{[]string{"--max-requests", "0"}, "--max-requests: must be in [1, 2147483647] requests, got 0"},
+		{[]string{"--max-sim-time", "1ns"}, "--max-sim-time: a duration (30m, 24h; whole µs): 1ns is not a whole number of microseconds"},
+	} {
+		_, _, err := runCLI(t, append(append([]string{}, base...), tc.args...)...)
+		require.Error(t, err, "%v", tc.args)
+		require.Contains(t, err.Error(), tc.want, "%v", tc.args)
+	}
+}
+
+// --points: one row per point, refused with --shard (a shard has only
+// some of each point's seeds) and for a file that is not a table.
+func TestSweepPoints(t *testing.T) {
+	dir := t.TempDir()
+	pts := filepath.Join(dir, "p.csv")
+	_, _, err := runCLI(t, "sweep", "-q", "--requests", "100", "--set", "deployment.pools[0].replicas=1,2", "--seeds", "2", "--points", pts)
+	require.NoError(t, err)
+	data, err := os.ReadFile(pts)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	require.Len(t, lines, 3)
+	require.True(t, strings.HasPrefix(lines[0], "point,deployment.pools[0].replicas,seeds,stability,"), lines[0])
+	_, _, err = runCLI(t, "sweep", "-q", "--requests", "100", "--set", "deployment.pools[0].replicas=1,2", "--shard", "0/2", "--points", pts)
+	require.ErrorContains(t, err, "--points: a shard has only some of each point's seeds")
+	_, _, err = runCLI(t, "sweep", "-q", "--requests", "100", "--points", filepath.Join(dir, "p.txt"))
+	require.ErrorContains(t, err, "--points: ")
+	_, _, err = runCLI(t, "sweep", "-q", "--requests", "100", "--points", pts, "--out", pts)
+	require.ErrorContains(t, err, "--points", "the table and the points are one file")
 }

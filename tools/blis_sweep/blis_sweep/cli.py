@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--working-dir", default=None, help="ray: upload this folder to every node as the jobs' working directory (Ray's runtime_env working_dir): the binary and the files the sweep reads, by relative paths")
     ap.add_argument("--shards", type=int, default=None, help="shards (default: 4 per CPU of the backend, at most one per run)")
     ap.add_argument("--out", default=None, help="the table, .csv or .parquet (default: CSV on stdout)")
+    ap.add_argument("--points", default=None, help="one row per point, .csv or .parquet: each metric's mean over the seeds with its 95 %% interval (blis sweep --points)")
     ap.add_argument("--plot", default=None, help="a figure, .png, .svg or .pdf (blis sweep --plot)")
     ap.add_argument("--plot-metric", default=None)
     ap.add_argument("--plot-x", default=None)
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"{flag} {v}: at least 1")
     args = o.args[1:] if o.args[:1] == ["--"] else o.args
     plot = []
-    for flag, v in (("--plot", o.plot), ("--plot-metric", o.plot_metric), ("--plot-x", o.plot_x)):
+    for flag, v in (("--points", o.points), ("--plot", o.plot), ("--plot-metric", o.plot_metric), ("--plot-x", o.plot_x)):
         if v is not None:
             plot += [flag, v]
     try:

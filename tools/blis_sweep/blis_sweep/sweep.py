@@ -26,7 +26,7 @@ from typing import Sequence
 from .backends import Backend, Job, LocalBackend, find_blis
 
 # Arguments the driver sets itself for each shard.
-_DRIVER_FLAGS = ("--shard", "--out", "--workers", "--resume", "--rows", "--emit", "--plot", "--plot-metric", "--plot-x", "-q", "--quiet")
+_DRIVER_FLAGS = ("--shard", "--out", "--workers", "--resume", "--rows", "--emit", "--points", "--plot", "--plot-metric", "--plot-x", "-q", "--quiet")
 
 
 class SweepError(RuntimeError):
@@ -77,6 +77,8 @@ def check_outputs(out: str | None, plot: Sequence[str] = ()) -> None:
     for i, flag in enumerate(plot[:-1]):
         if flag == "--plot":
             paths.append(("--plot", plot[i + 1], _FIGURE_SUFFIXES, "a figure is .png, .svg or .pdf"))
+        if flag == "--points":
+            paths.append(("--points", plot[i + 1], _TABLE_SUFFIXES, "a table is .csv or .parquet"))
     for flag, path, suffixes, what in paths:
         if not path:
             raise ValueError(f"{flag}: give a file")

@@ -40,6 +40,22 @@ def test_parquet_and_figure(blis, tmp_path):
     assert csv.read_bytes() == go_sweep(blis, SMALL, tmp_path / "go.csv")
 
 
+def test_points_table(blis, tmp_path):
+    """--points (each metric's mean over a point's seeds with its interval)
+    from merged shards is blis sweep's own points table, CSV and Parquet."""
+    for ext in ("csv", "parquet"):
+        want = tmp_path / f"go-points.{ext}"
+        subprocess.run([blis, "sweep", *SMALL, "--points", str(want), "-q"], check=True, capture_output=True)
+        got = tmp_path / f"pool-points.{ext}"
+        run_sweep(SMALL, shards=3, plot=["--points", str(got)], blis=blis, progress=None)
+        assert got.read_bytes() == want.read_bytes()
+    head = (tmp_path / "pool-points.csv").read_text().splitlines()[0].split(",")
+    assert head[:6] == ["point", "deployment.pools[0].replicas", "workload.rate_scale", "seeds", "stability", "arrived"]
+    assert "ttft_p99_ms_ci_low" in head
+    with pytest.raises(ValueError, match="a table is .csv or .parquet"):
+        run_sweep(SMALL, plot=["--points", str(tmp_path / "p.txt")], blis=blis, progress=None)
+
+
 def test_failed_runs_are_rows(blis, tmp_path):
     args = ["--requests", "20", "--set", "deployment.pools[0].vllm.max_num_seqs=0,8,-1", "--seeds", "2"]
     res = run_sweep(args, shards=4, blis=blis, progress=None)
