@@ -167,49 +167,25 @@ type DrainYAML struct {
 }
 
 // apply sets f from y; errors are *FieldError values keyed relative to
-// the pool.
+// the pool. Each value is within its key's range (PoolKeys, checked when
+// the file or flag was read); apply checks the rules across keys.
 func (y *FleetYAML) apply(f *Fleet, replicas int, replicasGiven bool, gpus int) error {
-	if y.MinReplicas != nil {
-		f.MinReplicas = *y.MinReplicas
-	}
+	set(&f.MinReplicas, y.MinReplicas)
 	if y.MaxReplicas != nil {
 		f.MaxReplicas, f.MaxGiven = *y.MaxReplicas, true
 	}
-	if f.MinReplicas < 0 || f.MinReplicas > MaxInstances {
-		return fieldErrf("min_replicas", "must be in [0, %d], got %d", MaxInstances, f.MinReplicas)
-	}
-	// Bounded like the instance count: a fleet never holds more than
-	// MaxInstances at once (an oscillator at 100,000 once reached 3 GB in
-	// 28 s); the deployment checks the pools' sum.
-	if f.MaxReplicas < max(1, f.MinReplicas) || f.MaxReplicas > MaxInstances {
-		return fieldErrf("max_replicas", "must be in [max(1, min_replicas) = %d, %d], got %d", max(1, f.MinReplicas), MaxInstances, f.MaxReplicas)
+	if f.MaxReplicas < max(1, f.MinReplicas) {
+		return fieldErrf("max_replicas", "must be at least max(1, min_replicas) = %d, got %d", max(1, f.MinReplicas), f.MaxReplicas)
 	}
 	if replicasGiven && (replicas < f.MinReplicas || replicas > f.MaxReplicas) {
 		return fieldErrf("replicas", "must be within [min_replicas, max_replicas] = [%d, %d], got %d", f.MinReplicas, f.MaxReplicas, replicas)
 	}
-	secs := func(key string, v *float64, dst *float64, lo float64) error {
-		if v == nil {
-			return nil
-		}
-		if !(*v >= lo && *v <= maxFleetS) {
-			return fieldErrf(key, "must be within [%g, %d] s, got %v", lo, maxFleetS, *v)
-		}
-		*dst = *v
-		return nil
-	}
 	if n := y.Nodes; n != nil {
-		if n.GPUsPerNode != nil {
-			f.GPUsPerNode = *n.GPUsPerNode
+		set(&f.GPUsPerNode, n.GPUsPerNode)
+		if f.GPUsPerNode < gpus {
+			return fieldErrf("nodes.gpus_per_node", "must be at least %d (one instance's GPUs, tp × data_parallel_size), got %d", gpus, f.GPUsPerNode)
 		}
-		if f.GPUsPerNode < gpus || f.GPUsPerNode > 1<<16 {
-			return fieldErrf("nodes.gpus_per_node", "must be in [%d (one instance's GPUs, tp × data_parallel_size), 65536], got %d", gpus, f.GPUsPerNode)
-		}
-		if n.MaxNodes != nil {
-			if *n.MaxNodes < 0 || *n.MaxNodes > cluster.MaxScaledInstances {
-				return fieldErrf("nodes.max_nodes", "must be in [0 (no limit), %d], got %d", cluster.MaxScaledInstances, *n.MaxNodes)
-			}
-			f.MaxNodes = *n.MaxNodes
-		}
+		set(&f.MaxNodes, n.MaxNodes)
 		// The pool's initial instances must fit its nodes: one that found
 		// no GPU once served anyway, on no node, billed nothing.
 		if per := f.GPUsPerNode / gpus; f.MaxNodes > 0 && replicas > f.MaxNodes*per {
@@ -217,55 +193,27 @@ func (y *FleetYAML) apply(f *Fleet, replicas int, replicasGiven bool, gpus int) 
 		}
 		if n.ProvisionS != nil {
 			p := *n.ProvisionS
-			if len(p) != 2 || !(p[0] >= 0 && p[0] <= p[1] && p[1] <= maxFleetS) {
-				return fieldErrf("nodes.provision_s", "must be [min, max] with 0 <= min <= max <= %d s, got %v", maxFleetS, p)
+			if p[0] > p[1] {
+				return fieldErrf("nodes.provision_s", "must be [min, max] with min <= max, got %v", p)
 			}
 			f.ProvisionS = [2]float64{p[0], p[1]}
 		}
-		if err := secs("nodes.idle_s", n.IdleS, &f.NodeIdleS, 0); err != nil {
-			return err
-		}
+		set(&f.NodeIdleS, n.IdleS)
 		if v := n.PricePerGPUHour; v != nil {
-			if !(*v >= 0 && *v <= 1e6) {
-				return fieldErrf("nodes.price_per_gpu_hour", "must be within [0, 1000000], got %v", *v)
-			}
 			f.PricePerGPUHour, f.PriceSource = *v, "deployment"
 		}
 	}
 	if s := y.Startup; s != nil {
-		for _, k := range []struct {
-			key string
-			v   *float64
-			dst *float64
-		}{{"startup.image_pull_s", s.ImagePullS, &f.ImagePullS}, {"startup.compile_s", s.CompileS, &f.CompileS},
-			{"startup.graph_capture_s", s.GraphCaptureS, &f.GraphCaptureS}, {"startup.warmup_s", s.WarmupDuration, &f.WarmupS}} {
-			if err := secs(k.key, k.v, k.dst, 0); err != nil {
-				return err
-			}
-		}
-		if v := s.StorageGBps; v != nil {
-			if !(*v >= 0.001 && *v <= 1e4) {
-				return fieldErrf("startup.storage_gb_per_s", "must be within [0.001, 10000] GB/s, got %v", *v)
-			}
-			f.StorageGBps = *v
-		}
-		if v := s.WarmupPenalty; v != nil {
-			if !(*v >= 1 && *v <= 100) {
-				return fieldErrf("startup.warmup_penalty", "must be within [1 (none), 100] (a step-time factor), got %v", *v)
-			}
-			f.WarmupPenalty = *v
-		}
+		set(&f.ImagePullS, s.ImagePullS)
+		set(&f.CompileS, s.CompileS)
+		set(&f.GraphCaptureS, s.GraphCaptureS)
+		set(&f.WarmupS, s.WarmupDuration)
+		set(&f.StorageGBps, s.StorageGBps)
+		set(&f.WarmupPenalty, s.WarmupPenalty)
 	}
 	if d := y.Drain; d != nil {
-		if d.Policy != nil {
-			if _, err := cluster.ParseDrain(*d.Policy); err != nil {
-				return fieldErr("drain.policy", err)
-			}
-			f.Drain = *d.Policy
-		}
-		if err := secs("drain.timeout_s", d.TimeoutS, &f.DrainTimeoutS, 0); err != nil {
-			return err
-		}
+		set(&f.Drain, d.Policy)
+		set(&f.DrainTimeoutS, d.TimeoutS)
 	}
 	return nil
 }

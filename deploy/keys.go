@@ -92,10 +92,13 @@ var PoolKeys = []schema.Key{
 		Source: "its sequential write (980 PRO: 5,000 MB/s)", Doc: "the drive's write rate"},
 	{Name: "kv_tiers.disk.latency_us", Type: schema.Int, Unit: "µs", Default: schema.I(sim.DefaultDiskLatencyUs), Min: 0, Max: maxDurationUs,
 		Doc: "per read and after a write"},
-	{Name: "kv_tiers.store", Type: schema.Bool, DefaultText: "true with a kv_store", Doc: "the pool's link to the deployment's kv_store"},
+	{Name: "kv_tiers.store", Type: schema.Bool, DefaultText: "true with a `kv_store`", Doc: "the pool's link to the deployment's kv_store"},
 	{Name: "host_profile", Type: schema.String, Doc: "a host profile file: the per-step cost and output delay measured on this vLLM build and host"},
 	{Name: "min_replicas", Type: schema.Int, Unit: "instances", Default: schema.I(1), Min: 0, Max: MaxInstances, Doc: "the autoscaler's lower bound (0: scale to zero)"},
-	{Name: "max_replicas", Type: schema.Int, Unit: "instances", DefaultText: "replicas; required with an autoscaler", Min: 1, Max: cluster.MaxScaledInstances,
+	// Bounded like the instance count: a fleet never holds more than
+	// MaxInstances at once (an oscillator at 100,000 once reached 3 GB in
+	// 28 s); the deployment checks the pools' sum.
+	{Name: "max_replicas", Type: schema.Int, Unit: "instances", DefaultText: "replicas; required with an autoscaler", Min: 1, Max: MaxInstances,
 		Doc: "the autoscaler's upper bound"},
 	{Name: "nodes.gpus_per_node", Type: schema.Int, Unit: "GPUs", Default: schema.I(DefaultGPUsPerNode), DefaultText: "8, or one instance's GPUs", Min: 1, Max: 1 << 16,
 		Source: "an 8-GPU server: NVIDIA HGX/DGX H100 and A100, AWS p5.48xlarge, g6e.48xlarge", Doc: "a node's GPUs"},

@@ -63,51 +63,6 @@ func DefaultKVStoreSpec() KVStoreSpec {
 		Link: StoreLinkSpec{GetGBPerSPerGPU: r, PutGBPerSPerGPU: r, LatencyUs: sim.DefaultStoreLatencyUs}}
 }
 
-func checkGB(key string, v float64) error {
-	if !(v > 0 && v <= maxTierGB) {
-		return fieldErrf(key, "must be in (0, %g] GB, got %v", float64(maxTierGB), v)
-	}
-	return nil
-}
-
-func checkRate(key string, v float64) error {
-	if !(v > 0 && v <= maxTierGBPerS) {
-		return fieldErrf(key, "must be in (0, %g] GB/s, got %v", float64(maxTierGBPerS), v)
-	}
-	return nil
-}
-
-func checkLatency(key string, v int64) error {
-	if v < 0 || v > sim.MaxDurationUs {
-		return fieldErrf(key, "must be in [0, %d] µs, got %d", sim.MaxDurationUs, v)
-	}
-	return nil
-}
-
-// Validate checks the store's settings; errors name its keys under
-// kv_store.
-func (s *KVStoreSpec) Validate() error {
-	if err := checkGB("kv_store.capacity_gb", s.CapacityGB); err != nil {
-		return err
-	}
-	if !(s.HighWatermark > 0 && s.HighWatermark <= 1) {
-		return fieldErrf("kv_store.high_watermark", "must be in (0, 1], got %v", s.HighWatermark)
-	}
-	if !(s.EvictionRatio > 0 && s.EvictionRatio <= 1) {
-		return fieldErrf("kv_store.eviction_ratio", "must be in (0, 1], got %v", s.EvictionRatio)
-	}
-	if s.SyncUs < 1 || s.SyncUs > sim.MaxDurationUs {
-		return fieldErrf("kv_store.sync_us", "must be in [1, %d] µs, got %d", sim.MaxDurationUs, s.SyncUs)
-	}
-	for _, err := range []error{checkRate("kv_store.get_gb_per_s", s.Link.GetGBPerSPerGPU), checkRate("kv_store.put_gb_per_s", s.Link.PutGBPerSPerGPU),
-		checkLatency("kv_store.latency_us", s.Link.LatencyUs)} {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // Cluster is the store as the cluster takes it.
 func (s *KVStoreSpec) Cluster() *cluster.KVStore {
 	return &cluster.KVStore{SyncUs: s.SyncUs, Store: kvstore.Config{CapacityBytes: units.GBToBytes(s.CapacityGB),
@@ -123,15 +78,7 @@ func (t *TierSpec) engineTiers(blockBytes float64, gpus int, cpuBlocks int64) (s
 	}
 	kt.BlockBytes = units.Ceil(blockBytes)
 	if d := t.Disk; d != nil {
-		if err := checkGB("kv_tiers.disk.capacity_gb", d.CapacityGB); err != nil {
-			return kt, err
-		}
-		for _, err := range []error{checkRate("kv_tiers.disk.read_gb_per_s", d.ReadGBPerS), checkRate("kv_tiers.disk.write_gb_per_s", d.WriteGBPerS),
-			checkLatency("kv_tiers.disk.latency_us", d.LatencyUs)} {
-			if err != nil {
-				return kt, err
-			}
-		}
+		// Each value is within its key's range (PoolKeys).
 		if cpuBlocks <= 0 {
 			return kt, fieldErrf("kv_tiers.disk", "sits behind the CPU tier (it takes the blocks the CPU tier evicts): give vllm.total_kv_blocks_cpu > 0")
 		}
@@ -190,7 +137,7 @@ type KVStoreYAML struct {
 	SyncUs        *int64   `yaml:"sync_us"`
 }
 
-// Spec resolves y over the defaults and validates it.
+// Spec resolves y over the defaults.
 func (y *KVStoreYAML) Spec() (*KVStoreSpec, error) {
 	s := DefaultKVStoreSpec()
 	if y.CapacityGB == nil {
@@ -203,10 +150,7 @@ func (y *KVStoreYAML) Spec() (*KVStoreSpec, error) {
 	set(&s.Link.PutGBPerSPerGPU, y.PutGBPerS)
 	set(&s.Link.LatencyUs, y.LatencyUs)
 	set(&s.SyncUs, y.SyncUs)
-	if err := s.Validate(); err != nil {
-		return nil, err
-	}
-	return &s, nil
+	return &s, nil // each value within its key's range (KVStoreKeys)
 }
 
 // YAML is s as its keys, every key given.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/blis-sim/blis/cluster"
+	"github.com/blis-sim/blis/cluster/disagg"
 	"github.com/blis-sim/blis/sim"
 	"github.com/blis-sim/blis/sim/simtrace"
 	"github.com/blis-sim/blis/sim/workload"
@@ -136,6 +137,12 @@ func (r *runner) clusterDiagnostics(m *cluster.Result, rep *workload.ReplayRepor
 			first = f
 		}
 	}
+	if pd := m.Disaggregation; pd != nil && pd.Disaggregated == 0 && pd.Local > 0 && r.e.Policies.Disaggregation.Type == disagg.AlwaysName {
+		// Every pool prefills and decodes, and the prefill router picked
+		// each request's decode instance: always split nothing.
+		r.warn("disaggregation %s split none of the %d requests: the prefill instance picked was always the decode instance (with every pool's role both, the prefill router, %s, moves in step with the router); give pools the roles prefill and decode, or policies.disaggregation.params.prefill_scorers (docs/disaggregation.md)",
+			disagg.AlwaysName, pd.Local, r.prefillRouter())
+	}
 	if pd := m.Disaggregation; pd != nil && pd.TransfersClamped > 0 {
 		r.warn("%d KV transfers would have taken longer than %d µs (2^40) and were cut to it (disaggregation.transfers_clamped): a link of almost no bandwidth (deployment.network)", pd.TransfersClamped, sim.MaxDurationUs)
 	}
@@ -170,4 +177,12 @@ func (r *runner) clusterDiagnostics(m *cluster.Result, rep *workload.ReplayRepor
 	if win > 0 {
 		r.note("%d time windows of %s", windows, time.Duration(win)*time.Microsecond)
 	}
+}
+
+// prefillRouter names the policy that picks a request's prefill instance.
+func (r *runner) prefillRouter() string {
+	if len(r.e.Policies.Disaggregation.Map("prefill_scorers")) > 0 {
+		return "weighted with the prefill scorers"
+	}
+	return "the routing section's " + r.e.Policies.Routing.Type + " run again"
 }

@@ -106,7 +106,7 @@ policies:
 // (an oscillator at 100,000 once reached 3 GB in 28 s).
 func TestMaxReplicasBoundedLikeTheInstanceCount(t *testing.T) {
 	_, err := parse(t, "version: 1\ndeployment:\n  pools:\n    - {max_replicas: 100000}\npolicies:\n  autoscale: {type: oscillator}\n")
-	require.ErrorContains(t, err, "deployment.pools[0].max_replicas: must be in [max(1, min_replicas) = 1, 4096], got 100000")
+	require.ErrorContains(t, err, "deployment.pools[0].max_replicas: must be within [1, 4096] instances, got 100000")
 	_, err = parse(t, "version: 1\ndeployment:\n  pools:\n    - {name: a, max_replicas: 3000}\n    - {name: b, max_replicas: 3000}\npolicies:\n  autoscale: {type: oscillator}\n")
 	require.ErrorContains(t, err, "deployment.pools[1].max_replicas: the pools' max_replicas add up to 6000, more than the 4096 instances a deployment may hold")
 }

@@ -183,11 +183,6 @@ func itoa(i int) string {
 // same is the identity lookup of an experiment file's keys.
 func same(k string) string { return k }
 
-// pathPrefix reports whether p names a key under prefix.
-func pathPrefix(p, prefix string) bool {
-	return p == prefix || strings.HasPrefix(p, prefix+".") || strings.HasPrefix(p, prefix+"[")
-}
-
 // keyDefault is key's declared default, as a flag shows it ("" when it
 // has none to show: a default computed from other keys).
 func keyDefault(key string) string {

@@ -3,6 +3,7 @@ package experiment
 import (
 	"bytes"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -16,7 +17,9 @@ import (
 // Marshal writes e as an experiment file with every key that has an
 // effect in its mode, defaults filled in (blis run --print-config):
 // Parse of the result resolves to an experiment that runs identically.
-// Paths are written as resolved (relative to the working directory);
+// An input file's path is written absolute, so that the file reads the
+// same files wherever it is put (a relative path in a file is read from
+// the file's folder first); a shipped name stays a name;
 // a latency model left to choose is "auto", an inline workload spec is
 // written as given.
 func (e *Experiment) Marshal() ([]byte, error) {
@@ -94,6 +97,12 @@ func (e *Experiment) deploymentNode() *yaml.Node {
 	var pools []deploy.PoolYAML
 	for _, p := range e.Deployment.Pools {
 		y := deploy.PoolYAML{Name: p.Name, Replicas: &p.Replicas, InstanceYAML: p.Instance.YAML()}
+		for _, q := range []*string{y.Model, y.Hardware, y.HostProfile} {
+			absPath(q)
+		}
+		if y.Latency != nil {
+			absPath(y.Latency.Coefficients)
+		}
 		if e.Mode == ModeCluster { // the fleet's keys make a run a cluster
 			y.FleetYAML = p.Fleet.YAML()
 		}
@@ -142,11 +151,14 @@ func (e *Experiment) workloadNode() *yaml.Node {
 	case SpecNode:
 		add(n, "spec", w.Node)
 	case SpecFile:
-		add(n, "spec_file", w.File)
+		f := w.File
+		absPath(&f)
+		add(n, "spec_file", f)
 	case Scenario:
 		add(n, "scenario", w.Scenario)
 	case Replay:
 		r := w.Replay
+		absPath(&r.Path)
 		add(n, "replay", replayYAML{Path: &r.Path, Format: &r.Format, Strict: &r.Strict})
 	}
 	return n
@@ -247,4 +259,17 @@ func (e *Experiment) Get(key string) (string, bool) {
 		return "", false
 	}
 	return strings.TrimSpace(string(out)), true
+}
+
+// absPath makes *p absolute when it names a file or folder that exists
+// (the one it was read from: a file goes before a shipped name of the
+// same spelling), so that a file written with it reads it from any
+// folder.
+func absPath(p *string) {
+	if p == nil || *p == "" || filepath.IsAbs(*p) || !exists(*p) {
+		return
+	}
+	if a, err := filepath.Abs(*p); err == nil {
+		*p = a
+	}
 }

@@ -42,8 +42,8 @@ type Result struct {
 	// their fit, step times clamped); Notes are diagnostics.
 	Warnings, Notes []string
 
-	offered, arrived int64
-	summary          func(wall float64) string
+	offered int64
+	summary func(wall float64) string
 }
 
 // WriteJSON writes the report, indented as blis run prints it.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/blis-sim/blis/internal/simtest"
+	"github.com/blis-sim/blis/internal/testsupport/simtest"
 	"github.com/blis-sim/blis/otlpingest"
 	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/sim"

@@ -123,10 +123,9 @@ func TestRandomTransfersConserveWork(t *testing.T) {
 			_ = p
 		}
 		type tr struct {
-			start  int64
-			bytes  float64
-			ports  [2]Port
-			finish int64
+			start int64
+			bytes float64
+			ports [2]Port
 		}
 		var trs []tr
 		at := map[int64]int64{}

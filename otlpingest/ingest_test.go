@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/blis-sim/blis/internal/otlpspan"
-	"github.com/blis-sim/blis/internal/parquettest"
+	"github.com/blis-sim/blis/internal/testsupport/parquettest"
 )
 
 type tableRow = parquettest.Row

@@ -31,8 +31,8 @@ func (bytesCodec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 // exportRaw calls Export with raw bytes and returns the response, the
-// error and the trailer.
-func exportRaw(t testing.TB, addr string, body []byte, opts ...grpc.CallOption) (*coltracepb.ExportTraceServiceResponse, error, metadata.MD) {
+// trailer and the error.
+func exportRaw(t testing.TB, addr string, body []byte, opts ...grpc.CallOption) (*coltracepb.ExportTraceServiceResponse, metadata.MD, error) {
 	t.Helper()
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
@@ -43,7 +43,7 @@ func exportRaw(t testing.TB, addr string, body []byte, opts ...grpc.CallOption) 
 	defer cancel()
 	opts = append(opts, grpc.ForceCodecV2(bytesCodec{}), grpc.Trailer(&trailer))
 	err = cc.Invoke(ctx, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", &body, &resp, opts...)
-	return &resp, err, trailer
+	return &resp, trailer, err
 }
 
 // retryDelay is the RetryInfo of a status, checked against the trailer
@@ -72,14 +72,14 @@ func TestGRPCProtocol(t *testing.T) {
 	good := protoRequest(t, spans[:4])
 	s := startServer(t, Config{MaxRequestBytes: 64 << 10, MaxInflight: 1})
 
-	resp, err, _ := exportRaw(t, s.grpcAddr, good)
+	resp, _, err := exportRaw(t, s.grpcAddr, good)
 	require.NoError(t, err)
 	require.Nil(t, resp.PartialSuccess)
-	resp, err, _ = exportRaw(t, s.grpcAddr, good, grpc.UseCompressor(gzip.Name))
+	_, _, err = exportRaw(t, s.grpcAddr, good, grpc.UseCompressor(gzip.Name))
 	require.NoError(t, err, "gzip")
 	require.Equal(t, int64(8), s.r.Stats().Spans)
 
-	_, err, _ = exportRaw(t, s.grpcAddr, []byte{0xff, 0xff, 0xff, 0x01})
+	_, _, err = exportRaw(t, s.grpcAddr, []byte{0xff, 0xff, 0xff, 0x01})
 	require.Equal(t, codes.InvalidArgument, status.Code(err), "bad data: %v", err)
 	var br *errdetails.BadRequest
 	for _, d := range status.Convert(err).Details() {
@@ -93,9 +93,9 @@ func TestGRPCProtocol(t *testing.T) {
 	for n := 4; len(big) <= 64<<10; n *= 2 {
 		big = protoRequest(t, spans[:min(n, len(spans))])
 	}
-	_, err, _ = exportRaw(t, s.grpcAddr, big)
+	_, _, err = exportRaw(t, s.grpcAddr, big)
 	require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
-	_, err, _ = exportRaw(t, s.grpcAddr, big, grpc.UseCompressor(gzip.Name))
+	_, _, err = exportRaw(t, s.grpcAddr, big, grpc.UseCompressor(gzip.Name))
 	require.Equal(t, codes.ResourceExhausted, status.Code(err), "after decompression: %v", err)
 	for _, d := range status.Convert(err).Details() {
 		_, isRetry := d.(*errdetails.RetryInfo)
@@ -105,7 +105,7 @@ func TestGRPCProtocol(t *testing.T) {
 	// Every decoding slot taken: RESOURCE_EXHAUSTED with RetryInfo, so
 	// that clients retry it, and the message is not read.
 	require.True(t, s.r.acquire())
-	_, err, tr := exportRaw(t, s.grpcAddr, good)
+	_, tr, err := exportRaw(t, s.grpcAddr, good)
 	s.r.release()
 	require.Equal(t, codes.ResourceExhausted, status.Code(err))
 	require.Equal(t, time.Second, retryDelay(t, err, tr))
@@ -113,14 +113,14 @@ func TestGRPCProtocol(t *testing.T) {
 	// Foreign spans: accepted, with a warning.
 	foreign := append(spans[:0:0], spans[0])
 	foreign[0].Name = "grpc.health.v1.Health/Check"
-	resp, err, _ = exportRaw(t, s.grpcAddr, protoRequest(t, foreign))
+	resp, _, err = exportRaw(t, s.grpcAddr, protoRequest(t, foreign))
 	require.NoError(t, err)
 	require.NotNil(t, resp.PartialSuccess)
 	require.Zero(t, resp.PartialSuccess.RejectedSpans)
 	require.Contains(t, resp.PartialSuccess.ErrorMessage, "1 of 1 spans are not vLLM")
 
 	// An empty request succeeds and writes nothing.
-	resp, err, _ = exportRaw(t, s.grpcAddr, nil)
+	resp, _, err = exportRaw(t, s.grpcAddr, nil)
 	require.NoError(t, err)
 	require.Nil(t, resp.PartialSuccess)
 

@@ -28,7 +28,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/blis-sim/blis/internal/parquettest"
+	"github.com/blis-sim/blis/internal/testsupport/parquettest"
 	"github.com/blis-sim/blis/internal/tracevocab"
 	"github.com/blis-sim/blis/otlpingest"
 )

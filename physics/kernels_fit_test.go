@@ -287,7 +287,6 @@ const lssDir = "../testdata/llmservingsim-kernels"
 var (
 	lssGPUs   = map[string]string{"RTX4090": "rtx-4090", "RTXPRO6000": "rtx-pro-6000"}
 	lssModels = map[string]string{"Llama-3.1-8B": "llama-3.1-8b", "Qwen3-32B": "qwen3-32b", "Qwen3-30B-A3B-Instruct-2507": "qwen3-30b-a3b-instruct-2507"}
-	lssNorms  = map[string]bool{"layernorm": true, "final_layernorm": true}
 	lssOps    = map[string]ElementwiseOp{"layernorm": OpNorm, "final_layernorm": OpNorm, "rotary_emb": OpRope, "act_fn": OpAct, "embedding": OpEmbed}
 )
 

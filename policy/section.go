@@ -204,9 +204,6 @@ func (s Section) Equal(o Section) bool {
 	return true
 }
 
-// fmtNum formats a number the shortest way that reads back exactly.
-func fmtNum(x float64) string { return schema.FmtNum(x) }
-
 // Node is s as YAML: {type, params}, every parameter in schema order
 // (what --print-config writes; ParseSection reads it back to s).
 func (s Section) Node() *yaml.Node {

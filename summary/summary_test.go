@@ -91,7 +91,7 @@ func TestBudgetIsObeyed(t *testing.T) {
 		require.LessOrEqual(t, Tokens(s), budget, "budget %d:\n%s", budget, s)
 		checkMarkdown(t, s)
 		if Tokens(full) > budget {
-			require.Contains(t, s, fmt.Sprintf("_Truncated: "), "budget %d", budget)
+			require.Contains(t, s, "_Truncated: ", "budget %d", budget)
 			require.Contains(t, s, fmt.Sprintf("within %d tokens._", budget))
 		} else {
 			require.Equal(t, full, s)

@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/blis-sim/blis/internal/clip"
+	"github.com/blis-sim/blis/internal/schema"
 	"github.com/blis-sim/blis/internal/yamlfile"
 )
 
@@ -138,7 +139,7 @@ func checkKey(key string) error {
 func ParseSet(arg string) (key string, values []string, err error) {
 	k, v, ok := strings.Cut(arg, "=")
 	if !ok {
-		return "", nil, fmt.Errorf("--set %q: want KEY=VALUE or KEY=V1,V2,...", clip.String(arg))
+		return "", nil, fmt.Errorf("--set %q: want KEY=VALUE, or KEY=V1,V2 to sweep the values", clip.String(arg))
 	}
 	key = strings.TrimSpace(k)
 	if err := checkKey(key); err != nil {
@@ -233,6 +234,22 @@ type gridFile struct {
 	Grid    yaml.Node `yaml:"grid"`
 }
 
+// seedsKey is the grid file's seeds key.
+var seedsKey = schema.Key{Name: "seeds", Type: schema.Int, Unit: "seeds", Min: 1, Max: MaxSeeds, Doc: "seeds per point"}
+
+// checkGrid decodes the grid file's declared values (seeds) before the
+// decoder can truncate a fraction.
+func checkGrid(root *yaml.Node) error {
+	for i := 0; root.Kind == yaml.MappingNode && i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value == seedsKey.Name {
+			if _, err := seedsKey.Decode(root.Content[i+1], ""); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 var gridMappings = map[string]yamlfile.Mapping{"sweep.gridFile": {What: "the top level", Keys: reflect.TypeOf(gridFile{})}}
 
 // ParseGrid reads a grid file (source names it in errors):
@@ -248,7 +265,7 @@ var gridMappings = map[string]yamlfile.Mapping{"sweep.gridFile": {What: "the top
 // when the grid is applied to an experiment.
 func ParseGrid(data []byte, source string) (*Grid, error) {
 	var f gridFile
-	doc, err := yamlfile.Decode(data, source, &f, gridMappings)
+	doc, err := yamlfile.DecodeChecked(data, source, &f, gridMappings, checkGrid)
 	if err != nil {
 		return nil, err
 	}
@@ -260,10 +277,7 @@ func ParseGrid(data []byte, source string) (*Grid, error) {
 	}
 	g := &Grid{}
 	if f.Seeds != nil {
-		if *f.Seeds < 1 || *f.Seeds > MaxSeeds {
-			return nil, doc.Errorf("seeds", "must be in [1, %d], got %d", MaxSeeds, *f.Seeds)
-		}
-		g.Seeds = *f.Seeds
+		g.Seeds = *f.Seeds // within seedsKey's range
 	}
 	m := &f.Grid
 	switch {

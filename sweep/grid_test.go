@@ -86,7 +86,8 @@ func TestParseGridErrors(t *testing.T) {
 		{"grid: {}", "g.yaml: the grid file needs version: 1 at its top"},
 		{"version: 2", "g.yaml:1: version: this blis reads version 1 grid files, got 2"},
 		{"version: 1\naxes: {}", `g.yaml:2: unknown key "axes" in the top level; use one of version, seeds, grid`},
-		{"version: 1\nseeds: 0", "g.yaml:2: seeds: must be in [1, 65536], got 0"},
+		{"version: 1\nseeds: 0", "g.yaml:2: seeds: must be within [1, 65536] seeds, got 0"},
+		{"version: 1\nseeds: 2.5", "g.yaml:2: seeds: want a whole number, got 2.5"}, // was 2 seeds
 		{"version: 1\ngrid: [a, b]", "g.yaml:2: grid: a mapping of experiment keys"},
 		{"version: 1\ngrid:\n  run.seed: []", "g.yaml:3: grid.run.seed: an empty list"},
 		{"version: 1\ngrid:\n  run.seed: [1, 1]", `g.yaml:3: grid.run.seed: run.seed: the value "1" is given twice`},

@@ -247,11 +247,16 @@ func (p *Plan) check(i int, e *experiment.Experiment) error {
 	o := e.Run.Outputs
 	for _, k := range []struct{ key, path string }{
 		{"run.outputs.otlp_trace", o.OTLPTrace}, {"run.outputs.kv_events", o.KVEvents}, {"run.outputs.decision_trace", o.DecisionTrace},
-		{"run.outputs.window_out", o.WindowOut}, {"run.outputs.window_plot", o.WindowPlot},
+		{"run.outputs.window_out", o.WindowOut}, {"run.outputs.window_plot", o.WindowPlot}, {"run.outputs.summary", o.Summary},
 	} {
 		if k.path != "" {
 			return fmt.Errorf("%s (%s): a sweep's runs write no files (every run would write this one); remove it", k.key, clip.String(k.path))
 		}
+	}
+	if s := e.Run.CounterfactualSample; s != "" {
+		// Simulating alternatives multiplies a run's time and fills a
+		// section of the report no column of the table holds.
+		return fmt.Errorf("run.counterfactual_sample (%s): a sweep's table has no column of the counterfactual regret it simulates; remove it", s)
 	}
 	if e.Run.Seed > math.MaxInt64-int64(p.Seeds-1) {
 		return fmt.Errorf("point %d: run.seed %d + %d seeds passes the largest seed", i, e.Run.Seed, p.Seeds)

@@ -238,6 +238,13 @@ func TestColumnsFollowTheExperiments(t *testing.T) {
 func TestOutputsAndSeedsRefused(t *testing.T) {
 	_, err := NewPlan(Spec{Base: base("deployment.mode", "cluster", "run.window", "5s", "run.outputs.window_out", "w.csv"), Grid: Grid{Axes: []Axis{axis("run.seed", "1", "2")}}, Seeds: 1})
 	require.ErrorContains(t, err, "run.outputs.window_out (w.csv): a sweep's runs write no files")
+	// The summary and counterfactual sampling were accepted while the
+	// other outputs were refused (the sampling costing 36× for the same
+	// table).
+	_, err = NewPlan(Spec{Base: base("deployment.mode", "cluster", "run.outputs.summary", "x.md"), Seeds: 1})
+	require.ErrorContains(t, err, "run.outputs.summary (x.md): a sweep's runs write no files")
+	_, err = NewPlan(Spec{Base: base("deployment.mode", "cluster", "run.counterfactual_sample", "0.5"), Seeds: 1})
+	require.ErrorContains(t, err, "run.counterfactual_sample (0.5): a sweep's table has no column")
 	_, err = NewPlan(Spec{Base: base("run.seed", "9223372036854775807"), Seeds: 2})
 	require.ErrorContains(t, err, "passes the largest seed")
 	_, err = NewPlan(Spec{Base: base(), Seeds: 0})

@@ -91,7 +91,6 @@ func TestInversionsMatchTheDefinition(t *testing.T) {
 		type req struct {
 			id, enq int64
 			class   sim.SLOClass
-			state   int // 0 waiting, 1 gone
 		}
 		var waiting []*req
 		var evs []ev

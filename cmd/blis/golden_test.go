@@ -60,6 +60,7 @@ func TestGoldenRuns(t *testing.T) {
 			}
 			printed, _, err := runCLI(t, args...)
 			require.NoError(t, err)
+			printed = relativePaths(t, printed)
 			if *update {
 				require.NoError(t, os.MkdirAll(filepath.Dir(expPath), 0o755))
 				require.NoError(t, os.WriteFile(expPath, []byte(printed), 0o644))
@@ -131,4 +132,21 @@ func itoa(n int) string {
 		}
 	}
 	return string(b[i:])
+}
+
+// relativePaths turns the absolute paths --print-config writes (so that
+// the file reads the same files from any folder) back into this
+// package's relative spelling, so that the checked-in experiment files
+// are the same on every machine.
+func relativePaths(t *testing.T, printed string) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	root := filepath.Dir(filepath.Dir(wd))
+	sep := string(filepath.Separator)
+	for _, q := range []string{" ", `"`} {
+		printed = strings.ReplaceAll(printed, q+wd+sep, q)
+		printed = strings.ReplaceAll(printed, q+root+sep, q+"../../")
+	}
+	return printed
 }

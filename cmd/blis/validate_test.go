@@ -13,15 +13,6 @@ import (
 	"github.com/blis-sim/blis/replay"
 )
 
-// vllmRuns are the four measured runs of testdata/vllm-runs, with the GPU
-// a user must name for the three whose meta.json records none.
-var vllmRuns = []struct{ dir, hardware string }{
-	{"RTX4090/Llama-3.1-8B", ""},
-	{"RTXPRO6000/Llama-3.1-8B", "rtx-pro-6000"},
-	{"RTXPRO6000/Qwen3-32B", "rtx-pro-6000"},
-	{"RTXPRO6000/Qwen3-30B-A3B-Instruct-2507", "rtx-pro-6000"},
-}
-
 func runsPath(dir string) string {
 	return filepath.Join("..", "..", "testdata", "vllm-runs", dir, "requests.jsonl")
 }

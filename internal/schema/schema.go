@@ -358,7 +358,10 @@ func (k *Key) number(n *yaml.Node) (float64, int64, error) {
 	case x != math.Trunc(x):
 		return 0, 0, fmt.Errorf("want a whole number, got %s (fractions are not rounded)", Clip(n.Value))
 	case !(x >= math.MinInt64 && x < math.MaxInt64):
-		return 0, 0, k.check(x, Clip(text)) // out of range for any Int key
+		if err := k.check(x, Clip(text)); err != nil {
+			return 0, 0, err
+		}
+		return 0, 0, outOfRange("must be a whole number within ±2^63, got %s", Clip(text))
 	}
 	return x, int64(x), k.check(x, Clip(text))
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/blis-sim/blis/internal/simtest"
+	"github.com/blis-sim/blis/internal/testsupport/simtest"
 	"github.com/blis-sim/blis/otlpingest"
 	"github.com/blis-sim/blis/sim"
 )

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/blis-sim/blis/internal/parquettest"
+	"github.com/blis-sim/blis/internal/testsupport/parquettest"
 	"github.com/blis-sim/blis/otlpingest"
 	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/sim"
@@ -334,7 +334,6 @@ func checkSteps(t *testing.T, r *run, steps, snaps []tableRow) {
 	C := r.opt.ClosureInterval
 	byID := map[int64]tableRow{}
 	var prevEnd, prevSeq int64
-	var spanStarts []int64
 	for _, row := range steps {
 		id := row["step_id"].(int64)
 		byID[id] = row
@@ -354,7 +353,6 @@ func checkSteps(t *testing.T, r *run, steps, snaps []tableRow) {
 			assert.Equal(t, prevEnd+1, from, "span ranges are contiguous")
 			assert.True(t, to%C == 0 || to == int64(len(rec.steps)), "a span closes at a multiple of the interval or at the end: %d", to)
 			prevSeq, prevEnd = seq, to
-			spanStarts = append(spanStarts, from)
 		}
 	}
 	assert.Equal(t, int64(len(rec.steps)), prevEnd, "the last span ends at the last step")
