@@ -3,6 +3,8 @@ package cluster
 import (
 	"fmt"
 	"slices"
+
+	"github.com/blis-sim/blis/sim"
 )
 
 // Data-parallel lockstep (sim/lockstep.go has the mechanism and its
@@ -39,7 +41,8 @@ func (c *Sim) joinGroup(i int, name string) error {
 
 // advanceGroup processes the events of the group's members at the
 // current time, then, if any member planned a step, commits the group's
-// step on every member: the longest plan, or the dummy batch when longer.
+// step on every member: the longest of the members' parts at the group's
+// shape (a plan, or an idle member's dummy batch; sim.GroupShape).
 func (c *Sim) advanceGroup(members []int) {
 	t := c.now
 	for _, m := range members {
@@ -56,18 +59,17 @@ func (c *Sim) advanceGroup(members []int) {
 			c.complete(m, &e.Completions()[k], c.now)
 		}
 	}
-	var dt int64
 	planned := false
+	var g sim.GroupShape
 	for _, m := range members {
-		if d, ok := c.eng[m].PlannedStepUs(); ok {
-			dt, planned = max(dt, d), true
-		}
+		_, ok := c.eng[m].PlannedStepUs()
+		planned = planned || ok
+		g.Add(c.eng[m].GroupTokens())
 	}
 	if planned {
+		var dt int64
 		for _, m := range members {
-			if _, ok := c.eng[m].PlannedStepUs(); !ok {
-				dt = max(dt, c.eng[m].DummyStepUs())
-			}
+			dt = max(dt, c.eng[m].GroupStepUs(g))
 		}
 		for _, m := range members {
 			e := c.eng[m]

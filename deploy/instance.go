@@ -404,6 +404,7 @@ func (s InstanceSpec) latency(in *Instance) (sim.LatencyModel, error) {
 		in.StepCost = &cost
 		m.ComputeEfficiency, m.BandwidthEfficiency = p.ComputeEff, p.BandwidthEff
 		m.Kernels = !p.Scalar
+		m.DPPadding = !s.EnforceEager
 		m.StepOverheadUs, m.PerRequestOverheadUs = cost.FixedUs, cost.PerRequestUs
 		if err := m.Validate(); err != nil {
 			return nil, fieldErr("latency.roofline", err)

@@ -306,9 +306,22 @@ func (c *PhysicsConfig) ExpertWeightBytesEP(scheduledTokens int64) float64 {
 	if c.EP <= 1 || c.Model.NumExperts == 0 {
 		return c.EffectiveWeightBytes(scheduledTokens)
 	}
-	group := float64(max(scheduledTokens, 1) * int64(c.DP))
+	return c.ExpertWeightBytesGroup(float64(max(scheduledTokens, 1)) * float64(c.DP))
+}
+
+// ExpertWeightBytesGroup is ExpertWeightBytesEP when the data-parallel
+// group's MoE layers process groupTokens tokens in all (every rank's,
+// gathered before each MoE layer): the non-expert weights and the
+// distinct experts of this rank's 1/EP share that groupTokens tokens
+// touch. Without expert parallelism it is EffectiveWeightBytes of
+// groupTokens.
+func (c *PhysicsConfig) ExpertWeightBytesGroup(groupTokens float64) float64 {
+	groupTokens = max(groupTokens, 1)
+	if c.EP <= 1 || c.Model.NumExperts == 0 {
+		return c.EffectiveWeightBytes(int64(min(groupTokens, 1<<62)))
+	}
 	local := float64(c.Model.NumExperts) / float64(c.EP)
-	unique := local * (1 - math.Pow(1-c.MoETopKFraction, group))
+	unique := local * (1 - math.Pow(1-c.MoETopKFraction, groupTokens))
 	return c.WeightBytesNonExpert + c.ExpertBytes*unique*float64(c.TP)
 }
 

@@ -266,6 +266,12 @@ func TestExpertParallel(t *testing.T) {
 	require.InDelta(t, ep.WeightBytesNonExpert+expert*64*(1-math.Pow(1-8.0/128, 2)), ep.ExpertWeightBytesEP(1), 1)
 	// Many tokens touch every local expert: the rank reads half of them.
 	require.InDelta(t, ep.WeightBytesNonExpert+expert*64, ep.ExpertWeightBytesEP(4096), expert*1e-6)
+	// Alone, an engine assumes the other rank has as many tokens; its
+	// group says how many the ranks have in all.
+	require.Equal(t, ep.ExpertWeightBytesEP(3), ep.ExpertWeightBytesGroup(6))
+	require.InDelta(t, ep.WeightBytesNonExpert+expert*64*(1-math.Pow(1-8.0/128, 5)), ep.ExpertWeightBytesGroup(5), 1)
+	require.Equal(t, ep.ExpertWeightBytesGroup(1), ep.ExpertWeightBytesGroup(0), "at least one token")
+	require.Equal(t, dp.EffectiveWeightBytes(7), dp.ExpertWeightBytesGroup(7), "without expert parallelism")
 	// All-gather and reduce-scatter of the other rank's hidden states, per
 	// layer.
 	require.Equal(t, 48.0*2*2048*2*1, ep.EPExchangeBytesPerToken())

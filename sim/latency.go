@@ -163,6 +163,10 @@ type Roofline struct {
 	// (kernelScale). kern is the hardware's model, resolved with the plan.
 	Kernels bool
 	kern    physics.Kernels
+	// DPPadding is vLLM's data-parallel padding: with CUDA graphs (not
+	// --enforce-eager) every rank of a data-parallel group pads its
+	// forward pass to the group's largest batch (GroupStepDeltaUs).
+	DPPadding bool
 	// memo keeps the last kernel costs by token count (a step's layers)
 	// and by sampled requests (its LM head), direct-mapped: steps repeat
 	// their sizes, and each entry costs a dozen powers to compute. It is
@@ -208,6 +212,7 @@ func DefaultRoofline(cfg *physics.PhysicsConfig) *Roofline {
 		TransferBaseUs:       50,
 		Overheads:            DefaultOverheads(),
 		Kernels:              true,
+		DPPadding:            true,
 	}
 	m.resolvePlan()
 	return m
@@ -267,10 +272,34 @@ func (m *Roofline) Validate() error {
 func (m *Roofline) Name() string { return "roofline" }
 
 // StepSeconds is the roofline time of a step in seconds, before rounding.
+// An engine of a data-parallel expert-parallel group is priced as if every
+// rank of the group had as many tokens as this one (soloShape); its
+// group prices it at the group's own shape (GroupStepUs).
 func (m *Roofline) StepSeconds(b *Batch) float64 {
+	pad, group := m.soloShape(b.Beta.ScheduledTokens)
+	return m.stepSeconds(b, pad, group)
+}
+
+// soloShape is the forward pass's tokens and the MoE layers' tokens of an
+// engine priced alone: its own tokens, and under expert parallelism as
+// many again from each other data-parallel rank.
+func (m *Roofline) soloShape(tokens int64) (pad, group float64) {
+	pad = float64(tokens)
+	if m.Cfg.EP > 1 {
+		return pad, pad * float64(m.Cfg.DP)
+	}
+	return pad, pad
+}
+
+// stepSeconds is StepSeconds for a forward pass over pad tokens (the
+// batch's own, or more under data-parallel padding: the padded rows go
+// through every GEMM, elementwise kernel and collective, not attention
+// nor the LM head) whose MoE layers, under expert parallelism, process
+// group tokens: every data-parallel rank's, gathered.
+func (m *Roofline) stepSeconds(b *Batch, pad, group float64) float64 {
 	c := m.Cfg
 	in := &b.Beta
-	tokens := float64(in.ScheduledTokens)
+	tokens := pad
 	t := (m.StepOverheadUs + m.PerRequestOverheadUs*float64(in.RunningDepth)) * 1e-6
 	if in.ScheduledTokens > 0 {
 		// Linear layers and attention are separate kernels that run one
@@ -283,20 +312,21 @@ func (m *Roofline) StepSeconds(b *Batch) float64 {
 		// against its whole context, reading that KV (decode blocks,
 		// prefill context) and writing the step's.
 		sampled := float64(in.NumPrefillReqs + in.NumDecodeReqs)
+		own := float64(in.ScheduledTokens)
 		linFlops := tokens*(c.FlopsLinearPerToken-c.FlopsLMHead) + sampled*c.FlopsLMHead
 		attnFlops := in.SumPrefillAttnWork*c.AttnFlopsPerWorkUnit + float64(in.DecodeContextTokens)*2*c.AttnFlopsPerWorkUnit
 		kvRead := float64(in.SumDecodeKVBlocks)*c.BlockSizeBytes + prefillContextBytes(in, c)
 		fc, bw := c.Hardware.SustainedTFlops()*1e12*float64(c.TP)*m.ComputeEfficiency, c.HWPeakBandwidth*m.BandwidthEfficiency
 		switch {
 		case m.Kernels:
-			t += m.kernelSeconds(in, tokens, sampled, fc, bw)
+			t += m.kernelSeconds(in, tokens, group, sampled, fc, bw)
 		default:
 			if g := m.gemm; g != nil {
 				// Each GEMM at its shape's share of the sustained rate.
-				linFlops = tokens*g.layers.at(in.ScheduledTokens) + sampled*g.head.at(in.NumPrefillReqs+in.NumDecodeReqs)
+				linFlops = tokens*g.layers.at(int64(tokens)) + sampled*g.head.at(in.NumPrefillReqs+in.NumDecodeReqs)
 			}
-			t += math.Max(linFlops/fc, c.ExpertWeightBytesEP(in.ScheduledTokens)/bw)
-			t += math.Max(attnFlops/fc, (kvRead+tokens*c.KVBytesPerToken)/bw)
+			t += math.Max(linFlops/fc, c.ExpertWeightBytesGroup(group)/bw)
+			t += math.Max(attnFlops/fc, (kvRead+own*c.KVBytesPerToken)/bw)
 		}
 		if m.Cfg.TP > 1 {
 			t += m.allReduceSeconds(tokens)
@@ -323,7 +353,7 @@ func (m *Roofline) StepSeconds(b *Batch) float64 {
 // layer (grouped kernels the profiles do not cover) keep the roofline's
 // bound at fc and bw. The kernels' rates scale with the efficiencies over
 // their defaults.
-func (m *Roofline) kernelSeconds(in *features.BetaInput, tokens, sampled, fc, bw float64) float64 {
+func (m *Roofline) kernelSeconds(in *features.BetaInput, tokens, group, sampled, fc, bw float64) float64 {
 	c := m.Cfg
 	md := c.Model
 	k := m.kern
@@ -334,15 +364,21 @@ func (m *Roofline) kernelSeconds(in *features.BetaInput, tokens, sampled, fc, bw
 	if mm.ce != m.ComputeEfficiency || mm.be != m.BandwidthEfficiency {
 		*mm = kernelMemo{ce: m.ComputeEfficiency, be: m.BandwidthEfficiency}
 	}
-	layer := m.layerKernels(k, in.ScheduledTokens, tokens, b, hd, tp)
+	layer := m.layerKernels(k, int64(tokens), tokens, b, hd, tp)
 	var experts float64
 	if md.IsMoE() {
 		// The routed experts: vLLM's fused MoE kernel over the experts the
 		// step's tokens touch on this rank (under expert parallelism, those
-		// the data-parallel group's tokens touch among the rank's own).
+		// the data-parallel group's tokens touch among the rank's own, for
+		// the group's tokens routed to them: group × top_k / EP on average,
+		// written as group / DP × top_k / TP since EP = DP × TP).
 		L := float64(md.NumLayers)
-		flops := tokens * float64(md.NMLPProj) * 2 * hd * float64(md.IntermediateSize) * float64(md.TopK) / tp
-		weights := (c.ExpertWeightBytesEP(in.ScheduledTokens) - c.WeightBytesNonExpert) / (L * tp)
+		routed := tokens
+		if c.EP > 1 {
+			routed = group / float64(c.DP)
+		}
+		flops := routed * float64(md.NMLPProj) * 2 * hd * float64(md.IntermediateSize) * float64(md.TopK) / tp
+		weights := (c.ExpertWeightBytesGroup(group) - c.WeightBytesNonExpert) / (L * tp)
 		experts = L * k.FusedMoESeconds(weights, flops)
 	}
 	var head float64
@@ -359,7 +395,7 @@ func (m *Roofline) kernelSeconds(in *features.BetaInput, tokens, sampled, fc, bw
 	L := float64(md.NumLayers)
 	perLayer := 1 / (L * tp)
 	layer += k.AttentionSeconds(in.SumPrefillAttnWork*2*c.QDim/tp,
-		(float64(in.SumDecodeKVBlocks)*c.BlockSizeBytes+tokens*c.KVBytesPerToken)*perLayer,
+		(float64(in.SumDecodeKVBlocks)*c.BlockSizeBytes+float64(in.ScheduledTokens)*c.KVBytesPerToken)*perLayer,
 		features.PrefillContextTokens(in)*c.QHeadKVBytesPerToken()*perLayer)
 	step := k.StepElementwiseSeconds(c, tokens)
 	return L*layer + experts + head + step
@@ -528,17 +564,7 @@ func (m *Noisy) StepTimeUs(b *Batch) int64 {
 // counts it). Noise wrappers are probed through to their inner model, so
 // the check draws no random number.
 func CheckLatency(m LatencyModel, c *EngineConfig) error {
-	for {
-		if n, ok := m.(*Noisy); ok {
-			m = n.Inner
-			continue
-		}
-		if s, ok := m.(*SlowStart); ok {
-			m = s.Inner
-			continue
-		}
-		break
-	}
+	m = innermost(m)
 	kvTokens := max(1, c.TotalKVBlocksGPU) * max(1, c.BlockSizeTokens)
 	var one, prefill, full Batch
 	one.Beta.AddDecode(1, 1)
@@ -566,6 +592,20 @@ func CheckLatency(m LatencyModel, c *EngineConfig) error {
 		return fmt.Errorf("latency model %s: the departure overhead of a %d-token output is %d µs or more (2^40): its coefficients are out of range", m.Name(), kvTokens, MaxDurationUs)
 	}
 	return nil
+}
+
+// innermost is m without its noise and slow-start wrappers.
+func innermost(m LatencyModel) LatencyModel {
+	for {
+		switch w := m.(type) {
+		case *Noisy:
+			m = w.Inner
+		case *SlowStart:
+			m = w.Inner
+		default:
+			return m
+		}
+	}
 }
 
 // SlowStart is the optional warm-up penalty of an instance the autoscaler
@@ -599,4 +639,30 @@ func (m *SlowStart) StepTimeUs(b *Batch) int64 {
 	}
 	f := 1 + (m.Factor-1)*(1-float64(since)/float64(m.DurationUs))
 	return ToUs(float64(base) * f)
+}
+
+// GroupStepDeltaUs prices b's step at its data-parallel group's shape g
+// (sim/lockstep.go) against StepSeconds's: with DPPadding the forward
+// pass runs the group's largest batch's tokens (the padded rows through
+// every GEMM, elementwise kernel and collective) and, under expert
+// parallelism, the MoE layers process that many from every member;
+// without it (eager mode) the forward pass runs the batch's own tokens
+// and the MoE layers the members' sum. Simplifications: a padded row is
+// routed like any token; the exchange is priced at this rank's rows as if
+// every rank sent as many (exact when padded); the experts' load is even
+// across ranks (each rank's share of the routed tokens is 1/EP).
+func (m *Roofline) GroupStepDeltaUs(b *Batch, g GroupShape) int64 {
+	own := b.Beta.ScheduledTokens
+	if own <= 0 || g.Members < 1 {
+		return 0
+	}
+	pad, group := float64(own), float64(max(g.SumTokens, own))
+	if m.DPPadding {
+		pad = float64(max(own, g.MaxTokens))
+		group = pad * float64(g.Members)
+	}
+	if m.Cfg.EP <= 1 {
+		group = pad
+	}
+	return ToUs((m.stepSeconds(b, pad, group) - m.StepSeconds(b)) * 1e6)
 }
