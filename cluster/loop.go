@@ -63,6 +63,13 @@ func (c *Sim) Step() error {
 		c.fail("CL-4", "cluster clock would go back from %d to %d µs", c.now, t)
 		return c.err
 	}
+	if t > sim.MaxTimeUs {
+		// Every time an event is scheduled at is bounded (durations by
+		// sim.MaxDurationUs, arrivals by MaxTimeUs): one past the clock's
+		// range is a conversion that wrapped or saturated.
+		c.fail("CL-4", "cluster clock would pass its range: %d µs > %d µs (2^61)", t, int64(sim.MaxTimeUs))
+		return c.err
+	}
 	c.kvSync(t)
 	if c.snap.advance(t, c.eng) {
 		c.inst.touchAll() // the published signals changed

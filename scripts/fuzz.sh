@@ -41,6 +41,7 @@ families=(
   "manifest ./cmd/calibrate:FuzzReadManifest"
   "experiment ./experiment:FuzzParseExperiment ./experiment:FuzzParseDeployment ./policy:FuzzParsePolicyFile ./deploy:FuzzParseHostProfile"
   "blis-run ./cmd/blis:FuzzRunCommand"
+  "whole-experiment ./experiment:FuzzWholeExperiment"
   "sweep ./sweep:FuzzParseGrid ./sweep:FuzzParseSet ./sweep:FuzzReadCSV"
   "analysis ./cluster:FuzzParseSample ./summary:FuzzTokens"
 )

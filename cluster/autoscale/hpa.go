@@ -39,10 +39,15 @@ func DefaultHPA(metric Metric, target float64) HPAConfig {
 // tolerance; horizontal.go's stabilizeRecommendationWithBehaviors and
 // convertDesiredReplicasWithBehaviorRate).
 type HPA struct {
-	cfg  HPAConfig
-	recs []rec // recommendations within the longer stabilization window
-	ups  []rec // scale-up events within the up period (n = replicas added)
-	dns  []rec // scale-down events within the down period (n = replicas removed)
+	cfg HPAConfig
+	// upMin and downMax are the recommendations that can still be the
+	// lowest of the up window and the highest of the down window, oldest
+	// first: monotonic queues, so that an evaluation costs O(1)
+	// (amortized) however many recommendations a window holds (300 s of
+	// a 1 ms interval is 300,000; scanning them all made a run quadratic).
+	upMin, downMax []rec
+	ups            []rec // scale-up events within the up period (n = replicas added)
+	dns            []rec // scale-down events within the down period (n = replicas removed)
 }
 
 type rec struct {
@@ -81,26 +86,43 @@ func (h *HPA) Evaluate(s *Signals) Decision {
 
 // stabilize is stabilizeRecommendationWithBehaviors: the recommendation
 // is recorded; a scale-up takes the lowest recommendation of the up
-// window, a scale-down the highest of the down window.
+// window, a scale-down the highest of the down window (the recordings
+// within a window, this one included, as Kubernetes keeps them).
 func (h *HPA) stabilize(now int64, current, desired int) int {
 	c := &h.cfg
-	window, better := c.DownWindowUs, func(a, b int) int { return max(a, b) }
-	if desired >= current {
-		window, better = c.UpWindowUs, func(a, b int) int { return min(a, b) }
-	}
-	keep := max(c.UpWindowUs, c.DownWindowUs)
+	h.upMin = expire(h.upMin, now, c.UpWindowUs)
+	h.downMax = expire(h.downMax, now, c.DownWindowUs)
 	out := desired
-	kept := h.recs[:0]
-	for _, r := range h.recs {
-		if now-r.at < window {
-			out = better(out, r.n)
-		}
-		if now-r.at < keep {
-			kept = append(kept, r)
-		}
+	switch {
+	case desired >= current && len(h.upMin) > 0:
+		out = min(out, h.upMin[0].n)
+	case desired < current && len(h.downMax) > 0:
+		out = max(out, h.downMax[0].n)
 	}
-	h.recs = append(kept, rec{at: now, n: desired})
+	// A recording no lower than this one can no longer be the lowest of
+	// any later up window, nor one no higher the highest of a down
+	// window.
+	for len(h.upMin) > 0 && h.upMin[len(h.upMin)-1].n >= desired {
+		h.upMin = h.upMin[:len(h.upMin)-1]
+	}
+	for len(h.downMax) > 0 && h.downMax[len(h.downMax)-1].n <= desired {
+		h.downMax = h.downMax[:len(h.downMax)-1]
+	}
+	h.upMin = append(h.upMin, rec{at: now, n: desired})
+	h.downMax = append(h.downMax, rec{at: now, n: desired})
 	return out
+}
+
+// expire drops the recordings of q at least window old at now.
+func expire(q []rec, now, window int64) []rec {
+	i := 0
+	for i < len(q) && now-q[i].at >= window {
+		i++
+	}
+	if i == len(q) {
+		return q[:0]
+	}
+	return q[i:]
 }
 
 // rateLimit is convertDesiredReplicasWithBehaviorRate with the pool's

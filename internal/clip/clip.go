@@ -1,7 +1,7 @@
 // Package clip shortens input quoted in a message, so that an error about
 // one bad cell, field or line never copies a whole (possibly huge) input
-// into the message (issue 32, class 4: a 400 MB CSV cell quoted whole
-// took 3.7 GB).
+// into the message (docs/hardening.md, "Unbounded work": a 400 MB CSV
+// cell quoted whole took 3.7 GB).
 package clip
 
 import (

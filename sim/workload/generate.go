@@ -306,8 +306,10 @@ func (g *Generator) stream(seed, which uint64) *rand.Rand {
 // Next returns the next request; it is an error to call it when Remaining
 // is 0.
 // ErrArrivalOverflow is Next's error when a rate too low for the number of
-// requests puts an arrival beyond the int64 microsecond clock.
-var ErrArrivalOverflow = errors.New("arrival time overflows int64 microseconds")
+// requests puts an arrival beyond the clock's range (sim.MaxTimeUs, 2^61
+// µs: every arrival is within it, so that no time the simulation adds to
+// one can overflow int64).
+var ErrArrivalOverflow = errors.New("an arrival time is beyond the clock's range of 2^61 µs (73,000 years)")
 
 func (g *Generator) Next() (sim.RequestSpec, error) {
 	if g.i >= g.s.Requests {
@@ -318,7 +320,7 @@ func (g *Generator) Next() (sim.RequestSpec, error) {
 
 	g.t += g.gap(g.stream(gapSeed, streamGap))
 	us := math.Round(g.t * 1e6)
-	if us > math.MaxInt64/2 || int64(us) > math.MaxInt64-s.StartUs {
+	if !(us <= float64(sim.MaxTimeUs)) || int64(us) > sim.MaxTimeUs-s.StartUs {
 		return sim.RequestSpec{}, fmt.Errorf("request %d: %w; raise rate or lower requests", i, ErrArrivalOverflow)
 	}
 	// One statement per stream: sub is shared, so each sample must

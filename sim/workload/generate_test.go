@@ -277,8 +277,24 @@ func TestGenerateIDsAndOverflow(t *testing.T) {
 	}
 	s.Rate, s.StartUs = 1e-12, math.MaxInt64-10
 	_, err = Generate(s, seeded(9))
-	require.ErrorContains(t, err, "request 0: arrival time overflows int64 microseconds")
+	require.ErrorContains(t, err, "request 0: an arrival time is beyond the clock's range")
 	require.ErrorIs(t, err, ErrArrivalOverflow)
+
+	// Arrivals past the clock's range (2^61 µs) but within int64's were
+	// let through: 1,000 requests/s at a rate_scale of 1e-15 put the
+	// second one at 4.4e18 µs, and the cluster ran its clock there.
+	s = baseSpec()
+	s.Rate = 1e-12
+	g, err := NewGenerator(s, seeded(9))
+	require.NoError(t, err)
+	for {
+		r, err := g.Next()
+		if err != nil {
+			require.ErrorIs(t, err, ErrArrivalOverflow)
+			break
+		}
+		require.LessOrEqual(t, r.ArrivalUs, sim.MaxTimeUs)
+	}
 }
 
 // Issue 18 defect 0: blis run --requests 9999999999999 panicked in
@@ -290,7 +306,7 @@ func TestHugeRequestCountsAreNotPreallocated(t *testing.T) {
 	s.Requests = 9_999_999_999_999
 	s.Rate, s.StartUs = 1e-12, math.MaxInt64-10 // the first arrival overflows
 	_, err := Generate(s, seeded(9))
-	require.ErrorContains(t, err, "request 0: arrival time overflows int64 microseconds")
+	require.ErrorContains(t, err, "request 0: an arrival time is beyond the clock's range")
 	require.ErrorIs(t, err, ErrArrivalOverflow)
 
 	s = baseSpec()
