@@ -101,7 +101,7 @@ func TestDisaggregationDocs(t *testing.T) {
 			require.Greater(t, rows[i].pd.SLO.GoodputRPS, rows[i].colo.SLO.GoodputRPS, "prompt %d", p)
 		}
 	}
-	rewriteDocsBlock(t, "disaggregation-table", b.String(), "go test ./experiment -run DisaggregationDocs -update", "README.md", "docs/disaggregation.md")
+	rewriteDocsBlock(t, "disaggregation-table", b.String(), "go test ./experiment -run DisaggregationDocs -update", "docs/guides/disaggregation-and-kv-tiers.md", "docs/disaggregation.md")
 }
 
 // ms formats milliseconds, whole from 10 ms.

@@ -62,7 +62,7 @@ deployment:
 // the shared-kv scenario.
 var sharedKVRows = []struct{ label, scenario, sets string }{
 	{"per-instance caches only (`shared-kv-local`)", "shared-kv-local", ""},
-	{"per-instance caches, prefix-affinity, seed 001's 10,000-block index", "shared-kv-local", "policies.routing.type=prefix-affinity policies.routing.params.prefix_index_capacity=10000"},
+	{"per-instance caches, prefix-affinity, a fixed 10,000-block router index", "shared-kv-local", "policies.routing.type=prefix-affinity policies.routing.params.prefix_index_capacity=10000"},
 	{"per-instance caches, prefix-affinity (index sized from the instances)", "shared-kv-local", "policies.routing.type=prefix-affinity"},
 	{"shared 1 TB store (`shared-kv`)", "shared-kv", ""},
 	{"shared 300 GB store (evicting)", "shared-kv", "deployment.kv_store.capacity_gb=300"},
@@ -101,7 +101,7 @@ func TestSharedKVDocs(t *testing.T) {
 		out[i] = fmt.Sprintf("| %s | %.1f %% | %.1f %% | %s | %s | %.1f | %.1f |\n", row.label, 100*fleet, 100*gpu, store, evicted, m.TTFT.P50, m.TTFT.P99)
 	}
 	table := "| setup | prompt tokens served from cache | GPU | store | store peak / blocks evicted | TTFT p50 (ms) | TTFT p99 (ms) |\n|---|---|---|---|---|---|---|\n" + strings.Join(out, "")
-	rewriteDocsBlock(t, "shared-kv-table", table, "go test ./experiment -run SharedKVDocs -update", "README.md", "docs/kv-tiers.md")
+	rewriteDocsBlock(t, "shared-kv-table", table, "go test ./experiment -run SharedKVDocs -update", "docs/guides/disaggregation-and-kv-tiers.md", "docs/kv-tiers.md")
 }
 
 // A disk behind a small CPU tier serves what the CPU tier evicted, and

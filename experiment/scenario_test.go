@@ -14,10 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/blis-sim/blis/cluster/windowplot"
+	"github.com/blis-sim/blis/internal/docs"
 	"github.com/blis-sim/blis/sim/workload"
 )
 
-var update = flag.Bool("update", false, "regenerate the autoscaling table in README.md and docs/autoscaling.md and docs/img/diurnal-autoscale.png (go test ./experiment -run DiurnalAutoscaleDocs -update)")
+var update = flag.Bool("update", false, "regenerate the autoscaling table in docs/guides/autoscaling.md and docs/autoscaling.md and docs/img/diurnal-autoscale.png (go test ./experiment -run DiurnalAutoscaleDocs -update)")
 
 // TestScenariosAreNotWorkloads: a built-in experiment's name is not a
 // workload scenario's (--scenario takes both), and each one resolves.
@@ -67,7 +68,7 @@ func TestDiurnalAutoscaleDocs(t *testing.T) {
 		require.NoError(t, err)
 	}
 	table := "| policy | mean replicas | peak | scale-ups / downs | oscillations | GPU-hours | cost ($) | $ per M output tokens | SLO attainment | TTFT p99 (s) |\n|---|---|---|---|---|---|---|---|---|---|\n" + strings.Join(out, "")
-	rewriteDocsBlock(t, "autoscale-table", table, "go test ./experiment -run DiurnalAutoscaleDocs -update", "README.md", "docs/autoscaling.md")
+	rewriteDocsBlock(t, "autoscale-table", table, "go test ./experiment -run DiurnalAutoscaleDocs -update", "docs/guides/autoscaling.md", "docs/autoscaling.md")
 	img := filepath.Join("..", "docs", "img", "diurnal-autoscale.png")
 	if *update {
 		require.NoError(t, os.WriteFile(img, png.Bytes(), 0o644))
@@ -118,23 +119,8 @@ func autoscaleRow(label, sets string, figure bool, png *bytes.Buffer) (string, e
 
 // rewriteDocsBlock checks that each doc (a path from the repository's
 // root) holds content between its <!-- name --> and <!-- /name -->
-// lines, or with -update writes it there; stale, the test fails naming
-// cmd, the command that regenerates it.
-func rewriteDocsBlock(t *testing.T, name, content, cmd string, docs ...string) {
+// lines, or with -update writes it there (docs.CheckBlock).
+func rewriteDocsBlock(t *testing.T, name, content, cmd string, pages ...string) {
 	t.Helper()
-	begin, end := "<!-- "+name+" -->\n", "<!-- /"+name+" -->\n"
-	for _, doc := range docs {
-		path := filepath.Join("..", filepath.FromSlash(doc))
-		data, err := os.ReadFile(path)
-		require.NoError(t, err)
-		s := string(data)
-		i, j := strings.Index(s, begin), strings.Index(s, end)
-		require.True(t, i >= 0 && j > i, "%s has no %q ... %q markers", doc, strings.TrimSpace(begin), strings.TrimSpace(end))
-		want := s[:i+len(begin)] + content + s[j:]
-		if *update {
-			require.NoError(t, os.WriteFile(path, []byte(want), 0o644))
-			continue
-		}
-		require.Equal(t, want, s, "%s's %s is stale: %s", doc, name, cmd)
-	}
+	docs.CheckBlock(t, "..", *update, cmd, name, content, pages...)
 }

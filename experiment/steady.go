@@ -165,15 +165,17 @@ func (r *runner) stability(st *steady.Stability, what string) {
 		if st.Cause == steady.CauseImbalance {
 			var grow, calm []string
 			for _, in := range st.Instances {
-				switch in.Verdict {
-				case steady.Unstable:
+				switch {
+				case in.Verdict == steady.Unstable:
 					grow = append(grow, in.ID)
-				case steady.Stable:
+				case in.KeepsUp && in.MeanInSystem == 0:
+					calm = append(calm, in.ID+" (idle)")
+				case in.KeepsUp:
 					calm = append(calm, fmt.Sprintf("%s (%.1f in it on average)", in.ID, in.MeanInSystem))
 				}
 			}
-			msg += fmt.Sprintf("; likely cause: imbalance: the backlog grows on %s while %s keep up: the router sends them more than they serve; try another routing policy",
-				listOf(grow, 4), listOf(calm, 4))
+			msg += fmt.Sprintf("; likely cause: routing imbalance, not capacity: the backlog grows on %s while %s keep up: the router sends %s more than %s serve; try another routing policy before adding instances",
+				listOf(grow, 4), listOf(calm, 4), them(len(grow)), they(len(grow)))
 		} else {
 			msg += "; likely cause: capacity: lower the rate or add instances"
 		}
@@ -200,6 +202,21 @@ func stopWhy(s *steady.Stop) string {
 }
 
 // listOf is at most n of names, and how many more.
+// them and they are the pronouns for n instances.
+func them(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
+}
+
+func they(n int) string {
+	if n == 1 {
+		return "it can"
+	}
+	return "they can"
+}
+
 func listOf(names []string, n int) string {
 	if len(names) <= n {
 		return strings.Join(names, ", ")

@@ -146,7 +146,10 @@ func TestSlowDiskRefusesInsteadOfBuffering(t *testing.T) {
 		case r := <-results:
 			require.Equal(t, http.StatusServiceUnavailable, r.code)
 			refused[r.i] = true
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(3 * time.Second):
+			// No answer for 3 s: the rest wait for the disk. (500 ms was
+			// too short on a loaded machine: a request the test had not
+			// yet sent was counted as waiting, then refused.)
 			goto settled
 		}
 	}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"gonum.org/v1/gonum/optimize"
+
+	"github.com/blis-sim/blis/internal/docs"
 )
 
 // The kernel model's constants (kernels.go) against Vidur's measured
@@ -661,21 +663,9 @@ func rewriteSpecBlock(t *testing.T, name, content, cmd string) {
 	rewriteDocBlock(t, "../docs/physics-spec.md", name, content, cmd)
 }
 
-// rewriteDocBlock checks that the doc at path holds content between its
-// <!-- name --> and <!-- /name --> lines, or with -update writes it there;
-// stale, the test fails naming cmd, the command that regenerates it.
+// rewriteDocBlock checks (or with -update rewrites) the text between
+// <!-- name --> and <!-- /name --> in path (docs.CheckBlock).
 func rewriteDocBlock(t *testing.T, path, name, content, cmd string) {
 	t.Helper()
-	begin, end := "<!-- "+name+" -->\n", "<!-- /"+name+" -->\n"
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
-	s := string(data)
-	i, j := strings.Index(s, begin), strings.Index(s, end)
-	require.True(t, i >= 0 && j > i, "%s has no %q ... %q markers", path, strings.TrimSpace(begin), strings.TrimSpace(end))
-	want := s[:i+len(begin)] + content + s[j:]
-	if *updateDocs {
-		require.NoError(t, os.WriteFile(path, []byte(want), 0o644))
-		return
-	}
-	require.Equal(t, want, s, "%s's %s is stale: %s", path, name, cmd)
+	docs.CheckBlock(t, ".", *updateDocs, cmd, name, content, path)
 }

@@ -22,9 +22,10 @@ func names(s string) []string {
 	return out
 }
 
-// TestTemplateListsInDocs: the prose lists of templates (the README's
-// and docs/cluster.md's tables) name exactly the registered templates, so
-// a template added beside its code fails here until they say it.
+// TestTemplateListsInDocs: the prose lists of templates (docs/status.md's
+// table, docs/getting-started.md's policy bundle and docs/cluster.md's
+// tables) name exactly the registered templates, so a template added
+// beside its code fails here until they say it.
 func TestTemplateListsInDocs(t *testing.T) {
 	read := func(path string) string {
 		b, err := os.ReadFile(filepath.Join("..", path))
@@ -32,7 +33,7 @@ func TestTemplateListsInDocs(t *testing.T) {
 		return string(b)
 	}
 	sorted := func(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
-	readme := read("README.md")
+	readme := read("docs/status.md")
 
 	// The status table: "admission (`a`, `b`, ...)" and "a router (`x`,
 	// ...; the weighted one with ...)".
@@ -41,20 +42,21 @@ func TestTemplateListsInDocs(t *testing.T) {
 		prefix string
 	}{{Admission, "behind admission ("}, {Routing, "and a router ("}} {
 		i := strings.Index(readme, c.prefix)
-		require.GreaterOrEqual(t, i, 0, "README.md has no %q", c.prefix)
+		require.GreaterOrEqual(t, i, 0, "docs/status.md has no %q", c.prefix)
 		rest := readme[i+len(c.prefix):]
 		rest = rest[:strings.IndexAny(rest, ");")]
-		require.Equal(t, sorted(Names(c.kind)), sorted(names(rest)), "README.md's %s list", c.kind)
+		require.Equal(t, sorted(Names(c.kind)), sorted(names(rest)), "docs/status.md's %s list", c.kind)
 	}
 
 	// The policy bundle's sentence: "admission `a`, ...; priority ...".
-	i := strings.Index(readme, "names a template per section with its parameters: ")
+	start := read("docs/getting-started.md")
+	i := strings.Index(start, "names a template per section with its parameters: ")
 	require.GreaterOrEqual(t, i, 0)
-	sentence := readme[i:]
-	sentence = sentence[:strings.Index(sentence, " ([docs/policies.md]")]
+	sentence := start[i:]
+	sentence = sentence[:strings.Index(sentence, " ([policies.md]")]
 	for _, part := range strings.Split(sentence[strings.Index(sentence, ": ")+2:], "; ") {
 		kind, list, _ := strings.Cut(part, " ")
-		require.Equal(t, sorted(Names(Kind(kind))), sorted(names(list)), "README.md's %s list", kind)
+		require.Equal(t, sorted(Names(Kind(kind))), sorted(names(list)), "docs/getting-started.md's %s list", kind)
 	}
 
 	// docs/cluster.md's admission and routing tables: one row a template.

@@ -16,9 +16,10 @@ import (
 
 	"github.com/blis-sim/blis/deploy"
 	"github.com/blis-sim/blis/experiment"
+	"github.com/blis-sim/blis/internal/docs"
 )
 
-var update = flag.Bool("update", false, "rewrite the README's validation table (go test ./replay -run ValidationTable -update)")
+var update = flag.Bool("update", false, "rewrite the validation table of docs/guides/validating.md (go test ./replay -run ValidationTable -update)")
 
 // vllmRuns are the four measured runs of testdata/vllm-runs, with the GPU
 // a user must name for the three whose meta.json records none.
@@ -225,17 +226,17 @@ func TestHostProfile(t *testing.T) {
 	require.Contains(t, strings.Join(eager.Warnings, "\n"), "was calibrated with enforce_eager false and this pool has true")
 }
 
-// TestValidationTableInREADME recomputes the README's validation table:
+// TestValidationTableInDocs recomputes the validation table of
+// docs/guides/validating.md:
 // each run with the defaults, and each run predicted with what carries from
 // the calibration of each of the other three (the median of the three
 // predictions): the pipeline parameters, and the efficiencies too when the
 // other run is of the same GPU, model and parallelism. Regenerate with go
 // test ./replay -run ValidationTable -update.
-func TestValidationTableInREADME(t *testing.T) {
+func TestValidationTableInDocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs 4 calibrations and 16 replays")
 	}
-	const begin, end = "<!-- validation-table -->\n", "<!-- /validation-table -->\n"
 	type errs [3]float64 // TTFT, ITL, E2E error of the mean
 	get := func(v *Report) errs {
 		var e errs
@@ -299,16 +300,5 @@ func TestValidationTableInREADME(t *testing.T) {
 	fmt.Fprintf(&b, "| median \\|error\\| | %s | %s | %s | %s | %s | %s | |\n", median(def, 0), median(def, 1), median(def, 2),
 		median(held, 0), median(held, 1), median(held, 2))
 
-	readme := filepath.Join("..", "README.md")
-	data, err := os.ReadFile(readme)
-	require.NoError(t, err)
-	s := string(data)
-	i, j := strings.Index(s, begin), strings.Index(s, end)
-	require.True(t, i >= 0 && j > i, "README.md has no %q ... %q section", begin, end)
-	got := s[:i+len(begin)] + b.String() + s[j:]
-	if *update {
-		require.NoError(t, os.WriteFile(readme, []byte(got), 0o644))
-		return
-	}
-	require.Equal(t, s, got, "README.md's validation table is stale: go test ./replay -run ValidationTable -update")
+	docs.CheckBlock(t, filepath.Join("..", ""), *update, "go test ./replay -run ValidationTable -update", "validation-table", b.String(), "docs/guides/validating.md")
 }

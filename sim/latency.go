@@ -664,5 +664,9 @@ func (m *Roofline) GroupStepDeltaUs(b *Batch, g GroupShape) int64 {
 	if m.Cfg.EP <= 1 {
 		group = pad
 	}
-	return ToUs((m.stepSeconds(b, pad, group) - m.StepSeconds(b)) * 1e6)
+	soloPad, soloGroup := m.soloShape(own)
+	if pad == soloPad && group == soloGroup {
+		return 0 // the group's largest member, priced alone as it is
+	}
+	return ToUs((m.stepSeconds(b, pad, group) - m.stepSeconds(b, soloPad, soloGroup)) * 1e6)
 }

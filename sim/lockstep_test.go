@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -171,4 +172,17 @@ func TestRooflineGroupShapeSimplifications(t *testing.T) {
 	// An empty shape or batch moves nothing.
 	require.Zero(t, ep.GroupStepDeltaUs(short, GroupShape{}))
 	require.Zero(t, ep.GroupStepDeltaUs(&Batch{}, g))
+
+	// An absurd shape saturates instead of wrapping, and an engine's part
+	// is clamped to the longest step there is.
+	huge := GroupShape{Members: 2, MaxTokens: 1 << 62, SumTokens: 1<<62 + 100}
+	require.Equal(t, int64(math.MaxInt64), ep.GroupStepDeltaUs(short, huge))
+	eager.DPPadding = false
+	require.Equal(t, int64(math.MaxInt64), eager.GroupStepDeltaUs(short, huge))
+	cfg := baseConfig()
+	cfg.Latency = ep
+	e, err := NewEngine(cfg)
+	require.NoError(t, err)
+	require.NoError(t, e.SetLockstep())
+	require.Equal(t, int64(MaxDurationUs), e.GroupStepUs(huge))
 }

@@ -281,13 +281,15 @@ func judge(lv []float64, wS, rate, deficit float64, deps []float64, found bool) 
 	return j
 }
 
-// cause names why a fleet is unstable: capacity when no instance is
-// stable, imbalance when some are stable while others are not.
+// cause names why a fleet is unstable: imbalance when some instances'
+// backlogs grow while others keep up (stable, idle, or not growing:
+// the whole interval of their growth below the threshold), capacity when
+// none keeps up.
 func (c *Collector) cause(st *Stability, from, to int) {
 	b := &c.bins
 	wS := float64(b.w) / 1e6
 	n := len(b.instBins)
-	var unstable, stable int
+	var unstable, keepUp int
 	for i, ib := range b.instBins {
 		lv := make([]float64, 0, to-from)
 		for _, a := range ib[from:to] {
@@ -298,16 +300,17 @@ func (c *Collector) cause(st *Stability, from, to int) {
 		if i < len(c.cfg.InstanceIDs) {
 			v.ID = c.cfg.InstanceIDs[i]
 		}
-		switch j.verdict {
-		case Unstable:
+		switch {
+		case j.verdict == Unstable:
 			unstable++
-		case Stable:
-			stable++
+		case j.verdict == Stable, j.mean == 0, j.ok && j.g.High < j.delta:
+			v.KeepsUp = true
+			keepUp++
 		}
 		st.Instances = append(st.Instances, v)
 	}
 	st.Cause = CauseCapacity
-	if stable > 0 && unstable > 0 {
+	if keepUp > 0 && unstable > 0 {
 		st.Cause = CauseImbalance
 	}
 }

@@ -62,6 +62,11 @@ func NewCollector(cfg Config) *Collector {
 	q := cfg.Stationary
 	c := &Collector{cfg: cfg, ttft: NewSeries(q), e2e: NewSeries(q), sched: NewSeries(false), itl: NewSeries(false)}
 	c.bins.perInst = cfg.PerInstance
+	if cfg.PerInstance && len(cfg.InstanceIDs) > 0 {
+		// Every instance from the start: one the router never picks is
+		// an idle instance, evidence of an imbalance.
+		c.bins.instance(len(cfg.InstanceIDs) - 1)
+	}
 	if r := cfg.Rule; r != nil {
 		c.nextCheck = max(r.MinArrivals, minCheckArrivals)
 	}

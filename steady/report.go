@@ -33,8 +33,8 @@ const (
 // arrival or the stopping rule's checkpoint), with the evidence.
 type Stability struct {
 	Verdict string `json:"verdict"`
-	// Cause of an unstable verdict: capacity (every instance's backlog
-	// grows) or imbalance (some grow while others do not).
+	// Cause of an unstable verdict: capacity (no instance keeps up) or
+	// imbalance (some backlogs grow while other instances keep up).
 	Cause string `json:"cause,omitempty"`
 	// Why says it in a sentence.
 	Why string `json:"why"`
@@ -71,6 +71,10 @@ type InstanceVerdict struct {
 	Verdict      string   `json:"verdict"`
 	Growth       Interval `json:"backlog_growth_per_s"`
 	MeanInSystem float64  `json:"mean_in_system"`
+	// KeepsUp: the instance is stable, idle, or its backlog's growth
+	// lies wholly below the threshold (its verdict may still be
+	// indeterminate).
+	KeepsUp bool `json:"keeps_up"`
 }
 
 // Stop is where a run sized by its precision stopped, and why.

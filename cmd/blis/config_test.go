@@ -10,38 +10,61 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/blis-sim/blis/internal/docs"
 	"github.com/blis-sim/blis/sim/workload"
 )
 
-// readmeRuns are the blis run commands of the README's code blocks, with
+// tourPages are the pages of the README's tour: the README, getting
+// started and the task guides.
+func tourPages(t *testing.T) []string {
+	t.Helper()
+	pages, err := docs.Pages(docsRoot(t))
+	require.NoError(t, err)
+	var out []string
+	for _, p := range pages {
+		if p == "README.md" || p == "docs/getting-started.md" || strings.HasPrefix(p, "docs/guides/") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// readmeRuns are the blis run commands of the tour's shell blocks, with
 // their for loops expanded, as argument lists.
 func readmeRuns(t *testing.T) [][]string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	require.NoError(t, err)
-	var runs [][]string
-	inBlock := false
+	root := docsRoot(t)
 	var logical []string
-	var cur string
-	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(line, "```") {
-			inBlock = !inBlock
+	for _, page := range tourPages(t) {
+		blocks, err := docs.Blocks(root, page)
+		require.NoError(t, err)
+		for _, b := range blocks {
+			if b.Lang != "sh" {
+				continue
+			}
+			for _, c := range b.Commands() {
+				for _, line := range strings.Split(c.Text, "\n") {
+					if i := strings.Index(line, "  #"); i >= 0 {
+						line = line[:i] // a comment
+					}
+					logical = append(logical, strings.TrimSpace(line))
+				}
+			}
+		}
+	}
+	// Rejoin continuation lines.
+	var joined []string
+	cur := ""
+	for _, l := range logical {
+		if strings.HasSuffix(l, "\\") {
+			cur += strings.TrimSuffix(l, "\\") + " "
 			continue
 		}
-		if !inBlock {
-			continue
-		}
-		if i := strings.Index(line, "  #"); i >= 0 {
-			line = line[:i] // a comment
-		}
-		line = strings.TrimSpace(line)
-		if strings.HasSuffix(line, "\\") {
-			cur += strings.TrimSuffix(line, "\\") + " "
-			continue
-		}
-		logical = append(logical, cur+line)
+		joined = append(joined, cur+l)
 		cur = ""
 	}
+	logical = joined
+	var runs [][]string
 	var loopVar string
 	var loopValues []string
 	for _, l := range logical {
@@ -62,12 +85,16 @@ func readmeRuns(t *testing.T) [][]string {
 		if !ok {
 			continue
 		}
+		cmd, _, _ = strings.Cut(cmd, " > ") // stdout to a file
 		values := []string{""}
 		if loopVar != "" {
 			values = loopValues
 		}
 		for _, v := range values {
 			args := strings.Fields(strings.ReplaceAll(cmd, "$"+loopVar, v))
+			for i, a := range args {
+				args[i] = strings.Trim(a, "'") // the shell's quotes
+			}
 			runs = append(runs, append([]string{"run"}, args...))
 		}
 		if ends {
@@ -77,7 +104,7 @@ func readmeRuns(t *testing.T) [][]string {
 	return runs
 }
 
-// TestConfigFormMatchesFlagForm: every README example gives the same
+// TestConfigFormMatchesFlagForm: every example of the tour gives the same
 // bytes (report and output files) from its flags as from the experiment
 // file --print-config writes for them.
 func TestConfigFormMatchesFlagForm(t *testing.T) {
@@ -100,7 +127,8 @@ func TestConfigFormMatchesFlagForm(t *testing.T) {
 	tested := 0
 	for i, args := range runs {
 		joined := strings.Join(args, " ")
-		if strings.Contains(joined, "--print-spec") || strings.Contains(joined, "--help") || strings.Contains(joined, "--config") || strings.Contains(joined, "--print-config") {
+		if strings.Contains(joined, "--print-spec") || strings.Contains(joined, "--help") || strings.Contains(joined, "--config") || strings.Contains(joined, "--print-config") ||
+			strings.Contains(joined, "--policy-config") {
 			continue // not a run, or one of an experiment file
 		}
 		args = append([]string(nil), args...)

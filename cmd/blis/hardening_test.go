@@ -340,8 +340,18 @@ func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 // written covers the files in it). The README named /tmp/tables before
 // the section that writes it, and deploy.yaml that no one has.
 func TestREADMECommandsRunInOrder(t *testing.T) {
+	total := 0
+	for _, page := range tourPages(t) {
+		t.Run(page, func(t *testing.T) { total += commandsRunInOrder(t, page) })
+	}
+	require.Greater(t, total, 30)
+}
+
+// commandsRunInOrder checks page's commands and returns how many it
+// checked.
+func commandsRunInOrder(t *testing.T, page string) int {
 	root := filepath.Join("..", "..")
-	data, err := os.ReadFile(filepath.Join(root, "README.md"))
+	data, err := os.ReadFile(filepath.Join(root, page))
 	require.NoError(t, err)
 	var cmds [][]string
 	inSh := false
@@ -376,7 +386,6 @@ func TestREADMECommandsRunInOrder(t *testing.T) {
 			}
 		}
 	}
-	require.Greater(t, len(cmds), 30)
 	written := []string{}
 	producedBy := map[string]bool{"-o": true, "--out": true, "--otlp-trace": true, "--kv-events": true, "--decision-trace": true,
 		"--window-out": true, "--window-plot": true, "--plot": true, "--report": true, ">": true}
@@ -399,7 +408,7 @@ func TestREADMECommandsRunInOrder(t *testing.T) {
 			return
 		}
 		_, err := os.Stat(filepath.Join(root, p))
-		require.NoError(t, err, "%s: reads %s, which neither the repository nor an earlier README command has", strings.Join(c, " "), p)
+		require.NoError(t, err, "%s: reads %s, which neither the repository nor an earlier command of %s has", strings.Join(c, " "), p, page)
 	}
 	for _, c := range cmds {
 		// Positional inputs of the commands that take files.
@@ -431,6 +440,7 @@ func TestREADMECommandsRunInOrder(t *testing.T) {
 			written = append(written, strings.TrimPrefix(c[len(c)-1], ">"))
 		}
 	}
+	return len(cmds)
 }
 
 // A deployment file's relative coefficients path is read from the file's

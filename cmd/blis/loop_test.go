@@ -12,6 +12,7 @@ import (
 
 	"github.com/blis-sim/blis/coefficients"
 	"github.com/blis-sim/blis/fit"
+	"github.com/blis-sim/blis/internal/docs"
 	"github.com/blis-sim/blis/otlpingest"
 	"github.com/blis-sim/blis/physics"
 )
@@ -118,11 +119,12 @@ func fitHeldOut(t *testing.T, tables, spec, out string) *coefficients.Holdout {
 	return h
 }
 
-// TestCalibrationTourInREADME runs the README's calibration tour (the
+// TestCalibrationTourInDocs runs the calibration tour of
+// docs/guides/calibrating.md (the
 // simulated trace, ingest, fit --holdout-after 80%, validate --from
-// holdout) and checks the validation table the README and
-// docs/validation.md show; -update rewrites them.
-func TestCalibrationTourInREADME(t *testing.T) {
+// holdout) and checks the validation table it and docs/validation.md
+// show; -update rewrites them.
+func TestCalibrationTourInDocs(t *testing.T) {
 	dir := t.TempDir()
 	trace := filepath.Join(dir, "run.jsonl")
 	_, _, err := runCLI(t, "run", "--latency", "roofline", "--latency-noise", "0.05", "--requests", "3000", "--otlp-trace", trace,
@@ -137,25 +139,6 @@ func TestCalibrationTourInREADME(t *testing.T) {
 	require.NoError(t, err)
 	out = strings.ReplaceAll(out, dir, "/tmp")
 	block := "```\n$ go run ./cmd/blis validate /tmp/tables --coefficients /tmp/coeffs.yaml --from holdout\n" + out + "```\n"
-	for _, doc := range []string{"../../README.md", "../../docs/validation.md"} {
-		rewriteBlock(t, doc, "calibrate-tour-table", block, "go test ./cmd/blis -run CalibrationTourInREADME -update")
-	}
-}
-
-// rewriteBlock checks (or with -update rewrites) the text between
-// <!-- name --> and <!-- /name --> in doc.
-func rewriteBlock(t *testing.T, doc, name, content, cmd string) {
-	t.Helper()
-	begin, end := "<!-- "+name+" -->\n", "<!-- /"+name+" -->\n"
-	data, err := os.ReadFile(doc)
-	require.NoError(t, err)
-	s := string(data)
-	i, j := strings.Index(s, begin), strings.Index(s, end)
-	require.True(t, i >= 0 && j > i, "%s has no %q ... %q markers", doc, strings.TrimSpace(begin), strings.TrimSpace(end))
-	want := s[:i+len(begin)] + content + s[j:]
-	if *update {
-		require.NoError(t, os.WriteFile(doc, []byte(want), 0o644))
-		return
-	}
-	require.Equal(t, want, s, "%s's %s is stale: %s", doc, name, cmd)
+	docs.CheckBlock(t, docsRoot(t), *update, "go test ./cmd/blis -run CalibrationTourInDocs -update", "calibrate-tour-table", block,
+		"docs/guides/calibrating.md", "docs/validation.md")
 }

@@ -380,7 +380,7 @@ func TestFitHoldoutAfter(t *testing.T) {
 // configuration flags fits what fit.Run fits for Llama-3.1-8B on one H100
 // with vLLM's default settings and the trace's GPU KV blocks, with the
 // split of --holdout-after applied by fit.HoldOutTraces. blis's README
-// test (TestCalibrationTourInREADME) fits through the library on that
+// test (TestCalibrationTourInDocs) fits through the library on that
 // ground.
 func TestFitCLIMatchesLibraryDefaults(t *testing.T) {
 	tables := simTables(t, 5)
