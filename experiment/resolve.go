@@ -64,10 +64,29 @@ func (d *Draft) Resolve() (*Experiment, error) {
 // the KV cache, the latency model: milliseconds, no simulation), so that
 // a setting the engine refuses is an error here, before any run.
 func (d *Draft) checkInstances(e *Experiment) error {
+	store := -1 // the first pool linked to the store
+	var storeTiers sim.KVTiers
+	var storeBlock int64
 	for i, p := range e.Deployment.Pools {
 		in, err := p.Instance.Build(sim.NewRNG(e.Run.Seed), 0)
 		if err != nil {
 			return d.placePool(i, err)
+		}
+		// The engine refuses a latency model whose step times are out of
+		// the clock's range on this configuration; checked here, the
+		// error names the pool's latency keys rather than an instance.
+		if err := sim.CheckLatency(in.Config.Latency, &in.Config.Engine); err != nil {
+			return d.errAt(err, d.latencyKey(i))
+		}
+		// Instances sharing a store hold one model's KV at one block
+		// size (the cluster refuses others naming an instance).
+		if t := in.Config.Engine.Tiers; e.Deployment.KVStore != nil && p.Instance.Tiers.Store != nil {
+			if store < 0 {
+				store, storeTiers, storeBlock = i, t, in.Config.Engine.BlockSizeTokens
+			} else if bt := in.Config.Engine.BlockSizeTokens; bt != storeBlock || t.BlockBytes != storeTiers.BlockBytes {
+				return d.errf("deployment.kv_store", "pools %s and %s share the store but their KV blocks differ (%d tokens of %d bytes, %d tokens of %d bytes): pools sharing a store must hold the same model's KV at the same block size",
+					clip.String(e.Deployment.Pools[store].Name), clip.String(p.Name), storeBlock, storeTiers.BlockBytes, bt, t.BlockBytes)
+			}
 		}
 		// A store that cannot hold one of a linked pool's blocks would
 		// silently do nothing (a disk tier refuses the same).
@@ -76,6 +95,25 @@ func (d *Draft) checkInstances(e *Experiment) error {
 		}
 	}
 	return nil
+}
+
+// latencyKey is the key to name when pool i's latency model is out of
+// range: a coefficient a flag or --set gave (not the model's name or its
+// noise), else the first given key of the section, else the section.
+func (d *Draft) latencyKey(i int) string {
+	prefix := fmt.Sprintf("deployment.pools[%d].latency", i)
+	for _, m := range []map[string]string{d.flags, d.sets} {
+		best := ""
+		for k := range m {
+			if strings.HasPrefix(k, prefix+".") && k != prefix+".model" && k != prefix+".noise" && (best == "" || k < best) {
+				best = k
+			}
+		}
+		if best != "" {
+			return best
+		}
+	}
+	return d.firstGiven(prefix)
 }
 
 func (d *Draft) resolveDeployment(e *Experiment) error {

@@ -211,22 +211,18 @@ func genExperiment(c *chooser) string {
 			}
 			p.set("replicas", replicas)
 		}
-		// Known defect (errors that name no key): pools of different
-		// models sharing a kv_store are refused naming the instance, not a
-		// key (TestKnownDefectStoreOfMixedModelsNamesNoKey); meanwhile the
-		// pools of an experiment with a store share one model.
+		// Pools of different models (or TPs) may share a store: refused
+		// naming deployment.kv_store.
 		model, hw := "llama-3.1-8b", "h100-sxm"
 		switch c.n(6) {
 		case 4:
 			hw = "a100-80gb"
 		case 5:
-			if !store {
-				model = "qwen2.5-7b"
-			}
+			model = "qwen2.5-7b"
 		}
 		p.set("model", model)
 		p.set("hardware", hw)
-		if c.rare(6) && !store {
+		if c.rare(6) {
 			p.set("tp", c.val(vals{ok: []string{"1", "2"}, bad: []string{"0", "3"}}))
 		}
 		v := obj{}
@@ -251,15 +247,12 @@ func genExperiment(c *chooser) string {
 		lat := obj{}
 		switch c.n(5) {
 		case 3:
-			// Known defect (errors that name no key): a roofline whose
-			// step time passes 2^40 µs in a cluster (step_overhead_us:
-			// 1e300, compute_eff: 1e-15) is refused naming the instance,
-			// not the key (TestKnownDefectRooflineStepBeyondTheBoundNamesNoKey);
-			// meanwhile its values stay below that.
+			// A step time past 2^40 µs (step_overhead_us: 1e300,
+			// compute_eff: 1e-15) is refused naming the pool's latency.
 			lat.set("model", "roofline")
 			ro := obj{}
-			ro.set("compute_eff", c.val(vals{ok: []string{"0.7", "0.01", "1"}, bad: []string{"0", "1.5"}}))
-			ro.set("step_overhead_us", c.val(vals{ok: []string{"auto", "0", "1", "1000", "1000000"}, bad: []string{"-1", "x"}}))
+			ro.set("compute_eff", c.val(vals{ok: []string{"0.7", "0.01", "1", "1e-15"}, bad: []string{"0", "1.5"}}))
+			ro.set("step_overhead_us", c.val(vals{ok: []string{"auto", "0", "1", "1000", "1000000", "1e300"}, bad: []string{"-1", "x"}}))
 			lat.set("roofline", ro)
 		case 4:
 			lat.set("model", "blackbox")
