@@ -1,6 +1,9 @@
 package deploy
 
 import (
+	"strconv"
+	"strings"
+
 	"github.com/blis-sim/blis/cluster"
 	"github.com/blis-sim/blis/internal/schema"
 	"github.com/blis-sim/blis/kvstore"
@@ -179,4 +182,16 @@ func Key(keys []schema.Key, name string) *schema.Key {
 		}
 	}
 	return nil
+}
+
+// Currency is what prices and costs are counted in: the currency of
+// nodes.price_per_gpu_hour's declared unit ("$" of "$/GPU-hour").
+func Currency() string {
+	c, _, _ := strings.Cut(Key(PoolKeys, "nodes.price_per_gpu_hour").Unit, "/")
+	return c
+}
+
+// FormatCost writes an amount of Currency to the cent: $0.83.
+func FormatCost(x float64) string {
+	return Currency() + strconv.FormatFloat(x, 'f', 2, 64)
 }

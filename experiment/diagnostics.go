@@ -2,10 +2,14 @@ package experiment
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/blis-sim/blis/cluster"
 	"github.com/blis-sim/blis/cluster/disagg"
+	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/internal/plural"
 	"github.com/blis-sim/blis/sim"
 	"github.com/blis-sim/blis/sim/simtrace"
 	"github.com/blis-sim/blis/sim/workload"
@@ -47,8 +51,8 @@ func (r *runner) tooLong(n int64, first *sim.TooLongRequest, rep *workload.Repla
 	if rep != nil && rep.TooLong > 0 {
 		what = "the first in the --replay file: " + rep.TooLongAt
 	}
-	r.warn("%d requests rejected as vLLM rejects them (HTTP 400): prompt + output tokens exceed the model's context, max_model_len; "+
-		"%s (counted in requests.rejected_too_long; see --max-model-len)", n, what)
+	r.warn("%s rejected as vLLM rejects them (HTTP 400): prompt + output tokens exceed the model's context, max_model_len; "+
+		"%s (counted in requests.rejected_too_long; see --max-model-len)", plural.Of(n, "request"), what)
 }
 
 // skipped reports the replayed rows skipped as unreadable: the simulated
@@ -71,8 +75,8 @@ func (r *runner) dropped(prefix string, dropped, offered int64, first *sim.Dropp
 	if !first.NoKV {
 		hint = "raise --max-num-batched-tokens or turn chunked prefill on (--enable-chunked-prefill)"
 	}
-	r.warn("%s%d of %d requests dropped as unservable (requests.dropped_unservable): the first, request %d, %s; %s",
-		prefix, dropped, offered, first.ID, first.Reason, hint)
+	r.warn("%s%d of %s dropped as unservable (requests.dropped_unservable): the first, request %d, %s; %s",
+		prefix, dropped, plural.Of(offered, "request"), first.ID, first.Reason, hint)
 }
 
 // raised says how many prompts of a prefix group were raised above the
@@ -84,8 +88,21 @@ func (r *runner) raised(gen *workload.Stream) {
 	}
 	if raised, grouped := gen.Raised(); raised > 0 {
 		p := r.e.Workload.Synthetic.PrefixTokens
-		r.note("workload: a prompt includes its group's %d-token shared prefix, so the %d of %d prefixed prompts drawn no longer than it were lengthened to %d tokens (--prefix-tokens, --prefix-groups; docs/workloads.md)",
-			p, raised, grouped, p+1)
+		// Name the settings that made it only when someone set them: the
+		// main job's first line must not describe flags nobody gave.
+		var set []string
+		for _, k := range []string{"workload.synthetic.prompt_tokens", "workload.synthetic.prefix_tokens", "workload.synthetic.prefix_groups"} {
+			if r.e.draft.isGiven(k) {
+				l, _ := r.e.draft.origin(k)
+				set = append(set, l)
+			}
+		}
+		why := "the default workload's prompts and prefixes"
+		if len(set) > 0 {
+			why = strings.Join(set, ", ")
+		}
+		r.note("workload: %s of the %s that start with a shared %d-token prefix were drawn no longer than it and lengthened to %d tokens (%s; docs/workloads.md)",
+			strconv.FormatInt(raised, 10), plural.Of(grouped, "prompt"), p, p+1, why)
 	}
 }
 
@@ -113,8 +130,8 @@ func (r *runner) instanceDiagnostics(m *sim.Result, rep *workload.ReplayReport, 
 	r.stability(m.Stability, "the instance")
 	offered := r.res.offered
 	r.res.summary = func(wall float64) string {
-		return fmt.Sprintf("%d requests (%d completed, %d dropped%s), %d steps, %.1f s simulated in %.2f s wall (%.1f µs per request)",
-			offered, m.Requests.Completed, m.Requests.Dropped, tooLongPart(m.Requests.RejectedTooLong), m.Steps, m.DurationS, wall, wall*1e6/float64(max(1, offered)))
+		return fmt.Sprintf("%s (%d completed, %d dropped%s), %s, %.1f s simulated in %.2f s wall (%.1f µs per request)",
+			plural.Of(offered, "request"), m.Requests.Completed, m.Requests.Dropped, tooLongPart(m.Requests.RejectedTooLong), plural.Of(m.Steps, "step"), m.DurationS, wall, wall*1e6/float64(max(1, offered)))
 	}
 	r.clamped("", m.StepTimesClamped)
 	if tw != nil {
@@ -149,9 +166,13 @@ func (r *runner) clusterDiagnostics(m *cluster.Result, rep *workload.ReplayRepor
 	r.skipped(rep)
 	r.tooLong(rq.RejectedTooLong, first, rep)
 	r.raised(gen)
-	r.stability(m.Stability, fmt.Sprintf("the %d instances", n))
+	what := "the " + plural.Of(n, "instance")
+	if n == 1 {
+		what = "the instance"
+	}
+	r.stability(m.Stability, what)
 	offered, windows, win := r.res.offered, len(m.Windows), r.e.Run.WindowUs
-	fleet, cost := fmt.Sprintf("%d instances", n), ""
+	fleet, cost := plural.Of(n, "instance"), ""
 	if f := m.Fleet; f != nil {
 		if len(f.Records) > 0 || f.Killed > 0 || f.WaitedForCapacity > 0 {
 			var mean float64
@@ -160,22 +181,22 @@ func (r *runner) clusterDiagnostics(m *cluster.Result, rep *workload.ReplayRepor
 				mean += p.MeanReplicas
 				peak += p.PeakReplicas
 			}
-			fleet = fmt.Sprintf("%d instances at start (%.1f on average, %d at peak)", n, mean, peak)
+			fleet = fmt.Sprintf("%s at start (%.1f on average, %d at peak)", plural.Of(n, "instance"), mean, peak)
 			if k := f.Killed; k > 0 {
-				r.note("%d requests were killed by scale-downs (drain immediate, or a drain timeout)", k)
+				r.note("%s killed by scale-downs (drain immediate, or a drain timeout)", plural.Verb(k, "request", "was", "were"))
 			}
 			if w := f.TimedOutWaiting; w > 0 {
-				r.note("%d of the %d requests that waited at the router for a ready instance timed out (deployment.router.capacity_wait_timeout_s)", w, f.WaitedForCapacity)
+				r.note("%d of the %s that waited at the router for a ready instance timed out (deployment.router.capacity_wait_timeout_s)", w, plural.Of(f.WaitedForCapacity, "request"))
 			}
 		}
-		cost = fmt.Sprintf("; %.2f GPU-hours, cost %.2f", f.GPUHours, f.Cost)
+		cost = fmt.Sprintf("; %.2f GPU-hours, cost %s", f.GPUHours, deploy.FormatCost(f.Cost))
 	}
 	r.res.summary = func(wall float64) string {
-		return fmt.Sprintf("%s, %d of %d requests arrived (%d completed, %d rejected, %d dropped%s), %.1f s simulated in %.2f s wall (%.1f µs per request)%s",
-			fleet, rq.Arrived, offered, rq.Completed, rq.Rejected, rq.DroppedUnservable, tooLongPart(rq.RejectedTooLong), m.DurationS, wall, wall*1e6/float64(max(1, rq.Arrived)), cost)
+		return fmt.Sprintf("%s, %d of %s arrived (%d completed, %d rejected, %d dropped%s), %.1f s simulated in %.2f s wall (%.1f µs per request)%s",
+			fleet, rq.Arrived, plural.Of(offered, "request"), rq.Completed, rq.Rejected, rq.DroppedUnservable, tooLongPart(rq.RejectedTooLong), m.DurationS, wall, wall*1e6/float64(max(1, rq.Arrived)), cost)
 	}
 	if win > 0 {
-		r.note("%d time windows of %s", windows, time.Duration(win)*time.Microsecond)
+		r.note("%s of %s", plural.Of(windows, "time window"), time.Duration(win)*time.Microsecond)
 	}
 }
 

@@ -238,6 +238,31 @@ func (d *Draft) origin(key string) (label string, placed bool) {
 	return key, false
 }
 
+// isGiven reports whether key's value was given, by a flag, a --set or a
+// file, rather than left to its default.
+func (d *Draft) isGiven(key string) bool {
+	if d == nil {
+		return false
+	}
+	if _, placed := d.origin(key); placed {
+		return true
+	}
+	for k := key; k != ""; {
+		if _, ok := d.flags[k]; ok {
+			return true
+		}
+		if _, ok := d.sets[k]; ok {
+			return true
+		}
+		i := strings.LastIndexAny(k, ".[")
+		if i < 0 {
+			break
+		}
+		k = k[:i]
+	}
+	return false
+}
+
 // errAt places err, about keys, where the values came from:
 // "file:line: key: msg", "--flag: msg", or "key: msg" for defaults.
 func (d *Draft) errAt(err error, keys ...string) error {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/pflag"
 
@@ -47,22 +48,45 @@ func GivenFlags(fs *pflag.FlagSet, skip map[string]bool) []FlagValue {
 	return out
 }
 
-// Usage prints a command's usage with its flags (fs) in the sections of
-// FlagGroups, the flags that are not an experiment's (files, --set,
-// printing) first.
-func Usage(w io.Writer, useLine, example string, fs *pflag.FlagSet) error {
+// HelpWidth is the width help is wrapped to, in columns.
+const HelpWidth = 100
+
+// Section is a group of a command's own flags, shown before the
+// experiment's in its usage (blis sweep's grid and table, blis capacity's
+// search).
+type Section struct {
+	Title string
+	Flags []string
+}
+
+// Usage prints a command's usage: its own sections first, then the flags
+// that are not an experiment's keys (files, --set, printing), then the
+// experiment's flags in the sections of FlagGroups, each wrapped to
+// HelpWidth.
+func Usage(w io.Writer, useLine, example string, fs *pflag.FlagSet, own ...Section) error {
 	fmt.Fprintf(w, "Usage:\n  %s\n", useLine)
 	if example != "" {
 		fmt.Fprintf(w, "\nExamples:\n%s\n", example)
 	}
 	sets := map[string]*pflag.FlagSet{}
 	const general = "Experiment files and printing"
-	order := []string{general}
+	var order []string
+	section := map[string]string{}
+	for _, o := range own {
+		order = append(order, o.Title)
+		for _, name := range o.Flags {
+			section[name] = o.Title
+		}
+	}
+	order = append(order, general)
 	for _, g := range FlagGroups {
 		order = append(order, g.Title)
 	}
 	fs.VisitAll(func(fl *pflag.Flag) {
-		g := GroupOf(fl.Name)
+		g := section[fl.Name]
+		if g == "" {
+			g = GroupOf(fl.Name)
+		}
 		if g == "" {
 			g = general
 		}
@@ -74,7 +98,7 @@ func Usage(w io.Writer, useLine, example string, fs *pflag.FlagSet) error {
 	})
 	for _, g := range order {
 		if s := sets[g]; s != nil {
-			fmt.Fprintf(w, "\n%s:\n%s", g, s.FlagUsages())
+			fmt.Fprintf(w, "\n%s:\n%s", g, s.FlagUsagesWrapped(HelpWidth))
 		}
 	}
 	return nil
@@ -83,8 +107,30 @@ func Usage(w io.Writer, useLine, example string, fs *pflag.FlagSet) error {
 // ShippedNames lists the model and hardware names --model and --hardware
 // accept besides file paths.
 func ShippedNames() string {
-	return "Shipped models (--model): " + strings.Join(physics.BuiltinModels(), ", ") +
-		"\nShipped hardware (--hardware): " + strings.Join(physics.BuiltinHardware(), ", ")
+	return Wrap("Shipped models (--model): "+strings.Join(physics.BuiltinModels(), ", "), HelpWidth) +
+		"\n" + Wrap("Shipped hardware (--hardware): "+strings.Join(physics.BuiltinHardware(), ", "), HelpWidth)
+}
+
+// Wrap breaks s into lines of at most width columns at spaces (a word
+// longer than width keeps its own line).
+func Wrap(s string, width int) string {
+	var b strings.Builder
+	n := 0
+	for i, w := range strings.Fields(s) {
+		l := utf8.RuneCountInString(w)
+		switch {
+		case i == 0:
+		case n+1+l > width:
+			b.WriteByte('\n')
+			n = 0
+		default:
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(w)
+		n += l
+	}
+	return b.String()
 }
 
 // FlagOf is the flag of an output key ("--decision-trace"), for errors

@@ -7,6 +7,7 @@ import (
 	"github.com/blis-sim/blis/cluster/admit"
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/internal/plural"
 	"github.com/blis-sim/blis/internal/units"
 	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/policy"
@@ -164,13 +165,13 @@ func (e *Experiment) describeWorkload() string {
 	case Replay:
 		return "replay " + w.Replay.Path
 	case Requests:
-		return fmt.Sprintf("%d requests given in-process", len(w.Requests))
+		return plural.Of(len(w.Requests), "request") + " given in-process"
 	case Synthetic:
 	default:
 		return w.Spec.String()
 	}
 	s := w.Synthetic
-	wl := fmt.Sprintf("%d requests, %s arrivals at %g/s, prompt %s, output %s", s.Requests, s.Arrival, s.Rate, s.Prompt, s.Output)
+	wl := fmt.Sprintf("%s, %s arrivals at %g/s, prompt %s, output %s", plural.Of(s.Requests, "request"), s.Arrival, s.Rate, s.Prompt, s.Output)
 	if s.Arrival == workload.ArrivalGamma {
 		wl += fmt.Sprintf(" (gamma cv %g)", s.GammaCV)
 	}

@@ -17,6 +17,8 @@ import (
 
 	"github.com/blis-sim/blis/cluster"
 	"github.com/blis-sim/blis/cluster/anomaly"
+	"github.com/blis-sim/blis/deploy"
+	"github.com/blis-sim/blis/internal/plural"
 	"github.com/blis-sim/blis/steady"
 )
 
@@ -105,14 +107,6 @@ func Markdown(ctx Context, res *cluster.Result, maxTokens int) string {
 	return fit(d.lines, maxTokens)
 }
 
-// plural is n and noun, with an s unless n is 1.
-func plural(n int64, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
-
 func pct(n, of int64) float64 {
 	if of == 0 {
 		return 0
@@ -123,7 +117,7 @@ func pct(n, of int64) float64 {
 func outcome(d *doc, ctx Context, res *cluster.Result) {
 	q := res.Requests
 	d.add(secOutcome, 1, "- Policies: admission %s, priority %s, routing %s, scheduler %s, autoscale %s; %s.",
-		ctx.Admission, ctx.Priority, ctx.Routing, ctx.Scheduler, ctx.Autoscale, plural(int64(ctx.Instances), "instance"))
+		ctx.Admission, ctx.Priority, ctx.Routing, ctx.Scheduler, ctx.Autoscale, plural.Of(ctx.Instances, "instance"))
 	if ctx.Workload != "" {
 		d.add(secOutcome, 3, "- Workload: %s.", ctx.Workload)
 	}
@@ -153,7 +147,7 @@ func outcome(d *doc, ctx Context, res *cluster.Result) {
 		d.add(secOutcome, 1, "- SLO attainment: %.1f %% overall (%s).", 100*s.Attainment, strings.Join(per, ", "))
 	}
 	if f := res.Fairness; f != nil {
-		d.add(secOutcome, 3, "- Fairness: Jain's index %.3f over %s.", f.JainIndex, plural(int64(len(f.Tenants)), "tenant"))
+		d.add(secOutcome, 3, "- Fairness: Jain's index %.3f over %s.", f.JainIndex, plural.Of(len(f.Tenants), "tenant"))
 	}
 	d.add(secOutcome, 3, "- Preemptions: %d; prefix cache hit rate %.1f %%.", res.Preemptions, 100*res.PrefixCacheHitRate)
 	if f := res.Fleet; f != nil {
@@ -162,7 +156,7 @@ func outcome(d *doc, ctx Context, res *cluster.Result) {
 		for _, p := range f.Pools {
 			ups, downs, osc, mean = ups+p.ScaleUps, downs+p.ScaleDowns, osc+p.Oscillations, mean+p.MeanReplicas
 		}
-		d.add(secOutcome, 2, "- Fleet: %.1f replicas on average, %d scale-ups and %d scale-downs, %.1f GPU-hours, cost %.2f.", mean, ups, downs, f.GPUHours, f.Cost)
+		d.add(secOutcome, 2, "- Fleet: %.1f replicas on average, %d scale-ups and %d scale-downs, %.1f GPU-hours, cost %s.", mean, ups, downs, f.GPUHours, deploy.FormatCost(f.Cost))
 	}
 }
 
@@ -195,7 +189,11 @@ func issues(d *doc, ctx Context, res *cluster.Result) []string {
 		if ctx.Admission == "reject-all" {
 			focus = append(focus, "Admission reject-all refuses every request: use always-admit, or a rate-limit or token-bucket sized to the capacity.")
 		} else if pct(q.Rejected, q.Arrived) > 5 {
-			focus = append(focus, fmt.Sprintf("Admission %s rejects %.1f %% of requests: raise its capacity or admit by tenant.", ctx.Admission, pct(q.Rejected, q.Arrived)))
+			fix := "raise its capacity or admit by tenant (tenant-quota)"
+			if ctx.Admission == "tenant-quota" {
+				fix = "raise the tenants' quotas or add capacity"
+			}
+			focus = append(focus, fmt.Sprintf("Admission %s rejects %.1f %% of requests: %s.", ctx.Admission, pct(q.Rejected, q.Arrived), fix))
 		}
 	}
 	if lost := q.DroppedUnservable + q.RejectedTooLong + q.TimedOut; lost > 0 {
@@ -223,8 +221,7 @@ func issues(d *doc, ctx Context, res *cluster.Result) []string {
 		if c.SLO != nil && c.SLO.Attainment < SLOConcern {
 			issue(1, "SLO: class %s attains %.1f %% of its targets (TTFT p99 %.1f ms, %d of %d finished met them).", c.Class, 100*c.SLO.Attainment,
 				c.TTFT.P99, c.SLO.Met, c.SLO.Finished)
-			focus = append(focus, fmt.Sprintf("Class %s misses its SLO (%.1f %%): serve it first (priority slo-based with scheduler priority-fcfs) or add capacity.",
-				c.Class, 100*c.SLO.Attainment))
+			focus = append(focus, fmt.Sprintf("Class %s misses its SLO (%.1f %%): %s.", c.Class, 100*c.SLO.Attainment, serveFirst(ctx)))
 		}
 	}
 	if cf := res.Counterfactual; cf != nil && cf.Resolved > 0 {
@@ -281,13 +278,18 @@ func suggestion(ctx Context, name string) string {
 		case ctx.Scheduler == "sjf":
 			return "Scheduler sjf lets short low-class requests overtake older high-class ones: use priority-fcfs with priority slo-based."
 		}
-		return "Order the queue by SLO class: scheduler priority-fcfs with priority slo-based."
+		if ctx.Priority == "slo-based" && ctx.Scheduler == "priority-fcfs" {
+			return "Inversions remain with the queue already ordered by SLO class (priority slo-based, scheduler priority-fcfs): higher classes find the batch full of earlier lower-class requests; add capacity, or admit less batch work."
+		}
+		return "Order the queue by SLO class: " + orderBy(ctx) + "."
 	case anomaly.HOLBlocking:
 		switch ctx.Routing {
 		case "always-busiest":
 			return "Routing always-busiest piles requests on one instance while others sit idle: use least-loaded or weighted with queue-depth."
 		case "round-robin":
 			return "Routing round-robin ignores queue lengths: use least-loaded, or weighted with a queue-depth scorer."
+		case "least-loaded":
+			return "Routing least-loaded already picks the shortest queue, from signals as stale as the snapshot refresh: refresh them more often (--snapshot-refresh-interval, deployment.router.snapshot_refresh_us) or add capacity."
 		}
 		return fmt.Sprintf("Routing %s sends requests behind queues while others are empty: weigh the queue-depth scorer more.", ctx.Routing)
 	case anomaly.PreemptionStorm:
@@ -300,6 +302,27 @@ func suggestion(ctx Context, name string) string {
 		return "Decode instances lack free KV blocks for the handoffs: add decode replicas or KV memory, or prefill fewer requests remotely (a higher prefix threshold)."
 	}
 	return ""
+}
+
+// orderBy is what is missing, of priority slo-based and scheduler
+// priority-fcfs, to serve requests by SLO class.
+func orderBy(ctx Context) string {
+	switch {
+	case ctx.Priority == "slo-based" && ctx.Scheduler != "priority-fcfs":
+		return "scheduler priority-fcfs (priority slo-based is set, but the scheduler " + ctx.Scheduler + " ignores it)"
+	case ctx.Priority != "slo-based" && ctx.Scheduler == "priority-fcfs":
+		return "priority slo-based (the scheduler priority-fcfs is set, but priority " + ctx.Priority + " does not rank by class)"
+	}
+	return "scheduler priority-fcfs with priority slo-based"
+}
+
+// serveFirst is what to do for a class that misses its SLO, given what
+// the bundle already does.
+func serveFirst(ctx Context) string {
+	if ctx.Priority == "slo-based" && ctx.Scheduler == "priority-fcfs" {
+		return "it is already served first (priority slo-based, scheduler priority-fcfs): add capacity, or admit less of the other classes"
+	}
+	return "serve it first (" + orderBy(ctx) + ") or add capacity"
 }
 
 func worst(d *doc, res *cluster.Result) {

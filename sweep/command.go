@@ -21,6 +21,33 @@ type Flags struct {
 	Given func(name string) bool
 }
 
+// GridOf is the grid blis sweep's flags describe: the grid file (--grid;
+// "" for none), then each --set KEY=V1,V2,... over it.
+func GridOf(path string, sets []string) (Grid, error) {
+	var g Grid
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return Grid{}, fmt.Errorf("--grid: %w", err)
+		}
+		gp, err := ParseGrid(data, path)
+		if err != nil {
+			return Grid{}, err
+		}
+		g = *gp
+	}
+	for _, s := range sets {
+		key, values, err := ParseSet(s)
+		if err != nil {
+			return Grid{}, err
+		}
+		if err := g.Add(key, values, "--set "+key, true); err != nil {
+			return Grid{}, err
+		}
+	}
+	return g, nil
+}
+
 // The flags only --emit k8s-indexed-job reads, and those only a sweep
 // that runs reads.
 var (

@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -188,4 +189,28 @@ func FuzzParseSet(f *testing.F) {
 		}
 		require.Equal(t, values, back.Axes[0].Values)
 	})
+}
+
+// GridOf: blis sweep's --grid file, then each --set over it; errors name
+// the flag or the file.
+func TestGridOf(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/g.yaml"
+	require.NoError(t, os.WriteFile(path, []byte("version: 1\nseeds: 2\ngrid:\n  workload.rate_scale: [0.5, 1]\n"), 0o644))
+	g, err := GridOf(path, []string{"deployment.pools[0].replicas=1,2,3", "policies.routing.type=least-loaded"})
+	require.NoError(t, err)
+	require.Equal(t, 2, g.Seeds)
+	require.Equal(t, []Axis{{Key: "workload.rate_scale", Values: []string{"0.5", "1"}}, {Key: "deployment.pools[0].replicas", Values: []string{"1", "2", "3"}}}, g.Axes)
+	require.Equal(t, []Setting{{Key: "policies.routing.type", Value: "least-loaded", Origin: "--set policies.routing.type"}}, g.Set)
+
+	g, err = GridOf("", nil)
+	require.NoError(t, err)
+	require.Equal(t, Grid{}, g)
+
+	_, err = GridOf(dir+"/missing.yaml", nil)
+	require.ErrorContains(t, err, "--grid: ")
+	_, err = GridOf("", []string{"no-equals-sign"})
+	require.Error(t, err)
+	_, err = GridOf(path, []string{"workload.rate_scale=2,3"})
+	require.ErrorContains(t, err, "workload.rate_scale")
 }

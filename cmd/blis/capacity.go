@@ -29,7 +29,8 @@ func newCapacityCmd() *cobra.Command {
 		Long:  help("capacity"),
 		Example: `  blis capacity --scenario mixed-slo --routing-policy least-loaded \
       --search deployment.pools[0].replicas --min 1 --max 4 --target realtime_slo_attainment>=0.98
-  blis capacity --config exp.yaml --search workload.rate_scale --min 0.25 --max 4 --target interactive_slo_attainment>=0.99`,
+  blis capacity --config exp.yaml --search workload.rate_scale --min 0.25 --max 4 \
+      --target interactive_slo_attainment>=0.99`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runCapacity(cmd, &o) },
 	}
@@ -52,6 +53,10 @@ func newCapacityCmd() *cobra.Command {
 	for _, name := range []string{"search", "target", "min", "max"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
+	cmd.SetUsageFunc(func(c *cobra.Command) error {
+		return experiment.Usage(c.OutOrStderr(), c.UseLine(), c.Example, c.LocalFlags(),
+			experiment.Section{Title: "The search", Flags: []string{"search", "min", "max", "target", "find", "seeds", "resolution", "workers", "quiet"}})
+	})
 	return cmd
 }
 

@@ -334,7 +334,7 @@ func TestClusterWindows(t *testing.T) {
 	one := filepath.Join(dir, "one.csv")
 	out, diag, err := runCLI(t, "run", "--requests", "50", "--window", "1s", "--window-out", one)
 	require.NoError(t, err)
-	require.Contains(t, diag, "1 instances, 50 of 50 requests arrived")
+	require.Contains(t, diag, "blis: 1 instance, 50 of 50 requests arrived")
 	require.Equal(t, 1, parseCluster(t, out).Config.Instances)
 	require.FileExists(t, one)
 

@@ -257,6 +257,12 @@ func TestRunHelpGroupsEveryFlag(t *testing.T) {
 		if len(f) == 0 || section == "Examples" {
 			continue
 		}
+		// A flag's line starts within 6 columns ("  -q, --quiet",
+		// "      --rate"); a description wrapped onto the next line starts
+		// at the descriptions' column, even with a flag's name.
+		if len(line)-len(strings.TrimLeft(line, " ")) > 6 {
+			continue
+		}
 		name := f[0]
 		if strings.HasPrefix(name, "-") && len(name) == 3 && len(f) > 1 { // "-q, --quiet"
 			name = f[1]

@@ -9,8 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/blis-sim/blis/experiment"
 )
 
 func main() {
@@ -35,6 +39,8 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// Flags wrapped to the width of blis run's grouped help (experiment.HelpWidth).
+	root.SetUsageTemplate(strings.ReplaceAll(root.UsageTemplate(), ".FlagUsages", ".FlagUsagesWrapped "+strconv.Itoa(experiment.HelpWidth)))
 	root.AddCommand(newRunCmd(), newValidateCmd())
 	root.AddCommand(newSweepCmd())
 	root.AddCommand(newCapacityCmd())

@@ -39,9 +39,11 @@ func newRunCmd() *cobra.Command {
   blis run --num-instances 4 --routing-policy weighted --print-config > experiment.yaml
   blis run --config experiment.yaml --policy-config candidate.yaml
   blis run --workload-spec my-agents.yaml --num-instances 2 --routing-policy weighted
-  blis run --deployment examples/deploy.yaml --trace-level decisions --decision-trace decisions.jsonl
-  blis run --num-instances 4 --rate 40 --requests 5000 --window 5s --window-out windows.csv --window-plot windows.png
-  blis run --coefficients coeffs.yaml --replay tables/requests.parquet   # tables: calibrate ingest's output
+  blis run --deployment examples/deploy.yaml --trace-level decisions \
+      --decision-trace decisions.jsonl
+  blis run --num-instances 4 --rate 40 --requests 5000 --window 5s \
+      --window-out windows.csv --window-plot windows.png
+  blis run --coefficients coeffs.yaml --replay tables/requests.parquet   # calibrate ingest's tables
   blis run --latency-noise 0.05 --otlp-trace run.jsonl --trace-step-sample-rate 1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runRun(cmd, &o) },

@@ -41,7 +41,8 @@ func newSweepCmd() *cobra.Command {
       --out table.csv --plot attainment.png
   blis sweep --config exp.yaml --grid grid.yaml --out table.parquet --resume
   blis sweep --config exp.yaml --grid grid.yaml --shard 3/8 --out shard-3.csv
-  blis sweep --config exp.yaml --grid grid.yaml --emit k8s-indexed-job --shards 8 --image registry/blis:v1 > job.yaml`,
+  blis sweep --config exp.yaml --grid grid.yaml --emit k8s-indexed-job --shards 8 \
+      --image registry/blis:v1 > job.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSweep(cmd, &o) },
 	}
@@ -70,6 +71,11 @@ func newSweepCmd() *cobra.Command {
 	f.StringVar(&o.claim, "claim", "blis-sweep-results", "k8s-indexed-job: the volume claim the shards' tables are written to (/out)")
 	experiment.AddFlags(f, sweepFlag)
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress or diagnostics on stderr but warnings")
+	cmd.SetUsageFunc(func(c *cobra.Command) error {
+		return experiment.Usage(c.OutOrStderr(), c.UseLine(), c.Example, c.LocalFlags(),
+			experiment.Section{Title: "The sweep: its grid, seeds and table", Flags: []string{"set", "grid", "seeds", "workers", "out", "resume", "rows", "points", "plot", "plot-metric", "plot-x", "quiet"}},
+			experiment.Section{Title: "Shards and Kubernetes", Flags: []string{"shard", "emit", "shards", "parallelism", "image", "job-name", "claim"}})
+	})
 	return cmd
 }
 
@@ -94,29 +100,12 @@ func (e *exitError) ExitCode() int { return e.code }
 // and flags; the grid file and --set, applied over it at every point, are
 // the grid (a list is swept, one value set).
 func sweepSpec(cmd *cobra.Command, o *sweepFlags) (sweep.Spec, error) {
-	var g sweep.Grid
-	if o.grid != "" {
-		data, err := os.ReadFile(o.grid)
-		if err != nil {
-			return sweep.Spec{}, fmt.Errorf("--grid: %w", err)
-		}
-		gp, err := sweep.ParseGrid(data, o.grid)
-		if err != nil {
-			return sweep.Spec{}, err
-		}
-		g = *gp
+	g, err := sweep.GridOf(o.grid, o.sets)
+	if err != nil {
+		return sweep.Spec{}, err
 	}
 	base := o.inputs(cmd.Flags(), sweepOwn)
 	base.Sets = nil // the grid's
-	for _, s := range o.sets {
-		key, values, err := sweep.ParseSet(s)
-		if err != nil {
-			return sweep.Spec{}, err
-		}
-		if err := g.Add(key, values, "--set "+key, true); err != nil {
-			return sweep.Spec{}, err
-		}
-	}
 	seeds := max(g.Seeds, 1)
 	if cmd.Flags().Changed("seeds") {
 		seeds = o.seeds

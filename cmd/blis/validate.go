@@ -13,6 +13,7 @@ import (
 	"github.com/blis-sim/blis/experiment"
 	"github.com/blis-sim/blis/internal/atomicfile"
 	"github.com/blis-sim/blis/internal/plotcanvas"
+	"github.com/blis-sim/blis/internal/plural"
 	"github.com/blis-sim/blis/replay"
 )
 
@@ -39,8 +40,9 @@ func newValidateCmd() *cobra.Command {
 		Long:  help("validate"),
 		Example: `  blis validate testdata/vllm-runs/RTX4090/Llama-3.1-8B/requests.jsonl
   blis validate runs/qwen/requests.jsonl --hardware rtx-pro-6000 --plot qwen.png
-  blis validate bench.json --format vllm-bench --model llama-2-7b --hardware h100-sxm --max-num-seqs 256
-  blis validate tables/ --coefficients coeffs.yaml --from holdout   # the requests calibrate fit --holdout-after held out`,
+  blis validate bench.json --format vllm-bench --model llama-2-7b --hardware h100-sxm \
+      --max-num-seqs 256
+  blis validate tables/ --coefficients coeffs.yaml --from holdout   # the fit's held-out requests`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runValidate(cmd, &o, args[0])
@@ -133,7 +135,7 @@ func runValidate(cmd *cobra.Command, o *validateOpts, path string) error {
 	for _, n := range r.Notes {
 		fmt.Fprintln(stderr, "blis: "+n)
 	}
-	fmt.Fprintf(stderr, "blis: %d requests replayed on %d engine(s) in %.2f s wall\n", len(m.Records), r.Engines, r.ReplayWallS)
+	fmt.Fprintf(stderr, "blis: %s replayed on %s in %.2f s wall\n", plural.Of(len(m.Records), "request"), plural.Of(r.Engines, "engine"), r.ReplayWallS)
 	if o.plot != "" {
 		if err := writePlot(o.plot, plotFormat, r); err != nil {
 			return err

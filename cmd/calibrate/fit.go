@@ -151,7 +151,7 @@ it makes are in docs/fit.md.`,
 	f.Float64Var(&o.opt.PreemptHeavy, "preempt-heavy", o.opt.PreemptHeavy, "a step is preemption-heavy above this share of running requests preempted")
 	f.Float64Var(&o.opt.PreemptWeight, "preempt-weight", o.opt.PreemptWeight, "sample weight of preemption-heavy steps and of requests queued behind them")
 	f.StringVar(&o.opt.BetaTarget, "beta-target", o.opt.BetaTarget, "step-time source: auto, step_pairs or journey")
-	f.StringVar(&o.opt.Spec, "feature-spec", o.opt.Spec, "beta feature spec: 3.0 (roofline terms, attention by phase with its KV read per query head; needs boost_clock_mhz in the hardware spec), 2.0 (the earlier roofline terms) or 1.0 (seed 003's frozen 16); docs/physics-spec.md")
+	f.StringVar(&o.opt.Spec, "feature-spec", o.opt.Spec, "beta feature spec: 3.0 (roofline terms, attention by phase with its KV read per query head; needs boost_clock_mhz in the hardware spec), 2.0 (the earlier roofline terms) or 1.0 (the first design's frozen 16); docs/physics-spec.md")
 	f.StringVar(&o.opt.Objective, "objective", o.opt.Objective, "beta fit objective: relative (squared relative error, weights 1/t²) or absolute (squared seconds, dominated by long steps)")
 	f.BoolVar(&o.opt.CompareObjectives, "compare-objectives", o.opt.CompareObjectives, "also fit beta under the other objective and report its hold-out errors beside the chosen one's (one more beta fit)")
 	f.IntVar(&o.opt.MinPairs, "min-pairs", o.opt.MinPairs, "with --beta-target auto, add journey-reconstructed targets to a trace with fewer adjacent sampled steps")

@@ -14,10 +14,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 
-	"github.com/blis-sim/blis/internal/atomicfile"
 	"github.com/spf13/cobra"
+
+	"github.com/blis-sim/blis/experiment"
+	"github.com/blis-sim/blis/features"
+	"github.com/blis-sim/blis/internal/atomicfile"
 )
 
 func main() {
@@ -36,21 +41,43 @@ func main() {
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
-		Use:   "calibrate",
-		Short: "Calibrate the physics-normalized latency model of vLLM serving",
-		Long: `calibrate works with the physics-normalized latency model that the blis
-simulator uses: 11 alpha features for queueing delay and the beta features for
-step time (spec 2.0's 9 roofline terms by default, or spec 1.0's frozen 16),
-each normalized by the hardware ceiling that governs it.
-
-The formulas are in docs/physics-spec.md; the trace tables in docs/ingest.md;
-tracing vLLM, and receiving its traces with no collector, in
-docs/vllm-tracing.md.`,
+		Use:           "calibrate",
+		Short:         "Calibrate the physics-normalized latency model of vLLM serving",
+		Long:          rootLong(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// Flags wrapped to the width of blis run's grouped help (experiment.HelpWidth).
+	root.SetUsageTemplate(strings.ReplaceAll(root.UsageTemplate(), ".FlagUsages", ".FlagUsagesWrapped "+strconv.Itoa(experiment.HelpWidth)))
 	root.AddCommand(newPhysicsCmd(), newIngestCmd(), newFitCmd(), newPredictCmd(), newReceiveCmd())
 	return root
+}
+
+// rootLong is calibrate's description, its default feature spec from
+// features.DefaultSpec (the one calibrate fit uses).
+func rootLong() string {
+	width := func(spec string) int {
+		n, err := features.BetaNamesOf(spec)
+		if err != nil {
+			panic(err) // the specs are constants
+		}
+		return len(n)
+	}
+	var others []string
+	for _, s := range []string{features.SpecV3, features.SpecV2, features.SpecV1} {
+		if s != features.DefaultSpec {
+			others = append(others, fmt.Sprintf("%s's %d", s, width(s)))
+		}
+	}
+	para := fmt.Sprintf("calibrate works with the physics-normalized latency model that the blis simulator uses: "+
+		"%d alpha features for queueing delay and %d beta features for step time (feature spec %s, calibrate fit's default; "+
+		"--feature-spec takes %s), each normalized by the hardware ceiling that governs it.",
+		features.NumAlpha, width(features.DefaultSpec), features.DefaultSpec, strings.Join(others, " or "))
+	return experiment.Wrap(para, 80) + `
+
+The formulas are in docs/physics-spec.md; the trace tables in docs/ingest.md;
+tracing vLLM, and receiving its traces with no collector, in
+docs/vllm-tracing.md.`
 }
 
 // printNotes shows the notes of a model config (values the config left out

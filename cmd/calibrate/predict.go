@@ -73,7 +73,8 @@ reverse) is refused. GPU KV blocks: --kv-blocks-gpu, else with --tables the
 trace's kv.blocks_total_gpu, else applies_to's, or derived from device memory
 when the model, hardware, TP, block size or --gpu-memory-utilization differ
 from it.`,
-		Example: `  calibrate predict --coefficients coefficients/shipped/llama-3.1-8b_h100-sxm_tp1.yaml --batches batches.csv
+		Example: `  calibrate predict --coefficients coefficients/shipped/llama-3.1-8b_h100-sxm_tp1.yaml \
+      --batches batches.csv
   calibrate predict --coefficients coeffs.yaml --tables heldout/tables
   calibrate predict --coefficients coeffs.yaml --tp 2 --hardware a100-80gb --batches batches.csv`,
 		Args: cobra.NoArgs,

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/blis-sim/blis/internal/atomicfile"
+	"github.com/blis-sim/blis/internal/plural"
 	"github.com/blis-sim/blis/otlpingest"
 	"github.com/blis-sim/blis/otlpreceive"
 )
@@ -72,7 +73,8 @@ answered. A progress line goes to stderr every 2 s (-q: none).
 
 Setting up vLLM, and what the files hold: docs/vllm-tracing.md.`,
 		Example: `  calibrate receive -o traces/
-  vllm serve MODEL --enable-journey-tracing --step-tracing-enabled --otlp-traces-endpoint http://127.0.0.1:4317
+  vllm serve MODEL --enable-journey-tracing --step-tracing-enabled \
+      --otlp-traces-endpoint http://127.0.0.1:4317
   # ... run the load, stop vLLM, then Ctrl-C the receiver:
   calibrate ingest traces/ -o tables
 
@@ -213,7 +215,7 @@ func runReceive(ctx context.Context, stdout, stderr io.Writer, o receiveOpts) er
 				s := rec.Stats()
 				rate := float64(s.Spans-last.Spans) / now.Sub(lastT).Seconds()
 				fmt.Fprintf(stderr, "\rreceive: %s, %d spans (%.0f/s), %s in %s, %s queued, %d refused for now, %d bad   ",
-					plural(s.Requests, "request"), s.Spans, rate, humanBytes(s.Bytes), plural(int64(s.Files), "file"), humanBytes(s.QueuedBytes), s.Refused, s.BadRequests)
+					plural.Of(s.Requests, "request"), s.Spans, rate, humanBytes(s.Bytes), plural.Of(s.Files, "file"), humanBytes(s.QueuedBytes), s.Refused, s.BadRequests)
 				last, lastT, printed = s, now, true
 			}
 		}
@@ -268,7 +270,7 @@ func runReceive(ctx context.Context, stdout, stderr io.Writer, o receiveOpts) er
 		fmt.Fprintf(stderr, "receive: --shutdown-timeout passed: requests still being received were cut off unanswered (their clients will retry them elsewhere); no answered request is lost\n")
 	}
 	fmt.Fprintf(stderr, "receive: %s, %d spans (%d not vLLM's) written to %s in %s (%s) in %s; refused %d for now, %d bad\n",
-		plural(s.Requests, "request"), s.Spans, s.ForeignSpans, o.out, plural(int64(s.Files), "file"), humanBytes(s.Bytes), time.Since(start).Round(time.Second), s.Refused, s.BadRequests)
+		plural.Of(s.Requests, "request"), s.Spans, s.ForeignSpans, o.out, plural.Of(s.Files, "file"), humanBytes(s.Bytes), time.Since(start).Round(time.Second), s.Refused, s.BadRequests)
 	if runErr != nil {
 		return runErr
 	}
@@ -316,11 +318,4 @@ func joinAnd(parts []string) string {
 		out += ", " + p
 	}
 	return out + " and " + parts[len(parts)-1]
-}
-
-func plural(n int64, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return fmt.Sprintf("%d %ss", n, what)
 }
