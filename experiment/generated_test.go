@@ -3,10 +3,6 @@ package experiment_test
 import (
 	"strings"
 	"testing"
-
-	"github.com/stretchr/testify/require"
-
-	"github.com/blis-sim/blis/experiment"
 )
 
 // Experiments the generator found, each a minimal file.
