@@ -1,6 +1,7 @@
 // Package cluster simulates N vLLM instances behind admission and a router
-// on one shared clock (seed 001). It is, with the CLI, the only package
-// that drives sim.Engine.
+// on one shared clock (docs/cluster.md). It is the only package that
+// drives many sim.Engines at once (replay and experiment run it; sim's
+// single-instance runs drive one).
 //
 // A request's path: it arrives from a Source; the admission policy
 // (cluster/admit) admits or rejects it at once; after the admission latency
@@ -13,12 +14,11 @@
 // with its reason; an unservable one is counted as dropped; none
 // disappears.
 //
-// Event order (seed 001, with seed 002's type priorities among cluster
-// events): at equal times, arrivals, then routing decisions, then
-// completions, all before instance events; among instances, the lowest
-// index first; within an instance, the engine's own order. Signal
-// freshness (INV-7): in-flight counts and the prefix index are router-local
-// and always fresh; the instance-reported signals are read at each
+// Event order (docs/cluster.md, "Order of events at the same time"): at
+// equal times, arrivals, then routing decisions, then completions, all
+// before instance events; among instances, the lowest index first;
+// within an instance, the engine's own order. Signal freshness (INV-7):
+// in-flight counts and the prefix index are router-local and always fresh; the instance-reported signals are read at each
 // decision or from the last periodic scrape (Freshness).
 //
 // Sim is itself a caller-driven state machine: Step processes the events

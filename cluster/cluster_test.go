@@ -208,7 +208,7 @@ func TestInvariantsHoldOnRandomClusters(t *testing.T) {
 }
 
 // TestRNGIsolation: the open-loop workload does not depend on the policy
-// or the number of instances (seed 002: draws in one stream never shift
+// or the number of instances (docs/cluster.md: draws in one stream never shift
 // another), so every run of the same seed offers the same requests.
 func TestRNGIsolation(t *testing.T) {
 	offered := func(n int, policy string) []cluster.RequestRecord {
@@ -290,7 +290,7 @@ func TestFitness(t *testing.T) {
 	r.TTFT.Count, r.SchedulingDelay.Count = 10, 10
 	f := cluster.Fitness(r, ws)
 	require.InDelta(t, 0.5*0.5+0.3/(1+50)+1*0.5+2*0.5, f.Score, 1e-12)
-	require.InDelta(t, 0.0196, f.Components[1].Normalized, 1e-4, "seed 001's worked example")
+	require.InDelta(t, 0.0196, f.Components[1].Normalized, 1e-4, "the design's worked example (docs/cluster.md, fitness)")
 	for _, bad := range []string{"throughput", "speed:1", "throughput:-1", "throughput:0,p50_e2e:0", "p99_ttft:1,p99_ttft:2", "p42_ttft:1"} {
 		_, err := cluster.ParseFitnessWeights(bad)
 		require.Error(t, err, bad)

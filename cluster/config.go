@@ -25,7 +25,7 @@ type Instance struct {
 
 // InstanceID is the ID of instance index among n: "instance_" and the
 // index, zero-padded to n's width, so that lexicographic order is index
-// order (seed 002, E.4).
+// order (docs/cluster.md).
 func InstanceID(index, n int) string {
 	w := len(fmt.Sprint(max(1, n-1)))
 	return fmt.Sprintf("instance_%0*d", w, index)

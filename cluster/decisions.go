@@ -23,7 +23,7 @@ import (
 // Score; −effective load for the policies without a scoring rule of their
 // own), highest first, lowest index first among equals; their signals are
 // what the decision saw. Regret is the best score minus the chosen
-// instance's score, never negative (seed 001): 0 whenever the policy
+// instance's score, never negative (docs/cluster.md): 0 whenever the policy
 // chooses by its own score, as weighted does.
 //
 // Each line is one Write to the caller's writer, so that a caller can

@@ -2,7 +2,7 @@ package cluster
 
 import "github.com/blis-sim/blis/internal/eventq"
 
-// evKind orders simultaneous cluster events (seed 002's type priorities:
+// evKind orders simultaneous cluster events (docs/cluster.md's type priorities:
 // arrival 0, admission 1, routing 2, completion 5). Arrivals and admission
 // decisions are not heap events: the source is peeked, and admission is
 // decided as a request arrives.
@@ -55,7 +55,7 @@ func (h *eventHeap) pop() cevent { ev := h.q.Pop(); return unpack(&ev) }
 func (h *eventHeap) peek() cevent { return unpack(h.q.Peek()) }
 
 // instHeap orders the instances that have a pending event by (next event
-// time, index): the lowest index goes first among equal times (seed 001).
+// time, index): the lowest index goes first among equal times (docs/cluster.md).
 // pos[i] is instance i's place in the heap, -1 when it has no event.
 //
 // It also keeps which instances changed since the router last looked

@@ -9,7 +9,7 @@ import (
 	"github.com/blis-sim/blis/sim"
 )
 
-// Fitness (seed 001) folds a run's metrics into one number for comparing
+// Fitness (docs/cluster.md, fitness) folds a run's metrics into one number for comparing
 // policies: a weighted sum of normalized metrics, higher being better.
 //
 //   - A latency metric of value v µs maps to 1 / (1 + v/1000): 1 ms gives

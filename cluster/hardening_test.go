@@ -1,6 +1,6 @@
 package cluster_test
 
-// Issue 32, class 2: metrics on empty input.
+// docs/hardening.md, class 2: metrics on empty input.
 
 import (
 	"encoding/json"

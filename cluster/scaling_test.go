@@ -82,7 +82,7 @@ func firstRouted(res *Result, id string) int64 {
 	return first
 }
 
-// TestScaleUpAfterSustainedQueue is seed 000's case: 2 replicas whose
+// TestScaleUpAfterSustainedQueue is the design's case (docs/autoscaling.md): 2 replicas whose
 // queue stays over the threshold for 60 s scale up; the new replica is
 // provisioned (30 s), loads (20 s) and warms up (10 s) before it takes a
 // request; the queue, which grew until then, shrinks after.

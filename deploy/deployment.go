@@ -50,7 +50,7 @@ type Pool struct {
 type Router struct {
 	// AdmissionLatencyUs delays the routing decision after admission;
 	// RoutingLatencyUs the request's arrival at the instance after the
-	// decision (seed 002: real routers take 10-50 and 50-200 µs).
+	// decision (docs/experiment.md: real routers take 10-50 and 50-200 µs).
 	AdmissionLatencyUs, RoutingLatencyUs int64
 	// CapacityWaitTimeoutUs bounds how long a request waits at the router
 	// while no instance is ready (a pool scaled to zero, or every instance

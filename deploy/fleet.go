@@ -76,7 +76,7 @@ const (
 	// DefaultGraphCaptureS: capturing vLLM's 67 CUDA graphs "can take more
 	// than 10 s" (vllm-project/vllm#20098).
 	DefaultGraphCaptureS = 10
-	// DefaultWarmupS is seed 002's --warmup-duration example (the penalty
+	// DefaultWarmupS is the design's --warmup-duration example (docs/autoscaling.md) (the penalty
 	// itself is off by default: an instance is routed to only once warm).
 	DefaultWarmupS = 60
 	// DefaultDrainTimeoutS is Kubernetes' terminationGracePeriodSeconds.

@@ -74,7 +74,7 @@ func TestBuildErrorsNameTheKey(t *testing.T) {
 	}
 }
 
-// Issue 18 defect 6b: the context is the model config's (vLLM derives
+// The context is the model config's (vLLM derives
 // max_model_len from it), or a smaller --max-model-len.
 func TestMaxModelLen(t *testing.T) {
 	for _, tc := range []struct {

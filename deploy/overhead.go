@@ -14,7 +14,7 @@ import (
 const (
 	// StepOverheadV1Us is the gap between the forward passes of vLLM's V1
 	// engine with async scheduling and CUDA graphs, µs: vLLM PR 11133
-	// (issue 10634) measured 150-170 µs between decode steps of Llama-2-7B
+	// (github.com/vllm-project/vllm/issues/10634) measured 150-170 µs between decode steps of Llama-2-7B
 	// at batch 256 with the engine scheduling one step ahead, the GPU busy
 	// throughout. It is all the engine core adds to the GPU's kernels,
 	// whose own latencies (a GEMM's ~5 µs, an attention's ~11 µs, per
@@ -33,7 +33,7 @@ const (
 	ScalarPerRequestOverheadUs = 4
 	// SyncPerRequestOverheadUs is what a step costs more per running
 	// request without async scheduling, when the scheduler and the output
-	// processing no longer overlap the forward pass, µs: vLLM issue 10634
+	// processing no longer overlap the forward pass, µs: github.com/vllm-project/vllm/issues/10634
 	// (PR 11133), Llama-2-7B at batch 256, a gap of 5-6 ms between decode
 	// steps, 150-170 µs with the engine scheduling one step ahead:
 	// (5,500 - 160) / 256 = 20.9 µs per request.
@@ -82,7 +82,7 @@ func StepCostOf(s InstanceSpec) StepCost {
 	if !s.AsyncScheduling {
 		sched = "synchronous scheduling"
 		c.PerRequestUs += SyncPerRequestOverheadUs
-		perReq += fmt.Sprintf("; %g µs more per request without async scheduling (vLLM issue 10634)", SyncPerRequestOverheadUs)
+		perReq += fmt.Sprintf("; %g µs more per request without async scheduling (github.com/vllm-project/vllm/issues/10634)", SyncPerRequestOverheadUs)
 	}
 	if s.EnforceEager {
 		graphs = "eager mode"

@@ -25,7 +25,7 @@ func TestStepCostOf(t *testing.T) {
 		{"defaults: V1, async, CUDA graphs", func(*InstanceSpec) {}, 160, 0,
 			[]string{"160 µs + 0 µs per running request, for vLLM V1 with async scheduling and CUDA graphs", "vLLM PR 11133"}, nil},
 		{"synchronous scheduling", func(s *InstanceSpec) { s.AsyncScheduling = false }, 160, 20.9,
-			[]string{"synchronous scheduling", "20.9 µs more per request without async scheduling (vLLM issue 10634)"}, nil},
+			[]string{"synchronous scheduling", "20.9 µs more per request without async scheduling (github.com/vllm-project/vllm/issues/10634)"}, nil},
 		{"the scalar roofline", func(s *InstanceSpec) {
 			s.Latency.Roofline = &RooflineParams{ComputeEff: 0.8, BandwidthEff: 0.8, Scalar: true}
 		}, 900, 4, []string{"900 µs + 4 µs per running request", "scalar bounds", "4 µs per request estimated"}, nil},

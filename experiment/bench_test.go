@@ -10,7 +10,7 @@ import (
 	"github.com/blis-sim/blis/cluster"
 )
 
-// BenchmarkAutoscaledDay is issue 30's target: 24 simulated hours of
+// BenchmarkAutoscaledDay is the autoscaling work's speed target: 24 simulated hours of
 // diurnal-autoscale, uncompressed, at a mean of 50 requests/s (4.3M
 // requests), its HPA free to scale between 2 and 32 replicas; target
 // < 60 s on the 2-core machine, memory bounded by the work in flight
@@ -63,7 +63,7 @@ func benchDay(b *testing.B, scenario string, hours float64, sets [][2]string) {
 //	go test ./experiment -run '^$' -bench FleetDayHour -benchtime 1x
 func BenchmarkFleetDayHour(b *testing.B) { benchDay(b, "fleet-day", 1, nil) }
 
-// BenchmarkDisaggregated1M is issue 34's target: 1M requests on P/D 8:8
+// BenchmarkDisaggregated1M is the disaggregation work's speed target: 1M requests on P/D 8:8
 // (Llama-3.1-8B on H100, 8 prefill and 8 decode instances, llm-d's
 // weighted scorers and prefix-threshold decider), on the workload of the
 // colocated 1M-request benchmark (BenchmarkCluster: blis run's default

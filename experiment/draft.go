@@ -194,8 +194,14 @@ func (d *Draft) setFlag(flag, key, text string) error {
 	err = setPath(reflect.ValueOf(&d.f).Elem(), segs, text, "", func(k string) { d.flags[k] = flag })
 	var ke *schema.Error
 	if errors.As(err, &ke) && ke.Msg == "" {
-		// A value the key's declaration refuses: the flag is the key.
-		return &schema.Error{Key: ke.Key, Err: ke.Err, Range: ke.Range, Msg: flag + ": " + ke.Err.Error()}
+		// A value the key's declaration refuses: the flag is the key, and
+		// an entry of a mapping (a scorer of --routing-scorers) is named
+		// after it.
+		msg := flag + ": "
+		if sub, ok := strings.CutPrefix(ke.Key, key+"."); ok {
+			msg += sub + ": "
+		}
+		return &schema.Error{Key: ke.Key, Err: ke.Err, Range: ke.Range, Msg: msg + ke.Err.Error()}
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", flag, err)
@@ -211,18 +217,8 @@ func (d *Draft) Config() string { return d.config }
 // with placed true), or nothing (a default: the key itself, or its flag
 // when no file was read).
 func (d *Draft) origin(key string) (label string, placed bool) {
-	for k := key; k != ""; {
-		if f, ok := d.flags[k]; ok {
-			return f, false
-		}
-		if s, ok := d.sets[k]; ok {
-			return s, false
-		}
-		i := strings.LastIndexAny(k, ".[")
-		if i < 0 {
-			break
-		}
-		k = k[:i]
+	if f, ok := d.givenBy(key); ok {
+		return f, false
 	}
 	for i := len(d.sources) - 1; i >= 0; i-- {
 		s := d.sources[i]
@@ -238,21 +234,21 @@ func (d *Draft) origin(key string) (label string, placed bool) {
 	return key, false
 }
 
-// isGiven reports whether key's value was given, by a flag, a --set or a
-// file, rather than left to its default.
-func (d *Draft) isGiven(key string) bool {
-	if d == nil {
-		return false
-	}
-	if _, placed := d.origin(key); placed {
-		return true
-	}
+// givenBy is the flag or --set that gave key, or one of its ancestors
+// (then with key's part below it: "--routing-scorers: queue-depth").
+func (d *Draft) givenBy(key string) (string, bool) {
 	for k := key; k != ""; {
-		if _, ok := d.flags[k]; ok {
-			return true
+		if f, ok := d.flags[k]; ok {
+			if sub, ok := strings.CutPrefix(key, k+"."); ok {
+				f += ": " + sub // an entry of the flag's mapping (a scorer)
+			}
+			return f, true
 		}
-		if _, ok := d.sets[k]; ok {
-			return true
+		if s, ok := d.sets[k]; ok {
+			if sub, ok := strings.CutPrefix(key, k+"."); ok {
+				s += ": " + sub
+			}
+			return s, true
 		}
 		i := strings.LastIndexAny(k, ".[")
 		if i < 0 {
@@ -260,7 +256,18 @@ func (d *Draft) isGiven(key string) bool {
 		}
 		k = k[:i]
 	}
-	return false
+	return "", false
+}
+
+// isGiven reports whether key's value was given, by a flag, a --set or a
+// file, rather than left to its default.
+func (d *Draft) isGiven(key string) bool {
+	if d == nil {
+		return false
+	}
+	_, placed := d.origin(key)
+	_, given := d.givenBy(key)
+	return placed || given
 }
 
 // errAt places err, about keys, where the values came from:

@@ -1,6 +1,6 @@
 package experiment
 
-// Issue 32 (hardening, round 3).
+// docs/hardening.md, its classes.
 
 import (
 	"testing"

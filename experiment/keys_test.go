@@ -197,3 +197,83 @@ func TestAlwaysThatSplitsNothingWarns(t *testing.T) {
 	require.Zero(t, res.Cluster.Disaggregation.Disaggregated)
 	require.Contains(t, strings.Join(res.Warnings, "\n"), "disaggregation always split none of the 50 requests")
 }
+
+// The hostile pass on the weight flags and on values given as text
+// (docs/hardening.md, round 4: the experiment's declared keys, items 11
+// to 13).
+
+// A weight flag ("name:weight,...") is read for its form only, then by
+// the key's declaration as a file's value is: a weight that is not a
+// number as Go reads one ("1}", "*a", "[1") was pasted into YAML and
+// became part of the mapping or an alias; an empty name read as "".
+func TestWeightFlagsReadOnlyNamesAndNumbers(t *testing.T) {
+	for _, tc := range []struct{ flag, v, want string }{
+		{"routing-scorers", "queue-depth:1}", `--routing-scorers: queue-depth: want a number, got "1}"`},
+		{"routing-scorers", "queue-depth:*a", `--routing-scorers: queue-depth: want a number, got "*a"`},
+		{"routing-scorers", "queue-depth:[1", `--routing-scorers: queue-depth: want a number, got "[1"`},
+		{"routing-scorers", "queue-depth:", `--routing-scorers: queue-depth: want a number, got ""`},
+		{"routing-scorers", ":1", `--routing-scorers: ":1": want name:weight`},
+		{"routing-scorers", "queue-depth:1,,", `--routing-scorers: "": want name:weight`},
+		{"routing-scorers", "queue-depth:-1", "--routing-scorers: queue-depth: must be >= 0 weight, got -1"},
+		{"routing-scorers", "queue-depth:NaN", "--routing-scorers: queue-depth: must be finite and >= 0 weight, got NaN"},
+		{"routing-scorers", "queue-depth:1e400", `--routing-scorers: queue-depth: want a number, got "1e400"`},
+		{"routing-scorers", "magic:1", `--routing-scorers: magic: "magic" is not one of prefix-affinity, queue-depth, kv-utilization, load-balance`},
+		{"routing-scorers", "queue-depth:1,queue-depth:2", "--routing-scorers: queue-depth: given twice"},
+		{"routing-scorers", "queue-depth:0", "--routing-scorers: the weights are all 0; at least one must be > 0"},
+		{"fitness-weights", "throughput:1}", `--fitness-weights: throughput: want a number, got "1}"`},
+	} {
+		d, err := Inputs{Flags: []FlagValue{{Name: "routing-policy", Value: "weighted"}, {Name: tc.flag, Value: tc.v}}}.Draft()
+		if err == nil {
+			_, err = d.Resolve()
+		}
+		require.EqualError(t, err, tc.want, "--%s %s", tc.flag, tc.v)
+	}
+	d, err := Inputs{Flags: []FlagValue{{Name: "routing-policy", Value: "weighted"}, {Name: "routing-scorers", Value: " queue-depth : 1 , kv-utilization:1e-15"}}}.Draft()
+	require.NoError(t, err)
+	_, err = d.Resolve()
+	require.NoError(t, err)
+}
+
+// yaml.v3 reads the first flow collection of a text and drops what
+// follows it: --set KEY='{queue-depth: 1}}', a file "{version: 1}}" and
+// a sweep's values "1,2]" ran as if the stray text were not there.
+func TestTextAfterAValueIsRefused(t *testing.T) {
+	for _, s := range []string{"{queue-depth: 1}}", "{queue-depth: 1} x", "{queue-depth: 1}, {kv-utilization: 1}"} {
+		d, err := Inputs{Flags: []FlagValue{{Name: "routing-policy", Value: "weighted"}}, Sets: []string{"policies.routing.params.scorers=" + s}}.Draft()
+		if err == nil {
+			_, err = d.Resolve()
+		}
+		require.ErrorContains(t, err, "policies.routing.params.scorers: cannot read", s)
+	}
+	_, err := Inputs{Sets: []string{"deployment.pools[0].latency.blackbox.alpha=[1, 2, 3]]"}}.Draft()
+	require.ErrorContains(t, err, "--set deployment.pools[0].latency.blackbox.alpha: cannot read")
+	_, err = parse(t, "{version: 1}}\n")
+	require.ErrorContains(t, err, "x.yaml: text after the document")
+	for _, s := range []string{"[1]]", "{a: 1}]", "{a: 1} x", "2\n---\n3"} {
+		_, err := schema.ParseYAML(s)
+		require.Error(t, err, s)
+	}
+	for s, want := range map[string]yaml.Kind{"[1, 2]": yaml.SequenceNode, "{a: 1} # note": yaml.MappingNode, "2\n": yaml.ScalarNode} {
+		n, err := schema.ParseYAML(s)
+		require.NoError(t, err, s)
+		require.Equal(t, want, n.Kind, s)
+	}
+	n, err := schema.ParseYAML("  ")
+	require.NoError(t, err)
+	require.Nil(t, n)
+}
+
+// An entry of a mapping or a list without a value ("{queue-depth: }",
+// "[1, ~, 3]") was read as 0: a scorer given no weight, a provisioning
+// delay of 0 s. It is refused naming the entry.
+func TestEntriesWithoutAValueAreRefused(t *testing.T) {
+	_, err := parse(t, "version: 1\npolicies:\n  routing: {type: weighted, params: {scorers: {queue-depth: , kv-utilization: 1}}}\n")
+	require.EqualError(t, err, "x.yaml:3: policies.routing.params.scorers.queue-depth: no value")
+	_, err = parse(t, "version: 1\ndeployment:\n  pools: [{nodes: {provision_s: [~, 480]}}]\n")
+	require.EqualError(t, err, "x.yaml:3: deployment.pools[0].nodes.provision_s[0]: no value")
+	d, err := Inputs{Flags: []FlagValue{{Name: "routing-policy", Value: "weighted"}}, Sets: []string{"policies.routing.params.scorers={queue-depth: ~, kv-utilization: 1}"}}.Draft()
+	if err == nil {
+		_, err = d.Resolve()
+	}
+	require.EqualError(t, err, "--set policies.routing.params.scorers: queue-depth: no value")
+}

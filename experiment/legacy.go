@@ -10,7 +10,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/blis-sim/blis/cluster"
-	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/deploy"
 	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/internal/yamlfile"
@@ -206,11 +205,11 @@ func (d *Draft) ParseDeployment(data []byte, src string) error {
 		keys["policies.routing"] = "routing"
 		keys["policies.routing.type"] = "routing.policy"
 		if r.Scorers != nil {
-			ws, err := route.ParseScorers(*r.Scorers)
+			m, err := weightMap(*r.Scorers)
 			if err != nil {
 				return doc.Errorf("routing.scorers", "%v", err)
 			}
-			setParam(&pol.Routing.Params, "scorers", scorerMap(ws))
+			setParam(&pol.Routing.Params, "scorers", m)
 			keys["policies.routing.params.scorers"] = "routing.scorers"
 		}
 		if r.PrefixIndexCapacity != nil {

@@ -189,7 +189,11 @@ func setLeaf(f reflect.Value, text, key string) error {
 		}
 		nv.Elem().SetFloat(x)
 	default:
-		if err := yaml.Unmarshal([]byte(text), nv.Interface()); err != nil {
+		n, err := schema.ParseYAML(text)
+		if err == nil && n != nil {
+			err = n.Decode(nv.Interface())
+		}
+		if err != nil {
 			return fmt.Errorf("cannot read %q as %s", clip.String(text), t)
 		}
 	}
@@ -233,16 +237,17 @@ func setNode(n *yaml.Node, segs []seg, text, at string, done func(key string)) e
 	return setNode(child, segs[1:], text, join(at, s.name), done)
 }
 
-// parseNode reads text as one YAML value.
+// parseNode reads text as one YAML value (schema.ParseYAML: nothing may
+// follow it).
 func parseNode(text string) (*yaml.Node, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal([]byte(text), &doc); err != nil {
+	n, err := schema.ParseYAML(text)
+	if err != nil {
 		return nil, fmt.Errorf("cannot read %q as YAML", clip.String(text))
 	}
-	if len(doc.Content) != 1 {
+	if n == nil {
 		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: ""}, nil
 	}
-	return doc.Content[0], nil
+	return n, nil
 }
 
 // fieldValue is v's field whose yaml key is name, looking into inline

@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -275,13 +276,9 @@ func (d *Draft) SetFlagAs(name, text, origin string) error {
 			return err
 		}
 		return d.setFlag(flag, f.Key, v)
-	case "routing-scorers":
-		ws, err := route.ParseScorers(text)
-		if err != nil {
-			return fmt.Errorf("%s: %w", flag, err)
-		}
-		return d.setFlag(flag, f.Key, scorerMap(ws))
-	case "fitness-weights":
+	case "routing-scorers", "fitness-weights":
+		// Only the form is read here: the names and weights are checked
+		// by the key's declaration, as a file's are.
 		m, err := weightMap(text)
 		if err != nil {
 			return fmt.Errorf("%s: %w", flag, err)
@@ -405,24 +402,22 @@ func parseTriple(s, flag string) (string, error) {
 	return "[" + strings.Join(parts, ", ") + "]", nil
 }
 
-// scorerMap is scorers as a YAML flow mapping, in their order.
-func scorerMap(ws []route.WeightedScorer) string {
-	parts := make([]string, len(ws))
-	for i, w := range ws {
-		parts[i] = w.Name + ": " + fmtFloat(w.Weight)
-	}
-	return "{" + strings.Join(parts, ", ") + "}"
-}
-
-// weightMap is "key:weight,..." as a YAML flow mapping, in order.
+// weightMap is "key:weight,..." as a YAML flow mapping, in order. Only
+// the form is read here (a name, a number); the key's declaration checks
+// the names and the weights. A weight must be a number as Go reads one,
+// so that no YAML in it ("1}", "*a", "[1") becomes part of the mapping.
 func weightMap(s string) (string, error) {
 	var parts []string
 	for _, p := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(p), ":")
-		if !ok {
-			return "", fmt.Errorf("%q: want key:weight", clip.String(p))
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" {
+			return "", fmt.Errorf("%q: want name:weight", clip.String(p))
 		}
-		parts = append(parts, strconv.Quote(strings.TrimSpace(k))+": "+strings.TrimSpace(v))
+		if _, err := strconv.ParseFloat(v, 64); err != nil && !errors.Is(err, strconv.ErrRange) {
+			return "", fmt.Errorf("%s: want a number, got %q", clip.String(k), clip.String(v))
+		}
+		parts = append(parts, strconv.Quote(k)+": "+v)
 	}
 	return "{" + strings.Join(parts, ", ") + "}", nil
 }

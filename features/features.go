@@ -1,5 +1,5 @@
 // Package features computes the frozen physics-normalized feature vectors of
-// seed 003 (Iteration 5): 11 alpha features for the arrival-to-schedule delay
+// docs/physics-spec.md (spec 1.0): 11 alpha features for the arrival-to-schedule delay
 // and 16 beta features for the step time. A latency is a dot product of a
 // coefficient vector with one of these vectors.
 //

@@ -186,7 +186,7 @@ func TestChunkedPrefillAttentionIsChunkAware(t *testing.T) {
 	assert.Equal(t, 1536.0*512, chunk.SumPrefillAttnWork)
 	assert.Equal(t, 4096.0*4096, whole.SumPrefillAttnWork)
 	fc, fw := BetaFeatures(c, chunk), BetaFeatures(c, whole)
-	assert.InDelta(t, 4096.0*4096/(1536*512), fw[1]/fc[1], 1e-9, "the seed's prompt² would overstate the chunk 21×")
+	assert.InDelta(t, 4096.0*4096/(1536*512), fw[1]/fc[1], 1e-9, "the design's prompt² would overstate the chunk 21×")
 
 	// Summing chunks over a whole prompt gives prompt(prompt+chunk)/2-ish,
 	// never prompt²·(number of chunks).
@@ -200,9 +200,9 @@ func TestChunkedPrefillAttentionIsChunkAware(t *testing.T) {
 }
 
 func TestWorkedCaseOfTheSeed(t *testing.T) {
-	// Seed 003, Iteration 6, Refinement 3: LLaMA-8B on H100, TP 1, with the
+	// The design's worked example (docs/physics-spec.md): LLaMA-8B on H100, TP 1, with the
 	// seed's own config and inputs. The values are derived by hand here;
-	// docs/physics-spec.md (Errata) explains where the seed's numbers differ.
+	// docs/physics-spec.md (Errata) explains where the design's numbers differ.
 	m, err := physics.ParseModelConfig([]byte(`{"num_hidden_layers":32,"hidden_size":4096,"num_attention_heads":32,
 		"num_key_value_heads":8,"intermediate_size":14336,"vocab_size":128256,"n_mlp_proj":3,"bytes_per_param":2}`), "seed")
 	require.NoError(t, err)

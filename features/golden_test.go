@@ -67,7 +67,7 @@ type goldenCase struct {
 
 // goldenPhysics carries every PhysicsConfig constant, so that a
 // cross-language mismatch can be traced to a constant before a feature
-// (seed 003, Iteration 6, Refinement 5).
+// (docs/physics-spec.md, the golden fixture).
 type goldenPhysics struct {
 	*physics.PhysicsConfig
 	TotalKVBlocksGPU int64 `json:"total_kv_blocks_gpu"`
@@ -293,7 +293,7 @@ func caseList() []caseSpec {
 
 func seedWorkedShape() shape {
 	return shape{
-		desc: "seed 003, Iteration 6, Refinement 3: LLaMA-8B, H100, TP 1, pure prefill, with the seed's own config and inputs",
+		desc: "the design's worked example: LLaMA-8B, H100, TP 1, pure prefill, with the design's own config and inputs",
 		alpha: AlphaInput{RunningDepth: 24, WaitingDepth: 8, KVUsageRatio: 0.72, PromptTokens: 512, PrefixHitRatio: 0,
 			KVFreeBytes: 1835008, PreemptionEMA: 0.05},
 		beta: func(physics.VLLMKnobs) BetaInput {

@@ -8,7 +8,7 @@ import (
 )
 
 // Feature spec versions (docs/physics-spec.md). Spec 1.0 is the frozen set
-// of seed 003; spec 2.0 is the roofline set chosen by held-out error on
+// of the first design; spec 2.0 is the roofline set chosen by held-out error on
 // measured step times of other configurations (docs/physics-spec.md,
 // "Spec 2.0"); spec 3.0 is spec 2.0 with attention split by phase and the
 // KV read counted per query head (docs/physics-spec.md, "Spec 3.0"). A

@@ -8,7 +8,7 @@ import (
 	"github.com/blis-sim/blis/physics"
 )
 
-// TestCrossCheckRefusesWhatTheTraceContradicts (issue 18, defect 7): a
+// TestCrossCheckRefusesWhatTheTraceContradicts (docs/fit.md, cross-checks): a
 // configuration the trace shows to be wrong is refused by name, and one
 // trace listed twice is refused instead of counting its samples twice
 // (tools/physics_trainer's test_cross_check_and_duplicates).

@@ -13,7 +13,7 @@ import (
 
 // TestEmptyScores: a score over no sample is NaN, never 0 (a perfect
 // score), and the JSON writes it as null beside a note and "samples": 0;
-// scores over samples are written exactly as before (issue 18).
+// scores over samples are written exactly as before.
 func TestEmptyScores(t *testing.T) {
 	for _, c := range []struct {
 		name     string

@@ -329,7 +329,7 @@ func TestLeaveOneConfigOut(t *testing.T) {
 		require.Less(t, l.MAPE, 0.25, l.Config)
 	}
 
-	// Both objectives are reported (issue 17, defect 1): the other one on
+	// Both objectives are reported (docs/fit.md): the other one on
 	// the same splits, and fitting it changes nothing of the chosen fit.
 	oo := res.Report.Beta.OtherObjective
 	require.NotNil(t, oo)
@@ -466,7 +466,7 @@ func outlierTrace(t *testing.T, tokens []int64, ms []float64) (*betaBuilder, *st
 	return bb, x
 }
 
-// TestOutlierRuleKeepsEveryRegime (issue 17, defect 2): rare large
+// TestOutlierRuleKeepsEveryRegime (docs/fit.md, cleaning: outliers): rare large
 // prefills form token buckets too small to judge and are kept, however
 // much slower than the decode steps they are; a step slower than 5 × its
 // own bucket's median is removed, and one faster than the hardware allows

@@ -12,7 +12,7 @@ import (
 	"github.com/blis-sim/blis/physics"
 )
 
-// TestOutlierRuleOnMeasuredSteps replays issue 17's defect 2 on the
+// TestOutlierRuleOnMeasuredSteps replays the outlier rule's old defect (docs/fit.md) on the
 // measured Llama2-70B data (testdata/splitwise/): each row becomes one
 // prefill step (batch × prompt tokens) and one decode step (batch tokens),
 // one trace per GPU and TP degree, as the issue's author fed them to

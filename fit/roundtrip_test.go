@@ -49,7 +49,7 @@ func ksHist(a, b *sim.Histogram) float64 {
 	return d
 }
 
-// TestRoundTrip is the seed's end-to-end protocol (issue 6): simulate a
+// TestRoundTrip is the end-to-end protocol of docs/physics-spec.md: simulate a
 // workload with a truth the physics model cannot fit exactly (roofline +
 // request overheads + 5% log-normal step noise), trace it as vLLM would,
 // ingest, fit, then simulate the held-out last 20% of the workload in

@@ -19,7 +19,7 @@ import (
 	"github.com/blis-sim/blis/physics"
 )
 
-// The cross-configuration evaluation of issues 17 and 33 on measured step
+// The cross-configuration evaluation (docs/physics-spec.md) on measured step
 // times: Llama2-70B on A100 and H100 at TP 2, 4 and 8 (splitwise-sim's
 // profile, testdata/splitwise/; with SplitwiseSim's whole
 // data/perf_model.csv in that folder, every model and GPU of it). Each row
@@ -263,8 +263,9 @@ func TestSplitwiseEvaluation(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, string(want), b.String(), "stale %s: go test ./fit -run TestSplitwiseEvaluation -update", path)
 
-	// Issue 17's targets for the default spec and objective (issue 33's
-	// leave-one-config-out target, < 8 %, is not met yet: 8.8 %).
+	// The targets for the default spec and objective (the
+	// leave-one-config-out target, < 8 %, is not met yet: 8.8 %;
+	// docs/physics-spec.md).
 	require.Equal(t, features.SpecV3, features.DefaultSpec)
 	require.Equal(t, coefficients.ObjectiveRelative, fit.DefaultOptions().Objective)
 	require.Less(t, median(def.loco), 0.10, "leave-one-config-out median")
@@ -309,7 +310,7 @@ func TestSplitwiseAttentionReadIsPhysical(t *testing.T) {
 }
 
 // The coefficients fitted on the measured steps ship as
-// coefficients/shipped/llama-2-70b_splitwise.yaml (issue 33, item 6): spec
+// coefficients/shipped/llama-2-70b_splitwise.yaml (docs/fit.md): spec
 // 3.0, the relative objective, all six Llama2-70B configurations. A run of
 // one of them (Llama-2-70B on A100 or H100 at TP 2, 4 or 8, max_num_seqs
 // 64, chunked prefill off) takes the physics model with this file by

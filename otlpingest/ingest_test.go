@@ -646,7 +646,7 @@ func TestFixturesCoverSchema(t *testing.T) {
 // TestIngestEmpty: inputs with neither a span nor a KV event (an empty
 // file, "{}", bytes that are no trace) are an *EmptyError naming every
 // input, and nothing is written (earlier tables stay); AllowEmpty writes
-// the empty tables (issue 18).
+// the empty tables.
 func TestIngestEmpty(t *testing.T) {
 	dir := t.TempDir()
 	random := make([]byte, 4096)

@@ -83,7 +83,7 @@ func TestRecordLimit(t *testing.T) {
 
 // A line far over the limit is skipped after reading at most limit+1
 // bytes of it: memory stays near the limit (buffers double up to it), not
-// a multiple of the line (issue 18: a 1.29 GB line took 4.2 GB).
+// a multiple of the line (a 1.29 GB line took 4.2 GB).
 func TestRecordLimitBoundsMemory(t *testing.T) {
 	dir := t.TempDir()
 	const limit, lineMB = 1 << 20, 48
@@ -114,7 +114,7 @@ func TestRecordLimitBoundsMemory(t *testing.T) {
 }
 
 // Many small files cost little more than their bytes: no fresh chunk
-// buffer per file (issue 18: 100,788 one-span files took 54 s against
+// buffer per file (100,788 one-span files took 54 s against
 // 1.5 s for the same spans in one file).
 func TestManySmallFilesAllocateLittle(t *testing.T) {
 	dir := t.TempDir()

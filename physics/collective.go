@@ -112,7 +112,7 @@ const (
 	// Between PCIe GPUs with peer access, the one-stage kernel reads its
 	// peer at 0.13 of the link. No public per-size measurement of vLLM's
 	// kernel over PCIe exists; the figure is the one the simulator used
-	// before this model (issue 16), kept until one is published.
+	// before this model, kept until one is published.
 	customOneShotPCIePeerShare = 0.13
 	// Two-stage kernel (reduce-scatter then all-gather through the
 	// peers' buffers): 2(n−1)/n of the message. Fitted (largest error
@@ -141,13 +141,13 @@ const (
 	//    per ring step over NVLink, 5.7 over PCIe) at NCCL's link rating
 	//    (src/graph/topo.h: 20.6 of 25 GB/s per H100 NVLink lane; NCCL's
 	//    maintainer: "an effective NVLink bandwidth of 370GB/s" of 450,
-	//    NVIDIA/nccl-tests issue 212), 0.82 of an NVLink; over PCIe 0.55,
+	//    github.com/NVIDIA/nccl-tests/issues/212), 0.82 of an NVLink; over PCIe 0.55,
 	//    the 35 GB/s bus bandwidth measured on PCIe Gen5 x16
-	//    (NVIDIA/nccl issue 1639);
+	//    (github.com/NVIDIA/nccl/issues/1639);
 	//  - NVLink SHARP (NVLS) on NVSwitch from compute capability 9.0:
 	//    about the message per rank at 0.61 of the link (an 8 × H100 bus
 	//    bandwidth of ~480 GB/s, algorithm bandwidth ~275, nccl-tests
-	//    issue 212; 476 GB/s measured in nccl-tests issue 290), after
+	//    issues/212; 476 GB/s measured in nccl-tests issues/290), after
 	//    tuning.cc's 25 µs NVLS latency.
 	// Over PCIe the low-latency protocol keeps the share of the simple
 	// protocol's bandwidth it has over NVLink (0.595 / 0.82).

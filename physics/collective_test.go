@@ -32,7 +32,7 @@ func rows(n int, sizes []float64, us ...float64) []measured {
 var pr24111Sizes = []float64{0.5, 1, 1.5, 2, 3, 4}
 
 // The collective model reproduces the public per-size tables it was
-// fitted to within 15 % (issue 33), path by path:
+// fitted to within 15 % (docs/validation.md), path by path:
 //
 //   - vLLM pull 24111 ("Enable Torch Symmetric Memory All-Reduce By
 //     Default"), H100 SXM, benchmarks/kernels/benchmark_device_communicators.py
@@ -45,9 +45,9 @@ var pr24111Sizes = []float64{0.5, 1, 1.5, 2, 3, 4}
 //     and 1048576 are 2 and 4 MiB. Its smaller sizes sit on the eager
 //     launch floor (8.5–11.8 µs up to 128 KiB) and are left out;
 //   - nccl-tests all_reduce_perf bus bandwidth at large sizes: 8 × H100
-//     SXM ~480 GB/s with NVLink SHARP (NVIDIA/nccl-tests issue 212, NCCL's
-//     maintainer; 476 GB/s in issue 290), 8 × A100 NVLink 230–250 GB/s,
-//     PCIe Gen5 x16 without NVLink 35 GB/s (NVIDIA/nccl issue 1639).
+//     SXM ~480 GB/s with NVLink SHARP (github.com/NVIDIA/nccl-tests/issues/212, NCCL's
+//     maintainer; 476 GB/s in issues/290), 8 × A100 NVLink 230–250 GB/s,
+//     PCIe Gen5 x16 without NVLink 35 GB/s (github.com/NVIDIA/nccl/issues/1639).
 func TestCollectivesReproducePublicTables(t *testing.T) {
 	h100 := Collectives{Kind: InterconnectNVSwitch, LinkBytesPerS: 450e9, CC: "9.0"}
 	type table struct {

@@ -210,7 +210,7 @@ func TestNewPhysicsConfigErrors(t *testing.T) {
 			k.TotalKVBlocksGPU = 0
 		}, `"memory_gib"`},
 		{"unknown bytes", func(m *ModelSpec, _ *HardwareSpec, _ *int, _ *VLLMKnobs) { m.BytesPerParam = 0 }, `"bytes_per_param"`},
-		// Issue 18, item 10: a huge block size is named as such, not as
+		// A huge block size is named as such, not as
 		// a model that does not fit.
 		{"huge block size", func(_ *ModelSpec, _ *HardwareSpec, _ *int, k *VLLMKnobs) { k.BlockSizeTokens = 1e9 }, `"block_size_tokens": must be in [1, 1024]`},
 		{"block larger than the KV space", func(_ *ModelSpec, h *HardwareSpec, _ *int, k *VLLMKnobs) {

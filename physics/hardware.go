@@ -37,11 +37,11 @@ const DefaultGEMMShare = 0.75
 const MaxGEMMOverPeak = 1.5
 
 // DefaultPCIeEfficiency is the share of the PCIe link that KV offload
-// transfers achieve when a hardware spec does not say (seed 003, Iteration 4).
+// transfers achieve when a hardware spec does not say (docs/physics-spec.md).
 const DefaultPCIeEfficiency = 0.75
 
 // HardwareSpec is one accelerator's datasheet figures. The JSON keys are the
-// golden fixture's (seed 003, Iteration 5), plus memory_gib.
+// golden fixture's (docs/physics-spec.md), plus memory_gib.
 //
 // Bandwidths are per direction: a KV offload moves data one way, and in a
 // ring all-reduce each device sends and receives at the same time over

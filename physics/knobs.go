@@ -6,7 +6,7 @@ import (
 )
 
 // VLLMKnobs are the vLLM server settings that enter the physics features
-// (seed 003, Iteration 5). JSON keys are the golden fixture's.
+// (docs/physics-spec.md). JSON keys are the golden fixture's.
 type VLLMKnobs struct {
 	MaxNumSeqs            int64   `json:"max_num_seqs"`            // --max-num-seqs
 	MaxBatchedTokens      int64   `json:"max_batched_tokens"`      // --max-num-batched-tokens

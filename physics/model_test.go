@@ -217,7 +217,7 @@ func TestParseHardwareSpec(t *testing.T) {
 		{`{"TFlopsPeak":1,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32,"pcie_efficiency":1.5}`, "pcie_efficiency"},
 		{`{"TFlopsPeak":1,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32,"pcie_efficiency":0}`, "pcie_efficiency"},
 		{`{"TFlopsPeak":"fast","BwPeakTBs":1,"pcie_bandwidth_gb_s":32}`, "TFlopsPeak"},
-		// Issue 18, item 10: strict keys, bounded magnitudes.
+		// Strict keys, bounded magnitudes.
 		{`{"TFlopsPeak":1,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32,"memory_gib":1e300}`, "memory_gib"},
 		{`{"TFlopsPeak":1,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32,"memory_GiB":80}`, "memory_GiB"},
 		{`{"tflopspeak":1,"BwPeakTBs":1,"pcie_bandwidth_gb_s":32}`, "tflopspeak"},

@@ -274,7 +274,7 @@ func TestBuild(t *testing.T) {
 	require.NoError(t, err)
 	p, err = s.Priority(env)
 	require.NoError(t, err)
-	require.Equal(t, [4]float64{50, 100, 50, 10}, p.ClassScore, "seed 002 F.1: realtime 100, batch 10, else 50")
+	require.Equal(t, [4]float64{50, 100, 50, 10}, p.ClassScore, "docs/simulator.md, slo-based: realtime 100, batch 10, else 50")
 	require.Equal(t, 1.0, p.AgeWeight)
 
 	s, err = ParseSection(Priority, raw(t, "tenant-priority", "{tenants: {bronze: -1}, default_score: 3}"))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzzes every parser family for at least FUZZ_FAMILY_SECONDS of wall time
-# (default 60: issue 18 asks for a minute per family in CI), in rounds of a
+# (default 60: a minute per family in CI), in rounds of a
 # fixed number of executions. scripts/test.sh calls it; run it alone to
 # fuzz without the other tests, e.g. FUZZ_FAMILY_SECONDS=5 scripts/fuzz.sh,
 # or scripts/fuzz.sh blis-run workload to fuzz only those families.

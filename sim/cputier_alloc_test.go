@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Issue 32, class 4: the CPU tier's memory follows the blocks stored, not
+// docs/hardening.md, class 4: the CPU tier's memory follows the blocks stored, not
 // its size: an unused tier of a million blocks costs under 1 KB (its first
 // chunk reserved ~2.5 MB per instance before), and storing n blocks
 // allocates O(n) whatever the capacity.

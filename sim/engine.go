@@ -1,5 +1,5 @@
 // Package sim is a deterministic discrete-event simulator of one vLLM
-// instance (seed 004): requests arrive, wait, are batched by vLLM's
+// instance (docs/simulator.md): requests arrive, wait, are batched by vLLM's
 // continuous-batching scheduler with chunked prefill, hold KV blocks with
 // prefix caching and optional CPU offload, are preempted by recompute under
 // memory pressure, and finish. A LatencyModel gives each step's time.
@@ -605,7 +605,7 @@ func (e *Engine) onQueued(i int32) {
 	if noKV, reason := e.unservable(r); reason != "" {
 		// The most KV a request ever holds is its prompt and all but its
 		// last output token; one that cannot fit an empty cache would be
-		// preempted forever, so it is refused (seed 004,
+		// preempted forever, so it is refused (docs/simulator.md,
 		// DroppedUnservable).
 		if e.m.firstDropped == nil {
 			e.m.firstDropped = &DroppedRequest{ID: r.spec.ID, NoKV: noKV, Reason: reason}

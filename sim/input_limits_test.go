@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Issue 18 defect 6b: the model's context was ignored. A request whose
+// The model's context was ignored. A request whose
 // prompt and output exceed MaxModelLen is refused as vLLM's API server
 // refuses it (HTTP 400), when its input has been processed, without
 // waiting for a step boundary, and counted in rejected_too_long; one that
@@ -88,7 +88,7 @@ func TestMaxModelLenValidated(t *testing.T) {
 	require.ErrorContains(t, err, `"max_model_len": must be >= 0`)
 }
 
-// Issue 18 defect 4: lengths near 2^63 overflowed prompt + output − 1 and
+// Lengths near 2^63 overflowed prompt + output − 1 and
 // panicked in the hash chain's allocation. Lengths above MaxTokens are
 // refused before any arithmetic; MaxTokens itself runs (it is dropped as
 // unservable, no cache holds it) without overflowing.

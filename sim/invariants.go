@@ -2,7 +2,7 @@ package sim
 
 import "fmt"
 
-// The invariants of seed 004 (docs/simulator.md states each):
+// The invariants of the engine (docs/simulator.md states each):
 //
 //	INV-1 request conservation: injected = not yet arrived + in API overhead
 //	      + queued + running + completed + dropped + rejected as too long

@@ -366,7 +366,7 @@ type cpuEntry struct {
 }
 
 // thrashWindowUs: a block reloaded this soon after it was stored counts as
-// thrashing (seed 004: 1000 ticks).
+// thrashing (docs/anomalies.md: 1000 ticks).
 const thrashWindowUs = 1000
 
 // CPU tier entries are allocated in chunks that follow the blocks stored:

@@ -19,7 +19,7 @@ func allocated(f func()) uint64 {
 	return after.TotalAlloc - before.TotalAlloc
 }
 
-// Issue 18 defect 5: the GPU blocks, the prefix index and the CPU tier were
+// The GPU blocks, the prefix index and the CPU tier were
 // allocated for the configured sizes up front (--kv-blocks-cpu 99999999999
 // took 22 GB before being killed, --kv-blocks-gpu 2147483647 ran out of
 // memory). Memory now follows the blocks used: a huge cache serving a few

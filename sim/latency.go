@@ -83,7 +83,7 @@ type Blackbox struct {
 	Alpha [3]float64
 	Beta  [3]float64
 	// TransferUsPerBlock is the PCIe time of one KV block moved to or from
-	// the CPU tier, added to the step (seed 004: non-blocking transfers add
+	// the CPU tier, added to the step (docs/simulator.md: non-blocking transfers add
 	// to step time). 0 without a CPU tier.
 	TransferUsPerBlock float64
 }
@@ -460,7 +460,7 @@ func (m *Physics) stepSeconds(f *[features.NumBeta]float64) float64 {
 }
 
 // Physics is the physics-normalized model: step time = β · the beta
-// features of Spec (features.SpecV1, the 16 of seed 003, when empty), in
+// features of Spec (features.SpecV1, the 16 of docs/physics-spec.md's spec 1.0, when empty), in
 // seconds. The alpha vector is not used for timing: the
 // simulator's own queue produces the QUEUED→SCHEDULED delay that alpha
 // predicts from a trace, and adding it would count queue wait twice. What

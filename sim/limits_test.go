@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestToUs: rounding to µs saturates instead of wrapping (issue 18,
-// defect 2: 1e19 µs converted to MinInt64 and was clamped to 1 µs).
+// TestToUs: rounding to µs saturates instead of wrapping (1e19 µs
+// converted to MinInt64 and was clamped to 1 µs).
 func TestToUs(t *testing.T) {
 	for _, tc := range []struct {
 		v    float64
@@ -63,7 +63,7 @@ func TestStepTimeClampsAreCounted(t *testing.T) {
 	}
 }
 
-// TestCheckLatencyRefusesOutOfRangeModels (issue 18, defects 2 and 3):
+// TestCheckLatencyRefusesOutOfRangeModels:
 // coefficients whose step times or overheads are beyond MaxDurationUs on
 // the configuration are an error at setup, not an overflow or an
 // invariant failure later. The noise wrapper is probed through and draws
@@ -100,7 +100,7 @@ func TestCheckLatencyRefusesOutOfRangeModels(t *testing.T) {
 	require.Equal(t, probe.Uint64(), rng.Uint64())
 }
 
-// TestTimeLimits (issue 18, defect 3): arrivals beyond MaxTimeUs are input
+// TestTimeLimits: arrivals beyond MaxTimeUs are input
 // errors, and a clock driven past it stops with a *LimitError, not an
 // invariant failure.
 func TestTimeLimits(t *testing.T) {

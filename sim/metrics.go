@@ -149,7 +149,7 @@ type KVOffload struct {
 	Thrashing      int64 `json:"thrashing"`
 }
 
-// Result is a run's metrics (seed 004, Metrics). All times are simulated.
+// Result is a run's metrics (docs/simulator.md). All times are simulated.
 //
 // Requests that timed out (Engine.Abort) count in Requests.TimedOut only:
 // TTFT, E2E, scheduling delay, RequestsPerS and PerRequest are of completed

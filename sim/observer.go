@@ -124,7 +124,7 @@ type KVEvent struct {
 
 // KVThrashWindowUs is the KV thrashing window: a block reloaded from the
 // CPU tier less than this long after it was stored there counts as
-// thrashing (KVOffload.Thrashing, KVEvent.Thrashing; seed 004's 1000
+// thrashing (KVOffload.Thrashing, KVEvent.Thrashing; docs/anomalies.md's 1000
 // ticks, docs/anomalies.md).
 const KVThrashWindowUs = thrashWindowUs
 

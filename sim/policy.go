@@ -37,8 +37,8 @@ const (
 	PriorityConstant    PriorityKind = iota // Base + the request's static priority
 	PrioritySLOBased                        // ... + ClassScore[class] + AgeWeight × age: older requests first
 	PriorityInvertedSLO                     // ... − ClassScore[class] − AgeWeight × age (pathological)
-	PriorityTenant                          // ... + TenantScore[tenant] (seed 002's tenant-priority)
-	PriorityDeadline                        // ... − deadline in seconds: earliest deadline first (seed 002's deadline-aware)
+	PriorityTenant                          // ... + TenantScore[tenant] (tenant-priority, docs/simulator.md)
+	PriorityDeadline                        // ... − deadline in seconds: earliest deadline first (deadline-aware, docs/simulator.md)
 )
 
 var priorityNames = []string{"constant", "slo-based", "inverted-slo", "tenant-priority", "deadline-aware"}
@@ -82,7 +82,7 @@ func ParsePriority(s string) (PriorityKind, error) {
 //
 // The zero values of the tables leave constant, slo-based and
 // inverted-slo exactly as they were before the tables existed; the
-// defaults of seed 002 (class scores realtime 100, interactive and none
+// defaults of docs/simulator.md's slo-based (class scores realtime 100, interactive and none
 // 50, batch 10) are a caller's to set.
 type PriorityPolicy struct {
 	Kind      PriorityKind

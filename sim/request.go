@@ -86,7 +86,7 @@ func (o Outcome) String() string {
 	return fmt.Sprintf("outcome(%d)", o)
 }
 
-// SLOClass is a request's service class (seed 002): realtime,
+// SLOClass is a request's service class (docs/workloads.md): realtime,
 // interactive or batch.
 type SLOClass uint8
 

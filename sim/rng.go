@@ -31,7 +31,7 @@ func InstanceStream(name string, index int) string {
 	return name + "/instance_" + strconv.Itoa(index)
 }
 
-// RNG derives independent random streams from one seed (seed 002, E.2):
+// RNG derives independent random streams from one seed (docs/simulator.md, determinism):
 // stream s is a PCG seeded with (seed, FNV-1a(s)).
 type RNG struct{ seed uint64 }
 

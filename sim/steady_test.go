@@ -49,7 +49,7 @@ func mallocs(f func()) uint64 {
 	return after.Mallocs - before.Mallocs
 }
 
-// Issue 18 (speed): the engine allocates nothing in steady state. Steady
+// The engine allocates nothing in steady state. Steady
 // state is an engine that has served a workload once: serving it again
 // (shifted in time and ids, so that the prefix cache, the request slots
 // and the pools are warm but no request is the same) must not allocate.

@@ -6,7 +6,7 @@ import (
 	"github.com/blis-sim/blis/features"
 )
 
-// step runs one engine iteration (seed 004): schedule a batch, execute it
+// step runs one engine iteration (docs/simulator.md): schedule a batch, execute it
 // through the latency model, process completions, schedule the next step.
 func (e *Engine) step() {
 	e.stepID++

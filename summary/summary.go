@@ -1,6 +1,6 @@
 // Package summary writes a cluster run as a short Markdown text for a
-// person or an LLM-driven policy search to read (seed 000 §11, seed 002
-// PR 18; blis run --summarize-trace): the outcome, the key issues (the
+// person or an LLM-driven policy search to read (docs/anomalies.md;
+// blis run --summarize-trace): the outcome, the key issues (the
 // anomaly counters with examples, rejections, drops, SLO classes short
 // of their targets), the worst routing decisions by TTFT regret, the
 // counterfactual findings, and what to change first. It is a pure

@@ -164,11 +164,10 @@ func ParseValues(text string) ([]string, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, errors.New("no value after =")
 	}
-	var n yaml.Node
-	if err := yaml.Unmarshal([]byte("["+text+"\n]"), &n); err != nil || len(n.Content) != 1 || n.Content[0].Kind != yaml.SequenceNode {
+	seq, err := schema.ParseYAML("[" + text + "\n]")
+	if err != nil || seq == nil || seq.Kind != yaml.SequenceNode {
 		return nil, fmt.Errorf("cannot read %q as values separated by commas (quote a value that holds a comma or a bracket)", clip.String(text))
 	}
-	seq := n.Content[0]
 	if len(seq.Content) == 0 {
 		return nil, errors.New("no value after =")
 	}

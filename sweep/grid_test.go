@@ -30,6 +30,9 @@ func TestParseSet(t *testing.T) {
 		{arg: "run.seed=1,,2", err: "cannot read"},
 		{arg: "run.seed=1,~", err: "value 2: an empty value"},
 		{arg: "run.seed=[1,2", err: "cannot read"},
+		// Text after the values was dropped ("1,2]" swept 1 and 2).
+		{arg: "deployment.pools[0].replicas=1,2]", err: "cannot read"},
+		{arg: "deployment.pools[0].replicas=1,2] x", err: "cannot read"},
 		{arg: "x=&a 1,*a", err: "alias"},
 	} {
 		t.Run(tc.arg, func(t *testing.T) {

@@ -1,4 +1,4 @@
-// Package admit holds the cluster's admission policies (seed 001): the
+// Package admit holds the cluster's admission policies (docs/cluster.md): the
 // first gate a request meets, deciding at its arrival whether it enters the
 // cluster. A rejected request is counted with its reason by the cluster; it
 // never reaches routing.
@@ -156,7 +156,7 @@ func (RejectAll) Admit(*sim.RequestSpec, int64) (bool, string) {
 	return false, ReasonRejectAll
 }
 
-// TokenBucket rate-limits by input tokens (seed 001; the design digest's
+// TokenBucket rate-limits by input tokens (docs/cluster.md; the design digest's
 // decision): each request costs its prompt-token count; the bucket starts
 // full, holds at most Capacity tokens and refills at RefillRate tokens per
 // simulated second. A request that costs more than the bucket holds is

@@ -4,8 +4,7 @@
 // oscillations (from the fleet's scale actions) and P/D backpressure
 // (decode pulls that waited for KV blocks). Each counter reports its count, the thresholds
 // it was counted with and its first few examples (times, instances,
-// request ids), for a person or a policy-search loop to read (seeds 000
-// §10 and 002 D.8).
+// request ids), for a person or a policy-search loop to read (docs/anomalies.md).
 //
 // Detector is one instance's part: a sim.Observer that sees the engine's
 // journey, preemption and KV events and keeps O(1) work per event (plus a

@@ -7,7 +7,7 @@ import (
 )
 
 // Level is a request's importance for priority inversions: its SLO
-// class ranked as seed 002's default class scores rank it (realtime 100
+// class ranked as the slo-based priority's class scores rank it (realtime 100
 // > interactive 50 = no class 50 > batch 10). It is the reference the
 // scheduler is judged against, whatever priority policy the run uses:
 // an inverted-slo policy is then seen to invert it.

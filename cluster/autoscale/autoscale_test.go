@@ -127,7 +127,7 @@ func TestSaturationObservesK2(t *testing.T) {
 	require.Contains(t, p.Evaluate(&s).Reason, "4e+04 per replica (history)")
 }
 
-// TestThreshold: seed 000's case, 2 replicas with the queue over its
+// TestThreshold: the design's case (docs/autoscaling.md), 2 replicas with the queue over its
 // threshold for 60 s: scale up once it has lasted 60 s, then cool down.
 func TestThreshold(t *testing.T) {
 	p := NewThreshold("queue-depth", ThresholdConfig{Metric: MetricQueueDepth, Up: 5, Down: 1, Step: 1, SustainUs: 60 * s, CooldownUs: 60 * s})

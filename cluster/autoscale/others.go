@@ -107,7 +107,7 @@ func (p *Saturation) Evaluate(s *Signals) Decision {
 }
 
 // ThresholdConfig is a threshold policy with hysteresis and a cooldown
-// (seeds 000/002's threshold templates): when the metric stays above Up
+// (docs/autoscaling.md's threshold templates): when the metric stays above Up
 // (below Down) for Sustain, add (remove) Step replicas, then wait
 // Cooldown before the next change. Up > Down is the hysteresis band.
 type ThresholdConfig struct {

@@ -51,7 +51,12 @@ func (p PrefixThreshold) Disaggregate(_, nonCached int64) bool {
 	return nonCached > p.Tokens
 }
 
-// New is the decider called name; threshold is prefix-threshold's.
+// New is the decider called name; threshold is prefix-threshold's. An
+// unknown name is an error that lists the deciders.
+//
+// New panics if threshold < 0. This is a precondition: the template's
+// threshold is range-checked, once, where a file, a flag or --set gives
+// it (its declaration in Templates), and the error names the key.
 func New(name string, threshold int64) (Decider, error) {
 	switch name {
 	case NeverName:
@@ -60,7 +65,7 @@ func New(name string, threshold int64) (Decider, error) {
 		return Always{}, nil
 	case PrefixThresholdName:
 		if threshold < 0 {
-			return nil, fmt.Errorf("prefix-threshold: threshold must be >= 0 tokens, got %d", threshold)
+			panic(fmt.Sprintf("disagg: prefix-threshold's threshold %d is not >= 0 tokens", threshold))
 		}
 		return PrefixThreshold{Tokens: threshold}, nil
 	}

@@ -27,6 +27,7 @@ func TestDeciders(t *testing.T) {
 	}
 	_, err := New("sometimes", 0)
 	require.ErrorContains(t, err, "not one of never, always, prefix-threshold")
-	_, err = New(PrefixThresholdName, -1)
-	require.Error(t, err)
+	// A negative threshold breaks New's precondition (the template's
+	// threshold is range-checked where it is read: policy's tests).
+	require.PanicsWithValue(t, "disagg: prefix-threshold's threshold -1 is not >= 0 tokens", func() { _, _ = New(PrefixThresholdName, -1) })
 }

@@ -24,14 +24,15 @@ type TierWeights [sim.NumTiers]float64
 // costs more than the tier before it; docs/kv-tiers.md), configurable.
 var DefaultTierWeights = TierWeights{1.0, 0.8, 0.6, 0.5}
 
-// Validate checks that each weight is in [0, 1].
-func (w TierWeights) Validate() error {
+// mustBeShares panics unless each weight is in [0, 1] (a precondition:
+// the routing templates' cpu_weight, disk_weight and store_weight are
+// range-checked where they are read).
+func (w TierWeights) mustBeShares() {
 	for t, x := range w {
 		if !(x >= 0 && x <= 1) {
-			return fmt.Errorf("%s tier weight must be within [0, 1], got %v", sim.Tier(t), x)
+			panic(fmt.Sprintf("route: %s tier weight %v is not within [0, 1]", sim.Tier(t), x))
 		}
 	}
-	return nil
 }
 
 // PreciseIndex is the router's exact picture of each instance's KV: the

@@ -48,10 +48,12 @@ func TestPreciseIndexScoresByTier(t *testing.T) {
 	x.Score(hs, 4, dst)
 	require.Zero(t, dst[0])
 
-	_, err := New(PrefixAffinityName, 2, Params{PrefixMode: "exact"})
-	require.ErrorContains(t, err, `prefix index mode "exact" is not a mode`)
-	_, err = New(WeightedName, 2, Params{PrefixMode: PrefixPrecise, TierWeights: &TierWeights{1, 2, 0, 0}})
-	require.ErrorContains(t, err, "cpu tier weight must be within [0, 1], got 2")
+	// Preconditions (prefix_mode and the tier weights are checked where
+	// they are read).
+	require.Contains(t, panicText(func() { _, _ = New(PrefixAffinityName, 2, Params{PrefixMode: "exact"}) }), `prefix index mode "exact" is not`)
+	require.Contains(t, panicText(func() {
+		_, _ = New(WeightedName, 2, Params{PrefixMode: PrefixPrecise, TierWeights: &TierWeights{1, 2, 0, 0}})
+	}), "cpu tier weight 2 is not within [0, 1]")
 	p, err := New(WeightedName, 2, Params{PrefixMode: PrefixPrecise})
 	require.NoError(t, err)
 	require.NotNil(t, p.(PreciseIndexer).PreciseIndex())

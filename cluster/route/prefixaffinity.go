@@ -2,8 +2,8 @@ package route
 
 import "fmt"
 
-// PrefixAffinityName is the prefix-affinity routing policy (seed 002:
-// "prefix-affinity, least-loaded on a miss"). The scorer of the same name
+// PrefixAffinityName is the prefix-affinity routing policy (docs/cluster.md:
+// prefix-affinity, least-loaded on a miss). The scorer of the same name
 // (PrefixAffinity) is one term of the weighted policy; this policy is the
 // rule on its own.
 const PrefixAffinityName = "prefix-affinity"
@@ -30,17 +30,23 @@ type PrefixAffinityPolicy struct {
 }
 
 // NewPrefixAffinity returns the policy for n instances, with a prefix index
-// of capacity blocks per instance (within [1, MaxPrefixIndexCapacity], or
-// AutoPrefixIndexCapacity) and
-// a hit threshold minMatchShare in [0, 1) (0: any cached block is a hit).
-func NewPrefixAffinity(n, capacity int, minMatchShare float64) (*PrefixAffinityPolicy, error) {
+// of capacity blocks per instance (AutoPrefixIndexCapacity, 0: each
+// instance's KV capacity) and a hit threshold minMatchShare (0: any cached
+// block is a hit).
+//
+// NewPrefixAffinity panics if capacity is outside
+// [0, MaxPrefixIndexCapacity] or minMatchShare outside [0, 1) (or NaN).
+// These are preconditions: the template's prefix_index_capacity and
+// min_match_share are range-checked, once, where they are read
+// (internal/schema), and the error names the key.
+func NewPrefixAffinity(n, capacity int, minMatchShare float64) *PrefixAffinityPolicy {
 	if capacity < 0 || capacity > MaxPrefixIndexCapacity {
-		return nil, fmt.Errorf("prefix index capacity must be within [1, %d] blocks, got %d", MaxPrefixIndexCapacity, capacity)
+		panic(fmt.Sprintf("route: prefix index capacity %d is not within [0, %d] blocks", capacity, MaxPrefixIndexCapacity))
 	}
 	if !(minMatchShare >= 0 && minMatchShare < 1) { // NaN too
-		return nil, fmt.Errorf("minimum prefix match share must be within [0, 1), got %v", minMatchShare)
+		panic(fmt.Sprintf("route: minimum prefix match share %v is not within [0, 1)", minMatchShare))
 	}
-	return &PrefixAffinityPolicy{scorer: PrefixAffinityScorer{Index: NewPrefixIndex(n, capacity)}, minShare: minMatchShare}, nil
+	return &PrefixAffinityPolicy{scorer: PrefixAffinityScorer{Index: NewPrefixIndex(n, capacity)}, minShare: minMatchShare}
 }
 
 func (p *PrefixAffinityPolicy) Name() string      { return PrefixAffinityName }

@@ -1,6 +1,7 @@
 package route
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -15,8 +16,7 @@ func TestPrefixAffinityPolicy(t *testing.T) {
 	A := []uint64{11, 12, 13, 14}
 	B := []uint64{11, 12, 21}
 	prepare := func(t *testing.T, minShare float64) *PrefixAffinityPolicy {
-		p, err := NewPrefixAffinity(4, 100, minShare)
-		require.NoError(t, err)
+		p := NewPrefixAffinity(4, 100, minShare)
 		p.Routed(&Request{Hashes: A, Blocks: 8}, 2)
 		p.Routed(&Request{Hashes: B, Blocks: 3}, 0)
 		p.Routed(&Request{Hashes: B, Blocks: 3}, 1)
@@ -87,7 +87,10 @@ func TestPrefixAffinityPolicyLearns(t *testing.T) {
 	require.Equal(t, 0, p.Route(req, v), "evicted: a miss again")
 }
 
-func TestNewPrefixAffinityRefusesBadParameters(t *testing.T) {
+// TestNewPrefixAffinityPanicsOnBrokenPreconditions: the constructor
+// guards its documented preconditions (the template's parameters are
+// range-checked where they are read, policy's TestRoutingParamsRefused).
+func TestNewPrefixAffinityPanicsOnBrokenPreconditions(t *testing.T) {
 	for _, tc := range []struct {
 		capacity int
 		share    float64
@@ -99,23 +102,34 @@ func TestNewPrefixAffinityRefusesBadParameters(t *testing.T) {
 		{10, 1, "share"},
 		{10, math.NaN(), "share"},
 	} {
-		_, err := NewPrefixAffinity(2, tc.capacity, tc.share)
-		require.ErrorContains(t, err, tc.want, "%+v", tc)
+		require.Contains(t, panicText(func() { NewPrefixAffinity(2, tc.capacity, tc.share) }), tc.want, "%+v", tc)
 	}
-	p, err := New(PrefixAffinityName, 2, Params{MinMatchShare: 1.5})
-	require.ErrorContains(t, err, "share")
-	require.Nil(t, p)
-	p, err = New(PrefixAffinityName, 2, Params{})
+	require.Contains(t, panicText(func() { _, _ = New(PrefixAffinityName, 2, Params{MinMatchShare: 1.5}) }), "share")
+	require.Contains(t, panicText(func() { _, _ = New(PrefixAffinityName, 2, Params{PrefixMode: "exact"}) }), "prefix index mode")
+	w := DefaultTierWeights
+	w[sim.TierCPU] = 1.5
+	require.Contains(t, panicText(func() { _, _ = New(PrefixAffinityName, 2, Params{PrefixMode: PrefixPrecise, TierWeights: &w}) }), "cpu tier weight 1.5")
+	p, err := New(PrefixAffinityName, 2, Params{})
 	require.NoError(t, err)
 	require.Equal(t, 0.0, p.(*PrefixAffinityPolicy).MinMatchShare())
+}
+
+// panicText is f's panic value as text, "" when f returns.
+func panicText(f func()) (s string) {
+	defer func() {
+		if r := recover(); r != nil {
+			s = fmt.Sprint(r)
+		}
+	}()
+	f()
+	return ""
 }
 
 // TestPrefixAffinityPolicyDecidesWithoutAllocating: in steady state (the
 // index holding the prompts, buffers sized), a decision and its Routed
 // allocate nothing.
 func TestPrefixAffinityPolicyDecidesWithoutAllocating(t *testing.T) {
-	p, err := NewPrefixAffinity(3, 100, 0)
-	require.NoError(t, err)
+	p := NewPrefixAffinity(3, 100, 0)
 	v := view([4]float64{1, 0, 0, 0}, [4]float64{0, 0, 0, 0}, [4]float64{2, 0, 0, 0})
 	reqs := []*Request{
 		{Spec: &sim.RequestSpec{}, Hashes: []uint64{1, 2, 3}, Blocks: 5},
@@ -135,7 +149,7 @@ func TestPrefixAffinityPolicyDecidesWithoutAllocating(t *testing.T) {
 }
 
 // An index sized from the instances (AutoPrefixIndexCapacity) holds, per
-// instance, the blocks the cluster reports; until then seed 001's 10,000.
+// instance, the blocks the cluster reports; until then a fixed 10,000 (docs/kv-tiers.md).
 func TestPrefixIndexSizedPerInstance(t *testing.T) {
 	p, err := New(PrefixAffinityName, 2, Params{})
 	require.NoError(t, err)

@@ -23,11 +23,11 @@ const AutoPrefixIndexCapacity = 0
 
 // MaxPrefixIndexCapacity bounds the index's size per instance: its sets
 // count blocks and number their nodes in int32 (a capacity of 2^31 wrapped
-// to a negative one and panicked on the first routed request; issue 18).
+// to a negative one and panicked on the first routed request).
 const MaxPrefixIndexCapacity = 1 << 30
 
 // PrefixIndex is the router's approximate picture of each instance's
-// prefix cache (seed 001): per instance, an LRU set of the block hashes of
+// prefix cache (docs/cluster.md): per instance, an LRU set of the block hashes of
 // the prompts routed there, at most Capacity blocks. It never asks the
 // instances; it only remembers where it sent what.
 //

@@ -1,4 +1,4 @@
-// Package route holds the cluster's routing policies (seed 001): given a
+// Package route holds the cluster's routing policies (docs/cluster.md): given a
 // request and a read-only View of the instances, pick one.
 //
 // A View is aligned slices, one entry per instance, index i being instance
@@ -57,7 +57,7 @@ func (v *View) first() int {
 func (v *View) Len() int { return len(v.InFlight) }
 
 // Load is instance i's effective load: queue depth + batch size + in-flight
-// requests (seed 001).
+// requests (docs/cluster.md).
 func (v *View) Load(i int) int64 { return v.QueueDepth[i] + v.BatchSize[i] + v.InFlight[i] }
 
 // Resize makes every slice n long, reusing their storage (and growing it
@@ -147,7 +147,7 @@ var Names = []string{RoundRobinName, LeastLoadedName, AlwaysBusiestName, Weighte
 
 // Params are the policies' parameters.
 type Params struct {
-	// Scorers and their weights for the weighted policy (ParseScorers).
+	// Scorers and their weights for the weighted policy.
 	Scorers []WeightedScorer
 	// PrefixIndexCapacity is the router-side prefix index's size per
 	// instance, in blocks, for the weighted policy's prefix-affinity scorer
@@ -169,9 +169,15 @@ type Params struct {
 
 // New returns the named policy for n instances. An unknown name is an
 // error that lists the valid ones.
+//
+// New panics if n < 1 or if p breaks a precondition of NewWeighted,
+// NewPrefixAffinity or the prefix mode (a mode other than "",
+// PrefixApproximate and PrefixPrecise; a tier weight outside [0, 1]):
+// the routing templates' parameters are range-checked, once, where a
+// file, a flag or --set gives them, so the error names the key.
 func New(name string, n int, p Params) (Policy, error) {
 	if n < 1 {
-		return nil, fmt.Errorf("routing needs at least one instance, got %d", n)
+		panic(fmt.Sprintf("route: routing needs at least one instance, got %d", n))
 	}
 	switch name {
 	case RoundRobinName:
@@ -183,28 +189,18 @@ func New(name string, n int, p Params) (Policy, error) {
 	case VLLMDPName:
 		return NewVLLMDP(n, p.RefreshUs), nil
 	case PrefixAffinityName:
-		pa, err := NewPrefixAffinity(n, p.PrefixIndexCapacity, p.MinMatchShare)
-		if err != nil {
-			return nil, err
-		}
-		if err := pa.scorer.setMode(n, p.PrefixMode, p.TierWeights); err != nil {
-			return nil, err
-		}
+		pa := NewPrefixAffinity(n, p.PrefixIndexCapacity, p.MinMatchShare)
+		pa.scorer.setMode(n, p.PrefixMode, p.TierWeights)
 		return pa, nil
 	case WeightedName:
 		ws := p.Scorers
 		if ws == nil {
 			ws = Scorers(DefaultScorerWeights)
 		}
-		w, err := NewWeighted(ws, n, p.PrefixIndexCapacity)
-		if err != nil {
-			return nil, err
-		}
+		w := NewWeighted(ws, n, p.PrefixIndexCapacity)
 		for _, s := range w.scorers {
 			if f, ok := s.(*PrefixAffinityScorer); ok {
-				if err := f.setMode(n, p.PrefixMode, p.TierWeights); err != nil {
-					return nil, err
-				}
+				f.setMode(n, p.PrefixMode, p.TierWeights)
 			}
 		}
 		return w, nil
@@ -282,7 +278,10 @@ type WeightedScorer struct {
 	Weight float64
 }
 
-// ParseScorers reads "name:weight,name:weight". Weights must be finite and
+// ParseScorers reads "name:weight,name:weight", the form of the cluster's
+// scripted scenarios (cluster/testdata/scenarios; a file's, a flag's and
+// --set's scorers are read and checked by the weighted template's
+// declaration instead). Weights must be finite and
 // >= 0 and not all 0; a name may appear once. Unknown names are an error
 // listing the valid ones.
 func ParseScorers(s string) ([]WeightedScorer, error) {

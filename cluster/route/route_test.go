@@ -1,6 +1,7 @@
 package route
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -167,8 +168,7 @@ func TestPrefixIndexMatchesAReferenceLRU(t *testing.T) {
 func TestWeightedCombinesNormalizedClampedScores(t *testing.T) {
 	ws, err := ParseScorers("kv-utilization:1,load-balance:3")
 	require.NoError(t, err)
-	p, err := NewWeighted(ws, 2, 0)
-	require.NoError(t, err)
+	p := NewWeighted(ws, 2, 0)
 	// kv 1−u: 0.2, 1.0; load balance 1/(1+load): 1, 1/3.
 	v := view([4]float64{0, 0, 0, 0.8}, [4]float64{1, 1, 0, 0})
 	s := make([]float64, 2)
@@ -177,7 +177,7 @@ func TestWeightedCombinesNormalizedClampedScores(t *testing.T) {
 	require.Equal(t, 0, p.Route(&Request{Spec: &sim.RequestSpec{}}, v))
 	// Scaling the weights changes nothing.
 	ws10, _ := ParseScorers("kv-utilization:10,load-balance:30")
-	p10, _ := NewWeighted(ws10, 2, 0)
+	p10 := NewWeighted(ws10, 2, 0)
 	s10 := make([]float64, 2)
 	p10.Score(&Request{Spec: &sim.RequestSpec{}}, v, s10)
 	require.InDeltaSlice(t, s, s10, 1e-12)
@@ -204,10 +204,25 @@ func TestParseScorersAndNewReportBadInput(t *testing.T) {
 	}
 	_, err := New("random", 2, Params{})
 	require.ErrorContains(t, err, "use one of round-robin, least-loaded, always-busiest, weighted")
-	_, err = New(RoundRobinName, 0, Params{})
-	require.ErrorContains(t, err, "at least one instance")
-	_, err = NewWeighted([]WeightedScorer{{QueueDepth, 1}}, 2, -1)
-	require.ErrorContains(t, err, "capacity")
+	// Preconditions (the template's parameters are range-checked where
+	// they are read) panic.
+	require.Contains(t, panicText(func() { _, _ = New(RoundRobinName, 0, Params{}) }), "at least one instance")
+	for _, tc := range []struct {
+		ws   []WeightedScorer
+		cap  int
+		want string
+	}{
+		{[]WeightedScorer{{QueueDepth, 1}}, -1, "capacity -1"},
+		{[]WeightedScorer{{QueueDepth, 1}}, MaxPrefixIndexCapacity + 1, "capacity"},
+		{nil, 0, "at least one scorer"},
+		{[]WeightedScorer{{QueueDepth, -1}, {KVUtilization, 2}}, 0, "not >= 0"},
+		{[]WeightedScorer{{QueueDepth, math.NaN()}}, 0, "not >= 0"},
+		{[]WeightedScorer{{QueueDepth, 0}}, 0, "sum to 0"},
+		{[]WeightedScorer{{QueueDepth, math.MaxFloat64}, {KVUtilization, math.MaxFloat64}}, 0, "sum to +Inf"},
+		{[]WeightedScorer{{"magic", 1}}, 0, "not one of"},
+	} {
+		require.Contains(t, panicText(func() { NewWeighted(tc.ws, 2, tc.cap) }), tc.want, "%+v", tc)
+	}
 	ws, err := ParseScorers(DefaultScorers)
 	require.NoError(t, err)
 	require.Equal(t, DefaultScorers, FormatScorers(ws))

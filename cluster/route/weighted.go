@@ -1,6 +1,9 @@
 package route
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Scorer names.
 const (
@@ -33,7 +36,7 @@ type Scorer interface {
 	Routed(req *Request, instance int)
 }
 
-// Weighted composes scorers (seed 001, llm-d's endpoint picker): each
+// Weighted composes scorers (docs/cluster.md; llm-d's endpoint picker): each
 // scorer gives every instance a score in [0, 1] (clamped), the scores are
 // combined with weights normalized to sum to 1, and the highest total wins,
 // the lowest index on a tie.
@@ -79,22 +82,29 @@ func (p *Weighted) PrefixIndex() *PrefixIndex {
 // NewWeighted builds the policy for n instances; prefixCapacity sizes the
 // prefix-affinity scorer's index (AutoPrefixIndexCapacity, 0: from each
 // instance's KV capacity, as the cluster reports it).
-func NewWeighted(ws []WeightedScorer, n, prefixCapacity int) (*Weighted, error) {
+//
+// NewWeighted panics if ws is empty, names a scorer not in ScorerNames,
+// has a negative or NaN weight or weights that sum to 0 or to infinity,
+// or if prefixCapacity is outside [0, MaxPrefixIndexCapacity]. These are
+// preconditions: the weighted template's scorers and
+// prefix_index_capacity are range-checked, once, where a file, a flag or
+// --set gives them (internal/schema), and the error names the key.
+func NewWeighted(ws []WeightedScorer, n, prefixCapacity int) *Weighted {
 	if len(ws) == 0 {
-		return nil, fmt.Errorf("the weighted policy needs at least one scorer")
+		panic("route: the weighted policy needs at least one scorer")
 	}
 	if prefixCapacity < 0 || prefixCapacity > MaxPrefixIndexCapacity {
-		return nil, fmt.Errorf("prefix index capacity must be within [1, %d] blocks, got %d", MaxPrefixIndexCapacity, prefixCapacity)
+		panic(fmt.Sprintf("route: prefix index capacity %d is not within [0, %d] blocks", prefixCapacity, MaxPrefixIndexCapacity))
 	}
 	var sum float64
 	for _, w := range ws {
 		if !(w.Weight >= 0) {
-			return nil, fmt.Errorf("scorer %s: weight %v must be >= 0", w.Name, w.Weight)
+			panic(fmt.Sprintf("route: scorer %s's weight %v is not >= 0", w.Name, w.Weight))
 		}
 		sum += w.Weight
 	}
-	if !(sum > 0) {
-		return nil, fmt.Errorf("scorer weights are all 0; at least one must be > 0")
+	if !(sum > 0) || math.IsInf(sum, 1) {
+		panic(fmt.Sprintf("route: scorer weights sum to %v, not to a finite number > 0", sum))
 	}
 	p := &Weighted{}
 	for _, w := range ws {
@@ -109,13 +119,13 @@ func NewWeighted(ws []WeightedScorer, n, prefixCapacity int) (*Weighted, error) 
 		case LoadBalance:
 			s = LoadBalanceScorer{}
 		default:
-			return nil, fmt.Errorf("scorer %q is not a scorer; use one of %v", w.Name, ScorerNames)
+			panic(fmt.Sprintf("route: scorer %q is not one of %v", w.Name, ScorerNames))
 		}
 		p.scorers = append(p.scorers, s)
 		p.weights = append(p.weights, w.Weight/sum)
 		p.raw = append(p.raw, nil)
 	}
-	return p, nil
+	return p
 }
 
 func (p *Weighted) Name() string { return WeightedName }
@@ -277,21 +287,21 @@ func (s *PrefixAffinityScorer) forget(i int) {
 }
 
 // setMode turns the scorer's precise mode on (PrefixPrecise) or leaves it
-// approximate ("" or PrefixApproximate).
-func (s *PrefixAffinityScorer) setMode(n int, mode string, w *TierWeights) error {
+// approximate ("" or PrefixApproximate). It panics on another mode or a
+// tier weight outside [0, 1] (preconditions: the templates' prefix_mode
+// and tier weights are checked where they are read).
+func (s *PrefixAffinityScorer) setMode(n int, mode string, w *TierWeights) {
 	switch mode {
 	case "", PrefixApproximate:
-		return nil
+		return
 	case PrefixPrecise:
 		tw := DefaultTierWeights
 		if w != nil {
 			tw = *w
 		}
-		if err := tw.Validate(); err != nil {
-			return err
-		}
+		tw.mustBeShares()
 		s.Precise = NewPreciseIndex(n, tw)
-		return nil
+		return
 	}
-	return fmt.Errorf("prefix index mode %q is not a mode; use %s or %s", mode, PrefixApproximate, PrefixPrecise)
+	panic(fmt.Sprintf("route: prefix index mode %q is not %s or %s", mode, PrefixApproximate, PrefixPrecise))
 }

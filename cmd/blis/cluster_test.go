@@ -122,9 +122,9 @@ func TestClusterBadInput(t *testing.T) {
 	}{
 		{[]string{"--routing-policy", "random"}, "--routing-policy: routing policy \"random\" is not a template; use one of round-robin, least-loaded, weighted, prefix-affinity, vllm-dp, always-busiest"},
 		{[]string{"--admission-policy", "maybe"}, "use one of always-admit, token-bucket, rate-limit, tenant-quota, reject-all"},
-		{[]string{"--routing-policy", "weighted", "--routing-scorers", "prefix-affinity:-1"}, "--routing-scorers: scorer prefix-affinity: weight \"-1\" must be a finite number >= 0"},
-		{[]string{"--routing-policy", "weighted", "--routing-scorers", "prefix-affinity:0,queue-depth:0"}, "--routing-scorers: scorer weights \"prefix-affinity:0,queue-depth:0\" are all 0"},
-		{[]string{"--routing-policy", "weighted", "--routing-scorers", "cache:1"}, "use one of prefix-affinity, queue-depth, kv-utilization, load-balance"},
+		{[]string{"--routing-policy", "weighted", "--routing-scorers", "prefix-affinity:-1"}, "--routing-scorers: prefix-affinity: must be >= 0 weight, got -1"},
+		{[]string{"--routing-policy", "weighted", "--routing-scorers", "prefix-affinity:0,queue-depth:0"}, "--routing-scorers: the weights are all 0; at least one must be > 0"},
+		{[]string{"--routing-policy", "weighted", "--routing-scorers", "cache:1"}, "--routing-scorers: cache: \"cache\" is not one of prefix-affinity, queue-depth, kv-utilization, load-balance"},
 		{[]string{"--num-instances", "0"}, "--num-instances: must be in [1, 4096], got 0"},
 		{[]string{"--snapshot-refresh-interval", "-1"}, "--snapshot-refresh-interval: must be within [0, 1099511627776] µs"},
 		{[]string{"--admission-policy", "token-bucket", "--token-bucket-capacity", "0"}, "--token-bucket-capacity: must be > 0"},

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// blis must not link gRPC, Arrow Flight or genproto (issue 18: they were
+// blis must not link gRPC, Arrow Flight or genproto (they were
 // 70 of the 514 packages a first `go run ./cmd/blis` compiled, pulled in by
 // pqarrow and the OTLP collector service's package, and doubled the
 // binary). blis reads Parquet with parquet/file (internal/pqread); test

@@ -22,7 +22,7 @@ import (
 )
 
 // FuzzRunCommand runs `blis run` end to end, in process, on flags and a
-// file the fuzzer chooses (issue 18). The input is three parts:
+// file the fuzzer chooses. The input is three parts:
 //
 //   - prog: pairs of bytes (flag, value). The first picks a flag of
 //     fuzzFlags; the second one of that flag's values, or, one past the
@@ -73,7 +73,7 @@ func FuzzRunCommand(f *testing.F) {
 				t.Fatalf("blis %s: an input made the simulator fail an invariant (a simulator bug): %v", strings.Join(args, " "), err)
 			}
 			// A non-finite number reached the JSON encoder: every ±Inf/NaN
-			// is refused where it is parsed or written as null (issue 32,
+			// is refused where it is parsed or written as null (docs/hardening.md,
 			// class 1).
 			if strings.Contains(err.Error(), "json: unsupported value") {
 				t.Fatalf("blis %s: a non-finite number reached the JSON output: %v", strings.Join(args, " "), err)
@@ -457,7 +457,7 @@ func fuzzRunSeeds(f testing.TB) []fuzzRunSeed {
 	add(depBB, "deployment=@file.yaml", "requests=30", "max-num-seqs=4", "debug-invariants=true")
 	add(nil, "requests=20", "latency=blackbox", "beta-coeffs=1e-9,0,0", "alpha-coeffs=0,0,0", "output-delay-us=0", "async-scheduling=false")
 	add(nil, "requests=20", "priority-base=Inf", "rate=NaN", "tp=0", "horizon=-1")
-	// Found by this target (issue 18; TestFuzzFoundInputsAreRefused).
+	// Found by this target (TestFuzzFoundInputsAreRefused).
 	add(nil, "num-instances=2", "admission-latency=9223372036854775807")
 	add(nil, "num-instances=2", "routing-policy=weighted", "prefix-index-capacity=2147483648")
 	add(nil, "horizon=1e300")

@@ -1,6 +1,6 @@
 package main
 
-// Issue 32 (hardening, round 3): one test per defect example, and per
+// docs/hardening.md (its classes): one test per defect example, and per
 // class a check beyond it.
 
 import (

@@ -46,7 +46,7 @@ func counts(t *testing.T, out string) (all map[string]int64, instances []map[str
 	return ints(r.Metrics.Requests), instances
 }
 
-// Issue 18 defect 0: --requests 9999999999999 panicked in the workload
+// --requests 9999999999999 panicked in the workload
 // generator (makeslice: len out of range). The synthetic workload is
 // streamed, on one instance as in a cluster: the run holds one request of
 // it at a time, and the ones that had not arrived by the horizon are
@@ -69,7 +69,7 @@ func TestHugeRequestCountIsStreamed(t *testing.T) {
 	require.ErrorContains(t, err, "an arrival time is beyond the clock's range")
 }
 
-// Issue 18 defect 4: a replayed row with prompt_tokens and output_tokens
+// A replayed row with prompt_tokens and output_tokens
 // of 2^62 overflowed prompt + output − 1 and panicked in the engine. The
 // reader refuses it, naming the file, line and column.
 func TestReplayOfHugeLengthsIsRefused(t *testing.T) {
@@ -79,7 +79,7 @@ func TestReplayOfHugeLengthsIsRefused(t *testing.T) {
 	require.EqualError(t, err, "--replay: "+path+":3: prompt_tokens: 4611686018427387904 is more than the simulator takes (1125899906842624)")
 }
 
-// Issue 18 defect 5: --kv-blocks-gpu 2147483647 ran out of memory and
+// --kv-blocks-gpu 2147483647 ran out of memory and
 // --kv-blocks-cpu 99999999999 took 22 GB before the run started. Memory
 // now follows the blocks used. The sizes here would take 2.5 GB if the
 // allocation were eager again: enough to fail, not enough to take the
@@ -101,7 +101,7 @@ func TestHugeKVCachesRun(t *testing.T) {
 	require.EqualError(t, err, "--kv-blocks-gpu: 2147483648 is more than this simulator addresses (2147483647)")
 }
 
-// Issue 18 defect 6b: the model's context was ignored (GPT-2 served
+// The model's context was ignored (GPT-2 served
 // 5,000-token prompts). A request whose prompt + output exceed
 // max_model_len is rejected as vLLM rejects it, counted in
 // rejected_too_long and reported on stderr, the first named by its file
@@ -161,7 +161,7 @@ func TestRequestsLongerThanTheModelAreRejected(t *testing.T) {
 	require.EqualError(t, err, "--replay: "+path+":3: prompt_tokens 5000 + output_tokens 5 exceed max_model_len 1024, which vLLM refuses")
 }
 
-// Issue 18 defect 0: a requests table whose footer row count reads -1 (one
+// A requests table whose footer row count reads -1 (one
 // footer byte changed) panicked blis run --replay (makeslice: cap out of
 // range). It fails naming the file.
 func TestReplayOfDamagedParquetFooter(t *testing.T) {
@@ -194,7 +194,7 @@ func TestReplayOfDamagedParquetFooter(t *testing.T) {
 	require.ErrorContains(t, err, "--replay: "+path+": corrupt Parquet file")
 }
 
-// Issue 18 defect 6: --prompt-tokens const:40 with the default 512-token
+// --prompt-tokens const:40 with the default 512-token
 // prefixes gave half the requests 513-token prompts while the output said
 // const:40 (the log-normal form with a max below the prefix was refused).
 // The prompt length includes the prefix for every form: a distribution
@@ -220,7 +220,7 @@ func TestPromptsAndPrefixesFollowOneRule(t *testing.T) {
 	require.Regexp(t, `blis: workload: \d+ of the \d+ prompts that start with a shared 512-token prefix were drawn no longer than it and lengthened to 513 tokens`, diag)
 }
 
-// Found by FuzzRunCommand (issue 18): inputs that broke the simulator
+// Found by FuzzRunCommand: inputs that broke the simulator
 // instead of being refused. --admission-latency and --routing-latency
 // near 2^63 overflowed the cluster clock into an invariant failure (CL-4,
 // "a simulator bug"); --prefix-index-capacity 2^31 wrapped to a negative

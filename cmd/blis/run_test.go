@@ -234,7 +234,7 @@ func TestRunBadFlagsNameTheFlag(t *testing.T) {
 		{[]string{"--output-tokens", "banana"}, "--output-tokens"},
 		{[]string{"--alpha-coeffs", "1,2", "--latency", "blackbox"}, "--alpha-coeffs"},
 		{[]string{"--beta-coeffs", "1,x,3", "--latency", "blackbox"}, "--beta-coeffs"},
-		// Issue 18, defects 2 and 3: out-of-range coefficients are refused
+		// Out-of-range coefficients are refused
 		// up front, not turned into 1 µs steps or an invariant failure.
 		{[]string{"--beta-coeffs", "1e19,0,0", "--latency", "blackbox"}, "a one-token decode step takes more than 1099511627776 µs"},
 		{[]string{"--alpha-coeffs", "1e19,0,0", "--latency", "blackbox"}, "arrival overhead"},
@@ -326,7 +326,7 @@ func TestRNGStreamsAreIndependent(t *testing.T) {
 
 // TestOutputNeverOverwritesInput: an output path that is an input or
 // another output is refused before the run, naming both flags, and the
-// files are left as they were (internal/atomicfile.Check; issue 18).
+// files are left as they were (internal/atomicfile.Check).
 func TestOutputNeverOverwritesInput(t *testing.T) {
 	dir := t.TempDir()
 	csv := filepath.Join(dir, "x.csv")
@@ -369,7 +369,7 @@ func TestOutputNeverOverwritesInput(t *testing.T) {
 // simulated trace derive from the run's whole configuration, so two runs
 // that differ only in --rate (or any other setting) share none, and
 // ingesting both traces together keeps every span of both; the same run
-// gives the same trace, byte for byte (issue 18).
+// gives the same trace, byte for byte.
 func TestTraceIDsDifferAcrossRuns(t *testing.T) {
 	idRE := regexp.MustCompile(`"(traceId|spanId)":"([0-9a-f]+)"|"gen_ai.request.id","value":\{"stringValue":"([^"]+)"`)
 	ids := func(path string) map[string]bool {

@@ -14,7 +14,7 @@ import (
 
 // setFooterRows rewrites the footer's num_rows of a Parquet file (a field
 // header 0x16 and a zigzag varint) in place, keeping its length: the
-// damage issue 18 reported, one footer byte changed so that the count
+// damage a hardening review reported, one footer byte changed so that the count
 // reads -1 or huge.
 func setFooterRows(t *testing.T, path string, neg bool) {
 	t.Helper()
@@ -46,7 +46,7 @@ func setFooterRows(t *testing.T, path string, neg bool) {
 	require.NoError(t, os.WriteFile(path, data, 0o644))
 }
 
-// Issue 18 defect 0: a footer row count damaged to -1 or a huge number
+// A footer row count damaged to -1 or a huge number
 // panicked (makeslice: cap out of range) in calibrate fit and calibrate
 // predict --tables. Both fail naming the file.
 func TestDamagedTablesAreRefused(t *testing.T) {

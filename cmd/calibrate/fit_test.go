@@ -118,8 +118,8 @@ func TestFitWritesALoadableFileAndReport(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, js, `"beta"`)
 	require.Contains(t, js, `"mape"`)
-	// predict scores every step with a measured cycle by default (issue 17,
-	// defect 2); the fit's cleaning is asked for by flag.
+	// predict scores every step with a measured cycle by default (docs/fit.md,
+	// cleaning: outliers); the fit's cleaning is asked for by flag.
 	type eval struct {
 		Beta struct {
 			N int64 `json:"samples"`
@@ -195,7 +195,7 @@ func TestFitAndPredictBadInput(t *testing.T) {
 		{[]string{"predict", "--coefficients", filepath.Join(dir, "none.yaml"), "--batches", badCSV}, "--coefficients"},
 		{[]string{"predict", "--coefficients", good, "--batches", badCSV}, `column 2: unknown column "bogus"`},
 		{[]string{"predict", "--coefficients", good, "--batches", nanCSV}, "line 2, column 1 (prefill_tokens)"},
-		// Issue 18 item 10: rows no step can have are refused by line.
+		// Rows no step can have are refused by line.
 		{[]string{"predict", "--coefficients", good, "--batches", csvFile("prefill_tokens,num_prefill_reqs,scheduled_tokens\n100,1,100\n100,1,50\n")},
 			"line 3: scheduled_tokens 50 is not prefill_tokens 100 + decode_tokens 0"},
 		{[]string{"predict", "--coefficients", good, "--batches", csvFile("decode_tokens,kv_usage_ratio,prompt_tokens\n4,5,10\n")}, "line 2: kv_usage_ratio 5 is more than 1"},
@@ -207,7 +207,7 @@ func TestFitAndPredictBadInput(t *testing.T) {
 			require.Contains(t, err.Error(), tc.want)
 		})
 	}
-	// Issue 18 item 10: a vLLM setting the physics library refuses is
+	// A vLLM setting the physics library refuses is
 	// named by its flag, not by the library's field.
 	tables := simTables(t, 1)
 	for _, args := range [][]string{
@@ -280,7 +280,7 @@ func TestManifestPathsFromItsFolder(t *testing.T) {
 
 // TestPredictBatchesUsesTheFilesSpec: a spec 2.0 file predicts with the 9
 // spec 2.0 features (it used spec 1.0's 16, a silent wrong result), and a
-// negative prediction is warned about (issue 18 item 10).
+// negative prediction is warned about.
 func TestPredictBatchesUsesTheFilesSpec(t *testing.T) {
 	shipped := filepath.Join("..", "..", "coefficients", "shipped", "llama-3.1-8b_h100-sxm_tp1.yaml")
 	f, err := coefficients.Load(shipped)

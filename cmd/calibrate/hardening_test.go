@@ -1,6 +1,6 @@
 package main
 
-// Issue 32 (hardening, round 3).
+// docs/hardening.md, its classes.
 
 import (
 	"os"

@@ -110,7 +110,7 @@ func TestPhysicsErrorsNameTheInput(t *testing.T) {
 }
 
 // TestOffloadRuleIsBlisRuns: calibrate turns KV offloading on exactly
-// when --kv-blocks-cpu > 0, as blis run does (issue 18, item 10).
+// when --kv-blocks-cpu > 0, as blis run does (docs/fit.md).
 func TestOffloadRuleIsBlisRuns(t *testing.T) {
 	for _, tc := range []struct {
 		args []string

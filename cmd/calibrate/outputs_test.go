@@ -129,7 +129,7 @@ func must[T any](v T, err error) T {
 
 // TestPredictNoSamples: predict --tables on tables without a row reports
 // no samples (null scores, a note, a warning), never a MAPE of 0, a
-// perfect score (issue 18).
+// perfect score.
 func TestPredictNoSamples(t *testing.T) {
 	dir := t.TempDir()
 	empty := filepath.Join(dir, "empty.jsonl")
@@ -156,7 +156,7 @@ func TestPredictNoSamples(t *testing.T) {
 
 // TestIngestRecordLimit: a line longer than --max-record-mib is counted as
 // record_too_large with its file and line and the rest is read; --strict
-// fails on it (issue 18: a 1.29 GB line was read whole although the docs
+// fails on it (a 1.29 GB line was read whole although the docs
 // promised a 1 GiB limit).
 func TestIngestRecordLimit(t *testing.T) {
 	dir := t.TempDir()

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Issue 32, class 5: a process stopped by SIGINT or SIGTERM leaves no
+// docs/hardening.md, class 5: a process stopped by SIGINT or SIGTERM leaves no
 // hidden temporary (".NAME.tmp-N", GBs for a trace) and commits nothing
 // after. The helper below runs in a child process (this test binary).
 func TestSignalRemovesTemporaries(t *testing.T) {
@@ -66,7 +66,7 @@ func TestNothingCommittedAfterRemoveTemporaries(t *testing.T) {
 	require.Empty(t, left)
 }
 
-// Issue 32, class 5: every output path is checked before the work: its
+// docs/hardening.md, class 5: every output path is checked before the work: its
 // folder must exist (or, for a folder the command makes, a writable
 // ancestor) and take a file; a failing output was found only when the
 // run wrote it, after minutes of work.

@@ -1,6 +1,6 @@
 // Package columns holds the check every table reader makes of its header:
 // no column may appear twice, since a reader that takes the first or the
-// last copy would silently drop the other (issue 32, class 7).
+// last copy would silently drop the other (docs/hardening.md, class 7).
 package columns
 
 import "fmt"

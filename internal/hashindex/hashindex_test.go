@@ -53,7 +53,7 @@ func TestIndexMatchesAMap(t *testing.T) {
 	}
 }
 
-// Issue 18 defect 5: the table was sized for its whole capacity up front,
+// The table was sized for its whole capacity up front,
 // so a KV cache of 2^31 blocks took 32 GiB before holding a key. It now
 // starts at EagerKeys keys and doubles when half full.
 func TestIndexGrowsWithItsKeys(t *testing.T) {

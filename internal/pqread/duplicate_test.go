@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Issue 32, class 7: a Parquet table with a column name twice is refused
+// docs/hardening.md, class 7: a Parquet table with a column name twice is refused
 // when opened, naming the column, whichever columns the reader takes.
 func TestDuplicateColumnRefused(t *testing.T) {
 	schema := arrow.NewSchema([]arrow.Field{

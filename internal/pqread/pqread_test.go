@@ -210,7 +210,7 @@ func setFooterRows(tb testing.TB, data []byte, rows, v int64) []byte {
 	return out
 }
 
-// Issue 18 defect 0: a footer row count of -1 panicked with "makeslice: cap
+// A footer row count of -1 panicked with "makeslice: cap
 // out of range"; a count that disagrees with the row groups would size
 // (and read) columns wrongly.
 func TestDamagedFooterRowCount(t *testing.T) {
@@ -324,7 +324,7 @@ func TestBudget(t *testing.T) {
 	require.PanicsWithValue(t, errBudget, func() { b.Allocate(-1) })
 }
 
-// Issue 18 defect 0: columns were sized from the row count before any
+// Columns were sized from the row count before any
 // value was read, so a count that passes the footer checks but that no
 // page holds (damaged or crafted consistently: footer, row groups, column
 // chunks and page headers) allocated what it claimed: 2^50 rows panicked
@@ -382,7 +382,7 @@ func damage(data, edits []byte) []byte {
 // its footer (row counts, column chunk offsets and sizes, page header
 // positions): every read must end in an error naming the file or in a
 // consistent table, never in a panic, a hang or an allocation the file
-// cannot back (issue 18 defect 0).
+// cannot back.
 func FuzzDamagedFile(f *testing.F) {
 	dir := f.TempDir()
 	var files [][]byte
@@ -397,7 +397,7 @@ func FuzzDamagedFile(f *testing.F) {
 		require.NoError(f, err)
 		files = append(files, b)
 		// The footer's row count read as -1 and as a large number (the
-		// damage issue 18 reported), and random bytes of the footer.
+		// damage a hardening review reported), and random bytes of the footer.
 		n := len(b)
 		flen := int(binary.LittleEndian.Uint32(b[n-8 : n-4]))
 		footer := b[n-8-flen : n-8]

@@ -27,6 +27,7 @@ package schema
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -307,17 +308,39 @@ func (k *Key) Decode(n *yaml.Node, key string) (Value, error) {
 	return v, k.checkMap(v, key)
 }
 
+// ParseYAML reads text, a value a flag or --set gives, as one YAML value:
+// nil for an empty text (no value), an error for text that is not YAML or
+// holds more than one value. yaml.Unmarshal alone reads the first flow
+// collection and drops what follows it ("{a: 1}}", "[1]]", "{a: 1} x"),
+// so a mistyped value would run as part of itself.
+func ParseYAML(text string) (*yaml.Node, error) {
+	dec := yaml.NewDecoder(strings.NewReader(text))
+	var doc, extra yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, errors.New("more than one value")
+	}
+	if len(doc.Content) != 1 {
+		return nil, nil
+	}
+	return doc.Content[0], nil
+}
+
 // Parse reads text as k's value, as a flag or --set gives it (YAML: a
 // number, true or false, a string, or a flow mapping or list).
 func (k *Key) Parse(text, key string) (Value, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal([]byte(text), &doc); err != nil || len(doc.Content) != 1 {
+	n, err := ParseYAML(text)
+	if err != nil || n == nil {
 		if k.Type == String && err == nil {
 			return k.Decode(&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: text}, key)
 		}
 		return Value{}, Errorf(key, "cannot read %s", strconv.Quote(Clip(text)))
 	}
-	n := doc.Content[0]
 	if k.Type == String && n.Kind == yaml.ScalarNode {
 		// A string is the text as given, whatever YAML makes of it.
 		n = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: text}
@@ -327,7 +350,15 @@ func (k *Key) Parse(text, key string) (Value, error) {
 
 // number reads a scalar as a number of k's type and checks its range; a
 // whole number is also returned exactly (a float64 holds only 53 bits).
+// An entry of a map or list without a value ("{queue-depth: }", "[1, ~]")
+// is refused, not read as 0.
 func (k *Key) number(n *yaml.Node) (float64, int64, error) {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return 0, 0, errors.New("no value")
+	}
 	if n.Kind != yaml.ScalarNode {
 		return 0, 0, fmt.Errorf("want a number, got %s", describe(n))
 	}

@@ -26,7 +26,7 @@ func TestParse(t *testing.T) {
 		{"a:x", "finite number"},
 		{"a:0,b:0", `items "a:0,b:0" are all 0`},
 		{"a:1,a:2", "item a is listed twice"},
-		{"a:1e308,b:1e308", `items "a:1e308,b:1e308" sum to more than`}, // issue 32: normalized to 0 before
+		{"a:1e308,b:1e308", `items "a:1e308,b:1e308" sum to more than`}, // normalized to 0 before
 		{"", `item "": want name:weight`},
 	} {
 		_, err := Parse(tc.in, "item", "items", known)

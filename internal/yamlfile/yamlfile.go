@@ -61,6 +61,10 @@ func DecodeChecked(data []byte, source string, out any, mappings map[string]Mapp
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
 		return nil, fmt.Errorf("%s:%d: a second YAML document; the file holds one", source, extra.Line)
+	} else if !errors.Is(err, io.EOF) {
+		// Text after the document ("{version: 1}}"): yaml.v3 reads the
+		// first flow collection and would drop the rest.
+		return nil, oneLine(fmt.Errorf("%s: text after the document (%s)", source, strings.TrimPrefix(err.Error(), "yaml: ")))
 	}
 	d.index(doc.Content[0], "")
 	if check != nil {

@@ -8,7 +8,7 @@ import (
 
 // TestRunIDSaltsEveryID: with Options.RunID every request, trace and span
 // id is salted: unique within a run, shared by no other run, and RunID 0
-// leaves the ids as they were (issue 18).
+// leaves the ids as they were.
 func TestRunIDSaltsEveryID(t *testing.T) {
 	const n = 2000
 	idsOf := func(run uint64, instance string) map[string]int {

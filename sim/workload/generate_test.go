@@ -47,7 +47,7 @@ func TestSpecValidate(t *testing.T) {
 		{"prefix reaches prompt max", func(s *Spec) {
 			s.PrefixGroups, s.PrefixTokens, s.Prompt.Max = 2, 1024, 1024
 		}, "prefix-tokens 1024 must be < the longest prompt of lognormal:mean=512,cv=0.5,max=1024 (1024): a prompt's length includes its group's prefix"},
-		// Issue 18 defect 6: every kind follows the rule the lognormal's
+		// Every kind follows the rule the lognormal's
 		// max did (const:40 made half the prompts 513 tokens).
 		{"const at most the prefix", func(s *Spec) {
 			s.PrefixGroups, s.PrefixTokens, s.Prompt = 8, 512, Dist{Kind: KindConst, Mean: 40}
@@ -297,7 +297,7 @@ func TestGenerateIDsAndOverflow(t *testing.T) {
 	}
 }
 
-// Issue 18 defect 0: blis run --requests 9999999999999 panicked in
+// blis run --requests 9999999999999 panicked in
 // Generate ("makeslice: len out of range"), which sized its slice from the
 // count. It now grows with the requests made, and Stream, which blis run
 // uses, holds one request at a time.

@@ -1,6 +1,6 @@
 package workload
 
-// Issue 32, class 3: every key takes effect or is refused by name.
+// docs/hardening.md, class 3: every key takes effect or is refused by name.
 
 import (
 	"fmt"

@@ -10,7 +10,7 @@ import (
 	"github.com/blis-sim/blis/sim"
 )
 
-// Issue 18 defect 4: a replayed length near 2^63 overflowed prompt +
+// A replayed length near 2^63 overflowed prompt +
 // output − 1 in the engine and panicked. Every reader refuses a length
 // above sim.MaxTokens naming its file and line (CSV, imported traces) or
 // row (Parquet, skipped and counted unless strict), before any arithmetic.
@@ -64,7 +64,7 @@ func TestReplayRefusesLengthsAboveMaxTokens(t *testing.T) {
 	})
 }
 
-// Issue 18 defects 4 and 6b: rows longer than the model's context are
+// Rows longer than the model's context are
 // kept, for the run to refuse as vLLM does, and the first is named by its
 // file and line (row for Parquet); with Strict it is an error there.
 func TestReplayNotesRowsLongerThanTheModel(t *testing.T) {

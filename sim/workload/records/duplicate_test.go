@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Issue 32, class 7: every CSV these readers take refuses a column named
+// docs/hardening.md, class 7: every CSV these readers take refuses a column named
 // twice (after the reader's own normalization: case, spaces, BOM), where
 // one copy would silently win.
 func TestDuplicateColumnsRefused(t *testing.T) {

@@ -336,7 +336,7 @@ func atoi2(s string) (int, bool) {
 // dupKey reports the first key a JSON object names twice at its top level
 // (false when none is, or b is not an object: Unmarshal says what is wrong
 // then). It scans bytes without allocating, so a row costs one more pass;
-// encoding/json keeps the last copy of a key silently (issue 32, class 7).
+// encoding/json keeps the last copy of a key silently (docs/hardening.md, class 7).
 func dupKey(b []byte) (string, bool) {
 	i := 0
 	ws := func() {

@@ -59,7 +59,7 @@ func readVLLMBench(r *reader, src io.Reader) error {
 		return fmt.Errorf("%s: %w", r.path, err)
 	}
 	// Its arrays are the table's columns: one named twice would leave the
-	// other copy unread (issue 32, class 7).
+	// other copy unread (docs/hardening.md, class 7).
 	if k, ok := dupKey(data); ok {
 		return fmt.Errorf("%s: key %s appears twice", r.path, k)
 	}

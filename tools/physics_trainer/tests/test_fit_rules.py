@@ -248,7 +248,7 @@ def _outlier_trace(tokens, ms):
 
 
 def test_outlier_rule_keeps_every_regime():
-    # Go's TestOutlierRuleKeepsEveryRegime (issue 17, defect 2): 40 decode steps of 4 tokens at 10 ms; one at 60 ms
+    # Go's TestOutlierRuleKeepsEveryRegime (docs/fit.md, cleaning: outliers): 40 decode steps of 4 tokens at 10 ms; one at 60 ms
     # (> 5 x 10: out), one at 45 ms (kept); three large prefills (buckets of fewer than 20 steps: not judged, kept
     # however much slower than the decode steps); 8000 tokens of an 8B model in 1 ms (below the lower bound: out).
     tokens = [4] * 40 + [4, 4, 4000, 4000, 6000, 8000]
@@ -556,7 +556,7 @@ def test_engines_of_a_trace_fit_as_traces_of_their_own():
 
 
 def test_cross_check_and_duplicates():
-    # Go's TestCrossCheckRefusesWhatTheTraceContradicts (issue 18, defect 7).
+    # Go's TestCrossCheckRefusesWhatTheTraceContradicts (docs/fit.md, cross-checks).
     from physics_trainer.extract_traces import InputFile
     steps = [{"id": 11 + i, "ts": i * 10 * MS, "running": 6, "scheduled": 6, "num_decode": 6, "decode_tok": 6}
              for i in range(80)]
