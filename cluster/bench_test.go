@@ -144,9 +144,11 @@ func BenchmarkCluster(b *testing.B) {
 
 // BenchmarkClusterScaling shows how the cost per request grows with the
 // number of instances at the same load per instance, for each routing
-// policy (100,000 requests; BLIS_BENCH_REQUESTS changes it):
+// policy (100,000 requests; BLIS_BENCH_REQUESTS changes it; 1 to 1,024
+// instances):
 //
 //	go test ./cluster -run '^$' -bench ClusterScaling -benchtime 1x
+//	go test ./cluster -run '^$' -bench 'ClusterScaling/weighted/instances=128$' -benchtime 1x
 func BenchmarkClusterScaling(b *testing.B) {
 	requests := 100_000
 	if v := os.Getenv("BLIS_BENCH_REQUESTS"); v != "" {
@@ -156,7 +158,7 @@ func BenchmarkClusterScaling(b *testing.B) {
 		}
 	}
 	for _, policy := range []string{route.RoundRobinName, route.LeastLoadedName, route.WeightedName} {
-		for _, n := range []int{1, 4, 16, 64} {
+		for _, n := range []int{1, 4, 16, 64, 128, 1024} {
 			b.Run(fmt.Sprintf("%s/instances=%d", policy, n), func(b *testing.B) { benchCluster(b, n, requests, policy) })
 		}
 	}

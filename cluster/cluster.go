@@ -375,11 +375,13 @@ func (c *Sim) handle(ev *cevent) {
 		c.route(&c.cur)
 	case evHandoff:
 		c.inflight[ev.inst]--
+		c.inst.touch(int(ev.inst))
 		if c.fl != nil {
 			c.maybeTerminate(int(ev.inst))
 		}
 	case evDone:
 		c.inflight[ev.inst]--
+		c.inst.touch(int(ev.inst))
 		if c.inflight[ev.inst] < 0 {
 			c.fail("CL-2", "instance %s: in-flight count went negative at request %d", c.ids[ev.inst], ev.id)
 		}
@@ -420,7 +422,7 @@ func (c *Sim) route(spec *sim.RequestSpec) {
 		c.fl.Hold(spec, c.now)
 		return
 	}
-	c.snap.fill(&c.view, c.eng, c.inflight, c.now)
+	c.fillView()
 	c.checkFreshness()
 	if c.pd != nil && !c.pdMask(c.pd.canD) {
 		c.pdUnmask()
@@ -458,6 +460,7 @@ func (c *Sim) route(spec *sim.RequestSpec) {
 	c.an.routed(c, i, spec)
 	c.router.Routed(&c.req, i)
 	c.inflight[i]++
+	c.inst.touch(i)
 	if c.agg.col != nil {
 		c.agg.col.Route(c.now, i)
 	}
@@ -557,6 +560,20 @@ func (c *Sim) checkFreshness() {
 			}
 		}
 	}
+}
+
+// fillView brings the router's view up to date: the instances that
+// changed since the last decision (instHeap.touch), which alone can read
+// differently (a routing decision on 128 instances once read every
+// instance's status).
+func (c *Sim) fillView() {
+	c.view.NowUs = c.now
+	h := c.inst
+	for _, i := range h.touched {
+		h.dirty[i] = false
+		c.snap.fillOne(&c.view, c.eng[i], c.inflight, int(i))
+	}
+	h.touched = h.touched[:0]
 }
 
 // anyInFlight says whether a request routed to an instance has not left.

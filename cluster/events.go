@@ -57,18 +57,42 @@ func (h *eventHeap) peek() cevent { return unpack(h.q.Peek()) }
 // instHeap orders the instances that have a pending event by (next event
 // time, index): the lowest index goes first among equal times (docs/cluster.md).
 // pos[i] is instance i's place in the heap, -1 when it has no event.
+//
+// It also keeps which instances changed since the router last looked
+// (touch; set touches): every change to an engine is followed by set, so
+// a routing decision refreshes the view of those alone (Sim.fillView).
 type instHeap struct {
 	idx []int32
 	at  []int64 // by instance
 	pos []int32 // by instance
+	// dirty marks, by instance, a change the router's view has not seen;
+	// touched lists them.
+	dirty   []bool
+	touched []int32
 }
 
 func newInstHeap(n int) *instHeap {
-	h := &instHeap{at: make([]int64, n), pos: make([]int32, n)}
+	h := &instHeap{at: make([]int64, n), pos: make([]int32, n), dirty: make([]bool, n)}
 	for i := range h.pos {
 		h.pos[i] = -1
+		h.touch(i)
 	}
 	return h
+}
+
+// touch marks instance i changed.
+func (h *instHeap) touch(i int) {
+	if !h.dirty[i] {
+		h.dirty[i] = true
+		h.touched = append(h.touched, int32(i))
+	}
+}
+
+// touchAll marks every instance changed.
+func (h *instHeap) touchAll() {
+	for i := range h.dirty {
+		h.touch(i)
+	}
 }
 
 func (h *instHeap) len() int { return len(h.idx) }
@@ -77,6 +101,8 @@ func (h *instHeap) len() int { return len(h.idx) }
 func (h *instHeap) grow() {
 	h.at = append(h.at, 0)
 	h.pos = append(h.pos, -1)
+	h.dirty = append(h.dirty, false)
+	h.touch(len(h.dirty) - 1)
 }
 
 // top is the instance with the earliest event, and its time.
@@ -126,6 +152,7 @@ func (h *instHeap) down(k int) {
 
 // set records instance i's next event time, or removes it when it has none.
 func (h *instHeap) set(i int, at int64, ok bool) {
+	h.touch(i)
 	k := int(h.pos[i])
 	switch {
 	case !ok && k < 0:

@@ -71,7 +71,9 @@ func (c *Sim) Step() error {
 		return c.err
 	}
 	c.kvSync(t)
-	c.snap.advance(t, c.eng)
+	if c.snap.advance(t, c.eng) {
+		c.inst.touchAll() // the published signals changed
+	}
 	if w := c.win; w != nil {
 		switch {
 		case !w.started:

@@ -460,9 +460,7 @@ func (c *Sim) Finish() (*Result, error) {
 	}
 	a := &c.agg
 	res := &Result{}
-	var ttft, itl, e2e, sched sim.Histogram
-	var prompt, cached int64
-	end := c.active
+	tot := totals{end: c.active}
 	cnt := &res.Requests
 	for i, e := range c.eng {
 		if c.folds.isFolded(i) {
@@ -477,70 +475,24 @@ func (c *Sim) Finish() (*Result, error) {
 			ir.Role = c.pd.cfg.Pools[c.pd.pool[i]].Role.String()
 		}
 		res.Instances = append(res.Instances, ir)
-		if r.KVTiers != nil {
-			if res.KVTiers == nil {
-				res.KVTiers = &sim.KVTiersResult{}
-			}
-			res.KVTiers.Add(r.KVTiers)
-			// A disaggregated request's prompt counts once, its
-			// prefill's, as in prefix_cache_hit_rate.
-			res.KVTiers.PromptTokens -= r.RemotePromptTokens
-		}
-		ttft.Merge(r.Hist.TTFT)
-		itl.Merge(r.Hist.ITL)
-		e2e.Merge(r.Hist.E2E)
-		sched.Merge(r.Hist.Sched)
-		// A disaggregated request's prompt counts once (its prefill's), and
-		// its tokens once (its decode's: the prefill's token is produced
-		// again there).
-		prompt += r.PromptTokens - r.RemotePromptTokens
-		cached += r.CachedPromptTokens
-		res.OutputTokens += r.OutputTokens - r.Requests.HandedOff
-		res.Preemptions += r.Preemptions
-		end = max(end, r.EndUs)
-		rc := r.Requests
-		cnt.Completed += rc.Completed
-		cnt.DroppedUnservable += rc.Dropped
-		cnt.RejectedTooLong += rc.RejectedTooLong
-		cnt.TimedOut += rc.TimedOut
-		cnt.Killed += rc.Killed
-		cnt.Redirected += rc.Redirected
-		cnt.InTransit += rc.Offered - rc.Injected
-		cnt.StillInAPI += rc.StillArrival
-		cnt.StillQueued += rc.StillQueued
-		cnt.StillRunning += rc.StillRunning
-		if rc.Offered != a.routedTo[i] {
-			c.fail("CL-1", "instance %s received %d requests; the router sent it %d", c.ids[i], rc.Offered, a.routedTo[i])
+		tot.add(r)
+		if r.Requests.Offered != a.routedTo[i] {
+			c.fail("CL-1", "instance %s received %d requests; the router sent it %d", c.ids[i], r.Requests.Offered, a.routedTo[i])
 		}
 	}
-	if f := c.folds; f != nil && len(f.order) > 0 {
-		if f.kvTiers != nil {
-			if res.KVTiers == nil {
-				res.KVTiers = &sim.KVTiersResult{}
-			}
-			res.KVTiers.Add(f.kvTiers)
-		}
-		ttft.Merge(&f.hist[0])
-		itl.Merge(&f.hist[1])
-		e2e.Merge(&f.hist[2])
-		sched.Merge(&f.hist[3])
-		prompt += f.prompt
-		cached += f.cached
-		res.OutputTokens += f.output
-		res.Preemptions += f.preemptions
-		end = max(end, f.end)
-		rc := &f.counts
-		cnt.Completed += rc.Completed
-		cnt.DroppedUnservable += rc.Dropped
-		cnt.RejectedTooLong += rc.RejectedTooLong
-		cnt.TimedOut += rc.TimedOut
-		cnt.Killed += rc.Killed
-		cnt.Redirected += rc.Redirected
-		cnt.InTransit += rc.Offered - rc.Injected
+	if f := c.folds; f != nil {
+		tot.merge(&f.totals)
 		for _, p := range f.order {
 			res.TerminatedInstances = append(res.TerminatedInstances, f.pools[p].TerminatedPool)
 		}
 	}
+	ttft, itl, e2e, sched := &tot.hist[0], &tot.hist[1], &tot.hist[2], &tot.hist[3]
+	prompt, cached, end := tot.prompt, tot.cached, tot.end
+	res.KVTiers, res.OutputTokens, res.Preemptions = tot.kvTiers, tot.output, tot.preemptions
+	rc := &tot.counts
+	cnt.Completed, cnt.DroppedUnservable, cnt.RejectedTooLong, cnt.TimedOut = rc.Completed, rc.Dropped, rc.RejectedTooLong, rc.TimedOut
+	cnt.Killed, cnt.Redirected, cnt.InTransit = rc.Killed, rc.Redirected, rc.Offered-rc.Injected
+	cnt.StillInAPI, cnt.StillQueued, cnt.StillRunning = rc.StillArrival, rc.StillQueued, rc.StillRunning
 	cnt.Arrived, cnt.Admitted, cnt.Rejected, cnt.AwaitingRouting = a.arrivedN, a.admitted, a.rejectedN, a.awaiting
 	cnt.TimedOut += a.timedOutRouter
 	if c.fl != nil {

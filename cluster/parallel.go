@@ -50,6 +50,7 @@ type worker struct {
 	parked atomic.Bool
 	wake   chan struct{}
 	out    []doneAt
+	moved  []int32 // the instances the last window advanced
 	err    error
 	errAt  int // the instance that failed
 }
@@ -98,13 +99,16 @@ func (w *worker) signal() {
 // window advances each of the worker's instances through its events
 // before bound.
 func (w *worker) window(bound int64) {
-	w.out = w.out[:0]
+	w.out, w.moved = w.out[:0], w.moved[:0]
 	for _, i := range w.insts {
 		e := w.c.eng[i]
-		for {
+		for k := 0; ; k++ {
 			at, ok := e.NextEventUs()
 			if !ok || at >= bound {
 				break
+			}
+			if k == 0 {
+				w.moved = append(w.moved, int32(i))
 			}
 			if err := e.Advance(); err != nil {
 				if w.err == nil {
@@ -270,9 +274,13 @@ func (c *Sim) parallelWindow(bound int64) error {
 		m := &c.merged[k]
 		c.complete(m.inst, &m.d, m.at)
 	}
-	for i, e := range c.eng {
-		at, ok := e.NextEventUs()
-		c.inst.set(i, at, ok)
+	// Only the instances a worker advanced have a new next event (all of
+	// them once cost O(N) per window, about one per arrival).
+	for _, w := range c.workers {
+		for _, i := range w.moved {
+			at, ok := c.eng[i].NextEventUs()
+			c.inst.set(int(i), at, ok)
+		}
 	}
 	return c.err
 }

@@ -296,6 +296,7 @@ func (c *Sim) pdSplit(spec *sim.RequestSpec, d int) bool {
 	pd.cfg.Prefill.Routed(&c.req, p)
 	c.poolRouted(p, spec)
 	c.inflight[p]++
+	c.inst.touch(p)
 	c.agg.routed(p)
 	sub := *spec
 	sub.OutputTokens, sub.Handoff, sub.TimeoutUs = 1, sim.HandoffPrefill, 0
@@ -345,6 +346,7 @@ func (c *Sim) pdCompleted(i int, d *sim.Completion) bool {
 		// ends here, and never reaches its decode instance, whose in-flight
 		// count drops now.
 		c.inflight[r.d]--
+		c.inst.touch(r.d)
 	}
 	r.gone = true
 	if !r.released && r.pullAt < 0 && r.injectedD >= 0 && pd.cfg.AbortTimeoutUs == 0 {
@@ -371,6 +373,7 @@ func (c *Sim) pdRedirected(spec sim.RequestSpec) sim.RequestSpec {
 	}
 	if spec.Handoff == sim.HandoffPrefill {
 		c.inflight[r.d]--
+		c.inst.touch(r.d)
 	} else {
 		c.pdRelease(r, false)
 	}

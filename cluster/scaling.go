@@ -159,6 +159,7 @@ func (c *Sim) apply(acts []fleet.Action) {
 			if s := c.fl.slow[a.Inst]; s != nil {
 				s.Start(c.now)
 			}
+			c.inst.touch(a.Inst) // the router sees it from now
 		case fleet.ActRoute:
 			c.cur = a.Spec
 			c.route(&c.cur)
@@ -320,6 +321,7 @@ func (c *Sim) redirectAll(i int) {
 		}
 		c.fl.redirect++
 		c.inflight[i]--
+		c.inst.touch(i)
 		if c.armed != nil {
 			delete(c.armed, id) // its deadline is re-armed where it goes
 		}

@@ -138,8 +138,10 @@ func (s *snapshots) scrapeGroup(g *scrapeGroup, engines []*sim.Engine) {
 // advance takes the scrapes whose boundaries lie in (last processed time,
 // t]. Called before any event at t is processed, it sees the instances as
 // they were after every event before t, which is what a scrape at the
-// boundary would have seen: nothing changes between events.
-func (s *snapshots) advance(t int64, engines []*sim.Engine) {
+// boundary would have seen: nothing changes between events. It reports
+// whether it scraped.
+func (s *snapshots) advance(t int64, engines []*sim.Engine) bool {
+	scraped := false
 	for g := range s.groups {
 		gr := &s.groups[g]
 		if t < gr.next {
@@ -148,7 +150,9 @@ func (s *snapshots) advance(t int64, engines []*sim.Engine) {
 		s.scrapeGroup(gr, engines)
 		gr.last = t - t%gr.interval
 		gr.next = gr.last + gr.interval
+		scraped = true
 	}
+	return scraped
 }
 
 // start publishes the initial scrape, at time 0.
@@ -163,27 +167,32 @@ func (s *snapshots) start(engines []*sim.Engine) {
 func (s *snapshots) fill(v *route.View, engines []*sim.Engine, inflight []int64, now int64) {
 	v.NowUs = now
 	for i, e := range engines {
-		if !v.OK(i) {
-			// Not routable (starting, draining, terminated): no policy
-			// reads it, and an autoscaled day leaves hundreds of these.
-			continue
-		}
-		p := &s.pub[i]
-		if s.immediate {
-			st := e.Status()
-			for sig, d := range s.fresh {
-				if d == 0 {
-					copySignal(p, &st, Signal(sig))
-				}
+		s.fillOne(v, e, inflight, i)
+	}
+}
+
+// fillOne writes instance i's view, engine e's.
+func (s *snapshots) fillOne(v *route.View, e *sim.Engine, inflight []int64, i int) {
+	if !v.OK(i) {
+		// Not routable (starting, draining, terminated): no policy
+		// reads it, and an autoscaled day leaves hundreds of these.
+		return
+	}
+	p := &s.pub[i]
+	if s.immediate {
+		st := e.Status()
+		for sig, d := range s.fresh {
+			if d == 0 {
+				copySignal(p, &st, Signal(sig))
 			}
 		}
-		v.QueueDepth[i] = p.QueueDepth
-		v.BatchSize[i] = p.BatchSize
-		v.KVUtilization[i] = p.KVUtilization
-		v.FreeKVBlocks[i] = p.FreeKVBlocks
-		v.CacheHitRate[i] = p.PrefixCacheHitRate
-		v.InFlight[i] = inflight[i]
 	}
+	v.QueueDepth[i] = p.QueueDepth
+	v.BatchSize[i] = p.BatchSize
+	v.KVUtilization[i] = p.KVUtilization
+	v.FreeKVBlocks[i] = p.FreeKVBlocks
+	v.CacheHitRate[i] = p.PrefixCacheHitRate
+	v.InFlight[i] = inflight[i]
 }
 
 // age is how old signal sig's published value is at now (0 for an

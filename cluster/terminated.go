@@ -37,20 +37,67 @@ type TerminatedPool struct {
 	BusyS        float64    `json:"busy_s"`
 }
 
-// folded is what the folded instances leave: the sums Finish adds to the
-// live instances'.
+// totals are what the cluster's result adds up over the instances: their
+// latency histograms, KV tiers, prompt and output tokens, preemptions,
+// end and request counts.
+type totals struct {
+	hist    [4]sim.Histogram // TTFT, ITL, E2E, scheduling delay
+	kvTiers *sim.KVTiersResult
+	// prompt and cached are the prefix cache hit rate's terms; output the
+	// output tokens delivered.
+	prompt, cached, output, preemptions, end int64
+	counts                                   sim.Counts
+}
+
+// add adds an instance's result. A disaggregated request's prompt counts
+// once (its prefill's), and its tokens once (its decode's: the prefill's
+// token is produced again there).
+func (t *totals) add(r *sim.Result) {
+	if r.KVTiers != nil {
+		if t.kvTiers == nil {
+			t.kvTiers = &sim.KVTiersResult{}
+		}
+		t.kvTiers.Add(r.KVTiers)
+		t.kvTiers.PromptTokens -= r.RemotePromptTokens
+	}
+	for k, h := range [4]*sim.Histogram{r.Hist.TTFT, r.Hist.ITL, r.Hist.E2E, r.Hist.Sched} {
+		t.hist[k].Merge(h)
+	}
+	t.prompt += r.PromptTokens - r.RemotePromptTokens
+	t.cached += r.CachedPromptTokens
+	t.output += r.OutputTokens - r.Requests.HandedOff
+	t.preemptions += r.Preemptions
+	t.end = max(t.end, r.EndUs)
+	t.counts.Add(&r.Requests)
+}
+
+// merge adds o's totals.
+func (t *totals) merge(o *totals) {
+	if o.kvTiers != nil {
+		if t.kvTiers == nil {
+			t.kvTiers = &sim.KVTiersResult{}
+		}
+		t.kvTiers.Add(o.kvTiers)
+	}
+	for k := range t.hist {
+		t.hist[k].Merge(&o.hist[k])
+	}
+	t.prompt += o.prompt
+	t.cached += o.cached
+	t.output += o.output
+	t.preemptions += o.preemptions
+	t.end = max(t.end, o.end)
+	t.counts.Add(&o.counts)
+}
+
+// folded is what the folded instances leave: their totals, which Finish
+// adds to the live instances', and per pool their sums.
 type folded struct {
+	totals
 	entries int    // terminated instances keeping their entry
 	is      []bool // by instance
 	pools   map[string]*foldedPool
 	order   []string // pools in the order they first folded an instance
-	hist    [4]sim.Histogram
-	kvTiers *sim.KVTiersResult
-	// prompt and cached are the prefix cache hit rate's terms; output the
-	// output tokens (handed-off ones out), preemptions and end as Finish
-	// takes them from an instance.
-	prompt, cached, output, preemptions, end int64
-	counts                                   sim.Counts
 	// promptCtr and genCtr are the engines' token counters (sim.Status),
 	// which the time windows sum over the instances.
 	promptCtr, genCtr int64
@@ -124,27 +171,6 @@ func (c *Sim) foldOrKeep(i int) error {
 	c.eng[i] = f.tomb
 	c.fl.slow[i] = nil
 	return nil
-}
-
-// add adds an instance's result to the totals Finish takes from the
-// instances.
-func (f *folded) add(r *sim.Result) {
-	if r.KVTiers != nil {
-		if f.kvTiers == nil {
-			f.kvTiers = &sim.KVTiersResult{}
-		}
-		f.kvTiers.Add(r.KVTiers)
-		f.kvTiers.PromptTokens -= r.RemotePromptTokens
-	}
-	for k, h := range [4]*sim.Histogram{r.Hist.TTFT, r.Hist.ITL, r.Hist.E2E, r.Hist.Sched} {
-		f.hist[k].Merge(h)
-	}
-	f.prompt += r.PromptTokens - r.RemotePromptTokens
-	f.cached += r.CachedPromptTokens
-	f.output += r.OutputTokens - r.Requests.HandedOff
-	f.preemptions += r.Preemptions
-	f.end = max(f.end, r.EndUs)
-	f.counts.Add(&r.Requests)
 }
 
 // isFolded says whether instance i was folded.

@@ -20,17 +20,24 @@ import (
 //
 // BLIS_BENCH_HOURS shortens the day for a quick look.
 func BenchmarkAutoscaledDay(b *testing.B) {
-	hours := 24.0
+	benchDay(b, "diurnal-autoscale", 24, [][2]string{{"workload.spec.rate", "50"}, {"workload.spec.arrival.time_compression", "1"},
+		{"deployment.pools[0].max_replicas", "32"}})
+}
+
+// benchDay runs a built-in day: scenario with sets, its duration hours
+// (BLIS_BENCH_HOURS instead, if given), reporting the instances its first
+// pool started and the heap the process reserved.
+func benchDay(b *testing.B, scenario string, hours float64, sets [][2]string) {
 	if h, err := strconv.ParseFloat(os.Getenv("BLIS_BENCH_HOURS"), 64); err == nil && h > 0 {
 		hours = h
 	}
+	sets = append(sets, [2]string{"workload.spec.duration_s", strconv.FormatFloat(hours*3600, 'f', -1, 64)})
 	for range b.N {
-		d, err := LoadScenario("diurnal-autoscale")
+		d, err := LoadScenario(scenario)
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, kv := range [][2]string{{"workload.spec.rate", "50"}, {"workload.spec.arrival.time_compression", "1"},
-			{"workload.spec.duration_s", strconv.FormatFloat(hours*3600, 'f', -1, 64)}, {"deployment.pools[0].max_replicas", "32"}} {
+		for _, kv := range sets {
 			if err := d.Set(kv[0], kv[1], "bench"); err != nil {
 				b.Fatal(err)
 			}
@@ -41,8 +48,20 @@ func BenchmarkAutoscaledDay(b *testing.B) {
 		}
 		m := benchRun(b, e)
 		b.ReportMetric(float64(m.Fleet.Pools[0].Created), "instances-created")
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		b.ReportMetric(float64(ms.HeapSys)/(1<<20), "heap-MiB")
 	}
 }
+
+// BenchmarkFleetDayHour is the fleet-day built-in experiment's scale
+// benchmark: one simulated hour of it (about 3.6 M requests on 64-160
+// Llama-3.1-8B/H100 replicas under an HPA, weighted routing), the day's
+// first hour unless BLIS_BENCH_HOURS asks for more (24: the whole day,
+// 86.4 M requests; docs/cluster.md states what was measured):
+//
+//	go test ./experiment -run '^$' -bench FleetDayHour -benchtime 1x
+func BenchmarkFleetDayHour(b *testing.B) { benchDay(b, "fleet-day", 1, nil) }
 
 // BenchmarkDisaggregated1M is the disaggregation work's speed target: 1M requests on P/D 8:8
 // (Llama-3.1-8B on H100, 8 prefill and 8 decode instances, llm-d's

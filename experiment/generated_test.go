@@ -1,15 +1,8 @@
 package experiment_test
 
 import (
-	"context"
-	"fmt"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/stretchr/testify/require"
-
-	"github.com/blis-sim/blis/experiment"
 )
 
 // Experiments the generator found, each a minimal file.
@@ -43,6 +36,37 @@ workload:
 policies:
   autoscale: {type: oscillator}
 run: {horizon_s: 86400}
+`,
+	// The fleet's mean size divided its replica-seconds, counted to the
+	// horizon, by the run's span, which ends at its last activity: an
+	// oscillator that kept scaling for 600 s after a 0.5 s span reported
+	// a mean of 541.6 replicas with a peak of 2 (checkReport checks every
+	// pool's mean against its peak).
+	"fleet-mean-above-peak": `version: 1
+deployment:
+  pools:
+    - {max_replicas: 2}
+  router: {admission_latency_us: 1099511627776}
+workload:
+  synthetic: {requests: 5}
+policies:
+  autoscale: {type: oscillator}
+run: {horizon_s: 600}
+`,
+	// KPA summed every sample of its 60 s stable window at each
+	// evaluation: at interval_s 0.001 that was 60,000 per evaluation, and
+	// 300 simulated seconds (requests held by the admission latency keep
+	// it evaluating) took minutes.
+	"kpa-every-millisecond": `version: 1
+deployment:
+  pools:
+    - {name: a, max_replicas: 3}
+  router: {admission_latency_us: 1000000000}
+workload:
+  synthetic: {requests: 20, rate: 8}
+policies:
+  autoscale: {type: kpa, params: {interval_s: 0.001}}
+run: {horizon_s: 300}
 `,
 	// Under disaggregation, a decode pool scaled from zero failed the run
 	// at its first request ("no instance decodes (every pool's role is
@@ -85,23 +109,6 @@ func TestGeneratedExperiments(t *testing.T) {
 // stops failing: then move it to generated, and remove the generator's
 // avoidance of its class (its comment in wholegen_test.go names it).
 var knownDefects = map[string]struct{ text, symptom string }{
-	// The fleet's mean size divides its replica-seconds, counted to the
-	// horizon, by the run's span, which ends at its last activity: an
-	// oscillator that kept scaling for 600 s after a 0.5 s span reports
-	// a mean of 541.6 replicas with a peak of 2. (Any autoscaled run with
-	// requests left at its horizon shows it, so the generator's property
-	// leaves it to this test: fleetMeanAbovePeak.)
-	"TestKnownDefectFleetMeanAbovePeak": {`version: 1
-deployment:
-  pools:
-    - {max_replicas: 2}
-  router: {admission_latency_us: 1099511627776}
-workload:
-  synthetic: {requests: 5}
-policies:
-  autoscale: {type: oscillator}
-run: {horizon_s: 600}
-`, "pool pool0: mean_replicas 541.5775530576868 above peak_replicas 2"},
 	// Disaggregation: a network slow enough that transfers outlast the
 	// horizon fails the prefill instance's INV-1 at the horizon.
 	"TestKnownDefectSlowNetworkAtTheHorizon": {`version: 1
@@ -132,72 +139,10 @@ run: {horizon_s: 600}
 `, "invariant INV-1 failed: instance instance_0: invariant INV-1 violated at t=480219980 µs (step 6): no event is left but 14 of 20 requests are neither completed, dropped, rejected nor timed out"},
 }
 
-// knownSlow are known defects whose symptom is an unbounded run: each
-// runs for slowBudget and must not finish (a fixed one finishes in a
-// fraction of it).
-var knownSlow = map[string]string{
-	// KPA sums every sample of its 60 s stable window at each
-	// evaluation: at interval_s 0.001 that is 60,000 per evaluation, and
-	// 300 simulated seconds (requests held by the admission latency keep
-	// it evaluating) take minutes.
-	"TestKnownDefectKPAEveryMillisecond": `version: 1
-deployment:
-  pools:
-    - {name: a, max_replicas: 3}
-  router: {admission_latency_us: 1000000000}
-workload:
-  synthetic: {requests: 20, rate: 8}
-policies:
-  autoscale: {type: kpa, params: {interval_s: 0.001}}
-run: {horizon_s: 300}
-`,
-}
-
-const slowBudget = 3 * time.Second
-
-func TestKnownSlowDefects(t *testing.T) {
-	for name, text := range knownSlow {
-		t.Run(name, func(t *testing.T) {
-			d, err := experiment.Parse([]byte(text), fileName)
-			require.NoError(t, err)
-			e, err := d.Resolve()
-			require.NoError(t, err)
-			ctx, cancel := context.WithTimeout(context.Background(), slowBudget)
-			defer cancel()
-			res, err := experiment.Run(ctx, e, &experiment.MemSinks{})
-			if err == nil {
-				t.Fatalf("the known defect no longer shows: the run ended within %v (%.1f simulated s): move its experiment to generated and remove the generator's avoidance of it", slowBudget, res.Cluster.DurationS)
-			}
-			require.ErrorIs(t, err, context.DeadlineExceeded)
-		})
-	}
-}
-
-// fleetMeanAbovePeak is the symptom of TestKnownDefectFleetMeanAbovePeak
-// in text's run, or "".
-func fleetMeanAbovePeak(t *testing.T, text string) string {
-	d, err := experiment.Parse([]byte(text), fileName)
-	require.NoError(t, err)
-	e, err := d.Resolve()
-	require.NoError(t, err)
-	res, err := experiment.Run(context.Background(), e, &experiment.MemSinks{})
-	require.NoError(t, err)
-	for _, p := range res.Cluster.Fleet.Pools {
-		if p.MeanReplicas > float64(p.PeakReplicas)+1e-9 {
-			return fmt.Sprintf("pool %s: mean_replicas %v above peak_replicas %d", p.Name, p.MeanReplicas, p.PeakReplicas)
-		}
-	}
-	return ""
-}
-
 func TestKnownDefects(t *testing.T) {
 	for name, d := range knownDefects {
 		t.Run(name, func(t *testing.T) {
-			check := property
-			if name == "TestKnownDefectFleetMeanAbovePeak" {
-				check = fleetMeanAbovePeak
-			}
-			got := check(t, d.text)
+			got := property(t, d.text)
 			if !strings.Contains(got, d.symptom) {
 				t.Fatalf("the known defect no longer shows (got %q): move its experiment to generated and remove the generator's avoidance of it", got)
 			}

@@ -32,7 +32,7 @@ func TestScenariosAreNotWorkloads(t *testing.T) {
 		require.NoError(t, err, name)
 	}
 	_, err := LoadScenario("nope")
-	require.ErrorContains(t, err, "no built-in experiment \"nope\"; they are disaggregated, diurnal-autoscale, shared-kv, shared-kv-local")
+	require.ErrorContains(t, err, "no built-in experiment \"nope\"; they are disaggregated, diurnal-autoscale, fleet-day, shared-kv, shared-kv-local")
 	_, err = parse(t, "version: 1\nworkload: {scenario: diurnal-autoscale}\n")
 	require.ErrorContains(t, err, "workload.scenario: diurnal-autoscale is a built-in experiment")
 }

@@ -463,14 +463,6 @@ func genExperiment(c *chooser) string {
 				// 10 s per input for three runs.
 				interval.ok = []string{"15", "1", "86400"}
 			}
-			if autoscale == "kpa" {
-				// Known defect (unbounded run): KPA sums every sample of its
-				// 60 s stable window at each evaluation, so an interval of
-				// 1 ms costs 60,000 per evaluation
-				// (TestKnownDefectKPAEveryMillisecond); meanwhile KPA's
-				// interval is at least 1 s.
-				interval.ok = []string{"15", "1", "86400"}
-			}
 			pr.set("interval_s", c.val(interval))
 			if autoscale == "oscillator" {
 				pr.set("step", c.pick("1", "2", "1048576"))
@@ -590,8 +582,8 @@ func watchHeap(ctx context.Context, cancel context.CancelCauseFunc, done *atomic
 }
 
 // checkReport checks what the report says against the invariants a test
-// can see from outside: every request accounted for, and no time out of
-// the clock's range.
+// can see from outside: every request accounted for, no time out of the
+// clock's range, and no pool's mean size above its peak.
 func checkReport(res *experiment.Result) string {
 	if c := res.Cluster; c != nil {
 		n := c.Requests
@@ -603,6 +595,13 @@ func checkReport(res *experiment.Result) string {
 		}
 		if msg := checkSeconds("duration_s", c.DurationS); msg != "" {
 			return msg
+		}
+		if f := c.Fleet; f != nil {
+			for _, p := range f.Pools {
+				if p.MeanReplicas > float64(p.PeakReplicas)*(1+1e-12) { // a mean's rounding
+					return fmt.Sprintf("pool %s: mean_replicas %v above peak_replicas %d", p.Name, p.MeanReplicas, p.PeakReplicas)
+				}
+			}
 		}
 	}
 	if r := res.Instance; r != nil {

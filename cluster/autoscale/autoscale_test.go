@@ -1,6 +1,8 @@
 package autoscale
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -208,4 +210,72 @@ func TestActuated(t *testing.T) {
 	require.Equal(t, 30, ev(60*s, 30), "down: the highest recommendation of the last 300 s")
 	require.Equal(t, 30, ev(330*s, 30), "30, recommended at 45 s, is still in the window")
 	require.Equal(t, 2, ev(346*s, 30), "the window holds only 2s now")
+}
+
+// kpaPerSample is the KPA's averages with one sample per evaluation, each
+// its own: the reference for evaluations at least a bucket apart.
+type kpaPerSample struct {
+	at []int64
+	v  []float64
+}
+
+func (r *kpaPerSample) averages(c *KPAConfig, now int64, conc float64) (stable, panicAvg float64) {
+	var at []int64
+	var v []float64
+	for k := range r.at {
+		if now-r.at[k] < c.StableWindowUs {
+			at, v = append(at, r.at[k]), append(v, r.v[k])
+		}
+	}
+	r.at, r.v = append(at, now), append(v, conc)
+	var np int
+	for k := range r.at {
+		stable += r.v[k]
+		if now-r.at[k] < c.PanicWindowUs {
+			panicAvg += r.v[k]
+			np++
+		}
+	}
+	return stable / float64(len(r.v)), panicAvg / float64(max(np, 1))
+}
+
+// TestKPABucketsOfOneSampleAreSamples: evaluations at least a bucket
+// apart (1 s, or the panic window if shorter) give each sample a bucket
+// of its own, and the averages (in the decision's reason, to the digit)
+// are those of one sample per evaluation, whatever the windows.
+func TestKPABucketsOfOneSampleAreSamples(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 2))
+	for range 50 {
+		c := DefaultKPA()
+		c.StableWindowUs = int64(1 + r.IntN(120*s))
+		c.PanicWindowUs = 1 + r.Int64N(c.StableWindowUs)
+		p, ref := NewKPA(c), &kpaPerSample{}
+		var now int64
+		for range 300 {
+			now += min(int64(KPABucketUs), c.PanicWindowUs) + r.Int64N(5*s)
+			ready := 1 + r.IntN(8)
+			sig := Signals{NowUs: now, Replicas: ready, Ready: ready, InFlight: r.Float64() * 200, Waiting: int64(r.IntN(50))}
+			got := p.Evaluate(&sig)
+			stable, panicAvg := ref.averages(&c, now, sig.InFlight*float64(ready)+float64(sig.Waiting))
+			require.Contains(t, got.Reason, fmt.Sprintf("concurrency %s (stable), %s (panic)", fmtf(stable), fmtf(panicAvg)))
+			require.Len(t, p.buckets, len(ref.v))
+		}
+	}
+}
+
+// TestKPAEveryMillisecondIsBounded: at an evaluation every millisecond the
+// KPA keeps one bucket a second of its stable window (61 at most with the
+// defaults), where it once kept and summed 60,000 samples at every
+// evaluation; a bucket's samples are averaged.
+func TestKPAEveryMillisecondIsBounded(t *testing.T) {
+	p := NewKPA(DefaultKPA())
+	for now := int64(0); now < 90*s; now += 1000 {
+		p.Evaluate(&Signals{NowUs: now, Replicas: 2, Ready: 2, InFlight: float64(now / s % 7)})
+		require.LessOrEqual(t, len(p.buckets), 61)
+	}
+	for k := range p.buckets {
+		b := &p.buckets[k]
+		require.Equal(t, 1000, b.n, "a second of samples a millisecond apart")
+		require.Equal(t, float64(2*(b.at/s%7)), b.mean())
+	}
 }

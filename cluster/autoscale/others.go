@@ -198,23 +198,41 @@ func DefaultKPA() KPAConfig {
 }
 
 // KPA averages the pool's concurrency (in-flight requests, those waiting
-// at the router included) over the stable and panic windows, one sample
-// per evaluation; the desired size is the stable average over the target.
-// It panics when the panic window's desired size reaches PanicThreshold ×
-// the ready replicas: then it scales on the panic average and never down,
-// until a stable window passes without that condition.
+// at the router included) over the stable and panic windows; the desired
+// size is the stable average over the target. It panics when the panic
+// window's desired size reaches PanicThreshold × the ready replicas: then
+// it scales on the panic average and never down, until a stable window
+// passes without that condition.
+//
+// It samples the concurrency at each evaluation into buckets of
+// KPABucketUs (or the panic window, if shorter), as Knative's collector
+// records into buckets of its scrape interval (BucketSize, 1 s): a sample
+// within a bucket's width of the bucket's first joins it, and a window's
+// average is the mean over the buckets that began inside it of each
+// bucket's mean. An evaluation then costs O(stable window / bucket), not
+// O(stable window / interval) (60,000 samples at every evaluation at an
+// interval of 1 ms). At intervals of at least a bucket's width each
+// bucket holds one sample: one sample per evaluation, exactly.
 type KPA struct {
 	cfg        KPAConfig
-	samples    []rec64
+	buckets    []kpaBucket // oldest first
 	panicking  bool
 	panicSince int64
 	panicMax   int
 }
 
-type rec64 struct {
-	at int64
-	v  float64
+// KPABucketUs is Knative's bucket (pkg/autoscaler/metrics/collector.go:
+// BucketSize, its scrape tick interval), µs.
+const KPABucketUs = 1_000_000
+
+// kpaBucket is the samples from at on: their sum and count.
+type kpaBucket struct {
+	at  int64
+	sum float64
+	n   int
 }
+
+func (b *kpaBucket) mean() float64 { return b.sum / float64(b.n) }
 
 // NewKPA returns the policy.
 func NewKPA(cfg KPAConfig) *KPA { return &KPA{cfg: cfg} }
@@ -225,20 +243,30 @@ func (p *KPA) Applied(_ int64, _, _ int) {}
 func (p *KPA) Evaluate(s *Signals) Decision {
 	c := &p.cfg
 	conc := s.InFlight*float64(s.Ready) + float64(s.Waiting)
-	kept := p.samples[:0]
-	for _, x := range p.samples {
-		if s.NowUs-x.at < c.StableWindowUs {
-			kept = append(kept, x)
+	kept := p.buckets[:0]
+	for _, b := range p.buckets {
+		if s.NowUs-b.at < c.StableWindowUs {
+			kept = append(kept, b)
 		}
 	}
-	p.samples = append(kept, rec64{at: s.NowUs, v: conc})
+	p.buckets = kept
+	// The last bucket began within its width (at most the panic window,
+	// at most the stable window): it is still in both windows.
+	if k := len(p.buckets); k > 0 && s.NowUs-p.buckets[k-1].at < min(KPABucketUs, c.PanicWindowUs) {
+		p.buckets[k-1].sum += conc
+		p.buckets[k-1].n++
+	} else {
+		p.buckets = append(p.buckets, kpaBucket{at: s.NowUs, sum: conc, n: 1})
+	}
 	var stable, panicAvg float64
 	var ns, np int
-	for _, x := range p.samples {
-		stable += x.v
+	for k := range p.buckets {
+		b := &p.buckets[k]
+		v := b.mean()
+		stable += v
 		ns++
-		if s.NowUs-x.at < c.PanicWindowUs {
-			panicAvg += x.v
+		if s.NowUs-b.at < c.PanicWindowUs {
+			panicAvg += v
 			np++
 		}
 	}

@@ -294,6 +294,9 @@ type Core struct {
 	oscWin   int64
 	anyPol   bool
 	acts     []Action // the actions of the call in progress
+	// lastChange is the time of the last change of an instance's state
+	// or a node's release: Result's accounting reaches it.
+	lastChange int64
 }
 
 // New is the fleet at time 0: initial[i] is initial instance i's pool
@@ -447,6 +450,7 @@ func (f *Core) Pop(now int64) (acts []Action, active bool) {
 		nd := &f.nodes[ev.P.slot]
 		if nd.end < 0 && nd.used == 0 && nd.emptySince >= 0 && now-nd.emptySince >= f.pools[nd.pool].cfg.NodeIdleUs {
 			nd.end = now
+			f.lastChange = max(f.lastChange, now)
 		}
 	case evTick:
 		p := int(ev.P.slot)
@@ -471,6 +475,7 @@ func (f *Core) take() []Action {
 // setState moves instance i to state s at now, accounting the time spent.
 func (f *Core) setState(i int, s State, now int64) {
 	l := &f.life[i]
+	f.lastChange = max(f.lastChange, now)
 	l.stateUs[l.state] += now - l.since
 	f.byState[l.state]--
 	f.byState[s]++
@@ -666,6 +671,7 @@ func (f *Core) scaleUp(p, k int, now int64) error {
 			return nil // max_nodes reached: the scale-up stops here
 		}
 		f.life = append(f.life, life{pool: p, state: StatePending, since: now, node: n})
+		f.lastChange = max(f.lastChange, now)
 		pr.live = append(pr.live, i)
 		f.routable = append(f.routable, false)
 		f.byState[StatePending]++

@@ -252,3 +252,25 @@ func TestOscillationsCounted(t *testing.T) {
 	require.Equal(t, int64(2), r.ScaleDowns)
 	require.Equal(t, int64(3), r.Oscillations, "each reversal 10 s after the last")
 }
+
+// TestMeanNeverAbovePeak: an oscillator between 1 and 2 replicas that
+// keeps acting for 600 s after the run's last activity at 0.5 s (requests
+// held past it) is accounted to its last change, not to 0.5 s: the mean
+// lies between the bounds, never above the peak (summing 600 s of
+// replica-time over a 0.5 s span reported a mean of about 540 replicas).
+func TestMeanNeverAbovePeak(t *testing.T) {
+	p := pool(&autoscale.Oscillator{Step: 1})
+	p.Min, p.Max, p.IntervalUs = 1, 2, sec
+	p.ProvisionMinUs, p.ProvisionMaxUs, p.ImagePullUs, p.LoadUs, p.WarmUs, p.DrainTimeoutUs = 0, 0, 0, 0, 0, 0
+	h := newHost(t, Config{Pools: []Pool{p}, RNG: sim.NewRNG(1)}, []int{0})
+	h.until(600 * sec)
+	r := h.f.Result(sec/2, Outcome{}).Pools[0]
+	require.Equal(t, 2, r.PeakReplicas)
+	require.GreaterOrEqual(t, r.MeanReplicas, 1.0)
+	require.LessOrEqual(t, r.MeanReplicas, 2.0)
+	var states float64
+	for _, s := range r.ReplicaSeconds {
+		states += s
+	}
+	require.InDelta(t, 600*r.MeanReplicas, states, 1e-6, "the span is the fleet's last change, at 600 s")
+}

@@ -35,8 +35,9 @@ type PoolFleet struct {
 	// ReplicaSeconds is the time its instances spent in each state.
 	ReplicaSeconds map[string]float64 `json:"replica_seconds"`
 	// MeanReplicas is the time-average of its size (instances not
-	// draining or terminated), MeanReady of its ready instances, Peak the
-	// largest size.
+	// draining or terminated) over the run's span (to the fleet's last
+	// change, if later: Core.Result), MeanReady of its ready instances,
+	// Peak the largest size.
 	MeanReplicas float64 `json:"mean_replicas"`
 	MeanReady    float64 `json:"mean_ready"`
 	PeakReplicas int     `json:"peak_replicas"`
@@ -63,8 +64,14 @@ type Outcome struct {
 	Killed, Redirected int64
 }
 
-// Result closes the accounting at end (µs) and reports the fleet.
+// Result closes the accounting at end (µs), the run's span, and reports
+// the fleet. When the fleet changed after end (an autoscaler acting while
+// requests wait past the run's last activity, say held by an admission
+// latency beyond the horizon), the accounting reaches its last change
+// instead: every replica-second and GPU-hour counted lies within the span
+// its means divide by, so a mean never exceeds the peak.
 func (f *Core) Result(end int64, o Outcome) *Fleet {
+	end = max(end, f.lastChange)
 	out := &Fleet{WaitedForCapacity: f.heldN, TimedOutWaiting: f.timedOut, Killed: o.Killed, Redirected: o.Redirected, Records: f.records}
 	dur := float64(end) * 1e-6
 	var readyHours float64

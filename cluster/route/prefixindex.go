@@ -70,14 +70,14 @@ type PrefixIndex struct {
 	caps []int
 	inst []*lruSet
 	// heads maps a first block's hash to the instances holding it, as a
-	// bit set (instances 0..63; beyond, MatchAll walks each instance).
-	heads map[uint64]uint64
+	// bit set (64 instances a word).
+	heads map[uint64]bitset
 }
 
 // NewPrefixIndex returns an empty index for n instances (more are added as
 // they are recorded) of capacity blocks each.
 func NewPrefixIndex(n, capacity int) *PrefixIndex {
-	x := &PrefixIndex{capacity: capacity, inst: make([]*lruSet, n), heads: map[uint64]uint64{}}
+	x := &PrefixIndex{capacity: capacity, inst: make([]*lruSet, n), heads: map[uint64]bitset{}}
 	if capacity == AutoPrefixIndexCapacity {
 		x.capacity, x.auto = DefaultPrefixIndexCapacity, true
 	}
@@ -117,17 +117,11 @@ func (x *PrefixIndex) MatchAll(hashes []uint64, dst []int) {
 	if len(hashes) == 0 {
 		return
 	}
-	if len(dst) > 64 {
-		for i := range dst {
-			if i < len(x.inst) && x.inst[i] != nil {
+	for w, set := range x.heads[hashes[0]] {
+		for ; set != 0; set &= set - 1 {
+			if i := w*64 + bits.TrailingZeros64(set); i < len(dst) {
 				dst[i] = x.inst[i].matchMemo(hashes)
 			}
-		}
-		return
-	}
-	for set := x.heads[hashes[0]]; set != 0; set &= set - 1 {
-		if i := bits.TrailingZeros64(set); i < len(dst) {
-			dst[i] = x.inst[i].matchMemo(hashes)
 		}
 	}
 }
@@ -151,16 +145,14 @@ func (x *PrefixIndex) Record(i int, hashes []uint64, own int) {
 	if s == nil {
 		s = newLRUSet(x.Capacity(i))
 		x.inst[i] = s
-		if i < 64 {
-			s.heads, s.bit = x.heads, uint64(1)<<i
-		}
+		s.heads, s.word, s.bit = x.heads, i/64, uint64(1)<<(i%64)
 	}
 	s.addRun(own)
 	for j := len(hashes) - 1; j >= 0; j-- {
 		s.touch(hashes[j], j == 0)
 	}
-	if len(hashes) > 0 && s.heads != nil {
-		x.heads[hashes[0]] |= s.bit
+	if len(hashes) > 0 {
+		x.heads[hashes[0]] = x.heads[hashes[0]].set(s.word, s.bit)
 	}
 }
 
@@ -171,15 +163,9 @@ func (x *PrefixIndex) Forget(i int) {
 		return
 	}
 	s := x.inst[i]
-	if s.heads != nil {
-		for n := s.list.Front(); n >= 0; n = s.list.Next(n) {
-			if nd := s.list.At(n); nd.first && !nd.anon {
-				if b := x.heads[nd.key] &^ s.bit; b != 0 {
-					x.heads[nd.key] = b
-				} else {
-					delete(x.heads, nd.key)
-				}
-			}
+	for n := s.list.Front(); n >= 0; n = s.list.Next(n) {
+		if nd := s.list.At(n); nd.first && !nd.anon {
+			s.dropHead(nd.key)
 		}
 	}
 	x.inst[i] = nil
@@ -204,8 +190,9 @@ type lruSet struct {
 	capacity int32
 	size     int32 // blocks held
 	// heads is the index's first-block table this instance reports to,
-	// as bit (nil beyond 64 instances).
-	heads map[uint64]uint64
+	// as bit of word.
+	heads map[uint64]bitset
+	word  int
 	bit   uint64
 	// memo maps a first block to the leading run last found present from
 	// it; the run's nodes carry that first block (node.memo).
@@ -319,11 +306,41 @@ func (s *lruSet) evict(n int32) {
 	if nd.memo != 0 {
 		delete(s.memo, nd.memo)
 	}
-	if nd.first && s.heads != nil {
-		if set := s.heads[nd.key] &^ s.bit; set == 0 {
-			delete(s.heads, nd.key)
-		} else {
-			s.heads[nd.key] = set
+	if nd.first {
+		s.dropHead(nd.key)
+	}
+}
+
+// dropHead takes the instance out of first block h's holders.
+func (s *lruSet) dropHead(h uint64) {
+	if set, empty := s.heads[h].clear(s.word, s.bit); empty {
+		delete(s.heads, h)
+	} else {
+		s.heads[h] = set
+	}
+}
+
+// bitset is a set of instances, 64 a word.
+type bitset []uint64
+
+// set adds bit of word, growing the set as needed.
+func (b bitset) set(word int, bit uint64) bitset {
+	for len(b) <= word {
+		b = append(b, 0)
+	}
+	b[word] |= bit
+	return b
+}
+
+// clear removes bit of word and reports whether the set is then empty.
+func (b bitset) clear(word int, bit uint64) (bitset, bool) {
+	if word < len(b) {
+		b[word] &^= bit
+	}
+	for _, w := range b {
+		if w != 0 {
+			return b, false
 		}
 	}
+	return b, true
 }
