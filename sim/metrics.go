@@ -487,21 +487,7 @@ func (h *Histogram) Quantile(p float64) int64 {
 	if h.n == 0 {
 		return 0
 	}
-	rank := loglin.NearestRank(p, h.n)
-	switch rank {
-	case 1:
-		return h.min
-	case h.n:
-		return h.max
-	}
-	var seen int64
-	for i, c := range h.counts {
-		seen += c
-		if seen >= rank {
-			return max(h.min, min(h.max, loglin.Mid(i, histBits)))
-		}
-	}
-	return h.max
+	return loglin.Quantile(h.counts, 0, h.n, h.min, h.max, p, histBits)
 }
 
 func (h *Histogram) summarize() Distribution {

@@ -19,14 +19,10 @@ type Hist struct {
 // own bucket, 128 buckets per power of two above.
 const histBits = 8
 
-func histIndex(v int64) int { return loglin.Index(v, histBits) }
-
-func histMid(i int) int64 { return loglin.Mid(i, histBits) }
-
 // Add counts v (negative values count as 0).
 func (h *Hist) Add(v int64) {
 	v = max(v, 0)
-	i := histIndex(v)
+	i := loglin.Index(v, histBits)
 	switch {
 	case len(h.counts) == 0:
 		h.lo = i
@@ -88,18 +84,5 @@ func (h *Hist) Quantile(p float64) int64 {
 	if h.n == 0 {
 		return 0
 	}
-	rank := loglin.NearestRank(p, h.n)
-	switch rank {
-	case 1:
-		return h.min
-	case h.n:
-		return h.max
-	}
-	var seen int64
-	for i, c := range h.counts {
-		if seen += c; seen >= rank {
-			return max(h.min, min(h.max, histMid(h.lo+i)))
-		}
-	}
-	return h.max
+	return loglin.Quantile(h.counts, h.lo, h.n, h.min, h.max, p, histBits)
 }

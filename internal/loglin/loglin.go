@@ -44,3 +44,23 @@ func NearestRank(p float64, n int64) int64 {
 	k := int64(math.Ceil(p * float64(n)))
 	return max(1, min(k, n))
 }
+
+// Quantile is the nearest-rank p-quantile of n > 0 values counted in
+// counts, whose first entry is bucket lo: exact at the extremes (the
+// values minV and maxV), else its bucket's midpoint clamped to them.
+func Quantile(counts []int64, lo int, n, minV, maxV int64, p float64, b int) int64 {
+	rank := NearestRank(p, n)
+	switch rank {
+	case 1:
+		return minV
+	case n:
+		return maxV
+	}
+	var seen int64
+	for i, c := range counts {
+		if seen += c; seen >= rank {
+			return max(minV, min(maxV, Mid(lo+i, b)))
+		}
+	}
+	return maxV
+}

@@ -49,3 +49,26 @@ func TestIndexAndMid(t *testing.T) {
 		require.Less(t, Index(math.MaxInt64, b), 64<<(b-1)+int(exact), "b %d: the top bucket", b)
 	}
 }
+
+// Quantile reads the nearest rank from the buckets, whatever bucket the
+// counts start at, and the extremes exactly.
+func TestQuantile(t *testing.T) {
+	const b = 8
+	vals := []int64{3, 3, 7, 300, 1000, 5000, 5001, 1 << 30}
+	lo := Index(vals[0], b)
+	counts := make([]int64, Index(vals[len(vals)-1], b)-lo+1)
+	for _, v := range vals {
+		counts[Index(v, b)-lo]++
+	}
+	n := int64(len(vals))
+	for _, c := range []struct {
+		p    float64
+		want int64
+	}{
+		{0, 3}, {0.125, 3}, {0.25, 3}, {0.3, 7}, {0.5, Mid(Index(300, b), b)}, {0.6, Mid(Index(1000, b), b)},
+		{0.75, Mid(Index(5000, b), b)}, {0.8, Mid(Index(5001, b), b)}, {1, 1 << 30},
+	} {
+		require.Equal(t, c.want, Quantile(counts, lo, n, vals[0], vals[len(vals)-1], c.p, b), "p %v", c.p)
+	}
+	require.InDelta(t, 1000, float64(Quantile(counts, lo, n, 3, 1<<30, 0.6, b)), 1000.0/128)
+}
