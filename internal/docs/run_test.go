@@ -285,6 +285,10 @@ func runPage(t *testing.T, r, work string, env docsEnv, files []string, page str
 				t.Logf("%s:%d: %s: not run: %s", page, c.Line, text, why)
 				continue
 			}
+			// The pages' /tmp/ paths go to the test's own folder; the
+			// prepared virtualenv's path is put in after (a tree cloned
+			// under /tmp has its virtualenv there).
+			text = strings.ReplaceAll(text, "/tmp/", tmp+"/")
 			if env.venv != "" {
 				if m := venvLine.FindStringSubmatch(strings.TrimSpace(text)); m != nil {
 					text = fmt.Sprintf("[ -e %s ] || ln -s %s %s   # docs test: the prepared virtualenv", m[1], strconv.Quote(env.venv), m[1])
@@ -292,7 +296,6 @@ func runPage(t *testing.T, r, work string, env docsEnv, files []string, page str
 					text = "true   # docs test: the prepared virtualenv has the pinned requirements: " + text
 				}
 			}
-			text = strings.ReplaceAll(text, "/tmp/", tmp+"/")
 			n := len(steps)
 			steps = append(steps, step{block: b, cmd: c, budget: budget})
 			fmt.Fprintf(&script, "echo S %d >&3\n{\n%s\n} >%s 2>%s\necho E %d >&3\n", n, text,
