@@ -349,10 +349,26 @@ func (c *Sim) pdCompleted(i int, d *sim.Completion) bool {
 		c.inst.touch(r.d)
 	}
 	r.gone = true
-	if !r.released && r.pullAt < 0 && r.injectedD >= 0 && pd.cfg.AbortTimeoutUs == 0 {
-		// Its decode side ended before pulling, and no abort timeout will
-		// ever free the prefill's copy: it is freed now.
-		c.pdRelease(r, true)
+	if !r.released && r.pullAt < 0 && r.injectedD >= 0 {
+		switch {
+		case d.TimedOut && d.EnqueuedUs > 0:
+			// Its client gave up after its decode part reached the decode
+			// instance's engine core (queued: a decode handoff is queued
+			// after its prefill's response, never at 0), before its pull:
+			// vLLM's NIXL connector (request_finished with
+			// do_remote_prefill still set) sends the prefill instance an
+			// empty read's notification, which frees the copy; the
+			// notification's latency, the transfer's fixed one, is not
+			// modelled. A part refused or aborted in the decode
+			// instance's API stage never reached the connector, and one
+			// killed by a drain goes with its instance: their copies wait
+			// for the abort timeout.
+			c.pdRelease(r, false)
+		case pd.cfg.AbortTimeoutUs == 0:
+			// Its decode side ended before pulling, and no abort timeout
+			// will ever free the prefill's copy: it is freed now.
+			c.pdRelease(r, true)
+		}
 	}
 	if r.released || r.injectedD < 0 {
 		delete(pd.reqs, d.ID)

@@ -210,3 +210,32 @@ func TestPDWorkersAgree(t *testing.T) {
 		require.Equal(t, outs[0], outs[2], "%d:%d, 3 workers", tc.nP, tc.nD)
 	}
 }
+
+// TestPDDecodeAbortFreesTheCopy: a client that gives up while its decode
+// part waits in the decode instance's queue (its pull not started: the
+// instance's 150 blocks hold request 0's 2,000-token prompt) has its
+// prefill copy freed then, as vLLM's NIXL connector does (request_finished
+// on the decode side, do_remote_prefill still set: it sends the prefill
+// instance an empty read's notification); one that gives up in the decode
+// instance's API stage (at 1,200 µs: queued at 1,250) never reached its
+// engine core, and its copy waits for the abort timeout, past the run's
+// end (the timer is no activity).
+func TestPDDecodeAbortFreesTheCopy(t *testing.T) {
+	for _, tc := range []struct {
+		timeoutUs, kept int64
+	}{{100_000, 0}, {1200, 125}} {
+		cfg, _ := pdRig(1, 1, 150, disagg.Always{})
+		c, err := New(*cfg, NewSliceSource([]sim.RequestSpec{
+			{ID: 0, PromptTokens: 2000, OutputTokens: 200},
+			{ID: 1, PromptTokens: 2000, OutputTokens: 3, TimeoutUs: tc.timeoutUs},
+		}))
+		require.NoError(t, err)
+		res, err := c.Run()
+		require.NoError(t, err)
+		q := res.Requests
+		require.Equal(t, [2]int64{1, 1}, [2]int64{q.Completed, q.TimedOut}, "timeout %d µs", tc.timeoutUs)
+		require.Equal(t, int64(1), res.Disaggregation.Transfers)
+		st := c.eng[0].Status()
+		require.Equal(t, tc.kept, st.TotalKVBlocks-st.FreeKVBlocks, "the prefill instance's blocks, timeout %d µs", tc.timeoutUs)
+	}
+}

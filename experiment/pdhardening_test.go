@@ -3,6 +3,7 @@ package experiment
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -65,6 +66,35 @@ func TestRunEndsAtItsLastDeparture(t *testing.T) {
 	}
 	require.Less(t, m.DurationS, 60.0, "not until the copies' 480 s timeouts")
 	require.InDelta(t, float64(last-first)*1e-6, m.DurationS, 1, "the last departure, or a step's end just after it")
+}
+
+// TestPDAtTheHorizonAccountsForEveryRequest: a horizon that stops a
+// disaggregated run while a prefill instance's queue waits for blocks its
+// copies hold (their transfers on a link at 0.1% efficiency still going;
+// or, with a decode pool too small for the prompts, copies of dropped
+// requests held until their 480 s abort timeout) failed INV-1 there. Now
+// every request is accounted for: those waiting are still queued.
+func TestPDAtTheHorizonAccountsForEveryRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name, decode, network string
+		horizon               float64
+	}{
+		{"slow network", "", "efficiency: 0.001", 30},
+		{"held copies", ", vllm: {total_kv_blocks_gpu: 100}", "", 600},
+	} {
+		text := strings.Replace(sprintfPD(tc.decode, tc.network), "run: {per_request: true}",
+			fmt.Sprintf("run: {horizon_s: %v, debug_invariants: true}", tc.horizon), 1)
+		text = strings.Replace(text, "name: p, role: prefill,", "name: p, role: prefill, vllm: {total_kv_blocks_gpu: 300},", 1)
+		e, err := parse(t, text)
+		require.NoError(t, err)
+		res, err := Run(context.Background(), e, &MemSinks{})
+		require.NoError(t, err, tc.name)
+		n := res.Cluster.Requests
+		require.Positive(t, n.StillQueued, tc.name)
+		inSystem := n.AwaitingCapacity + n.AwaitingRouting + n.InTransit + n.StillInAPI + n.StillQueued + n.StillRunning
+		require.Equal(t, n.Arrived, n.Completed+n.DroppedUnservable+inSystem, tc.name)
+		t.Logf("%s: %+v", tc.name, n)
+	}
 }
 
 // TestMaxNodesHoldsTheInitialInstances: two one-GPU instances on at most
