@@ -127,7 +127,9 @@ func randomFleet(seed uint64) (Config, []sim.RequestSpec, string) {
 // dropped + rejected too long + timed out + killed + in the system, CL-1,
 // with the cluster's other invariants and every engine's), one record per
 // request that left, and the same bytes again; a run without a horizon
-// ends with nothing in the system and every in-flight count back at zero.
+// ends with nothing in the system and every in-flight count back at zero,
+// unless instances that both prefill and decode deadlock on copies no
+// abort timeout frees (pdDeadlocked).
 func TestNothingLostOnRandomFleets(t *testing.T) {
 	var killed, redirected, held, lost, pdStopped int64
 	defer func() {
@@ -139,7 +141,7 @@ func TestNothingLostOnRandomFleets(t *testing.T) {
 			require.Positive(t, pdStopped, "and P/D runs stopped by a horizon with requests in the system")
 		}
 	}()
-	for seed := uint64(1); seed <= 60; seed++ {
+	for seed := uint64(1); seed <= 100; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			var out [2]string
 			var res *Result
@@ -151,7 +153,7 @@ func TestNothingLostOnRandomFleets(t *testing.T) {
 				require.NoError(t, err, desc)
 				res, err = c.Run()
 				require.NoError(t, err, desc)
-				if cfg.HorizonUs == 0 {
+				if cfg.HorizonUs == 0 && !c.pdDeadlocked() {
 					for i, f := range c.inflight {
 						require.Zero(t, f, "%s: in-flight of %s", desc, c.ids[i])
 					}
@@ -167,7 +169,7 @@ func TestNothingLostOnRandomFleets(t *testing.T) {
 				if res.Disaggregation != nil && in > 0 {
 					pdStopped++
 				}
-			} else {
+			} else if !strings.Contains(desc, "abort 0 µs") {
 				require.Zero(t, in, "%s: every request left", desc)
 			}
 			require.Equal(t, q.Arrived, q.Rejected+q.Completed+q.DroppedUnservable+q.RejectedTooLong+q.TimedOut+q.Killed+in, desc)

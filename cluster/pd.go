@@ -166,6 +166,7 @@ type pdState struct {
 	xferH    sim.Histogram
 	waitH    sim.Histogram
 	handoffs int64 // requests sent to a decode instance after their prefill (routedTo counts them twice)
+	kept     int64 // prefill copies handed off and not yet released
 	roles    []PDRole
 }
 
@@ -329,6 +330,7 @@ func (c *Sim) pdCompleted(i int, d *sim.Completion) bool {
 		dec.Handoff = sim.HandoffDecode
 		c.agg.routed(r.d)
 		pd.handoffs++
+		pd.kept++
 		if err := c.eng[r.d].Inject(dec, d.DepartedUs); err != nil {
 			c.err = fmt.Errorf("instance %s: %w", c.ids[r.d], err)
 			return true
@@ -502,6 +504,27 @@ func (c *Sim) pdTimerNext() (int64, bool) {
 	return 0, false
 }
 
+// pdDeadlocked says whether the requests in flight can no longer move
+// once no event of their own is left (no arrival, engine event, transfer
+// or client timeout): prefill copies are kept that no abort timeout will
+// free (Disagg.AbortTimeoutUs 0: never), and no drain timeout is to come
+// that could kill the requests waiting behind them. It happens on
+// instances that both prefill and decode: each instance's queue waits
+// for blocks its copies hold, which wait for the pulls of requests queued
+// behind other instances' copies. vLLM, whose abort timeout always
+// expires (VLLM_NIXL_ABORT_REQUEST_TIMEOUT), would free them at last; a
+// run with copies kept forever ends there, its requests counted in the
+// system, instead of letting its autoscalers evaluate forever.
+func (c *Sim) pdDeadlocked() bool {
+	if c.pd == nil || c.pd.kept == 0 {
+		return false
+	}
+	if _, has := c.pdTimerNext(); has {
+		return false
+	}
+	return c.fl == nil || c.fl.DrainsPending() == 0
+}
+
 // pdHandle processes the transfers that end at now, then the abort
 // timeouts due. It reports whether a transfer ended: a copy freed at its
 // abort timeout is no activity (sim.Engine.ExpireKV).
@@ -545,6 +568,7 @@ func (c *Sim) pdRelease(r *pdReq, expired bool) {
 		return
 	}
 	r.released = true
+	c.pd.kept--
 	release := c.eng[r.p].ReleaseKV
 	if expired {
 		release = c.eng[r.p].ExpireKV

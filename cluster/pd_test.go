@@ -2,13 +2,17 @@ package cluster
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/blis-sim/blis/cluster/autoscale"
 	"github.com/blis-sim/blis/cluster/disagg"
+	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/sim"
 )
@@ -239,3 +243,50 @@ func TestPDDecodeAbortFreesTheCopy(t *testing.T) {
 		require.Equal(t, tc.kept, st.TotalKVBlocks-st.FreeKVBlocks, "the prefill instance's blocks, timeout %d µs", tc.timeoutUs)
 	}
 }
+
+// TestPDDeadlockEnds: two instances that both prefill and decode, 20
+// blocks each, and copies that no abort timeout frees (0: never). Request
+// 0 decodes on instance 0 and is prefilled on instance 1, request 1 the
+// other way round: each instance keeps the other's 13-block copy, and the
+// 7 blocks left cannot take its own decode part's pull. Nothing can move:
+// the run ends there with both requests in the system (still queued),
+// instead of failing CL-2 ("no event is left but 2 requests are in
+// flight") or, with an autoscaler, evaluating it forever.
+func TestPDDeadlockEnds(t *testing.T) {
+	for _, scaled := range []bool{false, true} {
+		cfg, _ := pdRig(2, 0, 20, disagg.Always{})
+		for i := range cfg.Instances {
+			cfg.Instances[i].Config.Engine.TotalKVBlocksGPU = 20
+		}
+		cfg.Disagg.AbortTimeoutUs = 0
+		cfg.Disagg.Pools[0].Role = RoleBoth
+		cfg.Disagg.Pools = cfg.Disagg.Pools[:1]
+		cfg.Routing = &route.RoundRobin{}
+		cfg.Disagg.Prefill = otherHalf{&route.RoundRobin{}}
+		if scaled {
+			cfg.Scaling = &Scaling{RNG: sim.NewRNG(1), Pools: []PoolScaling{{Name: "p", Min: 2, Max: 2, IntervalUs: 1_000_000,
+				GPUsPerReplica: 1, GPUsPerNode: 8, PricePerGPUHour: 1,
+				Policy: autoscale.NewThreshold("queue-depth", autoscale.ThresholdConfig{Metric: autoscale.MetricQueueDepth, Up: 2, Down: 0.5, Step: 1, SustainUs: 1})}},
+				NewInstance: func(int, int) (sim.Config, error) { return cfg.Instances[0].Config, nil }}
+		}
+		c, err := New(*cfg, NewSliceSource([]sim.RequestSpec{
+			{ID: 0, PromptTokens: 200, OutputTokens: 5},
+			{ID: 1, ArrivalUs: 10, PromptTokens: 200, OutputTokens: 5},
+		}))
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res, err := c.RunContext(ctx)
+		cancel()
+		require.NoError(t, err, "scaled %v", scaled)
+		q := res.Requests
+		require.Equal(t, [2]int64{2, 0}, [2]int64{q.StillQueued, q.Completed}, "scaled %v", scaled)
+		require.Equal(t, int64(2), res.Disaggregation.Disaggregated)
+		require.Less(t, res.DurationS, 1.0, "scaled %v: the run ends where nothing moves", scaled)
+	}
+}
+
+// otherHalf routes request k to instance (k+1) mod 2: with round-robin
+// decode routing, always the other instance.
+type otherHalf struct{ *route.RoundRobin }
+
+func (otherHalf) Route(req *route.Request, _ *route.View) int { return int(req.Spec.ID+1) % 2 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -94,6 +95,42 @@ func TestPDAtTheHorizonAccountsForEveryRequest(t *testing.T) {
 		inSystem := n.AwaitingCapacity + n.AwaitingRouting + n.InTransit + n.StillInAPI + n.StillQueued + n.StillRunning
 		require.Equal(t, n.Arrived, n.Completed+n.DroppedUnservable+inSystem, tc.name)
 		t.Logf("%s: %+v", tc.name, n)
+	}
+}
+
+// TestPDDeadlockEndsTheRun: two instances that both prefill and decode,
+// 20 blocks each, copies no abort timeout frees (abort_timeout_s: 0), and
+// a prefill router that sends each prefill to the other instance: each
+// keeps the other's copies, and the decode parts wait for the blocks they
+// hold. The run failed CL-2 at its end ("no event is left but ... in
+// flight"); with an autoscaler and no horizon it evaluated forever. It
+// now ends where nothing moves, the stuck requests counted in the system,
+// with a warning naming the key.
+func TestPDDeadlockEndsTheRun(t *testing.T) {
+	for _, autoscale := range []string{"", "\n  autoscale: {type: kpa, params: {interval_s: 1}}"} {
+		text := strings.ReplaceAll(`version: 1
+deployment:
+  pools:
+    - {name: a, replicas: 2, min_replicas: 2, max_replicas: 2, vllm: {total_kv_blocks_gpu: 20}}
+  network: {abort_timeout_s: 0}
+workload:
+  synthetic: {requests: 20, rate: 100, prompt_tokens: 'const:200', output_tokens: 'const:5', prefix_groups: 0}
+policies:
+  disaggregation: {type: always, params: {prefill_scorers: {queue-depth: 1}}}AUTOSCALE
+run: {debug_invariants: true}
+`, "AUTOSCALE", autoscale)
+		e, err := parse(t, text)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		res, err := Run(ctx, e, &MemSinks{})
+		cancel()
+		require.NoError(t, err, autoscale)
+		require.False(t, res.Partial, autoscale)
+		n := res.Cluster.Requests
+		require.Equal(t, int64(20), n.Completed+n.StillQueued, autoscale)
+		require.Positive(t, n.StillQueued, autoscale)
+		require.Contains(t, strings.Join(res.Warnings, "\n"), "could not move when the run ended", autoscale)
+		require.Contains(t, strings.Join(res.Warnings, "\n"), "deployment.network.abort_timeout_s", autoscale)
 	}
 }
 
