@@ -139,11 +139,18 @@ func (e *Engine) checkKV(full bool) {
 			}
 		}
 	}
-	// The free list is the blocks never used (implicit) and the ring.
+	// The free list is the blocks never used (implicit) and the ring. A
+	// detached block keeps the state allocation gave it.
 	onList := kv.fresh()
-	kv.eachReleased(func(b int32) {
+	detached := make([]bool, len(kv.blocks))
+	kv.eachFree(func(f freeEnt) {
 		onList++
-		if kv.blocks[b].ref != 0 {
+		switch b := f.b; {
+		case f.detached && kv.blocks[b] != heldAlone:
+			e.fail("INV-4", "detached free block %d is not in the state allocation gave it: %+v", b, kv.blocks[b])
+		case f.detached:
+			detached[b] = true
+		case kv.blocks[b].ref != 0:
 			e.fail("INV-4", "block %d is on the free list with refcount %d", b, kv.blocks[b].ref)
 		}
 	})
@@ -153,6 +160,12 @@ func (e *Engine) checkKV(full bool) {
 	var allocated int64
 	for b := range kv.blocks {
 		blk := &kv.blocks[b]
+		if detached[b] {
+			if refs[b] != 0 {
+				e.fail("INV-4", "block %d is free (detached) but %d block tables hold it", b, refs[b])
+			}
+			continue
+		}
 		if blk.ref != refs[b] {
 			e.fail("INV-4", "block %d has refcount %d but %d block tables hold it", b, blk.ref, refs[b])
 		}
