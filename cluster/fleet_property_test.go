@@ -109,9 +109,10 @@ func randomFleet(seed uint64) (Config, []sim.RequestSpec, string) {
 	// in the system, and under P/D a network slow enough (1 MB/s: a
 	// 700-token prompt's 92 MB take 92 s) that transfers outlast it,
 	// keeping prefill copies, and the requests queued behind their blocks,
-	// at the horizon.
+	// at the horizon (only with a horizon: without one, oscillators over
+	// transfers of minutes start more instances than the fleet's bound).
 	cfg.HorizonUs = pick(0, 0, 0, 300_000, 3_000_000)
-	if pd && r.IntN(3) == 0 {
+	if pd && r.IntN(3) == 0 && cfg.HorizonUs > 0 {
 		for k := range cfg.Disagg.Pools {
 			cfg.Disagg.Pools[k].NetBytesPerSec = 1e6
 		}
@@ -141,7 +142,14 @@ func TestNothingLostOnRandomFleets(t *testing.T) {
 			require.Positive(t, pdStopped, "and P/D runs stopped by a horizon with requests in the system")
 		}
 	}()
+	// Seeds 1 to 100, and those that found a defect beyond them: 315 (an
+	// abort timer of a copy given up, whose request was split again onto
+	// the same prefill instance, expired the new split's prefill).
+	seeds := []uint64{315}
 	for seed := uint64(1); seed <= 100; seed++ {
+		seeds = append(seeds, seed)
+	}
+	for _, seed := range seeds {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			var out [2]string
 			var res *Result

@@ -495,13 +495,21 @@ func (c *Sim) pdTimerNext() (int64, bool) {
 		return 0, false
 	}
 	for c.pd.timers.len() > 0 {
-		r, live := c.pd.reqs[c.pd.timers.peek().id]
-		if live && !r.released && r.pullAt < 0 {
+		if c.pdTimerLive(c.pd.timers.peek()) {
 			return c.pd.timers.peek().at, true
 		}
 		c.pd.timers.pop()
 	}
 	return 0, false
+}
+
+// pdTimerLive says whether abort timer ev still guards an unpulled copy:
+// the copy of its request's current split, handed off at the timer's time
+// less the abort timeout. (A request whose decode part was handed back
+// and split again has a new copy, and its old timer is not the new one's.)
+func (c *Sim) pdTimerLive(ev cevent) bool {
+	r, live := c.pd.reqs[ev.id]
+	return live && !r.released && r.pullAt < 0 && r.injectedD >= 0 && satAdd(r.injectedD, c.pd.cfg.AbortTimeoutUs) == ev.at
 }
 
 // pdDeadlocked says whether the requests in flight can no longer move
@@ -553,9 +561,9 @@ func (c *Sim) pdHandle() bool {
 	}
 	for pd.timers.len() > 0 && pd.timers.peek().at <= c.now {
 		ev := pd.timers.pop()
-		if r, ok := pd.reqs[ev.id]; ok && !r.released && r.pullAt < 0 {
+		if c.pdTimerLive(ev) {
 			pd.res.AbortTimeouts++
-			c.pdRelease(r, true)
+			c.pdRelease(pd.reqs[ev.id], true)
 		}
 	}
 	return len(done) > 0
