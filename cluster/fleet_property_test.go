@@ -142,7 +142,7 @@ func TestNothingLostOnRandomFleets(t *testing.T) {
 			require.Positive(t, pdStopped, "and P/D runs stopped by a horizon with requests in the system")
 		}
 	}()
-	// Seeds 1 to 100, and those that found a defect beyond them: 315 (an
+	// Fleets 1 to 100, and those that found a defect beyond them: 315 (an
 	// abort timer of a copy given up, whose request was split again onto
 	// the same prefill instance, expired the new split's prefill).
 	seeds := []uint64{315}
