@@ -37,7 +37,7 @@ func TestFractionsInWholeNumberKeysAreRefused(t *testing.T) {
 	d := NewDraft()
 	require.EqualError(t, d.Set("deployment.pools[0].replicas", "2.5", "--set deployment.pools[0].replicas"),
 		"--set deployment.pools[0].replicas: want a whole number, got 2.5 (fractions are not rounded)")
-	require.EqualError(t, d.SetFlag("data-parallel-size", "-1"), "--data-parallel-size must be >= 1, got -1")
+	require.EqualError(t, d.SetFlag("data-parallel-size", "-1"), "--data-parallel-size: must be within [1, 4096] engines, got -1")
 	// Whole numbers are read exactly, past 2^53.
 	e, err := parse(t, "version: 1\nrun: {seed: 9007199254740993}\n")
 	require.NoError(t, err)

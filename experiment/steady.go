@@ -282,9 +282,6 @@ func (d *Draft) resolveSteady(r *RunOptions, ry *runYAML) error {
 	if r.PrecisionMetric != PrecisionStability && !slices.Contains(steady.MetricNames, r.PrecisionMetric) {
 		return d.errf("run.precision_metric", "%q has no interval within a run; use one of %s, or %s (the verdict alone)", clip.String(r.PrecisionMetric), strings.Join(steady.MetricNames, ", "), PrecisionStability)
 	}
-	if r.MaxRequests < 1 || r.MaxRequests > math.MaxInt32 {
-		return d.errf("run.max_requests", "must be in [1, %d] requests, got %d", math.MaxInt32, r.MaxRequests)
-	}
 	us, err := parseDurationUs(r.MaxSimTime)
 	if err != nil {
 		return d.errf("run.max_sim_time", "a duration (30m, 24h; whole µs): %v", err)

@@ -389,8 +389,12 @@ func (k *Key) number(n *yaml.Node) (float64, int64, error) {
 	case x != math.Trunc(x):
 		return 0, 0, fmt.Errorf("want a whole number, got %s (fractions are not rounded)", Clip(n.Value))
 	case !(x >= math.MinInt64 && x < math.MaxInt64):
-		if err := k.check(x, Clip(text)); err != nil {
-			return 0, 0, err
+		// A key whose own range is narrower says it; one that takes any
+		// whole number says ±2^63, not ±9.223372036854776e+18.
+		if k.Min > math.MinInt64 || k.Max < math.MaxInt64 {
+			if err := k.check(x, Clip(text)); err != nil {
+				return 0, 0, err
+			}
 		}
 		return 0, 0, outOfRange("must be a whole number within ±2^63, got %s", Clip(text))
 	}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/require"
+)
+
+// Every flag of every blis command that takes a number or a boolean
+// refuses a value of the wrong kind naming the flag (--max-requests 0.5
+// gave `invalid argument "0.5" for "--max-requests" flag:
+// strconv.ParseInt: parsing "0.5": invalid syntax`): a fraction in a
+// whole-number flag, a word in a number flag, "maybe" in a boolean one.
+// An experiment's flag is decoded by its key's declaration, so its error
+// also gives the range and unit (TestFractionInAFlagNamesItsRange).
+func TestFlagValuesOfTheWrongKind(t *testing.T) {
+	records := "../../testdata/vllm-runs/RTX4090/Llama-3.1-8B/requests.jsonl"
+	// What each command needs besides the flag tried, so that the flag's
+	// value is what fails.
+	base := map[string][]string{
+		"run":      {"run"},
+		"sweep":    {"sweep", "--set", "workload.rate_scale=0.5,1"},
+		"capacity": {"capacity", "--search", "workload.rate_scale", "--min", "0.5", "--max", "1", "--target", "ttft_p99_ms<=500"},
+		"validate": {"validate", records},
+	}
+	tried := 0
+	for _, c := range newRootCmd().Commands() {
+		args, ok := base[c.Name()]
+		if !ok {
+			continue
+		}
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			var bad []string
+			switch f.Value.Type() {
+			case "int", "int64":
+				bad = []string{"0.5", "1e300", "x"}
+			case "float64":
+				bad = []string{"x", "1,5"}
+			case "bool":
+				bad = []string{"maybe"}
+			default:
+				return
+			}
+			for _, v := range bad {
+				tried++
+				_, _, err := runCLI(t, append(append([]string{}, args...), "--"+f.Name+"="+v)...)
+				require.Error(t, err, "%s --%s=%s", c.Name(), f.Name, v)
+				require.Contains(t, err.Error(), "--"+f.Name, "%s --%s=%s", c.Name(), f.Name, v)
+				require.NotContains(t, err.Error(), "strconv", "%s --%s=%s", c.Name(), f.Name, v)
+			}
+		})
+	}
+	require.Greater(t, tried, 200)
+}
+
+// An experiment's flag is decoded by its key's declaration: the error
+// gives the key's range and unit.
+func TestFractionInAFlagNamesItsRange(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--precision", "0.05", "--max-requests", "0.5"}, "--max-requests: want a whole number, got 0.5 (fractions are not rounded)"},
+		{[]string{"run", "--precision", "0.05", "--max-requests", "1e300"}, "--max-requests: must be within [1, 2147483647] requests, got 1e300"},
+		{[]string{"run", "--summary-max-tokens", "1e9", "--summarize-trace", "s.md"}, "--summary-max-tokens: must be within [100, 100000] tokens, got 1e9"},
+		{[]string{"run", "--seed", "1e300"}, "--seed: must be a whole number within ±2^63, got 1e300"},
+		{[]string{"sweep", "--set", "workload.rate_scale=1", "--requests", "2.5"}, "--requests: want a whole number, got 2.5 (fractions are not rounded)"},
+		{[]string{"sweep", "--set", "workload.rate_scale=1", "--seeds", "2.5"}, `--seeds: want a whole number, got "2.5" (fractions are not rounded)`},
+	} {
+		_, _, err := runCLI(t, c.args...)
+		require.EqualError(t, err, c.want, c.args)
+	}
+}
