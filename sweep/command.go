@@ -32,7 +32,7 @@ func GridOf(path string, sets []string) (Grid, error) {
 		}
 		gp, err := ParseGrid(data, path)
 		if err != nil {
-			return Grid{}, err
+			return Grid{}, fmt.Errorf("--grid: %w", err)
 		}
 		g = *gp
 	}

@@ -1,7 +1,12 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
@@ -70,5 +75,37 @@ func TestFractionInAFlagNamesItsRange(t *testing.T) {
 	} {
 		_, _, err := runCLI(t, c.args...)
 		require.EqualError(t, err, c.want, c.args)
+	}
+}
+
+// Every YAML file a blis command reads refuses a "billion laughs" of
+// nested aliases at once, naming the flag and the file: a 300-byte
+// --config ran for minutes before a key was checked.
+func TestYAMLAliasBombsAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	lines := []string{"x0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"}
+	for i := 1; i <= 8; i++ {
+		lines = append(lines, fmt.Sprintf("x%d: &a%d [%s]", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*a%d, ", i-1), 10), ", ")))
+	}
+	bomb := strings.Join(lines, "\n") + "\n"
+	file := func(name, head string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(head+bomb), 0o644))
+		return p
+	}
+	for _, args := range [][]string{
+		{"run", "--config", file("exp.yaml", "version: 1\n")},
+		{"run", "--workload-spec", file("spec.yaml", "version: 1\n")},
+		{"run", "--policy-config", file("pol.yaml", "")},
+		{"run", "--deployment", file("dep.yaml", "")},
+		{"run", "--coefficients", file("coef.yaml", "")},
+		{"run", "--host-profile", file("host.yaml", "")},
+		{"sweep", "--grid", file("grid.yaml", "version: 1\n")},
+	} {
+		start := time.Now()
+		_, _, err := runCLI(t, args...)
+		require.ErrorContains(t, err, args[1]+": "+args[2]+": line ", args)
+		require.ErrorContains(t, err, "the aliases (*a0 and others) repeat their anchors' values 1234567800 more times", args)
+		require.Less(t, time.Since(start), 5*time.Second, args)
 	}
 }

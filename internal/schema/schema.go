@@ -36,6 +36,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/blis-sim/blis/internal/clip"
+	"github.com/blis-sim/blis/internal/yamlfile"
 )
 
 // Type is a key's type.
@@ -327,6 +328,9 @@ func ParseYAML(text string) (*yaml.Node, error) {
 	}
 	if len(doc.Content) != 1 {
 		return nil, nil
+	}
+	if err := yamlfile.CheckAliases(doc.Content[0]); err != nil {
+		return nil, err
 	}
 	return doc.Content[0], nil
 }
