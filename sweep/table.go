@@ -18,6 +18,7 @@ import (
 	"github.com/apache/arrow/go/v17/parquet/schema"
 
 	"github.com/blis-sim/blis/internal/clip"
+	"github.com/blis-sim/blis/internal/columns"
 	"github.com/blis-sim/blis/internal/pqread"
 	"github.com/blis-sim/blis/internal/tracevocab"
 )
@@ -252,6 +253,7 @@ func (p *Plan) ReadCSV(r io.Reader) ([]Row, error) {
 	if err != nil {
 		return nil, p.columnsErr(err)
 	}
+	columns.TrimBOM(header)
 	if err := p.checkColumns(header); err != nil {
 		return nil, err
 	}
