@@ -7,6 +7,7 @@ import (
 
 	"github.com/blis-sim/blis/internal/atomicfile"
 	"github.com/blis-sim/blis/internal/clip"
+	"github.com/blis-sim/blis/internal/inputfile"
 	"github.com/blis-sim/blis/internal/plotcanvas"
 )
 
@@ -26,7 +27,7 @@ type Flags struct {
 func GridOf(path string, sets []string) (Grid, error) {
 	var g Grid
 	if path != "" {
-		data, err := os.ReadFile(path)
+		data, err := inputfile.Read(path)
 		if err != nil {
 			return Grid{}, fmt.Errorf("--grid: %w", err)
 		}

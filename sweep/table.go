@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/blis-sim/blis/internal/clip"
 	"github.com/blis-sim/blis/internal/columns"
+	"github.com/blis-sim/blis/internal/inputfile"
 	"github.com/blis-sim/blis/internal/pqread"
 	"github.com/blis-sim/blis/internal/tracevocab"
 )
@@ -226,7 +226,12 @@ func (p *Plan) Write(w io.Writer, rows []Row, format string) error {
 // the plan's. Rows come back sorted by run; a run given twice must be
 // the same row twice.
 func (p *Plan) ReadFile(path string) ([]Row, error) {
-	data, err := os.ReadFile(path)
+	f, err := inputfile.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(f)
+	f.Close()
 	if err != nil {
 		return nil, err
 	}

@@ -109,3 +109,37 @@ func TestYAMLAliasBombsAreRefused(t *testing.T) {
 		require.Less(t, time.Since(start), 5*time.Second, args)
 	}
 }
+
+// An input that never ends (/dev/zero; a FIFO fed forever) was read until
+// memory ran out, deaf to SIGTERM: --replay /dev/zero held 11 GB after 12
+// minutes, --counters 9 GB after one. A configuration file is read to a
+// bound, a data file must be a regular file; each names its flag, at once.
+func TestEndlessInputsAreRefused(t *testing.T) {
+	records := "../../testdata/vllm-runs/RTX4090/Llama-3.1-8B/requests.jsonl"
+	for _, args := range [][]string{
+		{"run", "--config", "/dev/zero"},
+		{"run", "--workload-spec", "/dev/zero"},
+		{"run", "--policy-config", "/dev/zero"},
+		{"run", "--deployment", "/dev/zero"},
+		{"run", "--coefficients", "/dev/zero"},
+		{"run", "--host-profile", "/dev/zero"},
+		{"run", "--model", "/dev/zero"},
+		{"run", "--hardware", "/dev/zero"},
+		{"run", "--replay", "/dev/zero"},
+		{"sweep", "--grid", "/dev/zero"},
+		{"sweep", "--set", "workload.rate_scale=1,2", "--rows", "/dev/zero"},
+		{"validate", records, "--meta", "/dev/zero"},
+		{"validate", records, "--counters", "/dev/zero"},
+		{"validate", "/dev/zero"},
+	} {
+		start := time.Now()
+		_, _, err := runCLI(t, args...)
+		require.Error(t, err, args)
+		require.Contains(t, err.Error(), "/dev/zero", args)
+		require.Regexp(t, "more than 64 MiB|is not a regular file", err.Error(), args)
+		if args[len(args)-2] != "validate" {
+			require.Contains(t, err.Error(), args[len(args)-2]+": ", args)
+		}
+		require.Less(t, time.Since(start), 10*time.Second, args)
+	}
+}
