@@ -124,6 +124,14 @@ func (c *Collector) verdict(st *Stability, from, to int, found bool, level func(
 		st.Why = fmt.Sprintf("the number of requests in the system does not grow: %.3g per second (95 %% interval %.3g to %.3g, below %g %% of the %.4g arriving per second), %.4g on average",
 			g.Estimate, g.Low, g.High, 100*StableShare, st.OfferedPerS, st.MeanInSystem)
 	default:
+		if !j.ok && from >= to && c.cfg.Stationary && c.cfg.Warmup == WarmupFixed && c.cfg.WarmupUs >= c.lastArrival-c.bins.t0 {
+			// A warm-up as long as the run leaves nothing to judge, and no
+			// longer run of the same length tells ("about 50 s would
+			// tell", it said, of --warmup 1000h).
+			st.Why = fmt.Sprintf("the warm-up given (%s s) removes the whole run (%s s of arrivals): nothing is left to judge; give a shorter warm-up (or auto)",
+				fmtSeconds(float64(c.cfg.WarmupUs)/1e6), fmtSeconds(float64(c.lastArrival-c.bins.t0)/1e6))
+			break
+		}
 		if !j.ok && c.arrivals > 1 && c.lastArrival == c.bins.t0 {
 			// Every request arrived at one instant (a rate of 1e300 per
 			// second): there is no arrival rate to judge, and no length of

@@ -154,3 +154,16 @@ func TestTooShortToTellGivesAdviceThatCanBeFollowed(t *testing.T) {
 	require.NotContains(t, st.Why, "about 0 s")
 	require.NotContains(t, st.Why, "(0 requests")
 }
+
+// --warmup 1000h on a 25 s run said "too short to tell: 0 s analyzed;
+// about 50 s would tell": no run of that length tells, since the warm-up
+// removes it all. It says so.
+func TestAWarmupAsLongAsTheRunIsNamed(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	c := NewCollector(Config{Stationary: true, Warmup: WarmupFixed, WarmupUs: 3_600_000_000_000})
+	end := fifo(c, r, 200, 0, 8, expSvc(r, 10_000))
+	st := c.Report(end).Stability
+	require.Equal(t, Indeterminate, st.Verdict)
+	require.Regexp(t, `^the warm-up given \(3600000 s\) removes the whole run \(\d+ s of arrivals\): nothing is left to judge`, st.Why)
+	require.NotContains(t, st.Why, "would tell")
+}
