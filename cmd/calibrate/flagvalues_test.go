@@ -37,3 +37,11 @@ func TestFlagValuesOfTheWrongKind(t *testing.T) {
 	}
 	require.Greater(t, tried, 50)
 }
+
+// calibrate fit --configs /dev/zero was read until memory ran out (as
+// blis's configuration flags were): a configuration file is read to a
+// bound.
+func TestEndlessConfigsRefused(t *testing.T) {
+	_, err := run(t, "fit", "--configs", "/dev/zero", "-o", t.TempDir()+"/c.yaml")
+	require.EqualError(t, err, "--configs: /dev/zero: more than 64 MiB: a configuration file is text of a few KB (is it the right file?)")
+}
