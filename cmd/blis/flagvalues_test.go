@@ -143,3 +143,24 @@ func TestEndlessInputsAreRefused(t *testing.T) {
 		require.Less(t, time.Since(start), 10*time.Second, args)
 	}
 }
+
+// A string flag's text is the string, whatever YAML makes of it:
+// --prompt-tokens const: was read as a mapping ("--prompt-tokens: want a
+// string, got a mapping") and --prompt-tokens @x did not parse; each is
+// now judged by the key's own reader, which says what it accepts.
+func TestStringFlagsTakeTheirTextAsGiven(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--prompt-tokens", "const:"}, `--prompt-tokens: distribution "const:": empty item; accepted forms: 512 | const:512`},
+		{[]string{"--prompt-tokens", "a: b"}, `--prompt-tokens: distribution "a: b": unknown kind "a"`},
+		{[]string{"--prompt-tokens", "@x"}, `--prompt-tokens: distribution "@x": "@x" is not a finite number`},
+		{[]string{"--latency", "{a: 1}"}, `--latency: want one of auto, physics, roofline, blackbox, got "{a: 1}"`},
+		{[]string{"--warmup", "[1]"}, `--warmup: auto, none or a duration (30s, 2m; whole µs): "[1]" is not a duration`},
+	} {
+		_, _, err := runCLI(t, append([]string{"run", "--requests", "5"}, c.args...)...)
+		require.ErrorContains(t, err, c.want, c.args)
+		require.NotContains(t, err.Error(), "want a string", c.args)
+	}
+}

@@ -338,6 +338,12 @@ func ParseYAML(text string) (*yaml.Node, error) {
 // Parse reads text as k's value, as a flag or --set gives it (YAML: a
 // number, true or false, a string, or a flow mapping or list).
 func (k *Key) Parse(text, key string) (Value, error) {
+	if k.Type == String {
+		// A string is the text as given, whatever YAML makes of it:
+		// --prompt-tokens const: read as a mapping ("want a string, got
+		// a mapping"), --trace-route @x did not parse at all.
+		return k.Decode(&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: text}, key)
+	}
 	n, err := ParseYAML(text)
 	if err != nil || n == nil {
 		if k.Type == String && err == nil {
