@@ -437,6 +437,8 @@ func (d *Draft) resolveWindow(r *RunOptions) error {
 	r.Window = *wy.Window
 	dur, err := time.ParseDuration(r.Window)
 	switch {
+	case err != nil && durationShape.MatchString(strings.TrimSpace(r.Window)):
+		return d.errf("run.window", "%s is beyond the clock's %d µs", clip.String(r.Window), int64(sim.MaxTimeUs))
 	case err != nil:
 		return d.errf("run.window", "%q is not a duration; give a number and a unit, such as 10s, 500ms or 1m", clip.String(r.Window))
 	case dur <= 0:

@@ -3,6 +3,7 @@ package experiment
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -293,11 +294,18 @@ func (d *Draft) resolveSteady(r *RunOptions, ry *runYAML) error {
 	return nil
 }
 
+// durationShape is a duration time.ParseDuration refuses only for its
+// size (99999999999h overflows int64 nanoseconds): "is not a duration"
+// said the wrong thing.
+var durationShape = regexp.MustCompile(`^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)$`)
+
 // parseDurationUs reads a duration with a unit, in whole µs, at least 0
 // and within the clock's range.
 func parseDurationUs(s string) (int64, error) {
 	dur, err := time.ParseDuration(strings.TrimSpace(s))
 	switch {
+	case err != nil && durationShape.MatchString(strings.TrimSpace(s)):
+		return 0, fmt.Errorf("%s is beyond the clock's %d µs", clip.String(s), int64(sim.MaxTimeUs))
 	case err != nil:
 		return 0, fmt.Errorf("%q is not a duration", clip.String(s))
 	case dur < 0:

@@ -25,6 +25,9 @@ func TestSteadyFlagsRefuseBadValues(t *testing.T) {
 		{[]string{"--warmup", "1500ns"}, "1500ns is not a whole number of microseconds"},
 		{[]string{"--warmup", "0.5us"}, "0.5us is not a whole number of microseconds"},
 		{[]string{"--warmup", "1e300s"}, `"1e300s" is not a duration`},
+		// A duration too large for Go's clock was "not a duration".
+		{[]string{"--warmup", "99999999999h"}, "--warmup: auto, none or a duration (30s, 2m; whole µs): 99999999999h is beyond the clock's 2305843009213693952 µs"},
+		{[]string{"--precision", "0.05", "--max-sim-time", "9999999999999h"}, "--max-sim-time: a duration (30m, 24h; whole µs): 9999999999999h is beyond the clock's"},
 		// --precision: NaN, infinite, negative, too fine, above 1.
 		{[]string{"--precision", "nan"}, "--precision: must be finite, got nan"},
 		{[]string{"--precision", "inf"}, "--precision: must be finite, got inf"},
