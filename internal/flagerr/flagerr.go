@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -47,6 +48,10 @@ var kinds = map[string]string{
 	"boolSlice":    "true or false, separated by commas",
 }
 
+// durationShape is a duration time.ParseDuration refuses only for its
+// size (999999999h).
+var durationShape = regexp.MustCompile(`^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)$`)
+
 // Rewrite is a cobra FlagErrorFunc: a value that does not parse as its
 // flag's kind is refused naming the flag and the kind; other errors
 // (an unknown flag, a missing value) pass unchanged.
@@ -62,7 +67,7 @@ func Rewrite(_ *cobra.Command, err error) error {
 	}
 	value := bad.GetValue()
 	why := ""
-	if strings.Contains(bad.Unwrap().Error(), "value out of range") {
+	if strings.Contains(bad.Unwrap().Error(), "value out of range") || (f.Value.Type() == "duration" && durationShape.MatchString(value)) {
 		why = " (beyond the range of the flag's type)"
 	} else if x, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil && strings.Contains(kind, "whole") {
 		switch {

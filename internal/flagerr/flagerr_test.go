@@ -25,6 +25,7 @@ func TestRewrite(t *testing.T) {
 		{[]string{"--b=maybe"}, `--b: want true or false, got "maybe"`},
 		{[]string{"--xs", "1,a"}, `--xs: want numbers separated by commas, got "1,a"`},
 		{[]string{"--d", "5"}, `--d: want a duration (30s, 500ms, 2m), got "5"`},
+		{[]string{"--d", "999999999h"}, `--d: want a duration (30s, 500ms, 2m), got "999999999h" (beyond the range of the flag's type)`},
 		{[]string{"--n", strings.Repeat("9", 100000)}, "--n: want a whole number, got"},
 		{[]string{"--nope", "1"}, "unknown flag: --nope"},
 	}
