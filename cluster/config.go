@@ -128,6 +128,14 @@ type CompletionObserver interface {
 	RequestDone(id int64, atUs int64, out Outcome)
 }
 
+// OpenLoopSource is implemented by a CompletionObserver that can tell
+// that RequestDone never creates a request (an open-loop workload that
+// only counts): its departures cannot create an arrival inside a window,
+// so the instances may be advanced in parallel windows (Config.Workers).
+type OpenLoopSource interface {
+	OpenLoop() bool
+}
+
 // SliceSource is a Source over a slice sorted by arrival.
 type SliceSource struct {
 	reqs []sim.RequestSpec

@@ -32,8 +32,9 @@ func (c *Sim) NextEventUs() (int64, bool) {
 	// once every request is gone and none is to come, the run is over,
 	// whatever the autoscalers would still do, and a copy no decode
 	// instance will pull no longer holds it up. (A request can wait with
-	// no event of its own: for blocks a copy's timeout frees.)
-	work := ok || (c.fl != nil && c.fl.Waiting() > 0) || c.anyInFlight()
+	// no event of its own: for blocks a copy's timeout frees; or for
+	// ever, behind copies nothing frees: pdDeadlocked.)
+	work := ok || (c.fl != nil && c.fl.Waiting() > 0) || (c.anyInFlight() && !c.pdDeadlocked())
 	if at, has := c.fleetNext(); has && work && (!ok || at < t) {
 		t, ok = at, true
 	}

@@ -166,6 +166,7 @@ type pdState struct {
 	xferH    sim.Histogram
 	waitH    sim.Histogram
 	handoffs int64 // requests sent to a decode instance after their prefill (routedTo counts them twice)
+	kept     int64 // prefill copies handed off and not yet released
 	roles    []PDRole
 }
 
@@ -329,6 +330,7 @@ func (c *Sim) pdCompleted(i int, d *sim.Completion) bool {
 		dec.Handoff = sim.HandoffDecode
 		c.agg.routed(r.d)
 		pd.handoffs++
+		pd.kept++
 		if err := c.eng[r.d].Inject(dec, d.DepartedUs); err != nil {
 			c.err = fmt.Errorf("instance %s: %w", c.ids[r.d], err)
 			return true
@@ -349,10 +351,26 @@ func (c *Sim) pdCompleted(i int, d *sim.Completion) bool {
 		c.inst.touch(r.d)
 	}
 	r.gone = true
-	if !r.released && r.pullAt < 0 && r.injectedD >= 0 && pd.cfg.AbortTimeoutUs == 0 {
-		// Its decode side ended before pulling, and no abort timeout will
-		// ever free the prefill's copy: it is freed now.
-		c.pdRelease(r, true)
+	if !r.released && r.pullAt < 0 && r.injectedD >= 0 {
+		switch {
+		case d.TimedOut && d.EnqueuedUs > 0:
+			// Its client gave up after its decode part reached the decode
+			// instance's engine core (queued: a decode handoff is queued
+			// after its prefill's response, never at 0), before its pull:
+			// vLLM's NIXL connector (request_finished with
+			// do_remote_prefill still set) sends the prefill instance an
+			// empty read's notification, which frees the copy; the
+			// notification's latency, the transfer's fixed one, is not
+			// modelled. A part refused or aborted in the decode
+			// instance's API stage never reached the connector, and one
+			// killed by a drain goes with its instance: their copies wait
+			// for the abort timeout.
+			c.pdRelease(r, false)
+		case pd.cfg.AbortTimeoutUs == 0:
+			// Its decode side ended before pulling, and no abort timeout
+			// will ever free the prefill's copy: it is freed now.
+			c.pdRelease(r, true)
+		}
 	}
 	if r.released || r.injectedD < 0 {
 		delete(pd.reqs, d.ID)
@@ -486,6 +504,27 @@ func (c *Sim) pdTimerNext() (int64, bool) {
 	return 0, false
 }
 
+// pdDeadlocked says whether the requests in flight can no longer move
+// once no event of their own is left (no arrival, engine event, transfer
+// or client timeout): prefill copies are kept that no abort timeout will
+// free (Disagg.AbortTimeoutUs 0: never), and no drain timeout is to come
+// that could kill the requests waiting behind them. It happens on
+// instances that both prefill and decode: each instance's queue waits
+// for blocks its copies hold, which wait for the pulls of requests queued
+// behind other instances' copies. vLLM, whose abort timeout always
+// expires (VLLM_NIXL_ABORT_REQUEST_TIMEOUT), would free them at last; a
+// run with copies kept forever ends there, its requests counted in the
+// system, instead of letting its autoscalers evaluate forever.
+func (c *Sim) pdDeadlocked() bool {
+	if c.pd == nil || c.pd.kept == 0 {
+		return false
+	}
+	if _, has := c.pdTimerNext(); has {
+		return false
+	}
+	return c.fl == nil || c.fl.DrainsPending() == 0
+}
+
 // pdHandle processes the transfers that end at now, then the abort
 // timeouts due. It reports whether a transfer ended: a copy freed at its
 // abort timeout is no activity (sim.Engine.ExpireKV).
@@ -529,6 +568,7 @@ func (c *Sim) pdRelease(r *pdReq, expired bool) {
 		return
 	}
 	r.released = true
+	c.pd.kept--
 	release := c.eng[r.p].ReleaseKV
 	if expired {
 		release = c.eng[r.p].ExpireKV

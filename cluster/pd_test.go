@@ -2,13 +2,17 @@ package cluster
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/blis-sim/blis/cluster/autoscale"
 	"github.com/blis-sim/blis/cluster/disagg"
+	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/physics"
 	"github.com/blis-sim/blis/sim"
 )
@@ -210,3 +214,79 @@ func TestPDWorkersAgree(t *testing.T) {
 		require.Equal(t, outs[0], outs[2], "%d:%d, 3 workers", tc.nP, tc.nD)
 	}
 }
+
+// TestPDDecodeAbortFreesTheCopy: a client that gives up while its decode
+// part waits in the decode instance's queue (its pull not started: the
+// instance's 150 blocks hold request 0's 2,000-token prompt) has its
+// prefill copy freed then, as vLLM's NIXL connector does (request_finished
+// on the decode side, do_remote_prefill still set: it sends the prefill
+// instance an empty read's notification); one that gives up in the decode
+// instance's API stage (at 1,200 µs: queued at 1,250) never reached its
+// engine core, and its copy waits for the abort timeout, past the run's
+// end (the timer is no activity).
+func TestPDDecodeAbortFreesTheCopy(t *testing.T) {
+	for _, tc := range []struct {
+		timeoutUs, kept int64
+	}{{100_000, 0}, {1200, 125}} {
+		cfg, _ := pdRig(1, 1, 150, disagg.Always{})
+		c, err := New(*cfg, NewSliceSource([]sim.RequestSpec{
+			{ID: 0, PromptTokens: 2000, OutputTokens: 200},
+			{ID: 1, PromptTokens: 2000, OutputTokens: 3, TimeoutUs: tc.timeoutUs},
+		}))
+		require.NoError(t, err)
+		res, err := c.Run()
+		require.NoError(t, err)
+		q := res.Requests
+		require.Equal(t, [2]int64{1, 1}, [2]int64{q.Completed, q.TimedOut}, "timeout %d µs", tc.timeoutUs)
+		require.Equal(t, int64(1), res.Disaggregation.Transfers)
+		st := c.eng[0].Status()
+		require.Equal(t, tc.kept, st.TotalKVBlocks-st.FreeKVBlocks, "the prefill instance's blocks, timeout %d µs", tc.timeoutUs)
+	}
+}
+
+// TestPDDeadlockEnds: two instances that both prefill and decode, 20
+// blocks each, and copies that no abort timeout frees (0: never). Request
+// 0 decodes on instance 0 and is prefilled on instance 1, request 1 the
+// other way round: each instance keeps the other's 13-block copy, and the
+// 7 blocks left cannot take its own decode part's pull. Nothing can move:
+// the run ends there with both requests in the system (still queued),
+// instead of failing CL-2 ("no event is left but 2 requests are in
+// flight") or, with an autoscaler, evaluating it forever.
+func TestPDDeadlockEnds(t *testing.T) {
+	for _, scaled := range []bool{false, true} {
+		cfg, _ := pdRig(2, 0, 20, disagg.Always{})
+		for i := range cfg.Instances {
+			cfg.Instances[i].Config.Engine.TotalKVBlocksGPU = 20
+		}
+		cfg.Disagg.AbortTimeoutUs = 0
+		cfg.Disagg.Pools[0].Role = RoleBoth
+		cfg.Disagg.Pools = cfg.Disagg.Pools[:1]
+		cfg.Routing = &route.RoundRobin{}
+		cfg.Disagg.Prefill = otherHalf{&route.RoundRobin{}}
+		if scaled {
+			cfg.Scaling = &Scaling{RNG: sim.NewRNG(1), Pools: []PoolScaling{{Name: "p", Min: 2, Max: 2, IntervalUs: 1_000_000,
+				GPUsPerReplica: 1, GPUsPerNode: 8, PricePerGPUHour: 1,
+				Policy: autoscale.NewThreshold("queue-depth", autoscale.ThresholdConfig{Metric: autoscale.MetricQueueDepth, Up: 2, Down: 0.5, Step: 1, SustainUs: 1})}},
+				NewInstance: func(int, int) (sim.Config, error) { return cfg.Instances[0].Config, nil }}
+		}
+		c, err := New(*cfg, NewSliceSource([]sim.RequestSpec{
+			{ID: 0, PromptTokens: 200, OutputTokens: 5},
+			{ID: 1, ArrivalUs: 10, PromptTokens: 200, OutputTokens: 5},
+		}))
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res, err := c.RunContext(ctx)
+		cancel()
+		require.NoError(t, err, "scaled %v", scaled)
+		q := res.Requests
+		require.Equal(t, [2]int64{2, 0}, [2]int64{q.StillQueued, q.Completed}, "scaled %v", scaled)
+		require.Equal(t, int64(2), res.Disaggregation.Disaggregated)
+		require.Less(t, res.DurationS, 1.0, "scaled %v: the run ends where nothing moves", scaled)
+	}
+}
+
+// otherHalf routes request k to instance (k+1) mod 2: with round-robin
+// decode routing, always the other instance.
+type otherHalf struct{ *route.RoundRobin }
+
+func (otherHalf) Route(req *route.Request, _ *route.View) int { return int(req.Spec.ID+1) % 2 }

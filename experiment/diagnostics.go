@@ -163,6 +163,12 @@ func (r *runner) clusterDiagnostics(m *cluster.Result, rep *workload.ReplayRepor
 	if pd := m.Disaggregation; pd != nil && pd.TransfersClamped > 0 {
 		r.warn("%d KV transfers would have taken longer than %d µs (2^40) and were cut to it (disaggregation.transfers_clamped): a link of almost no bandwidth (deployment.network)", pd.TransfersClamped, sim.MaxDurationUs)
 	}
+	if in := rq.AwaitingRouting + rq.AwaitingCapacity + rq.InTransit + rq.StillInAPI + rq.StillQueued + rq.StillRunning; in > 0 && m.Disaggregation != nil && !r.res.Partial && r.e.horizonUs() == 0 {
+		// Only a deadlock of kept prefill copies ends a run without a
+		// horizon with requests in it (cluster's pdDeadlocked).
+		r.warn("%s could not move when the run ended (counted in the system): instances that both prefill and decode keep each other's prefill copies, which no abort timeout frees, and their decode parts wait for the blocks those copies hold; set deployment.network.abort_timeout_s (vLLM's VLLM_NIXL_ABORT_REQUEST_TIMEOUT, 480 s) or give the pools the roles prefill and decode (docs/disaggregation.md)",
+			plural.Of(in, "request"))
+	}
 	r.skipped(rep)
 	r.tooLong(rq.RejectedTooLong, first, rep)
 	r.raised(gen)

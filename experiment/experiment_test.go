@@ -458,3 +458,37 @@ func TestClusterResultIsTheSameForAnyWorkers(t *testing.T) {
 	}
 	require.Equal(t, outs[0], outs[1])
 }
+
+// A workload spec's source hears of every departure, but an open-loop one
+// sends nothing then, so its runs advance instances in parallel windows:
+// the result is the same for any number of workers, through the
+// autoscaler's scale-ups and -downs (fleet-day, scaled down).
+func TestSpecWorkloadResultIsTheSameForAnyWorkers(t *testing.T) {
+	var outs []string
+	for _, w := range []int{1, 2} {
+		d, err := LoadScenario("fleet-day")
+		require.NoError(t, err)
+		for _, kv := range [][2]string{{"workload.spec.duration_s", "60"}, {"workload.spec.rate", "150"},
+			{"workload.spec.arrival.period_s", "30"}, {"deployment.pools[0].replicas", "2"},
+			{"deployment.pools[0].min_replicas", "1"}, {"deployment.pools[0].max_replicas", "12"},
+			{"deployment.pools[0].nodes.provision_s", "[1,2]"}, {"deployment.pools[0].startup.image_pull_s", "1"},
+			{"deployment.pools[0].startup.compile_s", "1"}, {"deployment.pools[0].startup.graph_capture_s", "1"},
+			{"policies.autoscale.params.scale_down_window_s", "2"}} {
+			require.NoError(t, d.Set(kv[0], kv[1], "test"))
+		}
+		e, err := d.Resolve()
+		require.NoError(t, err)
+		e.Run.Workers = w
+		res, err := Run(context.Background(), e, nil)
+		require.NoError(t, err)
+		var b bytes.Buffer
+		require.NoError(t, res.WriteJSON(&b))
+		outs = append(outs, b.String())
+		m := res.Cluster
+		require.Greater(t, m.Requests.Completed, int64(8000))
+		p := m.Fleet.Pools[0]
+		require.Positive(t, p.ScaleUps, "instances joined the workers")
+		require.Positive(t, p.Terminated, "instances left them")
+	}
+	require.Equal(t, outs[0], outs[1])
+}

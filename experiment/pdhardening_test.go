@@ -3,7 +3,9 @@ package experiment
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -65,6 +67,71 @@ func TestRunEndsAtItsLastDeparture(t *testing.T) {
 	}
 	require.Less(t, m.DurationS, 60.0, "not until the copies' 480 s timeouts")
 	require.InDelta(t, float64(last-first)*1e-6, m.DurationS, 1, "the last departure, or a step's end just after it")
+}
+
+// TestPDAtTheHorizonAccountsForEveryRequest: a horizon that stops a
+// disaggregated run while a prefill instance's queue waits for blocks its
+// copies hold (their transfers on a link at 0.1% efficiency still going;
+// or, with a decode pool too small for the prompts, copies of dropped
+// requests held until their 480 s abort timeout) failed INV-1 there. Now
+// every request is accounted for: those waiting are still queued.
+func TestPDAtTheHorizonAccountsForEveryRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name, decode, network string
+		horizon               float64
+	}{
+		{"slow network", "", "efficiency: 0.001", 30},
+		{"held copies", ", vllm: {total_kv_blocks_gpu: 100}", "", 600},
+	} {
+		text := strings.Replace(sprintfPD(tc.decode, tc.network), "run: {per_request: true}",
+			fmt.Sprintf("run: {horizon_s: %v, debug_invariants: true}", tc.horizon), 1)
+		text = strings.Replace(text, "name: p, role: prefill,", "name: p, role: prefill, vllm: {total_kv_blocks_gpu: 300},", 1)
+		e, err := parse(t, text)
+		require.NoError(t, err)
+		res, err := Run(context.Background(), e, &MemSinks{})
+		require.NoError(t, err, tc.name)
+		n := res.Cluster.Requests
+		require.Positive(t, n.StillQueued, tc.name)
+		inSystem := n.AwaitingCapacity + n.AwaitingRouting + n.InTransit + n.StillInAPI + n.StillQueued + n.StillRunning
+		require.Equal(t, n.Arrived, n.Completed+n.DroppedUnservable+inSystem, tc.name)
+		t.Logf("%s: %+v", tc.name, n)
+	}
+}
+
+// TestPDDeadlockEndsTheRun: two instances that both prefill and decode,
+// 20 blocks each, copies no abort timeout frees (abort_timeout_s: 0), and
+// a prefill router that sends each prefill to the other instance: each
+// keeps the other's copies, and the decode parts wait for the blocks they
+// hold. The run failed CL-2 at its end ("no event is left but ... in
+// flight"); with an autoscaler and no horizon it evaluated forever. It
+// now ends where nothing moves, the stuck requests counted in the system,
+// with a warning naming the key.
+func TestPDDeadlockEndsTheRun(t *testing.T) {
+	for _, autoscale := range []string{"", "\n  autoscale: {type: kpa, params: {interval_s: 1}}"} {
+		text := strings.ReplaceAll(`version: 1
+deployment:
+  pools:
+    - {name: a, replicas: 2, min_replicas: 2, max_replicas: 2, vllm: {total_kv_blocks_gpu: 20}}
+  network: {abort_timeout_s: 0}
+workload:
+  synthetic: {requests: 20, rate: 100, prompt_tokens: 'const:200', output_tokens: 'const:5', prefix_groups: 0}
+policies:
+  disaggregation: {type: always, params: {prefill_scorers: {queue-depth: 1}}}AUTOSCALE
+run: {debug_invariants: true}
+`, "AUTOSCALE", autoscale)
+		e, err := parse(t, text)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		res, err := Run(ctx, e, &MemSinks{})
+		cancel()
+		require.NoError(t, err, autoscale)
+		require.False(t, res.Partial, autoscale)
+		n := res.Cluster.Requests
+		require.Equal(t, int64(20), n.Completed+n.StillQueued, autoscale)
+		require.Positive(t, n.StillQueued, autoscale)
+		require.Contains(t, strings.Join(res.Warnings, "\n"), "could not move when the run ended", autoscale)
+		require.Contains(t, strings.Join(res.Warnings, "\n"), "deployment.network.abort_timeout_s", autoscale)
+	}
 }
 
 // TestMaxNodesHoldsTheInitialInstances: two one-GPU instances on at most

@@ -188,7 +188,6 @@ func genExperiment(c *chooser) string {
 		}
 	}
 	store := cluster && c.rare(3)
-	network := false
 
 	dep := obj{}
 	if !cluster {
@@ -228,17 +227,7 @@ func genExperiment(c *chooser) string {
 		v := obj{}
 		v.set("max_num_seqs", c.val(seqs))
 		v.set("max_batched_tokens", c.pick("8192", "16", "512", "2048"))
-		if disagg != "never" {
-			// Known defect (an invariant): under disaggregation with a
-			// horizon, a prefill instance whose KV is held by copies a
-			// small decode pool dropped fails INV-1 ("no event is left
-			// but 14 of 20 requests are neither completed, ...";
-			// TestKnownDefectHeldCopiesAtTheHorizon); meanwhile the
-			// pools of a disaggregated experiment derive their caches.
-			v.set("total_kv_blocks_gpu", c.val(vals{ok: []string{"auto"}, bad: blocks.bad}))
-		} else {
-			v.set("total_kv_blocks_gpu", c.val(blocks))
-		}
+		v.set("total_kv_blocks_gpu", c.val(blocks))
 		cpu := c.pick("0", "100", "2000", "1")
 		v.set("total_kv_blocks_cpu", cpu)
 		if cpu != "0" {
@@ -343,14 +332,7 @@ func genExperiment(c *chooser) string {
 			r.set("capacity_wait_timeout_s", c.val(vals{ok: []string{"300", "0", "1e-15", "0.0000001", "0.001", "1099511"}, bad: []string{"1e300", "-1", ".inf"}}))
 			dep.set("router", r)
 		}
-		// Known defect (an invariant): under disaggregation, a network
-		// slow enough that transfers outlast the horizon fails INV-1 at
-		// the horizon ("no event is left but 501 of 966 requests are
-		// neither completed, ..."; TestKnownDefectSlowNetworkAtTheHorizon);
-		// meanwhile an experiment with a network has no horizon, and so no
-		// autoscaler (which gets one).
-		if disagg != "never" && autoscale == "none" && c.rare(2) {
-			network = true
+		if disagg != "never" && c.rare(2) {
 			n := obj{}
 			n.set("nic_gb_per_s", c.val(gbps))
 			n.set("efficiency", c.val(shares.with("0.87")))
@@ -491,9 +473,6 @@ func genExperiment(c *chooser) string {
 		// busy for days (a router latency of 2^40 µs) at an interval of
 		// 1 ms is a billion evaluations, bounded here by a horizon.
 		horizon.ok = []string{"600", "30", "0.5", "0.000001"}
-	}
-	if network {
-		horizon.ok = []string{"0"}
 	}
 	run.set("horizon_s", c.val(horizon))
 	run.set("debug_invariants", "true")

@@ -40,8 +40,9 @@ type swRow = fit.SplitwiseRow
 
 // swModels and swHardware map splitwise's names to the shipped specs. The
 // power-capped H100 (h100-80gb-pcap) gets the H100's: SplitwiseSim's
-// configs do not say the cap, and without the capped clock a spec could
-// not describe it better.
+// configs give the capped server's power (0.70 of the DGX H100's), not
+// the GPU's cap nor its clock there, without which a spec could not
+// describe it better (docs/physics-spec.md, "The power limit").
 var (
 	swModels   = map[string]string{"llama2-70b": "llama-2-70b", "bloom-176b": "bloom-176b"}
 	swHardware = map[string]string{"a100-80gb": "a100-80gb", "h100-80gb": "h100-sxm", "h100-80gb-pcap": "h100-sxm"}

@@ -53,7 +53,9 @@ if [ -n "$unformatted" ]; then
 fi
 
 section "go test (the docs' commands among them: internal/docs)"
-go test -count=1 ./...
+# A package may take several minutes on a loaded machine (experiment: 328 s
+# at load 10-12); the default 10-minute limit per package is too tight there.
+go test -count=1 -timeout 30m ./...
 
 # After go test, vet finds every package compiled and only analyzes; before
 # it, on an empty build cache, it compiled everything first, silently.

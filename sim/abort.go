@@ -211,8 +211,8 @@ func (e *Engine) lookup(id int64) (int32, bool) {
 	if e.byID == nil {
 		e.byID = make(map[int64]int32, len(e.reqs))
 		for i := range e.reqs {
-			if e.reqs[i].state != stFree {
-				e.byID[e.reqs[i].spec.ID] = int32(i)
+			if r := &e.reqs[i]; r.state != stFree && !(r.state == stKept && r.pull == releaseDue) {
+				e.byID[r.spec.ID] = int32(i)
 			}
 		}
 	}

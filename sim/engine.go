@@ -454,7 +454,7 @@ func (e *Engine) slot() int32 {
 }
 
 func (e *Engine) release(i int32) {
-	if e.byID != nil {
+	if j, ok := e.byID[e.reqs[i].spec.ID]; ok && j == i { // a released kept copy's id may be another's now (ReleaseKV)
 		delete(e.byID, e.reqs[i].spec.ID)
 	}
 	r := &e.reqs[i]

@@ -7,7 +7,9 @@ import "fmt"
 //	INV-1 request conservation: injected = not yet arrived + in API overhead
 //	      + queued + running + completed + dropped + rejected as too long
 //	      + timed out, at the end
-//	      of every run, and nothing is left in flight once no event remains.
+//	      of every run, and nothing is left in flight once no event remains
+//	      (but what waits for the caller: a pull, or blocks a kept prefill
+//	      copy holds).
 //	INV-2 lifecycle: a request moves only along pending → arriving →
 //	      queued ⇄ running → finished (or arriving → dropped or rejected as
 //	      too long, which share a state, or any state
@@ -81,7 +83,12 @@ func (e *Engine) checkEnd() {
 	if int64(len(e.free)) != byState[stFree] {
 		e.fail("INV-1", "%d free slots listed, %d slots free", len(e.free), byState[stFree])
 	}
-	if gone := c.Completed + c.Dropped + c.RejectedTooLong + c.TimedOut + c.Killed + c.Redirected + c.HandedOff; e.events.len() == 0 && gone != c.Offered && e.pulling == 0 {
+	// Requests may wait with no event of their own only for what the caller
+	// brings: a pulled KV's arrival (pulling), or blocks a kept prefill copy
+	// holds until the caller releases it (kept: a pull's end, or its abort
+	// timeout). A caller that stops before then (a horizon) leaves them
+	// counted in the system.
+	if gone := c.Completed + c.Dropped + c.RejectedTooLong + c.TimedOut + c.Killed + c.Redirected + c.HandedOff; e.events.len() == 0 && gone != c.Offered && e.pulling == 0 && e.kept == 0 {
 		e.fail("INV-1", "no event is left but %d of %d requests are neither completed, dropped, rejected nor timed out", c.Offered-gone, c.Offered)
 	}
 	e.checkKV(true)
@@ -139,11 +146,18 @@ func (e *Engine) checkKV(full bool) {
 			}
 		}
 	}
-	// The free list is the blocks never used (implicit) and the ring.
+	// The free list is the blocks never used (implicit) and the ring. A
+	// detached block keeps the state allocation gave it.
 	onList := kv.fresh()
-	kv.eachReleased(func(b int32) {
+	detached := make([]bool, len(kv.blocks))
+	kv.eachFree(func(f freeEnt) {
 		onList++
-		if kv.blocks[b].ref != 0 {
+		switch b := f.b; {
+		case f.detached && kv.blocks[b] != heldAlone:
+			e.fail("INV-4", "detached free block %d is not in the state allocation gave it: %+v", b, kv.blocks[b])
+		case f.detached:
+			detached[b] = true
+		case kv.blocks[b].ref != 0:
 			e.fail("INV-4", "block %d is on the free list with refcount %d", b, kv.blocks[b].ref)
 		}
 	})
@@ -153,6 +167,12 @@ func (e *Engine) checkKV(full bool) {
 	var allocated int64
 	for b := range kv.blocks {
 		blk := &kv.blocks[b]
+		if detached[b] {
+			if refs[b] != 0 {
+				e.fail("INV-4", "block %d is free (detached) but %d block tables hold it", b, refs[b])
+			}
+			continue
+		}
 		if blk.ref != refs[b] {
 			e.fail("INV-4", "block %d has refcount %d but %d block tables hold it", b, blk.ref, refs[b])
 		}

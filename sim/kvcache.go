@@ -20,23 +20,33 @@ import (
 //
 // A block's hash is kept apart (kvCache.hashes), so that this state, which
 // allocation and release touch for every block, is 12 bytes a block.
+//
+// A block no one can find while it is free is detached: released by its
+// only holder with content no lookup can reach (a request's own content
+// once it has left, without a CPU tier to store it, or no content), it
+// keeps the state allocation gave it (heldAlone), and its ring entry says
+// what it holds. Its release and its next allocation then write nothing
+// to it: at fleet scale, where each step finds its instance's blocks out
+// of the processor's caches, those two writes per block were a fifth of
+// the run.
 type kvBlock struct {
 	ref     int32
 	freePos uint32 // its entry's position in the free ring, when onFree
 	hashed  bool   // holds cached content under its hash
 	own     bool   // hashed own content, not in the index
-	// gone marks own content of a request that has left, registered
-	// without its hash (which nothing reads without a CPU tier): still
-	// cached content, whose reuse is an eviction, but no one's to find.
-	gone   bool
-	onFree bool
+	onFree  bool
 }
+
+// heldAlone is a block's state while one request holds it alone, from its
+// allocation until it is written to (cached, shared, released attached),
+// and a detached free block's.
+var heldAlone = kvBlock{ref: 1}
 
 // holds says whether block b still holds the content hashed h (a
 // request's own block, found through its holder record).
 func (c *kvCache) holds(b int32, h uint64) bool {
 	blk := &c.blocks[b]
-	return blk.hashed && !blk.gone && c.hashes[b] == h
+	return blk.hashed && c.hashes[b] == h
 }
 
 // kvCache is the GPU block pool with hierarchical prefix caching (vLLM's
@@ -120,9 +130,11 @@ func (c *kvCache) used() int64  { return c.total() - c.numFree }
 // ring, in order, and only writes the block, unless its content was
 // shared (the prefix index needs its hash). b is -1 once the block was
 // taken off the list from the middle (a prefix hit on a free block).
+// detached says the block's own state is allocation's (kvBlock): hashed
+// is then content no one can find, whose reuse counts as an eviction.
 type freeEnt struct {
-	b           int32
-	hashed, own bool
+	b                     int32
+	hashed, own, detached bool
 }
 
 // released is the number of live entries in the ring.
@@ -136,9 +148,25 @@ func (c *kvCache) pushTail(b int32, hashed, own bool) {
 	}
 	blk := &c.blocks[b]
 	blk.freePos, blk.onFree = c.tail, true
-	c.ring[c.tail&uint32(len(c.ring)-1)] = freeEnt{b: b, hashed: hashed, own: own}
+	c.pushEnt(freeEnt{b: b, hashed: hashed, own: own})
+}
+
+// pushEnt appends e to the free ring (its block's state is written by the
+// caller, if at all).
+func (c *kvCache) pushEnt(e freeEnt) {
+	c.ring[c.tail&uint32(len(c.ring)-1)] = e
 	c.tail++
 	c.numFree++
+}
+
+// pushDetached puts a released block, in allocation's state, at the tail
+// of the free list without writing to it; hashed says it holds content
+// (no one's to find).
+func (c *kvCache) pushDetached(b int32, hashed bool) {
+	if int(c.tail-c.head) == len(c.ring) {
+		c.growRing()
+	}
+	c.pushEnt(freeEnt{b: b, hashed: hashed, own: hashed, detached: true})
 }
 
 // growRing doubles the ring. Positions are kept: an entry's index is its
@@ -186,7 +214,9 @@ func (c *kvCache) compactRing() {
 	for pos := c.head; pos != c.tail; pos++ {
 		if e := c.ring[pos&m]; e.b >= 0 {
 			c.ring[w&m] = e
-			c.blocks[e.b].freePos = w
+			if !e.detached {
+				c.blocks[e.b].freePos = w
+			}
 			w++
 		}
 	}
@@ -194,10 +224,13 @@ func (c *kvCache) compactRing() {
 }
 
 // eachReleased calls f with every block on the ring, head first.
-func (c *kvCache) eachReleased(f func(int32)) {
+func (c *kvCache) eachReleased(f func(int32)) { c.eachFree(func(e freeEnt) { f(e.b) }) }
+
+// eachFree calls f with every live entry of the ring, head first.
+func (c *kvCache) eachFree(f func(freeEnt)) {
 	for pos := c.head; pos != c.tail; pos++ {
 		if e := c.ring[pos&uint32(len(c.ring)-1)]; e.b >= 0 {
-			f(e.b)
+			f(e)
 		}
 	}
 }
@@ -246,33 +279,36 @@ func (c *kvCache) allocate(n int64, dst []int32) ([]int32, bool) {
 				c.blocks = slices.Grow(c.blocks, more)
 				c.hashes = slices.Grow(c.hashes, more)
 			}
-			c.blocks = append(c.blocks, kvBlock{ref: 1})
+			c.blocks = append(c.blocks, heldAlone)
 			c.hashes = append(c.hashes, 0)
 			c.numFree--
 		} else {
-			// Only writes to the block: its content is in the entry.
+			// At most writes to the block: its content is in the entry.
 			e := c.popHead()
 			b = e.b
 			if e.hashed {
 				c.evict(e)
 			}
-			blk := &c.blocks[b]
-			blk.ref, blk.onFree = 1, false
+			if !e.detached {
+				c.blocks[b] = heldAlone
+			}
 		}
 		dst = append(dst, b)
 	}
 	return dst, true
 }
 
-// evict drops a cached block's prefix entry as the block is reused. Under
-// memory pressure the content is first stored to the CPU tier.
+// evict drops a cached block's prefix entry as the block is reused (the
+// allocation then clears its state). Under memory pressure the content is
+// first stored to the CPU tier.
 func (c *kvCache) evict(e freeEnt) {
-	blk := &c.blocks[e.b]
+	c.evictions++
+	if e.detached {
+		return // no one's to find, and no CPU tier
+	}
 	if !e.own {
 		c.index.Del(c.hashes[e.b], e.b)
 	}
-	blk.hashed, blk.own, blk.gone = false, false, false
-	c.evictions++
 	if c.x != nil && !e.own {
 		c.x.event(c.hashes[e.b], TierGPU, true)
 	}
@@ -289,26 +325,28 @@ func (c *kvCache) evict(e freeEnt) {
 func (c *kvCache) release(blocks []int32) { c.releaseOwn(blocks, nil, int64(len(blocks)), 0) }
 
 // releaseOwn is release for a request whose blocks from index from on are
-// its own, held by it alone and holding no cached content, except that
-// blocks[from:to] are registered now as its own content under
-// hashes[from:to] (as gone content with hashes nil). Those blocks are
-// written, not read: one cache miss less per block.
+// its own, held by it alone and holding no cached content (in the state
+// allocation gave them), except that blocks[from:to] are registered now as
+// its own content under hashes[from:to] (as content no one can find, with
+// hashes nil). Those registered under a hash are written, not read; the
+// others are released detached, untouched: a cache miss or two less per
+// block.
 func (c *kvCache) releaseOwn(blocks []int32, hashes []uint64, from, to int64) {
 	for i := len(blocks) - 1; i >= 0; i-- {
 		b := blocks[i]
-		blk := &c.blocks[b]
 		if k := int64(i); k >= from {
 			hashed := k < to
-			if hashed {
-				blk.hashed, blk.own, blk.gone = true, true, hashes == nil
-				if hashes != nil {
-					c.hashes[b] = hashes[k]
-				}
+			if !hashed || hashes == nil {
+				c.pushDetached(b, hashed)
+				continue
 			}
-			blk.ref = 0
-			c.pushTail(b, hashed, hashed)
+			blk := &c.blocks[b]
+			blk.hashed, blk.own, blk.ref = true, true, 0
+			c.hashes[b] = hashes[k]
+			c.pushTail(b, true, true)
 			continue
 		}
+		blk := &c.blocks[b]
 		blk.ref--
 		if blk.ref == 0 {
 			c.pushTail(b, blk.hashed, blk.own)

@@ -74,7 +74,8 @@ func (e *Engine) Pulls() []Pull { return e.pulls }
 // at atUs (not before Now(), and no earlier event left to process, as for
 // Inject). An error for a request that is not waiting for its KV.
 func (e *Engine) KVArrived(id int64, atUs int64) error {
-	return e.pdEvent(id, atUs, stPulling, pullWaiting, pullDue, evPulled, "is not waiting for its KV")
+	_, err := e.pdEvent(id, atUs, stPulling, pullWaiting, pullDue, evPulled, "is not waiting for its KV")
+	return err
 }
 
 // KVLost tells the engine, at atUs, that request id's KV will never come:
@@ -87,14 +88,19 @@ func (e *Engine) KVArrived(id int64, atUs int64) error {
 // Result.KVLoadsFailed. An error for a request that is not waiting for
 // its KV.
 func (e *Engine) KVLost(id int64, atUs int64) error {
-	return e.pdEvent(id, atUs, stPulling, pullWaiting, pullLost, evPulled, "is not waiting for its KV")
+	_, err := e.pdEvent(id, atUs, stPulling, pullWaiting, pullLost, evPulled, "is not waiting for its KV")
+	return err
 }
 
 // ReleaseKV frees, at atUs, the blocks a HandoffPrefill request kept for
 // its decode instance (the pull is done, or given up). An error for a
-// request that holds none.
+// request that holds none. From the call on, id is free for a new request
+// (a client's retry of a request whose decode part was handed back may
+// come back here before the release is processed): the release finds its
+// own slot.
 func (e *Engine) ReleaseKV(id int64, atUs int64) error {
-	return e.pdEvent(id, atUs, stKept, pullNone, releaseDue, evReleaseKV, "keeps no KV")
+	_, err := e.releaseKV(id, atUs)
+	return err
 }
 
 // ExpireKV is ReleaseKV for a copy that no decode instance pulled before
@@ -102,28 +108,36 @@ func (e *Engine) ReleaseKV(id int64, atUs int64) error {
 // so that a run does not last until the timeouts of copies nobody wanted
 // (Result.EndUs).
 func (e *Engine) ExpireKV(id int64, atUs int64) error {
-	if err := e.ReleaseKV(id, atUs); err != nil {
+	i, err := e.releaseKV(id, atUs)
+	if err != nil {
 		return err
 	}
-	i, _ := e.lookup(id)
 	e.reqs[i].expired = true
 	return nil
 }
 
-func (e *Engine) pdEvent(id, atUs int64, want reqState, from, to uint8, kind eventKind, what string) error {
+func (e *Engine) releaseKV(id int64, atUs int64) (int32, error) {
+	i, err := e.pdEvent(id, atUs, stKept, pullNone, releaseDue, evReleaseKV, "keeps no KV")
+	if err == nil {
+		delete(e.byID, id) // lookup skips a slot whose release is due
+	}
+	return i, err
+}
+
+func (e *Engine) pdEvent(id, atUs int64, want reqState, from, to uint8, kind eventKind, what string) (int32, error) {
 	if e.retired != nil {
-		return fmt.Errorf("request %d: the engine is retired", id)
+		return 0, fmt.Errorf("request %d: the engine is retired", id)
 	}
 	if atUs < e.now {
-		return fmt.Errorf("request %d: at %d µs, before the engine's clock %d µs", id, atUs, e.now)
+		return 0, fmt.Errorf("request %d: at %d µs, before the engine's clock %d µs", id, atUs, e.now)
 	}
 	i, ok := e.lookup(id)
 	if !ok || e.reqs[i].state != want || e.reqs[i].pull != from {
-		return fmt.Errorf("request %d %s", id, what)
+		return 0, fmt.Errorf("request %d %s", id, what)
 	}
 	e.reqs[i].pull = to
 	e.events.push(atUs, kind, i)
-	return nil
+	return i, nil
 }
 
 // startPull admits HandoffDecode request idx, at the head of the queue,

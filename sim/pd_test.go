@@ -198,3 +198,83 @@ func TestExpiredCopyIsNotActivity(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueHeldByKeptKVAtTheEnd: a request that waits for blocks a kept
+// prefill copy holds, with nothing running, has no event of its own: the
+// copy's release is the caller's (a pull, or the abort timeout). A caller
+// that stops there (a horizon) finds it still queued, counted in the
+// system, not an INV-1 failure; once the copy is released it is served.
+func TestQueueHeldByKeptKVAtTheEnd(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Engine.TotalKVBlocksGPU = 10
+	for _, release := range []bool{false, true} {
+		g := newAbortRig(t, cfg)
+		// 100 tokens: 7 blocks kept; request 1's 100 + 1 need 7 more.
+		g.inject(RequestSpec{ID: 0, PromptTokens: 100, OutputTokens: 1, Handoff: HandoffPrefill}, 0)
+		g.inject(RequestSpec{ID: 1, ArrivalUs: 500, PromptTokens: 100, OutputTokens: 2}, 500)
+		g.until(math.MaxInt64)
+		_, busy := g.e.NextEventUs()
+		require.False(t, busy, "request 1 waits for request 0's copy, with no event")
+		if release {
+			require.NoError(t, g.e.ReleaseKV(0, 480_000_000))
+		}
+		res := g.finish()
+		if release {
+			require.Equal(t, Counts{Offered: 2, Injected: 2, Completed: 1, HandedOff: 1}, res.Requests)
+			continue
+		}
+		require.Equal(t, Counts{Offered: 2, Injected: 2, HandedOff: 1, StillQueued: 1}, res.Requests)
+	}
+}
+
+// TestReleasedIDCanComeBack: once ReleaseKV is called, a kept copy's id is
+// free for a new request (a client's retry of a request whose decode part
+// a draining instance handed back: its copy is released, and its prefill
+// may come back here) even before the release is processed; each
+// request's release finds its own slot.
+func TestReleasedIDCanComeBack(t *testing.T) {
+	for _, expire := range []bool{false, true} {
+		g := newAbortRig(t, baseConfig())
+		g.inject(RequestSpec{ID: 0, PromptTokens: 100, OutputTokens: 1, Handoff: HandoffPrefill}, 0)
+		g.until(5000)
+		release := g.e.ReleaseKV
+		if expire {
+			release = g.e.ExpireKV
+		}
+		require.NoError(t, release(0, 5000))
+		g.inject(RequestSpec{ID: 0, ArrivalUs: 5000, PromptTokens: 100, OutputTokens: 1, Handoff: HandoffPrefill}, 5000)
+		g.until(10_000)
+		require.True(t, g.done[len(g.done)-1].HandedOff)
+		require.NoError(t, g.e.ReleaseKV(0, 10_000))
+		res := g.finish()
+		require.Equal(t, Counts{Offered: 2, Injected: 2, HandedOff: 2}, res.Requests)
+		st := g.e.Status()
+		require.Equal(t, st.TotalKVBlocks, st.FreeKVBlocks)
+	}
+}
+
+// TestLoneRequestPreemptedBehindPulledKV: a decode instance of 10 blocks
+// and one seat; request 0 (40 + 30 tokens) runs in 3 blocks, decode
+// handoff 1 took the other 7 for its pull, and its KV is in (queued at
+// the head, no seat for it). At 9,100 µs request 0 needs a fourth block:
+// none is free, and it preempts itself. Nothing runs then; the step used
+// to return without a next one, and the engine stopped with both queued
+// forever. vLLM's engine loop schedules again at once: request 0, at the
+// head, cannot have its 4 blocks back while 1 holds 7, so the handoff is
+// admitted from behind it (rescuePulled), completes, and request 0 then
+// runs to its end.
+func TestLoneRequestPreemptedBehindPulledKV(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Engine.TotalKVBlocksGPU = 10
+	cfg.Engine.MaxNumSeqs = 1
+	g := newAbortRig(t, cfg)
+	g.inject(RequestSpec{ID: 1, PromptTokens: 100, OutputTokens: 2, Handoff: HandoffDecode}, 0)
+	g.inject(RequestSpec{ID: 0, PromptTokens: 40, OutputTokens: 30}, 0)
+	g.through(100)
+	require.Equal(t, []Pull{{ID: 1, AtUs: 100, Tokens: 100, Blocks: 7}}, g.e.Pulls())
+	require.NoError(t, g.e.KVArrived(1, 5000))
+	res := g.finish()
+	require.Equal(t, Counts{Offered: 2, Injected: 2, Completed: 2}, res.Requests)
+	require.Equal(t, int64(1), g.completion(0).Preemptions)
+	require.Less(t, g.completion(1).FinishedUs, g.completion(0).FinishedUs, "the handoff went first")
+}

@@ -18,8 +18,15 @@ func (e *Engine) step() {
 	preempted := e.scheduleBatch()
 	if len(e.running) == 0 {
 		// Only pulls started (sim/pd.go): nothing computes, no step runs;
-		// the engine waits for a KV to arrive or a request to come.
+		// the engine waits for a KV to arrive or a request to come. A lone
+		// request that preempted itself (the blocks it needs are held
+		// outside the batch: pulled or pulling handoffs, kept copies) was
+		// the batch: the scheduler runs again at once, as vLLM's engine
+		// loop does, to admit from the queue (rescuePulled).
 		e.stepID--
+		if preempted > 0 {
+			e.ensureStep(e.now)
+		}
 		return
 	}
 	dt := e.stepTime(preempted)

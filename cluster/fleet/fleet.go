@@ -289,6 +289,7 @@ type Core struct {
 	timedOut int64 // held requests that timed out
 	routable []bool
 	nReady   int
+	drains   int // drain timeouts pending (evDrainEnd)
 	byState  [numStates]int64
 	records  []ScaleRecord
 	oscWin   int64
@@ -404,6 +405,10 @@ func (f *Core) SameNode(a, b int) bool {
 // Waiting is the number of requests held now.
 func (f *Core) Waiting() int64 { return f.nHeld }
 
+// DrainsPending is the number of drain timeouts still to come: each may
+// kill the requests its instance still holds.
+func (f *Core) DrainsPending() int { return f.drains }
+
 // Next is the time of the next event, and false when there is none.
 func (f *Core) Next() (int64, bool) {
 	if f == nil || f.ev.Len() == 0 {
@@ -439,6 +444,7 @@ func (f *Core) Pop(now int64) (acts []Action, active bool) {
 			f.nodeEmpty(n, now)
 		}
 	case evDrainEnd:
+		f.drains--
 		i := int(ev.P.inst)
 		if l := &f.life[i]; l.state == StateDraining && l.drainEnd == now {
 			f.acts = append(f.acts, Action{Kind: ActKill, Inst: i})
@@ -712,6 +718,7 @@ func (f *Core) scaleDown(p, k int, now int64) {
 			if pr.cfg.DrainTimeoutUs > 0 && pr.cfg.Drain != DrainImmediate {
 				l.drainEnd = now + pr.cfg.DrainTimeoutUs
 				f.ev.Push(l.drainEnd, evDrainEnd, payload{inst: int32(i)})
+				f.drains++
 			}
 			f.acts = append(f.acts, Action{Kind: ActDrain, Inst: i, Drain: pr.cfg.Drain})
 		}

@@ -416,6 +416,25 @@ func (s *Source) RequestDone(id int64, atUs int64, out sim.Outcome) {
 	s.release(c)
 }
 
+// OpenLoop reports whether RequestDone never sends a request: no tenant
+// has closed-loop clients and no request type continues a conversation
+// (chat and agentic types may, whatever their turns). A simulator may
+// then run past departures without telling the source at once (the
+// cluster's parallel windows).
+func (s *Source) OpenLoop() bool {
+	for i := range s.tenants {
+		if len(s.tenants[i].clients) > 0 {
+			return false
+		}
+		for j := range s.tenants[i].t.Types {
+			if s.tenants[i].t.Types[j].multiTurn {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // Err is why the stream ended early: a time beyond the simulator's clock,
 // naming the spec and key (nil otherwise).
 func (s *Source) Err() error { return s.err }

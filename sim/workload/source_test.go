@@ -426,3 +426,61 @@ tenants:
 		}
 	}
 }
+
+// OpenLoop is true exactly for the specs whose RequestDone sends nothing:
+// for those, the requests sent are the same whether or not the source is
+// told of departures, and when (a cluster's parallel windows tell it
+// late); a closed loop or a conversation is refused.
+func TestOpenLoop(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		open       bool
+	}{
+		{"completion", `version: 1
+duration_s: 30
+rate: 40
+tenants:
+  - {id: a, prompt_tokens: "lognormal:mean=300,cv=0.5", output_tokens: "const:20", timeout_s: 5}
+  - {id: b, weight: 2, arrival: {process: diurnal, period_s: 20}, prefix: {groups: 3, tokens: "const:64"}}
+`, true},
+		{"reasoning", `version: 1
+duration_s: 30
+rate: 40
+tenants:
+  - id: r
+    request_types: [{type: reasoning}]
+`, true},
+		{"chat", `version: 1
+duration_s: 30
+rate: 40
+tenants:
+  - id: a
+  - id: c
+    request_types: [{type: completion, weight: 9}, {type: chat, turns: "const:1"}]
+`, false},
+		{"closed loop", `version: 1
+duration_s: 30
+tenants:
+  - id: agents
+    closed_loop: {clients: 3, think_time_ms: "const:10"}
+`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := mustSpec(t, tc.body)
+			require.Equal(t, tc.open, NewSource(s, sim.NewRNG(5)).OpenLoop())
+			if !tc.open {
+				return
+			}
+			told := serve(t, NewSource(s, sim.NewRNG(5)), func(r *sim.RequestSpec) int64 { return 1 + r.OutputTokens*997 }, nil)
+			var untold []sim.RequestSpec
+			for src := NewSource(s, sim.NewRNG(5)); ; {
+				if _, ok := src.Peek(); !ok {
+					break
+				}
+				untold = append(untold, src.Next())
+			}
+			require.Greater(t, len(told), 100)
+			require.Equal(t, untold, told)
+		})
+	}
+}
