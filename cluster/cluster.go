@@ -515,7 +515,7 @@ func (c *Sim) complete(i int, d *sim.Completion, at int64) {
 	if c.pd != nil && c.pdCompleted(i, d) {
 		return // a prefill handed off: the request goes on
 	}
-	if c.fl != nil && (d.InjectedUs > want || c.redirected[d.ID]) {
+	if c.fl != nil && (d.InjectedUs > want || (len(c.redirected) > 0 && c.redirected[d.ID])) {
 		want = d.InjectedUs
 		delete(c.redirected, d.ID)
 	}
