@@ -112,7 +112,7 @@ func TestYAMLAliasBombsAreRefused(t *testing.T) {
 
 // An input that never ends (/dev/zero; a FIFO fed forever) was read until
 // memory ran out, deaf to SIGTERM: --replay /dev/zero held 11 GB after 12
-// minutes, --counters 9 GB after one. A configuration file is read to a
+// minutes, --counters 9 GB within three. A configuration file is read to a
 // bound, a data file must be a regular file; each names its flag, at once.
 func TestEndlessInputsAreRefused(t *testing.T) {
 	records := "../../testdata/vllm-runs/RTX4090/Llama-3.1-8B/requests.jsonl"

@@ -36,7 +36,7 @@ func Read(path string) ([]byte, error) {
 
 // Open opens a data file (a trace to replay, engine counters, a sweep's
 // table) that is read to its end, refusing a device or a pipe: /dev/zero
-// has no end and filled memory (9 GB in a minute for --counters), as
+// has no end and filled memory (9 GB within three minutes for --counters), as
 // blis validate already refuses one for its records.
 func Open(path string) (*os.File, error) {
 	f, err := os.Open(path)
