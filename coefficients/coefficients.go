@@ -94,13 +94,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/blis-sim/blis/features"
 	"github.com/blis-sim/blis/internal/clip"
+	"github.com/blis-sim/blis/internal/inputfile"
 	"github.com/blis-sim/blis/physics"
 )
 
@@ -328,7 +328,7 @@ type Input struct {
 
 // Load reads and parses the coefficient file at path.
 func Load(path string) (*File, error) {
-	data, err := os.ReadFile(path)
+	data, err := inputfile.Read(path)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/blis-sim/blis/internal/yamlfile"
 )
 
 // Parse reads a coefficient file strictly and validates it (see the package
@@ -76,6 +78,9 @@ func (p *parser) document(data []byte) (*yaml.Node, error) {
 		return nil, syntaxError(p.source, err)
 	}
 	root := doc.Content[0]
+	if err := yamlfile.CheckAliases(root); err != nil {
+		return nil, fmt.Errorf("%s: %w", p.source, err)
+	}
 	if root.Kind != yaml.MappingNode {
 		return nil, p.fail(root, "", "expected a mapping, got %s", describe(root))
 	}

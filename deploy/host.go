@@ -3,12 +3,12 @@ package deploy
 import (
 	"fmt"
 	"math"
-	"os"
 	"reflect"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/blis-sim/blis/internal/inputfile"
 	"github.com/blis-sim/blis/internal/yamlfile"
 )
 
@@ -93,7 +93,7 @@ func ParseHostProfile(data []byte, source string) (*HostProfile, error) {
 
 // LoadHostProfile reads the host profile at path.
 func LoadHostProfile(path string) (*HostProfile, error) {
-	data, err := os.ReadFile(path)
+	data, err := inputfile.Read(path)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/blis-sim/blis/deploy"
 	"github.com/blis-sim/blis/internal/clip"
+	"github.com/blis-sim/blis/internal/inputfile"
 	"github.com/blis-sim/blis/internal/schema"
 	"github.com/blis-sim/blis/internal/yamlfile"
 	"github.com/blis-sim/blis/policy"
@@ -54,7 +55,7 @@ func Parse(data []byte, source string) (*Draft, error) {
 
 // Load reads an experiment file.
 func Load(path string) (*Draft, error) {
-	data, err := os.ReadFile(path)
+	data, err := inputfile.Read(path)
 	if err != nil {
 		return nil, err
 	}

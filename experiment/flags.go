@@ -32,9 +32,34 @@ func AddFlags(fs *pflag.FlagSet, keep func(Flag) bool) {
 			fs.Float64(fl.Name, x, fl.Help)
 		default:
 			fs.String(fl.Name, fl.Default, fl.Help)
+			continue
+		}
+		// The value is kept as given and decoded by the key's declaration
+		// (SetFlag): a fraction in a whole-number flag, 1e300 or NaN is
+		// refused naming the flag with the key's range and unit, as in a
+		// file, not with the parser's words. Help shows the same type and
+		// default.
+		f := fs.Lookup(fl.Name)
+		text := textValue{text: f.Value.String(), typ: f.Value.Type()}
+		if fl.Type == "bool" {
+			f.Value = &boolText{text}
+		} else {
+			f.Value = &text
 		}
 	}
 }
+
+// textValue is a flag's value as given, of the type help shows.
+type textValue struct{ text, typ string }
+
+func (v *textValue) String() string     { return v.text }
+func (v *textValue) Set(s string) error { v.text = s; return nil }
+func (v *textValue) Type() string       { return v.typ }
+
+// boolText is a boolean flag's: --flag alone is true.
+type boolText struct{ textValue }
+
+func (*boolText) IsBoolFlag() bool { return true }
 
 // GivenFlags are the flags of Flags given explicitly on fs, but those
 // skip names (a command's own flag of the same name).

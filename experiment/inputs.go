@@ -3,12 +3,12 @@ package experiment
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/blis-sim/blis/internal/clip"
+	"github.com/blis-sim/blis/internal/inputfile"
 	"github.com/blis-sim/blis/internal/schema"
 	"github.com/blis-sim/blis/sim/workload"
 )
@@ -153,7 +153,7 @@ func (e *Experiment) SpecText() ([]byte, error) {
 	case Scenario:
 		return workload.ScenarioText(w.Scenario)
 	case SpecFile:
-		return os.ReadFile(w.File)
+		return inputfile.Read(w.File)
 	case SpecNode:
 		return yaml.Marshal(w.Node)
 	}

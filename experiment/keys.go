@@ -64,7 +64,7 @@ var experimentKeys = []schema.Key{
 	{Name: "run.warmup", Type: schema.String, Default: schema.S(DefaultWarmup), Doc: "the warm-up removed before the steady-state estimates: auto (MSER-5), none, or a duration (docs/statistics.md)"},
 	{Name: "run.precision", Type: schema.Float, Min: math.Inf(-1), Max: math.Inf(1), Doc: "size the run by its precision: the 95 % interval's half-width as a share of the estimate (0: the workload's length)"},
 	{Name: "run.precision_metric", Type: schema.String, Default: schema.S(DefaultPrecisionMetric), Doc: "the metric run.precision watches"},
-	{Name: "run.max_requests", Type: schema.Int, Unit: "requests", Default: schema.I(DefaultMaxRequests), Min: math.MinInt64, Max: math.MaxInt64, Doc: "run.precision: stop after this many arrivals"},
+	{Name: "run.max_requests", Type: schema.Int, Unit: "requests", Default: schema.I(DefaultMaxRequests), Min: 1, Max: math.MaxInt32, Doc: "run.precision: stop after this many arrivals"},
 	{Name: "run.max_sim_time", Type: schema.String, Default: schema.S(DefaultMaxSimTime), Doc: "run.precision: stop after this much simulated time (a duration)"},
 	{Name: "run.otlp.journey_sample_rate", Type: schema.Float, Default: schema.F(simtrace.DefaultOptions().JourneySampleRate), Min: 0, Max: 1, Doc: "vLLM --journey-tracing-sample-rate"},
 	{Name: "run.otlp.step_sample_rate", Type: schema.Float, Default: schema.F(simtrace.DefaultOptions().StepSampleRate), Min: 0, Max: 1, Doc: "vLLM --step-tracing-sample-rate"},

@@ -2,7 +2,6 @@ package experiment
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/blis-sim/blis/cluster"
 	"github.com/blis-sim/blis/deploy"
 	"github.com/blis-sim/blis/internal/clip"
+	"github.com/blis-sim/blis/internal/inputfile"
 	"github.com/blis-sim/blis/internal/yamlfile"
 	"github.com/blis-sim/blis/policy"
 )
@@ -98,7 +98,7 @@ var legacyMappings = func() map[string]yamlfile.Mapping {
 // routing the policies', its latencies and freshness the router's. A
 // draft read from an experiment file that has a deployment refuses it.
 func (d *Draft) LoadDeployment(path string) error {
-	data, err := os.ReadFile(path)
+	data, err := inputfile.Read(path)
 	if err != nil {
 		return err
 	}

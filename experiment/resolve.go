@@ -249,6 +249,11 @@ func (d *Draft) resolveWorkload(e *Experiment) error {
 		if IsScenario(w.Scenario) {
 			return d.errf("workload.scenario", "%s is a built-in experiment (a deployment and policies too), not a workload: run it with blis run --scenario %s, or start a file from blis run --scenario %s --print-config", w.Scenario, w.Scenario, w.Scenario)
 		}
+		if !slices.Contains(workload.Scenarios(), w.Scenario) {
+			// Name every name --scenario takes: the built-in experiments too.
+			return d.errf("workload.scenario", "no scenario %q; the workload scenarios are %s, and --scenario also takes the built-in experiments %s",
+				clip.String(w.Scenario), strings.Join(workload.Scenarios(), ", "), strings.Join(Scenarios(), ", "))
+		}
 		s, err := workload.Scenario(w.Scenario)
 		if err != nil {
 			return d.errAt(err, "workload.scenario")
@@ -432,6 +437,8 @@ func (d *Draft) resolveWindow(r *RunOptions) error {
 	r.Window = *wy.Window
 	dur, err := time.ParseDuration(r.Window)
 	switch {
+	case err != nil && durationShape.MatchString(strings.TrimSpace(r.Window)):
+		return d.errf("run.window", "%s is beyond the clock's %d µs", clip.String(r.Window), int64(sim.MaxTimeUs))
 	case err != nil:
 		return d.errf("run.window", "%q is not a duration; give a number and a unit, such as 10s, 500ms or 1m", clip.String(r.Window))
 	case dur <= 0:

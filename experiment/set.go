@@ -99,6 +99,9 @@ func setPath(v reflect.Value, segs []seg, text, at string, done func(key string)
 		case s.index == 0 && f.Len() == 0:
 			// The default deployment's one pool, which no file wrote.
 			f.Set(reflect.Append(f, reflect.Zero(f.Type().Elem())))
+		case f.Len() == 0:
+			// "there are 0" was false: [0] sets the default's one element.
+			return fmt.Errorf("%s[%d]: no file gave this list: [0] sets its one element (the default's), or give a file with more", key, s.index)
 		case s.index >= f.Len():
 			return fmt.Errorf("%s[%d]: there are %d (indices from 0)", key, s.index, f.Len())
 		}

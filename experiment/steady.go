@@ -3,6 +3,7 @@ package experiment
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -282,9 +283,6 @@ func (d *Draft) resolveSteady(r *RunOptions, ry *runYAML) error {
 	if r.PrecisionMetric != PrecisionStability && !slices.Contains(steady.MetricNames, r.PrecisionMetric) {
 		return d.errf("run.precision_metric", "%q has no interval within a run; use one of %s, or %s (the verdict alone)", clip.String(r.PrecisionMetric), strings.Join(steady.MetricNames, ", "), PrecisionStability)
 	}
-	if r.MaxRequests < 1 || r.MaxRequests > math.MaxInt32 {
-		return d.errf("run.max_requests", "must be in [1, %d] requests, got %d", math.MaxInt32, r.MaxRequests)
-	}
 	us, err := parseDurationUs(r.MaxSimTime)
 	if err != nil {
 		return d.errf("run.max_sim_time", "a duration (30m, 24h; whole µs): %v", err)
@@ -296,11 +294,18 @@ func (d *Draft) resolveSteady(r *RunOptions, ry *runYAML) error {
 	return nil
 }
 
+// durationShape is a duration time.ParseDuration refuses only for its
+// size (99999999999h overflows int64 nanoseconds): "is not a duration"
+// said the wrong thing.
+var durationShape = regexp.MustCompile(`^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)$`)
+
 // parseDurationUs reads a duration with a unit, in whole µs, at least 0
 // and within the clock's range.
 func parseDurationUs(s string) (int64, error) {
 	dur, err := time.ParseDuration(strings.TrimSpace(s))
 	switch {
+	case err != nil && durationShape.MatchString(strings.TrimSpace(s)):
+		return 0, fmt.Errorf("%s is beyond the clock's %d µs", clip.String(s), int64(sim.MaxTimeUs))
 	case err != nil:
 		return 0, fmt.Errorf("%q is not a duration", clip.String(s))
 	case dur < 0:

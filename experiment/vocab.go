@@ -14,6 +14,7 @@ import (
 	"github.com/blis-sim/blis/cluster/route"
 	"github.com/blis-sim/blis/deploy"
 	"github.com/blis-sim/blis/internal/clip"
+	"github.com/blis-sim/blis/internal/schema"
 	"github.com/blis-sim/blis/policy"
 	"github.com/blis-sim/blis/sim/workload"
 )
@@ -359,19 +360,26 @@ func (d *Draft) givenByFlag(key string) bool {
 // engines behind vLLM's own balancer (N replicas routed by vllm-dp, its
 // counts published every 100 ms), the engines' expert-parallel group N.
 func (d *Draft) setDataParallel(flag, text string) error {
-	n, err := strconv.Atoi(text)
-	if err != nil || n < 1 {
-		return fmt.Errorf("%s must be >= 1, got %s", flag, text)
+	// The pool key's declaration reads the number and holds its range.
+	const key = "deployment.pools[*].data_parallel_size"
+	v, err := declOf(key).Parse(text, "")
+	if err != nil {
+		var ke *schema.Error
+		if errors.As(err, &ke) {
+			err = ke.Cause()
+		}
+		return fmt.Errorf("%s: %w", flag, err)
 	}
 	if dp := d.f.Deployment; dp != nil && len(dp.Pools) > 1 {
 		return fmt.Errorf("%s cannot be combined with a deployment of %d pools: a data-parallel server is one pool", flag, len(dp.Pools))
 	}
-	if n == 1 {
-		return d.setFlag(flag, "deployment.pools[*].data_parallel_size", "1")
+	n := strconv.FormatInt(v.I, 10)
+	if v.I == 1 {
+		return d.setFlag(flag, key, n)
 	}
 	for _, kv := range [][2]string{
-		{"deployment.pools[*].replicas", text},
-		{"deployment.pools[*].data_parallel_size", text},
+		{"deployment.pools[*].replicas", n},
+		{key, n},
 		{"policies.routing.type", route.VLLMDPName},
 	} {
 		if err := d.setFlag(flag, kv[0], kv[1]); err != nil {

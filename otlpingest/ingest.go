@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -124,7 +125,9 @@ func OutputFiles(dir string) []string {
 // they and the manifest are written to (internal/atomicfile): nothing
 // replaces an earlier table until every output is complete.
 type outputs struct {
-	dir       string
+	dir string
+	// made are the folders openOutputs created, deepest first.
+	made      []string
 	files     atomicfile.Group
 	requests  *tableWriter[RequestRow]
 	journey   *tableWriter[JourneyEventRow]
@@ -144,10 +147,16 @@ func create[R any](o *outputs, name string, defs []colDef[R], tool string) (*tab
 }
 
 func openOutputs(dir, tool string) (*outputs, error) {
+	o := &outputs{dir: dir}
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) || filepath.Dir(d) == d {
+			break
+		}
+		o.made = append(o.made, d)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	o := &outputs{dir: dir}
 	var err error
 	if o.requests, err = create(o, TableRequests, requestCols, tool); err != nil {
 		return o, err
@@ -165,9 +174,13 @@ func openOutputs(dir, tool string) (*outputs, error) {
 	return o, err
 }
 
-// abort removes the temporary files.
+// abort removes the temporary files, and the folders openOutputs made
+// that are still empty: a run that fails leaves nothing behind.
 func (o *outputs) abort() {
 	o.files.Abort()
+	for _, d := range o.made {
+		os.Remove(d) // only an empty folder goes
+	}
 }
 
 // close finishes every table (still under its temporary name) and

@@ -9,6 +9,8 @@ import (
 	"path"
 	"sort"
 	"strings"
+
+	"github.com/blis-sim/blis/internal/inputfile"
 )
 
 // The shipped configs are embedded so that the CLI works from any directory.
@@ -47,7 +49,7 @@ func normalizeName(s string) string {
 // readNamed reads a file when ref is an existing path, else a shipped entry.
 func readNamed(ref, dir, kind string, names []string) ([]byte, string, error) {
 	if st, err := os.Stat(ref); err == nil && !st.IsDir() {
-		data, err := os.ReadFile(ref)
+		data, err := inputfile.Read(ref)
 		return data, ref, err
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, ref, err

@@ -2,9 +2,9 @@ package policy
 
 import (
 	"fmt"
-	"os"
 	"reflect"
 
+	"github.com/blis-sim/blis/internal/inputfile"
 	"github.com/blis-sim/blis/internal/yamlfile"
 )
 
@@ -84,7 +84,7 @@ var Mappings = map[string]yamlfile.Mapping{
 
 // LoadFile reads and resolves a policy file.
 func LoadFile(path string) (*File, error) {
-	data, err := os.ReadFile(path)
+	data, err := inputfile.Read(path)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package steady
 import (
 	"fmt"
 	"math"
+	"strconv"
 )
 
 // StableShare is the practical threshold of the verdict: a backlog that
@@ -123,6 +124,22 @@ func (c *Collector) verdict(st *Stability, from, to int, found bool, level func(
 		st.Why = fmt.Sprintf("the number of requests in the system does not grow: %.3g per second (95 %% interval %.3g to %.3g, below %g %% of the %.4g arriving per second), %.4g on average",
 			g.Estimate, g.Low, g.High, 100*StableShare, st.OfferedPerS, st.MeanInSystem)
 	default:
+		if !j.ok && from >= to && c.cfg.Stationary && c.cfg.Warmup == WarmupFixed && c.cfg.WarmupUs >= c.lastArrival-c.bins.t0 {
+			// A warm-up as long as the run leaves nothing to judge, and no
+			// longer run of the same length tells ("about 50 s would
+			// tell", it said, of --warmup 1000h).
+			st.Why = fmt.Sprintf("the warm-up given (%s s) removes the whole run (%s s of arrivals): nothing is left to judge; give a shorter warm-up (or auto)",
+				fmtSeconds(float64(c.cfg.WarmupUs)/1e6), fmtSeconds(float64(c.lastArrival-c.bins.t0)/1e6))
+			break
+		}
+		if !j.ok && c.arrivals > 1 && c.lastArrival == c.bins.t0 {
+			// Every request arrived at one instant (a rate of 1e300 per
+			// second): there is no arrival rate to judge, and no length of
+			// run would tell ("about 0 s (0 requests at this rate) would
+			// tell", it said).
+			st.Why = "every request arrived at the same instant: a burst has no arrival rate, so no steady state to tell"
+			break
+		}
 		if !j.ok {
 			st.Why = fmt.Sprintf("the run is too short to tell: %.3g s analyzed", span)
 			st.NeededS = 2 * max(st.ToS, 1e-3)
@@ -163,8 +180,14 @@ func (c *Collector) verdict(st *Stability, from, to int, found bool, level func(
 			}
 			st.Why = fmt.Sprintf("too short to tell: %s; growth %.3g per second (95 %% interval %.3g to %.3g) against a threshold of %.3g", why, g.Estimate, g.Low, g.High, delta)
 		}
-		st.NeededRequests = int64(math.Ceil(st.NeededS * st.OfferedPerS))
-		st.Why += fmt.Sprintf("; about %.0f s (%d requests at this rate) would tell", st.NeededS, st.NeededRequests)
+		rate := st.OfferedPerS
+		if rate == 0 && c.lastArrival > c.bins.t0 {
+			// No arrival in the part analyzed (a short run's second
+			// half): the whole run's rate, not "0 requests".
+			rate = float64(c.arrivals-1) / (float64(c.lastArrival-c.bins.t0) / 1e6)
+		}
+		st.NeededRequests = int64(math.Ceil(st.NeededS * rate))
+		st.Why += fmt.Sprintf("; about %s s (%d requests at this rate) would tell", fmtSeconds(st.NeededS), st.NeededRequests)
 	}
 	if st.Verdict == Unstable && c.bins.perInst && len(c.bins.inst) > 1 {
 		c.cause(st, from, to)
@@ -425,4 +448,13 @@ func (c *Collector) steady(warm, nb int, until int64, rule string) *SteadyState 
 		}
 	}
 	return s
+}
+
+// fmtSeconds writes a length of run in whole seconds, or to two
+// significant digits below 10 s ("about 0 s would tell" said nothing).
+func fmtSeconds(x float64) string {
+	if x < 10 {
+		return strconv.FormatFloat(x, 'g', 2, 64)
+	}
+	return strconv.FormatFloat(x, 'f', 0, 64)
 }

@@ -133,3 +133,37 @@ func TestStoppingRule(t *testing.T) {
 	require.Equal(t, Unstable, rep.Stability.Verdict)
 	require.Less(t, rep.Stability.Stop.Arrivals, int64(100_000))
 }
+
+// A run whose requests all arrive at one instant (--rate 1e300) said
+// "the run is too short to tell: 0 s analyzed; about 0 s (0 requests at
+// this rate) would tell"; a short run whose analyzed half held no arrival
+// said "0 requests at this rate". Neither advice can be followed.
+func TestTooShortToTellGivesAdviceThatCanBeFollowed(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	c := NewCollector(Config{Stationary: true})
+	end := fifo(c, r, 0, 50, 1, expSvc(r, 10_000))
+	st := c.Report(end).Stability
+	require.Equal(t, Indeterminate, st.Verdict)
+	require.Equal(t, "every request arrived at the same instant: a burst has no arrival rate, so no steady state to tell", st.Why)
+
+	c = NewCollector(Config{Stationary: true})
+	end = fifo(c, r, 5, 0, 8, expSvc(r, 10_000))
+	st = c.Report(end).Stability
+	require.Equal(t, Indeterminate, st.Verdict)
+	require.Greater(t, st.NeededRequests, int64(0), st.Why)
+	require.NotContains(t, st.Why, "about 0 s")
+	require.NotContains(t, st.Why, "(0 requests")
+}
+
+// --warmup 1000h on a 25 s run said "too short to tell: 0 s analyzed;
+// about 50 s would tell": no run of that length tells, since the warm-up
+// removes it all. It says so.
+func TestAWarmupAsLongAsTheRunIsNamed(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	c := NewCollector(Config{Stationary: true, Warmup: WarmupFixed, WarmupUs: 3_600_000_000_000})
+	end := fifo(c, r, 200, 0, 8, expSvc(r, 10_000))
+	st := c.Report(end).Stability
+	require.Equal(t, Indeterminate, st.Verdict)
+	require.Regexp(t, `^the warm-up given \(3600000 s\) removes the whole run \(\d+ s of arrivals\): nothing is left to judge`, st.Why)
+	require.NotContains(t, st.Why, "would tell")
+}

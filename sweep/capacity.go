@@ -178,6 +178,23 @@ type CapacityResult struct {
 // then the middle of the bracket until it is narrow enough. The same spec
 // gives the same evaluations in the same order on any machine.
 func Capacity(ctx context.Context, s CapacitySpec) (*CapacityResult, error) {
+	// The search's own flags first, each named: nothing has run yet.
+	if s.Workers < 0 {
+		return nil, fmt.Errorf("--workers %d: the runs at once, 0 for one per CPU", s.Workers)
+	}
+	if err := seedsKey.Check(float64(s.Seeds)); err != nil {
+		return nil, fmt.Errorf("--seeds: %w", err)
+	}
+	if _, declared := experiment.WholeNumber(s.Key); !declared {
+		// An unknown key is named as one, before --find is asked for.
+		d, err := s.Base()
+		if err != nil {
+			return nil, err
+		}
+		if err := d.Set(s.Key, fmtFloat(s.Min), ""); err != nil {
+			return nil, fmt.Errorf("--search %s: %w", clip.String(s.Key), err)
+		}
+	}
 	if s.Find == "" {
 		last := s.Key[strings.LastIndexAny(s.Key, ".]")+1:]
 		switch last {
@@ -190,7 +207,7 @@ func Capacity(ctx context.Context, s CapacitySpec) (*CapacityResult, error) {
 		}
 	}
 	if s.Find != "max" && s.Find != "min" {
-		return nil, fmt.Errorf("find %q: max or min", clip.String(s.Find))
+		return nil, fmt.Errorf("--find %q: max or min", clip.String(s.Find))
 	}
 	for _, x := range []struct {
 		name string
@@ -223,6 +240,17 @@ func Capacity(ctx context.Context, s CapacitySpec) (*CapacityResult, error) {
 		if s.Min != math.Trunc(s.Min) || s.Max != math.Trunc(s.Max) {
 			return nil, fmt.Errorf("%s takes whole numbers: give a whole --min and --max", s.Key)
 		}
+		// A float beyond ±2^53 is not a whole number exactly, and one
+		// beyond ±2^63 wrapped when converted (--max 1e300 was run as
+		// -9223372036854775808).
+		for _, x := range []struct {
+			flag string
+			v    float64
+		}{{"--min", s.Min}, {"--max", s.Max}} {
+			if math.Abs(x.v) > 1<<53 {
+				return nil, fmt.Errorf("%s %g: %s takes whole numbers, and the search reads them exactly up to ±2^53 (9007199254740992)", x.flag, x.v, s.Key)
+			}
+		}
 	} else if s.Resolution == 0 {
 		s.Resolution = (s.Max - s.Min) / 100
 		if s.Resolution == 0 || s.Min+s.Resolution == s.Min {
@@ -233,7 +261,7 @@ func Capacity(ctx context.Context, s CapacitySpec) (*CapacityResult, error) {
 		if res.Integer {
 			return strconv.FormatInt(int64(x), 10)
 		}
-		return fmtFloat(x)
+		return shortFloat(x)
 	}
 	base, err := s.sized(res)
 	if err != nil {
@@ -579,4 +607,13 @@ func (r *CapacityResult) Lines(t Target) []string {
 		out = append(out, fmt.Sprintf("%s fails: %s", fmtFloat(ev.Value), why))
 	}
 	return out
+}
+
+// shortFloat writes x as fmtFloat does in its usual range, and with an
+// exponent beyond it: --min 1e-300 is not written with 300 zeros.
+func shortFloat(x float64) string {
+	if a := math.Abs(x); a != 0 && (a < 1e-6 || a >= 1e21) {
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	}
+	return fmtFloat(x)
 }

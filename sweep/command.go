@@ -7,6 +7,7 @@ import (
 
 	"github.com/blis-sim/blis/internal/atomicfile"
 	"github.com/blis-sim/blis/internal/clip"
+	"github.com/blis-sim/blis/internal/inputfile"
 	"github.com/blis-sim/blis/internal/plotcanvas"
 )
 
@@ -26,13 +27,13 @@ type Flags struct {
 func GridOf(path string, sets []string) (Grid, error) {
 	var g Grid
 	if path != "" {
-		data, err := os.ReadFile(path)
+		data, err := inputfile.Read(path)
 		if err != nil {
 			return Grid{}, fmt.Errorf("--grid: %w", err)
 		}
 		gp, err := ParseGrid(data, path)
 		if err != nil {
-			return Grid{}, err
+			return Grid{}, fmt.Errorf("--grid: %w", err)
 		}
 		g = *gp
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/blis-sim/blis/internal/clip"
+	"github.com/blis-sim/blis/internal/inputfile"
 )
 
 // K8sJob is a Kubernetes Indexed Job that runs a sweep's shards, one pod
@@ -219,7 +219,7 @@ func quoteArgs(args []string) []string {
 // the Job's ConfigMap and passes it to blis sweep by its key there
 // (ConfigMapKey); the merge command names path.
 func (j *K8sJob) AddFile(flag, path string) error {
-	data, err := os.ReadFile(path)
+	data, err := inputfile.Read(path)
 	if err != nil {
 		return fmt.Errorf("--%s: %w", flag, err)
 	}

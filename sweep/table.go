@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,6 +17,8 @@ import (
 	"github.com/apache/arrow/go/v17/parquet/schema"
 
 	"github.com/blis-sim/blis/internal/clip"
+	"github.com/blis-sim/blis/internal/columns"
+	"github.com/blis-sim/blis/internal/inputfile"
 	"github.com/blis-sim/blis/internal/pqread"
 	"github.com/blis-sim/blis/internal/tracevocab"
 )
@@ -225,7 +226,12 @@ func (p *Plan) Write(w io.Writer, rows []Row, format string) error {
 // the plan's. Rows come back sorted by run; a run given twice must be
 // the same row twice.
 func (p *Plan) ReadFile(path string) ([]Row, error) {
-	data, err := os.ReadFile(path)
+	f, err := inputfile.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(f)
+	f.Close()
 	if err != nil {
 		return nil, err
 	}
@@ -252,6 +258,7 @@ func (p *Plan) ReadCSV(r io.Reader) ([]Row, error) {
 	if err != nil {
 		return nil, p.columnsErr(err)
 	}
+	columns.TrimBOM(header)
 	if err := p.checkColumns(header); err != nil {
 		return nil, err
 	}

@@ -157,6 +157,7 @@ func TestClusterBadInput(t *testing.T) {
 		{[]string{"--window", "10", "--window-out", "w.csv"}, `--window: "10" is not a duration; give a number and a unit, such as 10s, 500ms or 1m`},
 		{[]string{"--window", "ten seconds", "--window-out", "w.csv"}, `--window: "ten seconds" is not a duration`},
 		{[]string{"--window", "0s", "--window-out", "w.csv"}, "--window: must be > 0, got 0s"},
+		{[]string{"--window", "9999999h", "--window-out", "w.csv"}, "--window: 9999999h is beyond the clock's 2305843009213693952 µs"},
 		{[]string{"--window", "-5s", "--window-out", "w.csv"}, "--window: must be > 0, got -5s"},
 		{[]string{"--window", "1500ns", "--window-out", "w.csv"}, "--window: 1500ns is not a whole number of microseconds"},
 		{[]string{"--window", "1s"}, "--window: needs --window-out FILE (.csv or .jsonl) or --window-plot FILE (.png, .svg or .pdf)"},

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/blis-sim/blis/experiment"
+	"github.com/blis-sim/blis/internal/flagerr"
 )
 
 func main() {
@@ -39,6 +40,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetFlagErrorFunc(flagerr.Rewrite) // a value that does not parse names its flag
 	// Flags wrapped to the width of blis run's grouped help (experiment.HelpWidth).
 	root.SetUsageTemplate(strings.ReplaceAll(root.UsageTemplate(), ".FlagUsages", ".FlagUsagesWrapped "+strconv.Itoa(experiment.HelpWidth)))
 	root.AddCommand(newRunCmd(), newValidateCmd())

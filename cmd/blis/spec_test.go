@@ -64,7 +64,10 @@ func TestSpecFlagConflicts(t *testing.T) {
 		{[]string{"run", "--scenario", "agentic", "--rate", "3"}, "--rate cannot be combined with --scenario"},
 		{[]string{"run", "--scenario", "agentic", "--replay", "x.csv"}, "--replay cannot be combined with --scenario"},
 		{[]string{"run", "--scenario", "agentic", "--workload-spec", "x.yaml"}, "--workload-spec cannot be combined with --scenario"},
-		{[]string{"run", "--scenario", "nope"}, `--scenario: no scenario "nope"; the scenarios are agentic,`},
+		// Every name --scenario takes is listed: the error listed the
+		// workload scenarios only, not the built-in experiments.
+		{[]string{"run", "--scenario", "nope"}, `--scenario: no scenario "nope"; the workload scenarios are agentic,`},
+		{[]string{"run", "--scenario", "nope"}, `, and --scenario also takes the built-in experiments disaggregated, diurnal-autoscale,`},
 		{[]string{"run", "--print-spec"}, "--print-spec needs --scenario NAME or --workload-spec FILE"},
 		{[]string{"run", "--workload-spec", "/nonexistent.yaml"}, "--workload-spec: open /nonexistent.yaml"},
 	} {

@@ -238,7 +238,7 @@ func TestCapacityRefusesBadValues(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--precision", "nan"}, "--precision: must be finite, got NaN"},
+		{[]string{"--precision", "nan"}, "--precision: must be finite, got nan"},
 		{[]string{"--precision", "-1"}, "--precision: must be a relative half-width in [0.0001, 1]"},
 		{[]string{"--precision", "1e-15"}, "--precision: 1e-15 is finer than 0.0001"},
 		{[]string{"--resolution", "nan"}, "--resolution NaN: give a bracket width >= 0"},
@@ -246,12 +246,34 @@ func TestCapacityRefusesBadValues(t *testing.T) {
 		{[]string{"--resolution", "inf"}, "--resolution +Inf: give a bracket width >= 0"},
 		{[]string{"--max", "1e9"}, "--max 1000000000: deployment.pools[0].replicas cannot take it: blis capacity --max: must be within [0, 4096] instances"},
 		{[]string{"--min", "nan"}, "--min NaN: give a finite number"},
-		{[]string{"--max-requests", "0"}, "--max-requests: must be in [1, 2147483647] requests, got 0"},
+		{[]string{"--max-requests", "0"}, "--max-requests: must be within [1, 2147483647] requests, got 0"},
 		{[]string{"--max-sim-time", "1ns"}, "--max-sim-time: a duration (30m, 24h; whole µs): 1ns is not a whole number of microseconds"},
+		// Accepted and ignored: a negative --workers (blis sweep refuses it).
+		{[]string{"--workers", "-1"}, "--workers -1: the runs at once, 0 for one per CPU"},
+		// Errors that named no flag.
+		{[]string{"--seeds", "0"}, "--seeds: must be within [1, 65536] seeds, got 0"},
+		{[]string{"--find", "sideways"}, `--find "sideways": max or min`},
+		// A float beyond ±2^63 wrapped: "--max -9223372036854775808".
+		{[]string{"--max", "1e300"}, "--max 1e+300: deployment.pools[0].replicas takes whole numbers, and the search reads them exactly up to ±2^53"},
+		{[]string{"--max", "9223372036854775807"}, "--max 9.223372036854776e+18: deployment.pools[0].replicas takes whole numbers"},
 	} {
 		_, _, err := runCLI(t, append(append([]string{}, base...), tc.args...)...)
 		require.Error(t, err, "%v", tc.args)
 		require.Contains(t, err.Error(), tc.want, "%v", tc.args)
+		require.NotContains(t, err.Error(), "-9223372036854775808", "%v", tc.args)
+	}
+	// An unknown key is named as such, not asked a direction; a value far
+	// from 1 is written with an exponent, not 300 digits.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--search", "bogus.key", "--min", "1", "--max", "2"}, "--search bogus.key: bogus: no such key"},
+		{[]string{"--search", "workload.synthetic.rate", "--min", "1e-300", "--max", "1", "--requests", "5"}, "workload.synthetic.rate = 1e-300, seed 42: "},
+	} {
+		_, _, err := runCLI(t, append([]string{"capacity", "-q", "--target", "ttft_p99_ms<=500"}, tc.args...)...)
+		require.ErrorContains(t, err, tc.want, "%v", tc.args)
+		require.Less(t, len(err.Error()), 400, "%v", tc.args)
 	}
 }
 
@@ -273,4 +295,22 @@ func TestSweepPoints(t *testing.T) {
 	require.ErrorContains(t, err, "--points: ")
 	_, _, err = runCLI(t, "sweep", "-q", "--requests", "100", "--points", pts, "--out", pts)
 	require.ErrorContains(t, err, "--points", "the table and the points are one file")
+}
+
+// A table opened and saved by a spreadsheet starts with a byte order
+// mark; as --rows it was refused ("column 1 is \"\ufeffpoint\""), while
+// blis's replay CSVs read one. Its rows are taken, none run again.
+func TestSweepRowsWithAByteOrderMark(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"sweep", "-q", "--requests", "20", "--set", "workload.rate_scale=1,2"}
+	table := filepath.Join(dir, "t.csv")
+	_, _, err := runCLI(t, append(args, "--out", table)...)
+	require.NoError(t, err)
+	data, err := os.ReadFile(table)
+	require.NoError(t, err)
+	bom := filepath.Join(dir, "bom.csv")
+	require.NoError(t, os.WriteFile(bom, append([]byte("\ufeff"), data...), 0o644))
+	out, _, err := runCLI(t, append(args, "--rows", bom)...)
+	require.NoError(t, err)
+	require.Equal(t, string(data), out)
 }

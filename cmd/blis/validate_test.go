@@ -126,7 +126,7 @@ func TestDataParallelRun(t *testing.T) {
 		want string
 	}{
 		{[]string{"--data-parallel-size", "2", "--num-instances", "2"}, "--data-parallel-size cannot be combined with --num-instances"},
-		{[]string{"--data-parallel-size", "0"}, "--data-parallel-size must be >= 1"},
+		{[]string{"--data-parallel-size", "0"}, "--data-parallel-size: must be within [1, 4096] engines, got 0"},
 		{[]string{"--enable-expert-parallel"}, "--enable-expert-parallel"},
 		{[]string{"--output-delay-us", "-5"}, "--output-delay-us"},
 	} {

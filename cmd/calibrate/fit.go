@@ -21,6 +21,7 @@ import (
 	"github.com/blis-sim/blis/experiment"
 	"github.com/blis-sim/blis/fit"
 	"github.com/blis-sim/blis/internal/atomicfile"
+	"github.com/blis-sim/blis/internal/inputfile"
 	"github.com/blis-sim/blis/physics"
 )
 
@@ -220,7 +221,7 @@ func manifestError(err error) string {
 var unknownField = regexp.MustCompile(`^line (\d+): field (\S+) not found in type (.*)$`)
 
 func readManifest(path string) ([]configSpec, error) {
-	data, err := os.ReadFile(path)
+	data, err := inputfile.Read(path)
 	if err != nil {
 		return nil, fmt.Errorf("--configs: %w", err)
 	}

@@ -137,6 +137,15 @@ func runIngest(stdout, stderr io.Writer, args []string, o ingestOpts) error {
 	if err != nil {
 		return err
 	}
+	// -o may not be a folder given as input: the next ingest of that
+	// folder would read the tables and manifest as traces.
+	if ot, err := os.Stat(o.out); err == nil && ot.IsDir() {
+		for _, a := range args {
+			if st, err := os.Stat(a); err == nil && os.SameFile(st, ot) {
+				return fmt.Errorf("-o %s is also the input folder %s: the next ingest of it would read the tables as traces; give another folder", o.out, a)
+			}
+		}
+	}
 	var ins, outs []atomicfile.Named
 	for _, f := range files {
 		ins = append(ins, atomicfile.Named{Label: "input", Path: f})

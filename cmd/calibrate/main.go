@@ -23,6 +23,7 @@ import (
 	"github.com/blis-sim/blis/experiment"
 	"github.com/blis-sim/blis/features"
 	"github.com/blis-sim/blis/internal/atomicfile"
+	"github.com/blis-sim/blis/internal/flagerr"
 )
 
 func main() {
@@ -47,6 +48,8 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// A flag value that does not parse names the flag and what it takes.
+	root.SetFlagErrorFunc(flagerr.Rewrite)
 	// Flags wrapped to the width of blis run's grouped help (experiment.HelpWidth).
 	root.SetUsageTemplate(strings.ReplaceAll(root.UsageTemplate(), ".FlagUsages", ".FlagUsagesWrapped "+strconv.Itoa(experiment.HelpWidth)))
 	root.AddCommand(newPhysicsCmd(), newIngestCmd(), newFitCmd(), newPredictCmd(), newReceiveCmd())

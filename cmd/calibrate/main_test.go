@@ -93,7 +93,9 @@ func TestPhysicsErrorsNameTheInput(t *testing.T) {
 	}{
 		{[]string{"physics", "--model", "no-such"}, "--model"},
 		{[]string{"physics", "--hardware", "tpu"}, "--hardware"},
-		{[]string{"physics", "--tp", "3"}, "tp 3 does not divide num_attention_heads"},
+		{[]string{"physics", "--tp", "3"}, "--model, --hardware, --tp: tp 3 does not divide num_attention_heads"},
+		{[]string{"physics", "--tp", "0"}, "--model, --hardware, --tp: tp must be >= 1, got 0"}, // named no flag
+		{[]string{"physics", "--gpu-memory-utilization", "1e-300"}, "--model, --hardware, --tp: model \"llama-3.1-8b\" does not fit"},
 		{[]string{"physics", "--max-num-batched-tokens", "0"}, "--max-num-batched-tokens: must be > 0, got 0"},
 		{[]string{"physics", "--max-num-seqs", "0"}, "--max-num-seqs: must be > 0, got 0"},
 		{[]string{"physics", "--cpu-offloading"}, "--cpu-offloading=true disagrees with --kv-blocks-cpu 0: KV offloading is on exactly when --kv-blocks-cpu > 0"},

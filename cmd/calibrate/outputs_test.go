@@ -43,7 +43,7 @@ func TestOutputsNeverOverwriteInputs(t *testing.T) {
 	}{
 		{"ingest: an input is a table of -o", []string{"ingest", "-q", filepath.Join(tables, "requests.parquet"), "-o", tables},
 			"-o " + filepath.Join(tables, "requests.parquet") + " is also the input input " + filepath.Join(tables, "requests.parquet")},
-		{"ingest: an input is the manifest of -o", []string{"ingest", "-q", tables, "-o", tables}, "is also the input input"},
+		{"ingest: -o is the input folder", []string{"ingest", "-q", tables, "-o", tables}, "is also the input folder"},
 		{"fit: -o is a table", []string{"fit", tables, "-o", steps}, "-o " + steps + " is also the input TABLES_DIR " + tables},
 		{"fit: -o is a table, spelled another way", []string{"fit", tables, "-o", filepath.Join(dir, "sub", "..", "tables", "steps.parquet")},
 			"is also the input TABLES_DIR"},
@@ -61,6 +61,37 @@ func TestOutputsNeverOverwriteInputs(t *testing.T) {
 			require.Equal(t, before, snapshot(), "no file written, changed or left behind")
 		})
 	}
+}
+
+// An ingest whose -o is a folder given as input (a folder of traces)
+// wrote its tables among the traces, and the next ingest of it read them;
+// an ingest that fails left the -o folder it had made, empty.
+func TestIngestLeavesNoFolderAndWritesNoTablesAmongItsInputs(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "traces")
+	require.NoError(t, os.Mkdir(in, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(in, "a.jsonl"), must(os.ReadFile(filepath.Join(traces, "chat_and_completions.jsonl"))), 0o644))
+	_, err := run(t, "ingest", "-q", in, "-o", in)
+	require.ErrorContains(t, err, "-o "+in+" is also the input folder "+in)
+	_, err = run(t, "ingest", "-q", in, "-o", filepath.Join(dir, "x", "..", "traces"))
+	require.ErrorContains(t, err, "is also the input folder "+in)
+	require.Equal(t, []string{"a.jsonl"}, names(t, in))
+
+	empty := filepath.Join(dir, "empty.jsonl")
+	require.NoError(t, os.WriteFile(empty, nil, 0o644))
+	_, err = run(t, "ingest", "-q", empty, "-o", filepath.Join(dir, "new", "tables"))
+	require.ErrorContains(t, err, "no spans found")
+	require.NoDirExists(t, filepath.Join(dir, "new"), "the folders the failed ingest made are removed")
+	require.Equal(t, []string{"empty.jsonl", "traces"}, names(t, dir))
+}
+
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	for _, e := range must(os.ReadDir(dir)) {
+		out = append(out, e.Name())
+	}
+	return out
 }
 
 // TestFitOutputsAtomic: the coefficient file and the report replace earlier

@@ -122,7 +122,13 @@ func runPhysics(w, stderr io.Writer, o physicsOpts) error {
 	}
 	c, err := physics.NewPhysicsConfig(m, h, o.tp, o.knobs)
 	if err != nil {
-		return knobFlagError(err)
+		if err = knobFlagError(err); !strings.HasPrefix(err.Error(), "--") {
+			// The model, the hardware and the TP degree together (tp 3
+			// does not divide 32 heads; the model does not fit), as blis
+			// run names them.
+			err = fmt.Errorf("--model, --hardware, --tp: %w", err)
+		}
+		return err
 	}
 	ex := examples(c)
 	if o.asJSON {

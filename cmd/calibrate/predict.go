@@ -354,6 +354,7 @@ func readBatchHeader(r *csv.Reader, path string) (*batchColumns, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--batches %s: header: %w", path, err)
 	}
+	columns.TrimBOM(header)
 	if err := columns.Duplicate(header, nil); err != nil {
 		return nil, fmt.Errorf("--batches %s: line 1: %w", path, err)
 	}

@@ -76,3 +76,20 @@ func TestPredictOtherConfigurations(t *testing.T) {
 	_, _, err = runSplit(t, "predict", "--coefficients", coeffs, "--batches", csvPath, "--tp", "0")
 	require.ErrorContains(t, err, "--tp must be >= 1")
 }
+
+// A --batches CSV a spreadsheet exported starts with a byte order mark:
+// it was refused ("unknown column \"\ufeffprefill_tokens\""), while blis's
+// replay and counters CSVs read it. It reads as the same file without it.
+func TestPredictBatchesWithAByteOrderMark(t *testing.T) {
+	coeffs := filepath.Join("..", "..", "coefficients", "testdata", "valid.yaml")
+	doc := "prefill_tokens,num_prefill_reqs,sum_prefill_attn_work,decode_tokens,num_decode_reqs,decode_context_tokens,prompt_tokens\n512,1,262144,0,0,0,512\n"
+	dir := t.TempDir()
+	plain, bom := filepath.Join(dir, "a.csv"), filepath.Join(dir, "b.csv")
+	require.NoError(t, os.WriteFile(plain, []byte(doc), 0o644))
+	require.NoError(t, os.WriteFile(bom, []byte("\ufeff"+doc), 0o644))
+	want, _, err := runSplit(t, "predict", "--coefficients", coeffs, "--batches", plain)
+	require.NoError(t, err)
+	got, _, err := runSplit(t, "predict", "--coefficients", coeffs, "--batches", bom)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+}

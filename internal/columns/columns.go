@@ -3,7 +3,10 @@
 // last copy would silently drop the other (docs/hardening.md, class 7).
 package columns
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Duplicate returns an error naming the first column that appears twice
 // in header (1-based positions), comparing names after norm (nil: as
@@ -20,4 +23,13 @@ func Duplicate(header []string, norm func(string) string) error {
 		seen[h] = i
 	}
 	return nil
+}
+
+// TrimBOM removes a UTF-8 byte order mark from the first cell of header,
+// in place: spreadsheets write one at the start of a CSV they export, and
+// the header's first name must still read as itself.
+func TrimBOM(header []string) {
+	if len(header) > 0 {
+		header[0] = strings.TrimPrefix(header[0], "\ufeff")
+	}
 }

@@ -36,6 +36,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/blis-sim/blis/internal/clip"
+	"github.com/blis-sim/blis/internal/yamlfile"
 )
 
 // Type is a key's type.
@@ -328,12 +329,21 @@ func ParseYAML(text string) (*yaml.Node, error) {
 	if len(doc.Content) != 1 {
 		return nil, nil
 	}
+	if err := yamlfile.CheckAliases(doc.Content[0]); err != nil {
+		return nil, err
+	}
 	return doc.Content[0], nil
 }
 
 // Parse reads text as k's value, as a flag or --set gives it (YAML: a
 // number, true or false, a string, or a flow mapping or list).
 func (k *Key) Parse(text, key string) (Value, error) {
+	if k.Type == String {
+		// A string is the text as given, whatever YAML makes of it:
+		// --prompt-tokens const: read as a mapping ("want a string, got
+		// a mapping"), --trace-route @x did not parse at all.
+		return k.Decode(&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: text}, key)
+	}
 	n, err := ParseYAML(text)
 	if err != nil || n == nil {
 		if k.Type == String && err == nil {
@@ -389,8 +399,12 @@ func (k *Key) number(n *yaml.Node) (float64, int64, error) {
 	case x != math.Trunc(x):
 		return 0, 0, fmt.Errorf("want a whole number, got %s (fractions are not rounded)", Clip(n.Value))
 	case !(x >= math.MinInt64 && x < math.MaxInt64):
-		if err := k.check(x, Clip(text)); err != nil {
-			return 0, 0, err
+		// A key whose own range is narrower says it; one that takes any
+		// whole number says ±2^63, not ±9.223372036854776e+18.
+		if k.Min > math.MinInt64 || k.Max < math.MaxInt64 {
+			if err := k.check(x, Clip(text)); err != nil {
+				return 0, 0, err
+			}
 		}
 		return 0, 0, outOfRange("must be a whole number within ±2^63, got %s", Clip(text))
 	}

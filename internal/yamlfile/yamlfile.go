@@ -66,6 +66,9 @@ func DecodeChecked(data []byte, source string, out any, mappings map[string]Mapp
 		// first flow collection and would drop the rest.
 		return nil, oneLine(fmt.Errorf("%s: text after the document (%s)", source, strings.TrimPrefix(err.Error(), "yaml: ")))
 	}
+	if err := CheckAliases(doc.Content[0]); err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
 	d.index(doc.Content[0], "")
 	if check != nil {
 		if err := check(doc.Content[0]); err != nil {
@@ -266,6 +269,9 @@ func (d *Doc) Keys(prefix string) []string {
 // front of every key, while the Doc's own keys stay relative to n.
 func DecodeNode(n *yaml.Node, source, prefix string, out any, mappings map[string]Mapping) (*Doc, error) {
 	d := &Doc{Source: source, Prefix: prefix, lines: map[string]int{}, root: n.Line}
+	if err := CheckAliases(n); err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
 	d.index(n, "")
 	if err := checkKeys(n, reflect.TypeOf(out), source, mappings); err != nil {
 		return nil, err

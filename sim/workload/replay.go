@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/blis-sim/blis/internal/clip"
+	"github.com/blis-sim/blis/internal/inputfile"
 	"github.com/blis-sim/blis/internal/pqread"
 	"github.com/blis-sim/blis/internal/tracevocab"
 	"github.com/blis-sim/blis/sim"
@@ -178,7 +179,7 @@ func ReplayWith(path string, opt ReplayOptions) ([]sim.RequestSpec, ReplayReport
 		path = filepath.Join(path, "requests.parquet")
 	}
 	rep := ReplayReport{Source: path}
-	f, err := os.Open(path)
+	f, err := inputfile.Open(path) // a device has no end (--replay /dev/zero filled 11 GB)
 	if err != nil {
 		return nil, rep, err
 	}

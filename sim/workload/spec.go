@@ -3,7 +3,6 @@ package workload
 import (
 	"fmt"
 	"math"
-	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/blis-sim/blis/internal/clip"
+	"github.com/blis-sim/blis/internal/inputfile"
 	"github.com/blis-sim/blis/internal/units"
 	"github.com/blis-sim/blis/internal/yamlfile"
 	"github.com/blis-sim/blis/sim"
@@ -334,7 +334,7 @@ func ptr[T any](v T) *T { return &v }
 
 // LoadSpec reads and validates a workload spec file.
 func LoadSpec(path string) (*WorkloadSpec, error) {
-	data, err := os.ReadFile(path)
+	data, err := inputfile.Read(path)
 	if err != nil {
 		return nil, err
 	}

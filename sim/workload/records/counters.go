@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/blis-sim/blis/internal/columns"
+	"github.com/blis-sim/blis/internal/inputfile"
 )
 
 // CounterRow is one tick of a vllm-runs timeseries.csv: what vLLM's stat
@@ -49,7 +49,7 @@ func CountersPath(requestsPath string) string {
 // one. A missing column or a file with no usable row is an error. Rows
 // come back in file order.
 func ReadCounters(path string, opt Options) ([]CounterRow, Report, error) {
-	f, err := os.Open(path)
+	f, err := inputfile.Open(path)
 	if err != nil {
 		return nil, Report{Path: path, Format: CountersFormat}, err
 	}

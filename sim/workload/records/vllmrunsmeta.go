@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
+
+	"github.com/blis-sim/blis/internal/inputfile"
 )
 
 // RunMeta is what a vllm-runs meta.json (next to requests.jsonl) says about
@@ -45,7 +46,7 @@ func MetaPath(requestsPath string) string {
 // schema_version 1 and engine_kwargs.model; a field of the wrong type is an
 // error naming it.
 func ReadRunMeta(path string) (*RunMeta, error) {
-	data, err := os.ReadFile(path)
+	data, err := inputfile.Read(path)
 	if err != nil {
 		return nil, err
 	}

@@ -58,7 +58,7 @@ def _normalize_bools(argv: Sequence[str]) -> List[str]:
                 elif v in _FALSE:
                     a = "--no-" + name
                 else:
-                    raise UsageError(f'invalid argument "{v}" for "--{name}" flag: want true or false')
+                    raise UsageError(f'--{name}: want true or false, got "{v}"')
                 break
         out.append(a)
     return out
