@@ -69,8 +69,8 @@ func (a *analysis) observer(c *Sim, index int, id string, user sim.Observer) sim
 // counterfactual when the decision is sampled.
 func (a *analysis) routed(c *Sim, i int, spec *sim.RequestSpec) {
 	if ahead := c.eng[i].Waiting(); ahead > 0 {
-		for j := range c.eng {
-			if j != i && c.view.OK(j) && c.eng[j].Waiting() == 0 {
+		for _, j32 := range c.view.Indexes() {
+			if j := int(j32); j != i && c.view.OK(j) && c.eng[j].Waiting() == 0 {
 				a.hol[spec.ID] = holCandidate{at: c.now, ahead: ahead, inst: int32(i), idle: int32(j)}
 				break
 			}

@@ -191,8 +191,8 @@ func (cf *counterfactuals) decide(c *Sim, i int, spec *sim.RequestSpec) {
 	}
 	scores, order := cf.scores[:n], cf.order[:0]
 	c.router.Score(&c.req, &c.view, scores)
-	for j := 0; j < n; j++ {
-		if j != i && c.view.OK(j) {
+	for _, j32 := range c.view.Indexes() {
+		if j := int(j32); j != i && c.view.OK(j) {
 			order = append(order, j)
 		}
 	}

@@ -125,9 +125,9 @@ func (d *decisionWriter) routing(t int64, req *route.Request, p route.Policy, v 
 	p.Score(req, v, scores)
 	// Candidates are the instances that take requests.
 	order = order[:0]
-	for i := 0; i < n; i++ {
-		if v.OK(i) {
-			order = append(order, i)
+	for _, i := range v.Indexes() {
+		if v.OK(int(i)) {
+			order = append(order, int(i))
 		}
 	}
 	n = len(order)

@@ -251,7 +251,8 @@ func (c *Sim) pdMask(can []bool) bool {
 	pd := c.pd
 	pd.saved = c.view.Routable
 	any := false
-	for i := range pd.mask {
+	for _, j := range c.view.Indexes() { // the others are terminated: false
+		i := int(j)
 		pd.mask[i] = can[i] && c.view.OK(i)
 		any = any || pd.mask[i]
 	}

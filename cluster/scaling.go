@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/blis-sim/blis/cluster/fleet"
 	"github.com/blis-sim/blis/cluster/route"
@@ -91,7 +92,11 @@ type scaler struct {
 	slow []*sim.SlowStart
 	// retire lists terminated instances whose engines still hold their
 	// caches (sim.Engine.Retire frees them once their last event is past).
-	retire           []int
+	retire []int
+	// live lists the instances not terminated, ascending: the router's
+	// view looks only at them (route.View.Live), so that a decision costs
+	// O(live fleet), not O(every instance the run started).
+	live             []int32
 	killed, redirect int64 // requests killed and handed back by drains
 	ready            []int // scratch
 }
@@ -125,6 +130,10 @@ func (c *Sim) newFleet() error {
 	c.fl = &scaler{Core: core, cfg: s, slow: make([]*sim.SlowStart, len(initial))}
 	if core.Scaled() {
 		c.view.Routable = core.Routable()
+		for i := range initial {
+			c.fl.live = append(c.fl.live, int32(i))
+		}
+		c.view.Live = c.fl.live
 	}
 	return nil
 }
@@ -208,12 +217,21 @@ func (c *Sim) startInstance(i, p int) {
 	}
 	c.fl.slow = append(c.fl.slow, slow)
 	c.view.Routable = c.fl.Routable()
+	c.fl.live = append(c.fl.live, int32(i)) // the highest index yet
+	c.view.Live = c.fl.live
 }
 
 // terminated forgets instance i, gone for good: the router's state of it,
 // and its engine's caches once it is idle (retireTerminated).
 func (c *Sim) terminated(i int) {
 	c.fl.retire = append(c.fl.retire, i)
+	if k, ok := slices.BinarySearch(c.fl.live, int32(i)); ok {
+		c.fl.live = slices.Delete(c.fl.live, k, k+1)
+		c.view.Live = c.fl.live
+	}
+	if c.pd != nil {
+		c.pd.mask[i] = false // pdMask no longer looks at it
+	}
 	if c.precise != nil {
 		c.kevBuf = c.eng[i].TakeKVBlockEvents(c.kevBuf[:0]) // none may reach the index after Forget
 	}

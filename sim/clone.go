@@ -108,11 +108,12 @@ func (k *kvCache) cloneInto(old *kvCache) *kvCache {
 	if c == nil {
 		c = new(kvCache)
 	}
-	blocks, hashes, ring, index := c.blocks, c.hashes, c.ring, c.index
+	blocks, hashes, ring, spare, index := c.blocks, c.hashes, c.ring, c.spare, c.index
 	*c = *k
 	c.blocks = reuse(blocks, k.blocks)
 	c.hashes = reuse(hashes, k.hashes)
 	c.ring = reuse(ring, k.ring)
+	c.spare = reuse(spare, k.spare)
 	if k.index != nil {
 		c.index = k.index.CloneInto(index, func(b int32) uint64 { return c.hashes[b] })
 	}

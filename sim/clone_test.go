@@ -171,7 +171,7 @@ func TestCloneCoversEveryField(t *testing.T) {
 	handled := map[string][]string{
 		"Engine":    {"cfg", "reqs", "free", "int32s", "uint64s", "events", "waiting", "running", "kv", "batch", "hit", "rare", "done", "byID", "m", "retired", "pulls", "lock"},
 		"request":   {"blocks", "spec", "hashes", "holder"},
-		"kvCache":   {"blocks", "hashes", "ring", "index", "cpu", "x"},
+		"kvCache":   {"blocks", "hashes", "ring", "spare", "index", "cpu", "x"},
 		"cpuTier":   {"entries", "head", "tail", "pool", "x"},
 		"tierState": {"disk", "store", "tier", "events"},
 		"metrics":   {"firstTooLong", "firstDropped", "ttft", "e2e", "sched", "ttftH", "itl", "e2eH", "schedH", "records"},

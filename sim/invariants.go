@@ -146,23 +146,37 @@ func (e *Engine) checkKV(full bool) {
 			}
 		}
 	}
-	// The free list is the blocks never used (implicit) and the ring. A
-	// detached block keeps the state allocation gave it.
-	onList := kv.fresh()
-	detached := make([]bool, len(kv.blocks))
+	// The free list is the places of blocks never used (implicit) and the
+	// ring, whose runs of detached places the spare ids and the ids never
+	// used fill. A detached block keeps the state allocation gave it.
+	onList, places := kv.fresh(), kv.fresh()
 	kv.eachFree(func(f freeEnt) {
-		onList++
 		switch b := f.b; {
-		case f.detached && kv.blocks[b] != heldAlone:
-			e.fail("INV-4", "detached free block %d is not in the state allocation gave it: %+v", b, kv.blocks[b])
 		case f.detached:
-			detached[b] = true
+			onList += int64(b)
+			places += int64(b)
 		case kv.blocks[b].ref != 0:
+			onList++
 			e.fail("INV-4", "block %d is on the free list with refcount %d", b, kv.blocks[b].ref)
+		default:
+			onList++
 		}
 	})
 	if onList != kv.numFree {
 		e.fail("INV-4", "free list holds %d blocks (%d never used), counter says %d", onList, kv.fresh(), kv.numFree)
+	}
+	if ids := int64(len(kv.spare)) + kv.n - int64(len(kv.blocks)); ids != places {
+		e.fail("INV-4", "%d spare and %d unused ids for %d places of blocks never used or detached", len(kv.spare), kv.n-int64(len(kv.blocks)), places)
+	}
+	detached := make([]bool, len(kv.blocks))
+	for _, b := range kv.spare {
+		switch {
+		case detached[b]:
+			e.fail("INV-4", "detached free block %d is spare twice", b)
+		case kv.blocks[b] != heldAlone:
+			e.fail("INV-4", "detached free block %d is not in the state allocation gave it: %+v", b, kv.blocks[b])
+		}
+		detached[b] = true
 	}
 	var allocated int64
 	for b := range kv.blocks {

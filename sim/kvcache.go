@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"slices"
 
 	"github.com/blis-sim/blis/internal/hashindex"
@@ -24,11 +25,21 @@ import (
 // A block no one can find while it is free is detached: released by its
 // only holder with content no lookup can reach (a request's own content
 // once it has left, without a CPU tier to store it, or no content), it
-// keeps the state allocation gave it (heldAlone), and its ring entry says
-// what it holds. Its release and its next allocation then write nothing
-// to it: at fleet scale, where each step finds its instance's blocks out
-// of the processor's caches, those two writes per block were a fifth of
-// the run.
+// keeps the state allocation gave it (heldAlone). Its release and its next
+// allocation then write nothing to it: at fleet scale, where each step
+// finds its instance's blocks out of the processor's caches, those two
+// writes per block were a fifth of the run.
+//
+// Detached blocks, like the blocks never used, are interchangeable: no one
+// can name one, and each is in allocation's state. So the free list keeps
+// only their places (kvCache's free ring: runs of them, by kind) and
+// their ids apart (kvCache.spare), and a place of either kind is filled
+// with the id of the detached block released last, or else a block never
+// used. What the free list holds at each place, and so every eviction and
+// every cache hit, is the free list's; only which id fills a place is
+// not. A cache thus uses about as many blocks as it ever holds at once
+// (plus the free ones holding content), reused while they are still in
+// the processor's caches, rather than cycling through all of them.
 type kvBlock struct {
 	ref     int32
 	freePos uint32 // its entry's position in the free ring, when onFree
@@ -55,10 +66,11 @@ func (c *kvCache) holds(b int32, h uint64) bool {
 //
 // Memory follows the blocks used, not the blocks configured: blocks[i]
 // exists only once block i has been allocated. The free list starts with
-// the blocks never used, in id order (they were its first entries, and
-// every released block is appended after them), so they are implicit:
-// ids len(blocks)..n-1, handed out before the linked list's head. A cache
-// of 2^31 blocks thus costs nothing until a workload fills it.
+// n-taken places of blocks never used (they were its first entries, and
+// every released block is appended after them), so they are implicit,
+// handed out before the ring's head; the ids not yet used are
+// len(blocks)..n-1, taken in order when no detached block's id is spare.
+// A cache of 2^31 blocks thus costs nothing until a workload fills it.
 //
 // The released blocks on the free list are a FIFO ring (freeEnt) rather
 // than a linked list, so that allocating a block reads the ring in order
@@ -67,6 +79,7 @@ func (c *kvCache) holds(b int32, h uint64) bool {
 // the blocks' addresses). A block taken off the list from the middle (a
 // prefix hit on a free block) leaves its entry behind, stale. Allocation
 // skips stale entries; they are dropped when they outnumber the live ones.
+// Detached blocks take one entry per run of places of one kind.
 type kvCache struct {
 	blockSize int64
 	n         int64     // blocks in the cache
@@ -76,10 +89,19 @@ type kvCache struct {
 	// to tail (wrapping uint32 positions; index pos & (len(ring)-1)).
 	ring       []freeEnt
 	head, tail uint32
-	numFree    int64            // free blocks: never used ones and the ring's live entries
-	prefix     bool             // prefix caching on
-	index      *hashindex.Index // hash → block holding that prefix
-	cpu        *cpuTier         // nil without CPU offload
+	stale      int64 // entries between head and tail taken off the list
+	// taken is how many of the free list's first n places, those of the
+	// blocks never used, allocation has filled.
+	taken int64
+	// spare holds the ids of the detached free blocks, the one released
+	// last at the end. The free list's places of blocks never used and of
+	// detached blocks are filled from it first, then with ids never used:
+	// len(spare) + n - len(blocks) = fresh() + the detached places.
+	spare   []int32
+	numFree int64            // free blocks: places never used, detached places and the ring's live entries
+	prefix  bool             // prefix caching on
+	index   *hashindex.Index // hash → block holding that prefix
+	cpu     *cpuTier         // nil without CPU offload
 	// x is the state of the tiers beyond the GPU (sim/tiers.go): nil
 	// without a CPU tier, a disk, a store or KV block events.
 	x *tierState
@@ -120,8 +142,9 @@ func newKVCache(total, blockSize int64, prefix bool, cpu *cpuTier) *kvCache {
 
 func (c *kvCache) total() int64 { return c.n }
 
-// fresh is the number of blocks never used yet, the head of the free list.
-func (c *kvCache) fresh() int64 { return c.n - int64(len(c.blocks)) }
+// fresh is the number of places of blocks never used yet, the head of the
+// free list.
+func (c *kvCache) fresh() int64 { return c.n - c.taken }
 func (c *kvCache) used() int64  { return c.total() - c.numFree }
 
 // freeEnt is a ring entry: a released block and the kind of content it
@@ -130,15 +153,13 @@ func (c *kvCache) used() int64  { return c.total() - c.numFree }
 // ring, in order, and only writes the block, unless its content was
 // shared (the prefix index needs its hash). b is -1 once the block was
 // taken off the list from the middle (a prefix hit on a free block).
-// detached says the block's own state is allocation's (kvBlock): hashed
-// is then content no one can find, whose reuse counts as an eviction.
+// detached marks a run of b (>= 1) places of detached blocks, whose ids
+// are spare: hashed is then content no one can find, whose reuse counts
+// as an eviction.
 type freeEnt struct {
 	b                     int32
 	hashed, own, detached bool
 }
-
-// released is the number of live entries in the ring.
-func (c *kvCache) released() int64 { return c.numFree - c.fresh() }
 
 // pushTail puts a released block, whose content is of the kind given, at
 // the tail of the free list.
@@ -160,13 +181,42 @@ func (c *kvCache) pushEnt(e freeEnt) {
 }
 
 // pushDetached puts a released block, in allocation's state, at the tail
-// of the free list without writing to it; hashed says it holds content
-// (no one's to find).
+// of the free list without writing to it: its id to the spare ones, its
+// place to the run of detached places at the tail, or a new one; hashed
+// says it holds content (no one's to find).
 func (c *kvCache) pushDetached(b int32, hashed bool) {
+	c.spare = append(c.spare, b)
+	if c.tail != c.head {
+		if e := &c.ring[(c.tail-1)&uint32(len(c.ring)-1)]; e.detached && e.hashed == hashed && e.b < math.MaxInt32 {
+			e.b++
+			c.numFree++
+			return
+		}
+	}
 	if int(c.tail-c.head) == len(c.ring) {
 		c.growRing()
 	}
-	c.pushEnt(freeEnt{b: b, hashed: hashed, own: hashed, detached: true})
+	c.pushEnt(freeEnt{b: 1, hashed: hashed, own: hashed, detached: true})
+}
+
+// takeID is the id for a place of a block never used or of a detached
+// block: the detached block released last, or else the next id never used
+// (its block created in allocation's state).
+func (c *kvCache) takeID() int32 {
+	if n := len(c.spare); n > 0 {
+		b := c.spare[n-1]
+		c.spare = c.spare[:n-1]
+		return b
+	}
+	b := int32(len(c.blocks))
+	if len(c.blocks) == cap(c.blocks) {
+		more := int(min(c.n-int64(len(c.blocks)), int64(len(c.blocks))))
+		c.blocks = slices.Grow(c.blocks, more)
+		c.hashes = slices.Grow(c.hashes, more)
+	}
+	c.blocks = append(c.blocks, heldAlone)
+	c.hashes = append(c.hashes, 0)
+	return b
 }
 
 // growRing doubles the ring. Positions are kept: an entry's index is its
@@ -179,16 +229,25 @@ func (c *kvCache) growRing() {
 	c.ring = ring
 }
 
-// popHead takes the entry at the head of the free list (the ring must
-// hold a live one).
+// popHead takes the place at the head of the free list (the ring must
+// hold a live one): its entry, or one place of a run of detached ones
+// (the entry, b counting the run).
 func (c *kvCache) popHead() freeEnt {
 	for {
-		e := c.ring[c.head&uint32(len(c.ring)-1)]
-		c.head++
-		if e.b >= 0 {
-			c.numFree--
-			return e
+		p := &c.ring[c.head&uint32(len(c.ring)-1)]
+		e := *p
+		switch {
+		case e.b < 0:
+			c.head++
+			c.stale--
+			continue
+		case e.detached && e.b > 1:
+			p.b--
+		default:
+			c.head++
 		}
+		c.numFree--
+		return e
 	}
 }
 
@@ -199,15 +258,17 @@ func (c *kvCache) unlink(b int32) {
 	blk.onFree = false
 	c.ring[blk.freePos&uint32(len(c.ring)-1)].b = -1
 	c.numFree--
-	if stale := int64(c.tail-c.head) - c.released(); stale > max(c.released(), 64) {
+	c.stale++
+	if live := int64(c.tail-c.head) - c.stale; c.stale > max(live, 64) {
 		c.compactRing()
 	}
 }
 
 // compactRing drops the stale entries, keeping the live ones' order: O(n),
 // paid for by the more than n/2 unlinks since the last one. The live
-// entries stay fewer than 2^31 and the stale ones at most as many (or 64),
-// so positions in use never wrap onto one another.
+// entries stay fewer than 2^31 (one per free block at most) and the stale
+// ones at most as many (or 64), so positions in use never wrap onto one
+// another.
 func (c *kvCache) compactRing() {
 	m := uint32(len(c.ring) - 1)
 	w := c.head
@@ -221,12 +282,21 @@ func (c *kvCache) compactRing() {
 		}
 	}
 	c.tail = w
+	c.stale = 0
 }
 
-// eachReleased calls f with every block on the ring, head first.
-func (c *kvCache) eachReleased(f func(int32)) { c.eachFree(func(e freeEnt) { f(e.b) }) }
+// eachReleased calls f with every block on the ring, head first, but the
+// detached ones (whose places are runs, their ids spare).
+func (c *kvCache) eachReleased(f func(int32)) {
+	c.eachFree(func(e freeEnt) {
+		if !e.detached {
+			f(e.b)
+		}
+	})
+}
 
-// eachFree calls f with every live entry of the ring, head first.
+// eachFree calls f with every live entry of the ring, head first (a run
+// of detached places is one entry).
 func (c *kvCache) eachFree(f func(freeEnt)) {
 	for pos := c.head; pos != c.tail; pos++ {
 		if e := c.ring[pos&uint32(len(c.ring)-1)]; e.b >= 0 {
@@ -272,24 +342,20 @@ func (c *kvCache) allocate(n int64, dst []int32) ([]int32, bool) {
 	for ; n > 0; n-- {
 		var b int32
 		if c.fresh() > 0 {
-			// The next block never used: it was the free list's head.
-			b = int32(len(c.blocks))
-			if len(c.blocks) == cap(c.blocks) {
-				more := int(min(c.fresh(), int64(len(c.blocks))))
-				c.blocks = slices.Grow(c.blocks, more)
-				c.hashes = slices.Grow(c.hashes, more)
-			}
-			c.blocks = append(c.blocks, heldAlone)
-			c.hashes = append(c.hashes, 0)
+			// A place of a block never used: it was the free list's head.
+			c.taken++
 			c.numFree--
+			b = c.takeID()
 		} else {
 			// At most writes to the block: its content is in the entry.
 			e := c.popHead()
-			b = e.b
 			if e.hashed {
 				c.evict(e)
 			}
-			if !e.detached {
+			if e.detached {
+				b = c.takeID()
+			} else {
+				b = e.b
 				c.blocks[b] = heldAlone
 			}
 		}

@@ -107,10 +107,12 @@ func (x *PreciseIndex) Blocks(i int) int {
 	return 0
 }
 
-// Score writes each instance's weighted leading match of hashes over
-// blocks full blocks.
-func (x *PreciseIndex) Score(hashes []uint64, blocks int, dst []float64) {
-	clear(dst)
+// Score writes the weighted leading match of hashes over blocks full
+// blocks of each instance of idx (ascending, each < len(dst)).
+func (x *PreciseIndex) Score(hashes []uint64, blocks int, idx []int32, dst []float64) {
+	for _, i := range idx {
+		dst[i] = 0
+	}
 	if blocks <= 0 || len(hashes) == 0 {
 		return
 	}
@@ -121,7 +123,8 @@ func (x *PreciseIndex) Score(hashes []uint64, blocks int, dst []float64) {
 			inStore++
 		}
 	}
-	for i := range dst {
+	for _, i32 := range idx {
+		i := int(i32)
 		var m map[uint64]uint8
 		if i < len(x.inst) {
 			m = x.inst[i]

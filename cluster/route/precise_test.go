@@ -32,20 +32,20 @@ func TestPreciseIndexScoresByTier(t *testing.T) {
 	x.Link(1)
 	dst := make([]float64, 2)
 	hs := []uint64{a, b, c, d}
-	x.Score(hs, 4, dst)
+	x.Score(hs, 4, []int32{0, 1}, dst)
 	require.InDelta(t, 0.7, dst[0], 1e-12)
 	require.InDelta(t, 0.95, dst[1], 1e-12)
 	x.Apply(0, sim.KVBlockEvent{Hash: b, Tier: sim.TierGPU, Removed: true})
-	x.Score(hs, 4, dst)
+	x.Score(hs, 4, []int32{0, 1}, dst)
 	require.InDelta(t, 0.25, dst[0], 1e-12)
 	require.Equal(t, 2, x.Blocks(0))
 	// Linked, instance 0 reads b, c and d from the store too:
 	// (1 + 0.5 + 0.8 + 0.5) / 4.
 	x.Link(0)
-	x.Score(hs, 4, dst)
+	x.Score(hs, 4, []int32{0, 1}, dst)
 	require.InDelta(t, 0.7, dst[0], 1e-12)
 	x.Forget(0)
-	x.Score(hs, 4, dst)
+	x.Score(hs, 4, []int32{0, 1}, dst)
 	require.Zero(t, dst[0])
 
 	// Preconditions (prefix_mode and the tier weights are checked where

@@ -81,10 +81,11 @@ func (p *PrefixAffinityPolicy) Route(req *Request, v *View) int {
 	share := p.share[:n]
 	p.scorer.Score(req, v, share)
 	best := v.first()
-	for i := best + 1; i < n; i++ {
+	for _, j := range v.Indexes() {
 		// Shares of one request have one denominator: equal counts are
 		// equal floats, so == is a tie of cached blocks.
-		if !v.OK(i) {
+		i := int(j)
+		if i <= best || !v.OK(i) {
 			continue
 		}
 		if share[i] > share[best] || (share[i] == share[best] && v.Load(i) < v.Load(best)) {

@@ -111,9 +111,12 @@ func (x *PrefixIndex) Capacity(i int) int {
 	return x.capacity
 }
 
-// MatchAll writes Match(i, hashes) for every instance i < len(dst).
-func (x *PrefixIndex) MatchAll(hashes []uint64, dst []int) {
-	clear(dst)
+// MatchAll writes Match(i, hashes) for every instance i of idx (ascending,
+// each < len(dst)); it may write other instances' entries too.
+func (x *PrefixIndex) MatchAll(hashes []uint64, idx []int32, dst []int) {
+	for _, i := range idx {
+		dst[i] = 0
+	}
 	if len(hashes) == 0 {
 		return
 	}

@@ -16,6 +16,7 @@ package route
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -38,16 +39,38 @@ type View struct {
 	// every one does. The cluster only asks for a decision when at least
 	// one is routable, and a policy never returns one that is not.
 	Routable []bool
+	// Live, when not nil, lists in ascending order the instances a policy
+	// looks at: an instance not in it is not routable (an autoscaled
+	// instance terminated for good). A decision then costs O(len(Live)),
+	// not O(every instance the run ever started); what Score writes for
+	// the instances outside it is unspecified. Nil means every instance.
+	Live []int32
+	all  []int32 // 0 … Len()−1 (Indexes, when Live is nil)
 }
 
 // OK reports whether instance i takes requests.
 func (v *View) OK(i int) bool { return v.Routable == nil || v.Routable[i] }
 
-// first is the lowest routable index (0 when every one is).
+// Indexes is the instances the policies look at, in ascending order: Live,
+// or every instance.
+func (v *View) Indexes() []int32 {
+	if v.Live != nil {
+		return v.Live
+	}
+	if n := v.Len(); len(v.all) != n {
+		v.all = v.all[:0]
+		for i := range n {
+			v.all = append(v.all, int32(i))
+		}
+	}
+	return v.all
+}
+
+// first is the lowest routable index (0 when none is).
 func (v *View) first() int {
-	for i := 0; i < v.Len(); i++ {
-		if v.OK(i) {
-			return i
+	for _, i := range v.Indexes() {
+		if v.OK(int(i)) {
+			return int(i)
 		}
 	}
 	return 0
@@ -103,8 +126,8 @@ type Policy interface {
 	Name() string
 	// Route returns the chosen instance, in [0, v.Len()).
 	Route(req *Request, v *View) int
-	// Score writes every instance's score for req into dst (len v.Len()),
-	// higher being better: the ranking the decision trace reports and
+	// Score writes the score for req of every instance of v.Indexes()
+	// into dst (len v.Len()), higher being better: the ranking the decision trace reports and
 	// regret is measured on. Policies without a scoring rule of their own
 	// score −(effective load). Score changes nothing.
 	Score(req *Request, v *View, dst []float64)
@@ -211,8 +234,8 @@ func New(name string, n int, p Params) (Policy, error) {
 // loadScores writes −(effective load), the score of the policies that have
 // no scoring rule of their own.
 func loadScores(v *View, dst []float64) {
-	for i := range dst {
-		dst[i] = float64(-v.Load(i)) // an integer negation: no −0
+	for _, i := range v.Indexes() {
+		dst[i] = float64(-v.Load(int(i))) // an integer negation: no −0
 	}
 }
 
@@ -226,8 +249,19 @@ func (p *RoundRobin) Routed(*Request, int)                   {}
 func (p *RoundRobin) Route(_ *Request, v *View) int {
 	n := v.Len()
 	i := p.next % n
-	for k := 0; k < n && !v.OK(i); k++ {
-		i = (i + 1) % n
+	// The first routable instance from i on, cyclically, among those
+	// looked at (the others are not routable).
+	idx := v.Indexes()
+	k, _ := slices.BinarySearch(idx, int32(i))
+	for range idx {
+		if k == len(idx) {
+			k = 0
+		}
+		if j := int(idx[k]); v.OK(j) {
+			i = j
+			break
+		}
+		k++
 	}
 	p.next = i + 1
 	return i
@@ -242,8 +276,8 @@ func (LeastLoaded) Score(_ *Request, v *View, d []float64) { loadScores(v, d) }
 func (LeastLoaded) Routed(*Request, int)                   {}
 func (LeastLoaded) Route(_ *Request, v *View) int {
 	best := v.first()
-	for i := best + 1; i < v.Len(); i++ {
-		if v.OK(i) && v.Load(i) < v.Load(best) {
+	for _, j := range v.Indexes() {
+		if i := int(j); i > best && v.OK(i) && v.Load(i) < v.Load(best) {
 			best = i
 		}
 	}
@@ -260,8 +294,8 @@ func (AlwaysBusiest) Score(_ *Request, v *View, d []float64) { loadScores(v, d) 
 func (AlwaysBusiest) Routed(*Request, int)                   {}
 func (AlwaysBusiest) Route(_ *Request, v *View) int {
 	best := v.first()
-	for i := best + 1; i < v.Len(); i++ {
-		if v.OK(i) && v.Load(i) > v.Load(best) {
+	for _, j := range v.Indexes() {
+		if i := int(j); i > best && v.OK(i) && v.Load(i) > v.Load(best) {
 			best = i
 		}
 	}

@@ -253,13 +253,29 @@ func TestMatchAllAgreesWithMatch(t *testing.T) {
 			return hs
 		}
 		got, want := make([]int, n), make([]int, n)
+		all := make([]int32, n)
+		for i := range all {
+			all[i] = int32(i)
+		}
 		for step := 0; step < 20000; step++ {
 			hs := prompt()
-			x.MatchAll(hs, got)
-			for i := range want {
-				want[i] = x.Match(i, hs)
+			// Every instance, or some of them (the others' entries
+			// are then unspecified: poisoned first, not compared).
+			idx := all
+			if step%2 == 1 {
+				idx = nil
+				for i := range all {
+					got[i] = -7
+					if rnd(3) > 0 {
+						idx = append(idx, int32(i))
+					}
+				}
 			}
-			require.Equal(t, want, got, "n=%d step %d", n, step)
+			x.MatchAll(hs, idx, got)
+			for _, i := range idx {
+				want[i] = x.Match(int(i), hs)
+				require.Equal(t, want[i], got[i], "n=%d step %d instance %d", n, step, i)
+			}
 			x.Record(rnd(n), hs, rnd(4))
 		}
 	}
@@ -279,7 +295,7 @@ func TestPrefixIndexForget(t *testing.T) {
 		x.Forget(2)     // twice: nothing left to drop
 		x.Forget(n + 5) // never recorded
 		dst := make([]int, n)
-		x.MatchAll(hashes, dst)
+		x.MatchAll(hashes, (&View{InFlight: make([]int64, n)}).Indexes(), dst)
 		for i, m := range dst {
 			want := 3
 			if i == 2 {

@@ -52,16 +52,16 @@ func (p *VLLMDP) score(v *View, i int) int64 {
 // Score is −(4 × waiting + running), with the local additions.
 func (p *VLLMDP) Score(_ *Request, v *View, dst []float64) {
 	p.sync(v)
-	for i := range dst {
-		dst[i] = float64(-p.score(v, i))
+	for _, i := range v.Indexes() {
+		dst[i] = float64(-p.score(v, int(i)))
 	}
 }
 
 func (p *VLLMDP) Route(_ *Request, v *View) int {
 	p.sync(v)
 	best := v.first()
-	for i := best + 1; i < v.Len(); i++ {
-		if v.OK(i) && p.score(v, i) < p.score(v, best) {
+	for _, j := range v.Indexes() {
+		if i := int(j); i > best && v.OK(i) && p.score(v, i) < p.score(v, best) {
 			best = i
 		}
 	}

@@ -28,8 +28,8 @@ func knownScorer(name string) bool {
 // Scorer evaluates one signal for every instance.
 type Scorer interface {
 	Name() string
-	// Score writes each instance's score into dst (len v.Len()); the
-	// weighted policy clamps it to [0, 1].
+	// Score writes the score of each instance of v.Indexes() into dst
+	// (len v.Len()); the weighted policy clamps it to [0, 1].
 	Score(req *Request, v *View, dst []float64)
 	// Routed is told every decision (the stateful prefix-affinity scorer
 	// learns from it).
@@ -148,7 +148,10 @@ func (p *Weighted) NeedsHashes() bool {
 // Score is the weighted sum of the clamped scores.
 func (p *Weighted) Score(req *Request, v *View, dst []float64) {
 	n := v.Len()
-	clear(dst)
+	idx := v.Indexes()
+	for _, i := range idx {
+		dst[i] = 0
+	}
 	for k, s := range p.scorers {
 		if cap(p.raw[k]) < n {
 			p.raw[k] = make([]float64, n)
@@ -157,7 +160,8 @@ func (p *Weighted) Score(req *Request, v *View, dst []float64) {
 		p.raw[k] = raw
 		s.Score(req, v, raw)
 		w := p.weights[k]
-		for i, x := range raw {
+		for _, i := range idx {
+			x := raw[i]
 			switch {
 			case !(x > 0): // also NaN
 				x = 0
@@ -178,8 +182,8 @@ func (p *Weighted) Route(req *Request, v *View) int {
 	total := p.tmp[:n]
 	p.Score(req, v, total)
 	best := v.first()
-	for i := best + 1; i < n; i++ {
-		if v.OK(i) && total[i] > total[best] {
+	for _, j := range v.Indexes() {
+		if i := int(j); i > best && v.OK(i) && total[i] > total[best] {
 			best = i
 		}
 	}
@@ -208,8 +212,9 @@ type PrefixAffinityScorer struct {
 
 func (s *PrefixAffinityScorer) Name() string { return PrefixAffinity }
 func (s *PrefixAffinityScorer) Score(req *Request, v *View, dst []float64) {
+	idx := v.Indexes()
 	if s.Precise != nil {
-		s.Precise.Score(req.Hashes, req.Blocks, dst)
+		s.Precise.Score(req.Hashes, req.Blocks, idx, dst)
 		return
 	}
 	n := req.Blocks
@@ -217,8 +222,8 @@ func (s *PrefixAffinityScorer) Score(req *Request, v *View, dst []float64) {
 		s.matched = make([]int, len(dst))
 	}
 	m := s.matched[:len(dst)]
-	s.Index.MatchAll(req.Hashes, m)
-	for i := range dst {
+	s.Index.MatchAll(req.Hashes, idx, m)
+	for _, i := range idx {
 		dst[i] = 0
 		if n > 0 {
 			dst[i] = float64(m[i]) / float64(n)
@@ -243,16 +248,17 @@ func (QueueDepthScorer) Routed(*Request, int) {}
 func (QueueDepthScorer) Score(_ *Request, v *View, dst []float64) {
 	f := v.first()
 	lo, hi := v.Load(f), v.Load(f)
-	for i := f + 1; i < v.Len(); i++ {
-		if v.OK(i) {
+	idx := v.Indexes()
+	for _, j := range idx {
+		if i := int(j); i > f && v.OK(i) {
 			lo, hi = min(lo, v.Load(i)), max(hi, v.Load(i))
 		}
 	}
-	for i := range dst {
+	for _, i := range idx {
 		if hi == lo {
 			dst[i] = 1
 		} else {
-			dst[i] = float64(hi-v.Load(i)) / float64(hi-lo)
+			dst[i] = float64(hi-v.Load(int(i))) / float64(hi-lo)
 		}
 	}
 }
@@ -263,7 +269,7 @@ type KVUtilizationScorer struct{}
 func (KVUtilizationScorer) Name() string         { return KVUtilization }
 func (KVUtilizationScorer) Routed(*Request, int) {}
 func (KVUtilizationScorer) Score(_ *Request, v *View, dst []float64) {
-	for i := range dst {
+	for _, i := range v.Indexes() {
 		dst[i] = 1 - v.KVUtilization[i]
 	}
 }
@@ -274,8 +280,8 @@ type LoadBalanceScorer struct{}
 func (LoadBalanceScorer) Name() string         { return LoadBalance }
 func (LoadBalanceScorer) Routed(*Request, int) {}
 func (LoadBalanceScorer) Score(_ *Request, v *View, dst []float64) {
-	for i := range dst {
-		dst[i] = 1 / (1 + float64(v.Load(i)))
+	for _, i := range v.Indexes() {
+		dst[i] = 1 / (1 + float64(v.Load(int(i))))
 	}
 }
 
