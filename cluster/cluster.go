@@ -91,7 +91,10 @@ type Sim struct {
 	routeHead int
 
 	workers []*worker
-	merged  []doneAt
+	// memo is the latency models' memo the instances share while one
+	// goroutine steps them (each worker has its own: sim.LatencyMemo).
+	memo   sim.LatencyMemo
+	merged []doneAt
 	// windowEnd is the last parallel window's bound (0 before any): the
 	// instances have processed every event before it, the cluster maybe not
 	// yet the departures they reported before it (the only cluster events a
@@ -189,6 +192,7 @@ func New(cfg Config, src Source) (*Sim, error) {
 		if err != nil {
 			return nil, fmt.Errorf("instance %s: %w", in.ID, err)
 		}
+		e.ShareLatencyMemo(&c.memo)
 		c.eng = append(c.eng, e)
 		c.ids = append(c.ids, in.ID)
 		c.pools = append(c.pools, in.Pool)
@@ -273,9 +277,11 @@ func (c *Sim) addInstance(id, pool string, cfg sim.Config) error {
 	c.snap.grow(e)
 	c.agg.routedTo = append(c.agg.routedTo, 0)
 	c.inst.grow()
+	e.ShareLatencyMemo(&c.memo)
 	if n := len(c.workers); n > 0 {
 		w := c.workers[i%n]
 		w.insts = append(w.insts, i)
+		e.ShareLatencyMemo(w.memo)
 	}
 	if err := c.attachStore(i, &cfg); err != nil {
 		return err

@@ -51,8 +51,11 @@ type worker struct {
 	wake   chan struct{}
 	out    []doneAt
 	moved  []int32 // the instances the last window advanced
-	err    error
-	errAt  int // the instance that failed
+	// memo is the latency models' memo of the worker's instances: the
+	// instances of two workers step at once, so they never share one.
+	memo  *sim.LatencyMemo
+	err   error
+	errAt int // the instance that failed
 }
 
 // spinLimit is how many polls a worker waits for a window before parking.
@@ -158,9 +161,13 @@ func (c *Sim) reacts() bool {
 func (c *Sim) startWorkers() {
 	n := min(c.cfg.Workers, len(c.eng), runtime.GOMAXPROCS(0))
 	for k := 0; k < n; k++ {
-		w := &worker{c: c, wake: make(chan struct{}, 1)}
+		w := &worker{c: c, wake: make(chan struct{}, 1), memo: &c.memo}
+		if k < n-1 {
+			w.memo = new(sim.LatencyMemo) // the caller's goroutine keeps the cluster's
+		}
 		for i := k; i < len(c.eng); i += n {
 			w.insts = append(w.insts, i)
+			c.eng[i].ShareLatencyMemo(w.memo)
 		}
 		if k < n-1 {
 			go w.run()

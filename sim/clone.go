@@ -27,7 +27,7 @@ import (
 // table and prefix index, and every request's block table).
 //
 // A latency model is shared between the two when it has no state of its
-// own (Blackbox, Physics); Roofline (its memo), Noisy and SlowStart are copied, and
+// own (Blackbox, Physics); Roofline, Noisy and SlowStart are copied, and
 // any other model must implement LatencyCloner, or Clone fails.
 func (e *Engine) Clone(obs Observer) (*Engine, error) { return e.CloneInto(nil, obs) }
 
@@ -57,8 +57,10 @@ func (e *Engine) CloneInto(old *Engine, obs Observer) (*Engine, error) {
 	*c = *e // every value field; the reference fields are replaced below
 	c.cfg.Latency = lat
 	c.cfg.Observer = obs
+	c.batch.memo = nil // the roofline's memo (kernelMemo) is each engine's own
 	if e.lock != nil {
 		l := *e.lock
+		l.dummy.memo = nil
 		c.lock = &l
 	}
 	c.reqs = reuse(reqs, e.reqs)

@@ -22,7 +22,38 @@ type Batch struct {
 	ReloadBlocks int64
 	// AtUs is when the step starts.
 	AtUs int64
+
+	// memo is the latency models' cache for this batch's engine
+	// (LatencyMemo): its own, or one it shares with the engines the same
+	// goroutine steps (Engine.ShareLatencyMemo).
+	memo *LatencyMemo
 }
+
+// LatencyMemo is what a roofline keeps between steps: the last kernel
+// costs by token count, for each roofline that priced a step with it. It
+// is not in the Roofline, which the engines of a pool share and which a
+// cluster's workers read on several goroutines at once: a memo there was
+// written concurrently, so that a reader could pair one writer's count
+// with another's time and a run's output depended on its threads'
+// timing. An engine makes its own on its first step; engines stepped on
+// one goroutine may share one (Engine.ShareLatencyMemo), which keeps it
+// warm across a fleet. Its values are a function of the roofline, the
+// count and the efficiencies alone, so what it holds never changes a
+// result. The zero value is empty and ready.
+type LatencyMemo struct {
+	models []kernelMemo // by roofline, at most maxMemoModels
+	next   int          // the slot the next roofline takes when full
+}
+
+// maxMemoModels bounds the rooflines one memo keeps (a fleet's pools,
+// usually one or two): a caller that builds a roofline per engine gets
+// slots reused, not a memo that grows with the fleet.
+const maxMemoModels = 8
+
+// ShareLatencyMemo makes the engine keep its latency model's memo in m
+// (nil: its own again). The engines sharing one m must never step
+// concurrently.
+func (e *Engine) ShareLatencyMemo(m *LatencyMemo) { e.batch.memo = m }
 
 // LatencyModel predicts the time of an engine step and the request-level
 // overheads outside the engine loop. Implementations are deterministic given
@@ -167,17 +198,19 @@ type Roofline struct {
 	// --enforce-eager) every rank of a data-parallel group pads its
 	// forward pass to the group's largest batch (GroupStepDeltaUs).
 	DPPadding bool
-	// memo keeps the last kernel costs by token count (a step's layers)
-	// and by sampled requests (its LM head), direct-mapped: steps repeat
-	// their sizes, and each entry costs a dozen powers to compute. It is
-	// the roofline's only state, so an engine clone gets its own copy
-	// (CloneLatency).
-	memo kernelMemo
+	// plans counts resolvePlan's calls: a memo filled under an earlier
+	// plan is stale.
+	plans int64
 }
 
-// kernelMemo caches kernelSeconds' per-token-count parts for the
-// efficiencies it was filled with.
+// kernelMemo keeps the last kernel costs by token count (a step's
+// layers) and by sampled requests (its LM head), direct-mapped: steps
+// repeat their sizes, and each entry costs a dozen powers to compute. It
+// holds what one roofline priced, with the efficiencies and plan it was
+// filled under (LatencyMemo).
 type kernelMemo struct {
+	of     *Roofline
+	plans  int64
 	ce, be float64
 	layer  [64]memoEntry // by tokens
 	head   [64]memoEntry // by sampled requests
@@ -188,8 +221,7 @@ type memoEntry struct {
 	v   float64
 }
 
-// CloneLatency returns a copy with its own memo, for Engine.Clone (the
-// memo is written while stepping).
+// CloneLatency returns a copy, for Engine.Clone.
 func (m *Roofline) CloneLatency() (LatencyModel, error) {
 	c := *m
 	return &c, nil
@@ -224,6 +256,7 @@ func (m *Roofline) resolvePlan() {
 	m.plan, m.planOf = m.Collectives.Plan(m.Cfg.TP), m.Collectives
 	m.gemm = newGEMMCost(m.Cfg, m.Cfg.Hardware.GEMMShapes())
 	m.kern = m.Cfg.Hardware.Kernels()
+	m.plans++
 }
 
 // DefaultComputeEfficiency is the roofline's default share of the sustained
@@ -319,7 +352,7 @@ func (m *Roofline) stepSeconds(b *Batch, pad, group float64) float64 {
 		fc, bw := c.Hardware.SustainedTFlops()*1e12*float64(c.TP)*m.ComputeEfficiency, c.HWPeakBandwidth*m.BandwidthEfficiency
 		switch {
 		case m.Kernels:
-			t += m.kernelSeconds(in, tokens, group, sampled, fc, bw)
+			t += m.kernelSeconds(b, tokens, group, sampled, fc, bw)
 		default:
 			if g := m.gemm; g != nil {
 				// Each GEMM at its shape's share of the sustained rate.
@@ -353,18 +386,16 @@ func (m *Roofline) stepSeconds(b *Batch, pad, group float64) float64 {
 // layer (grouped kernels the profiles do not cover) keep the roofline's
 // bound at fc and bw. The kernels' rates scale with the efficiencies over
 // their defaults.
-func (m *Roofline) kernelSeconds(in *features.BetaInput, tokens, group, sampled, fc, bw float64) float64 {
+func (m *Roofline) kernelSeconds(bt *Batch, tokens, group, sampled, fc, bw float64) float64 {
+	in := &bt.Beta
 	c := m.Cfg
 	md := c.Model
 	k := m.kern
 	k.GEMMRate *= m.ComputeEfficiency / DefaultComputeEfficiency
 	k.BwPeak *= m.BandwidthEfficiency / DefaultBandwidthEfficiency
 	b, hd, tp := md.BytesPerParam, float64(md.HiddenSize), float64(c.TP)
-	mm := &m.memo
-	if mm.ce != m.ComputeEfficiency || mm.be != m.BandwidthEfficiency {
-		*mm = kernelMemo{ce: m.ComputeEfficiency, be: m.BandwidthEfficiency}
-	}
-	layer := m.layerKernels(k, int64(tokens), tokens, b, hd, tp)
+	mm := m.memoOf(bt)
+	layer := m.layerKernels(mm, k, int64(tokens), tokens, b, hd, tp)
 	var experts float64
 	if md.IsMoE() {
 		// The routed experts: vLLM's fused MoE kernel over the experts the
@@ -401,11 +432,42 @@ func (m *Roofline) kernelSeconds(in *features.BetaInput, tokens, group, sampled,
 	return L*layer + experts + head + step
 }
 
+// memoOf is m's part of bt's memo, emptied unless it was filled at m's
+// current efficiencies and plan (the memo is made on the batch's first
+// step).
+func (m *Roofline) memoOf(bt *Batch) *kernelMemo {
+	lm := bt.memo
+	if lm == nil {
+		lm = new(LatencyMemo)
+		bt.memo = lm
+	}
+	var mm *kernelMemo
+	for i := range lm.models {
+		if lm.models[i].of == m {
+			mm = &lm.models[i]
+			break
+		}
+	}
+	switch {
+	case mm != nil:
+	case len(lm.models) < maxMemoModels:
+		lm.models = append(lm.models, kernelMemo{})
+		mm = &lm.models[len(lm.models)-1]
+	default:
+		mm = &lm.models[lm.next]
+		lm.next = (lm.next + 1) % maxMemoModels
+	}
+	if mm.of != m || mm.plans != m.plans || mm.ce != m.ComputeEfficiency || mm.be != m.BandwidthEfficiency {
+		*mm = kernelMemo{of: m, plans: m.plans, ce: m.ComputeEfficiency, be: m.BandwidthEfficiency}
+	}
+	return mm
+}
+
 // layerKernels is one layer's projection GEMMs (a MoE layer's router and
 // shared expert) and elementwise kernels at the step's tokens, from the
 // memo when it holds them.
-func (m *Roofline) layerKernels(k physics.Kernels, n int64, tokens, b, hd, tp float64) float64 {
-	e := &m.memo.layer[n&63]
+func (m *Roofline) layerKernels(mm *kernelMemo, k physics.Kernels, n int64, tokens, b, hd, tp float64) float64 {
+	e := &mm.layer[n&63]
 	if e.key == n+1 {
 		return e.v
 	}

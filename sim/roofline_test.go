@@ -1,10 +1,13 @@
 package sim
 
 import (
+	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/blis-sim/blis/features"
 	"github.com/blis-sim/blis/physics"
 )
 
@@ -174,4 +177,96 @@ func TestRooflineKernelsAreTheMeasuredKernelModel(t *testing.T) {
 		k2.AttentionSeconds(0, (cfg.BlockSizeBytes+cfg.KVBytesPerToken)/float64(m.NumLayers), 0)
 	require.InDelta(t, float64(m.NumLayers)*oneLayer+k2.GEMMSeconds(1, float64(m.VocabSize), hd, 2)+k2.StepElementwiseSeconds(cfg, 1),
 		half.StepSeconds(&one), 1e-12)
+}
+
+// TestRooflineSharedAcrossGoroutines: the engines of a pool share one
+// roofline and a cluster steps them on several goroutines at once, so
+// pricing a step must not write anything the roofline shares. Its kernel
+// memo once lived in the roofline as entries of two plain words (count,
+// time), so one goroutine could read another's count with a third's
+// time: a run's output then depended on its threads' timing (seen as a
+// few distinct outputs in a dozen runs of the same bursty cluster on a
+// loaded machine). Two goroutines here price step sizes that land in the
+// same memo slots (n and n + 64) on one roofline, each with its own
+// batch, and every time must be the one a roofline alone gives. A torn
+// read needs a thread to stop between two loads, so this rarely fails by
+// its values; it is the race detector's case (`go test -race`, run by
+// .ci/run on the tests that step engines on several goroutines), and
+// TestLatencyModelsAreReadOnlyWhileStepping is the deterministic one.
+func TestRooflineSharedAcrossGoroutines(t *testing.T) {
+	cfg := llamaH100(t)
+	shape := func(n int64) Batch {
+		var b Batch
+		b.Beta.AddPrefill(0, n)
+		b.Beta.AddDecode(1000, 70)
+		return b
+	}
+	const sizes = 256
+	want := make([]int64, sizes)
+	for n := range want {
+		b := shape(int64(n + 1))
+		want[n] = DefaultRoofline(cfg).StepTimeUs(&b) // a fresh roofline: no memo
+	}
+	shared := DefaultRoofline(cfg)
+	const iters = 5_000
+	errs := make(chan error, 2)
+	for g := range 2 {
+		go func() {
+			var b Batch // the goroutine's engine's batch
+			for i := range iters {
+				n := (i*7 + g*64) % sizes
+				s := shape(int64(n + 1))
+				b.Beta = s.Beta
+				if got := shared.StepTimeUs(&b); got != want[n] {
+					errs <- fmt.Errorf("goroutine %d, step %d of %d tokens: %d µs, alone %d µs", g, i, n+1, got, want[n])
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 2 {
+		require.NoError(t, <-errs)
+	}
+}
+
+// TestLatencyModelsAreReadOnlyWhileStepping: a model the engines of a
+// pool share (deploy.Instance.Template) must not change while it prices
+// steps, or engines stepped on several goroutines race on it (the
+// roofline's kernel memo once lived in it). Noisy and SlowStart have
+// state by design and are each instance's own (deploy.Instance.At,
+// cluster's autoscaler).
+func TestLatencyModelsAreReadOnlyWhileStepping(t *testing.T) {
+	cfg := llamaH100(t)
+	roof := DefaultRoofline(cfg)
+	flat := DefaultRoofline(cfg)
+	flat.Kernels = false
+	phys := &Physics{Cfg: cfg}
+	for i := range phys.Beta {
+		phys.Beta[i] = 1e-3 * float64(i+1)
+	}
+	box := &Blackbox{Alpha: [3]float64{100, 0.1, 1}, Beta: [3]float64{500, 1, 20}}
+	for _, tc := range []struct {
+		name  string
+		model LatencyModel
+		copy  func() any
+		now   func() any
+	}{
+		{"roofline", roof, func() any { c := *roof; return c }, func() any { return *roof }},
+		{"roofline without kernels", flat, func() any { c := *flat; return c }, func() any { return *flat }},
+		{"physics", phys, func() any { c := *phys; return c }, func() any { return *phys }},
+		{"blackbox", box, func() any { c := *box; return c }, func() any { return *box }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := tc.copy()
+			var b Batch
+			for n := range 300 {
+				b.Beta = features.BetaInput{}
+				b.Beta.AddPrefill(int64(n), int64(n%97+1))
+				b.Beta.AddDecode(int64(1000+n), int64(70+n%5))
+				require.Positive(t, tc.model.StepTimeUs(&b))
+			}
+			require.True(t, reflect.DeepEqual(before, tc.now()), "pricing steps changed the model")
+		})
+	}
 }
