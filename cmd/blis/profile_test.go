@@ -139,7 +139,9 @@ func TestProfileOfAnInterruptedRun(t *testing.T) {
 	cmd.SetOut(&out)
 	cmd.SetErr(&errb)
 	cmd.SetArgs([]string{"run", "--num-instances", "2", "--requests", "100000", "--cpuprofile", cpu, "--memprofile", mem})
-	require.ErrorIs(t, cmd.ExecuteContext(ctx), errInterrupted)
+	err := cmd.ExecuteContext(ctx)
+	require.ErrorIs(t, err, errInterrupted)
+	require.ErrorContains(t, err, "but for the profiles (--cpuprofile "+cpu+", --memprofile "+mem+")", "the message names the files it did write")
 	require.Contains(t, pprofStrings(t, cpu), "cpu")
 	require.Contains(t, pprofStrings(t, mem), "inuse_space")
 }

@@ -137,7 +137,7 @@ func runRun(cmd *cobra.Command, o *runFlags) error {
 	}
 	fmt.Fprintln(stderr, "blis: "+res.Summary(wall.Seconds()))
 	if res.Partial {
-		return errInterrupted
+		return prof.Interrupted(errInterrupted)
 	}
 	return err
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -136,4 +137,20 @@ func (p *Profiles) Commit() error {
 		}
 	}
 	return nil
+}
+
+// Interrupted is err, the message of a run Ctrl-C ended ("no output file
+// was written"), naming the profiles it wrote all the same.
+func (p *Profiles) Interrupted(err error) error {
+	var kept []string
+	if p.cpu != nil {
+		kept = append(kept, "--cpuprofile "+p.cpu.Path())
+	}
+	if p.mem != nil {
+		kept = append(kept, "--memprofile "+p.mem.Path())
+	}
+	if len(kept) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w, but for the profiles (%s)", err, strings.Join(kept, ", "))
 }
