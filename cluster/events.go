@@ -56,14 +56,16 @@ func (h *eventHeap) peek() cevent { return unpack(h.q.Peek()) }
 
 // instHeap orders the instances that have a pending event by (next event
 // time, index): the lowest index goes first among equal times (docs/cluster.md).
-// pos[i] is instance i's place in the heap, -1 when it has no event.
+// The heap holds each instance's time with its index, so that sifting
+// compares entries side by side rather than looking each time up by
+// instance; pos[i] is instance i's place in the heap, -1 when it has no
+// event.
 //
 // It also keeps which instances changed since the router last looked
 // (touch; set touches): every change to an engine is followed by set, so
 // a routing decision refreshes the view of those alone (Sim.fillView).
 type instHeap struct {
-	idx []int32
-	at  []int64 // by instance
+	ent []instEnt
 	pos []int32 // by instance
 	// dirty marks, by instance, a change the router's view has not seen;
 	// touched lists them.
@@ -71,8 +73,14 @@ type instHeap struct {
 	touched []int32
 }
 
+// instEnt is an instance's place in the heap: its next event's time.
+type instEnt struct {
+	at int64
+	i  int32
+}
+
 func newInstHeap(n int) *instHeap {
-	h := &instHeap{at: make([]int64, n), pos: make([]int32, n), dirty: make([]bool, n)}
+	h := &instHeap{pos: make([]int32, n), dirty: make([]bool, n)}
 	for i := range h.pos {
 		h.pos[i] = -1
 		h.touch(i)
@@ -95,59 +103,59 @@ func (h *instHeap) touchAll() {
 	}
 }
 
-func (h *instHeap) len() int { return len(h.idx) }
+func (h *instHeap) len() int { return len(h.ent) }
 
 // grow adds an instance with no event.
 func (h *instHeap) grow() {
-	h.at = append(h.at, 0)
 	h.pos = append(h.pos, -1)
 	h.dirty = append(h.dirty, false)
 	h.touch(len(h.dirty) - 1)
 }
 
 // top is the instance with the earliest event, and its time.
-func (h *instHeap) top() (int, int64) { i := h.idx[0]; return int(i), h.at[i] }
+func (h *instHeap) top() (int, int64) { e := h.ent[0]; return int(e.i), e.at }
 
-func (h *instHeap) less(a, b int32) bool {
-	if h.at[a] != h.at[b] {
-		return h.at[a] < h.at[b]
-	}
-	return a < b
-}
+func (a instEnt) before(b instEnt) bool { return a.at < b.at || (a.at == b.at && a.i < b.i) }
 
-func (h *instHeap) swap(x, y int) {
-	h.idx[x], h.idx[y] = h.idx[y], h.idx[x]
-	h.pos[h.idx[x]], h.pos[h.idx[y]] = int32(x), int32(y)
-}
-
+// up moves the entry at k towards the root until its parent is before it.
 func (h *instHeap) up(k int) {
+	e := h.ent[k]
 	for k > 0 {
 		p := (k - 1) / 2
-		if !h.less(h.idx[k], h.idx[p]) {
+		if !e.before(h.ent[p]) {
 			break
 		}
-		h.swap(k, p)
+		h.ent[k] = h.ent[p]
+		h.pos[h.ent[k].i] = int32(k)
 		k = p
 	}
+	h.ent[k] = e
+	h.pos[e.i] = int32(k)
 }
 
+// down moves the entry at k towards the leaves until it is before its
+// children.
 func (h *instHeap) down(k int) {
-	n := len(h.idx)
+	n := len(h.ent)
+	e := h.ent[k]
 	for {
 		l := 2*k + 1
 		if l >= n {
-			return
+			break
 		}
 		m := l
-		if r := l + 1; r < n && h.less(h.idx[r], h.idx[l]) {
+		if r := l + 1; r < n && h.ent[r].before(h.ent[l]) {
 			m = r
 		}
-		if !h.less(h.idx[m], h.idx[k]) {
-			return
+		if !h.ent[m].before(e) {
+			break
 		}
-		h.swap(k, m)
+		h.ent[k] = h.ent[m]
+		h.pos[h.ent[k].i] = int32(k)
 		k = m
 	}
+	h.ent[k] = e
+	h.pos[e.i] = int32(k)
 }
 
 // set records instance i's next event time, or removes it when it has none.
@@ -157,22 +165,22 @@ func (h *instHeap) set(i int, at int64, ok bool) {
 	switch {
 	case !ok && k < 0:
 	case !ok:
-		last := len(h.idx) - 1
-		h.swap(k, last)
-		h.idx = h.idx[:last]
+		last := len(h.ent) - 1
+		moved := h.ent[last]
+		h.ent = h.ent[:last]
 		h.pos[i] = -1
 		if k < last {
+			h.ent[k] = moved
+			h.pos[moved.i] = int32(k)
 			h.down(k)
-			h.up(k)
+			h.up(int(h.pos[moved.i]))
 		}
 	case k < 0:
-		h.at[i] = at
-		h.idx = append(h.idx, int32(i))
-		h.pos[i] = int32(len(h.idx) - 1)
-		h.up(len(h.idx) - 1)
+		h.ent = append(h.ent, instEnt{at: at, i: int32(i)})
+		h.up(len(h.ent) - 1)
 	default:
-		old := h.at[i]
-		h.at[i] = at
+		old := h.ent[k].at
+		h.ent[k].at = at
 		if at < old {
 			h.up(k)
 		} else {

@@ -225,9 +225,12 @@ const (
 // not the number of requests it has served.
 type request struct {
 	// The fields every step reads and writes for every running request
-	// come first, in one 64-byte cache line (the struct is five lines), and
-	// the spec's token counts in the next: a step touches two lines per
-	// request, not one per field.
+	// come first, in one 64-byte cache line, and the spec's token counts
+	// in the next: a step touches two lines per request, not one per
+	// field. The struct is padded to whole lines (reqLinePad), so that
+	// every slot starts a line (the arrays' allocations are line-aligned
+	// at these sizes): unpadded, most slots' first 64 bytes straddled two
+	// lines and their token counts a third.
 	computed  int64 // tokens whose KV exists
 	outputs   int64 // tokens generated
 	scheduled int64 // tokens scheduled in the current step
@@ -281,37 +284,34 @@ type request struct {
 	// processing ended (the arrival overhead), before any wait for the
 	// running step.
 	injected, apiDone, enqueued, firstScheduled, firstToken, finished int64
+
+	_ [reqLinePad]byte
 }
+
+// reqLinePad pads request to six 64-byte cache lines
+// (TestRequestSlotsAreWholeCacheLines).
+const reqLinePad = 40
 
 // Engine is one vLLM instance as a caller-driven state machine. Create it
 // with NewEngine. It is not safe for concurrent use.
 type Engine struct {
-	cfg       Config
+	// The fields a step reads or writes come first, in as few cache lines
+	// as they fit: at fleet scale each step finds its engine out of the
+	// processor's caches, and every line is a wait (the configuration, the
+	// pools and the rarely used fields follow).
+	now       int64
+	stepID    int64
+	finishing int64 // requests the current step finishes
 	blockSize int64
 	// blockShift is log2(blockSize) when it is a power of two (the usual
 	// case), else -1: block arithmetic runs per request per step, and a
 	// shift is much cheaper than a division.
 	blockShift int
-	finishing  int64 // requests the current step finishes
-	reqs       []request
-	free       []int32 // free slots of reqs
-	// The arrays of requests that left, for the next ones: block tables
-	// and holder records, hash chains.
-	int32s  arrayPool[int32]
-	uint64s arrayPool[uint64]
-
-	now    int64
-	events eventHeap
-
-	waiting queue
-	running []int32
-	kv      *kvCache
-
-	stepID      int64
-	stepPending bool
+	kv         *kvCache
 	// lock is the engine's part in a data-parallel group that steps
 	// together (sim/lockstep.go); nil when it steps alone.
-	lock *lockstep
+	lock        *lockstep
+	stepPending bool
 	// chained says the pending step was scheduled by the step before it,
 	// to start at that step's end: the two run back to back, so with
 	// async scheduling the pending one is already composed.
@@ -322,36 +322,49 @@ type Engine struct {
 	// storedLastStep is the blocks the previous step stored to the CPU.
 	storedLastStep int64
 
-	batch   Batch
-	hit     []int32 // the cached blocks the last prefix match found
-	rare    []int32 // executeBatch's scratch: the requests off its usual path
-	jev     JourneyEvent
-	kev     KVEvent
-	summary StepSummary
-
-	done []Completion // completions of the last Advance or Abort
-
-	// byID finds a live request's slot by its id. Only Abort needs it, so
-	// it is built at the first Abort and kept from then on: a run without
-	// aborts pays nothing for it.
-	byID map[int64]int32
+	reqs    []request
+	running []int32
+	events  eventHeap
+	done    []Completion // completions of the last Advance or Abort
+	rare    []int32      // executeBatch's scratch: the requests off its usual path
 
 	// Request counts by lifecycle state (INV-1); queued and running are
 	// the queue's and the batch's lengths.
 	injected, arrived, arriving int64
-	firstArrival                int64
-	hasArrival                  bool
-
-	m metrics
-
-	// retired is the result Retire kept (nil until then).
-	retired *Result
 
 	// Disaggregation (sim/pd.go): the pulls the last Advance started, the
 	// requests waiting for their KV, those keeping theirs, and those whose
 	// KV arrived, back in the queue with their blocks (pulled).
 	pulls                 []Pull
 	pulling, kept, pulled int64
+
+	waiting queue
+	batch   Batch
+	summary StepSummary
+
+	m metrics
+
+	cfg  Config
+	free []int32 // free slots of reqs
+	// The arrays of requests that left, for the next ones: block tables
+	// and holder records, hash chains.
+	int32s  arrayPool[int32]
+	uint64s arrayPool[uint64]
+
+	hit []int32 // the cached blocks the last prefix match found
+	jev JourneyEvent
+	kev KVEvent
+
+	// byID finds a live request's slot by its id. Only Abort needs it, so
+	// it is built at the first Abort and kept from then on: a run without
+	// aborts pays nothing for it.
+	byID map[int64]int32
+
+	firstArrival int64
+	hasArrival   bool
+
+	// retired is the result Retire kept (nil until then).
+	retired *Result
 }
 
 // NewEngine returns an idle engine at time 0.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -437,5 +438,30 @@ func TestReserveFullSequenceGatesAdmission(t *testing.T) {
 		res, err := e.Finish()
 		require.NoError(t, err)
 		require.Equal(t, int64(2), res.Requests.Completed, "both finish either way (reserve %v)", tc.reserve)
+	}
+}
+
+// TestRequestSlotsAreWholeCacheLines: a request slot is a whole number of
+// 64-byte cache lines, its per-step fields in the first and the spec's
+// token counts in the second, so that a step touches two lines per
+// running request (see request). A field added or removed changes the
+// size, and reqLinePad must follow.
+func TestRequestSlotsAreWholeCacheLines(t *testing.T) {
+	typ := reflect.TypeFor[request]()
+	if size := typ.Size(); size%64 != 0 {
+		t.Fatalf("request is %d bytes, not a whole number of 64-byte lines: set reqLinePad to %d", size, (reqLinePad+64-size%64)%64)
+	}
+	for _, name := range []string{"computed", "outputs", "scheduled", "committed", "lastToken", "blocks"} {
+		f, _ := typ.FieldByName(name)
+		if end := f.Offset + f.Type.Size(); end > 64 {
+			t.Errorf("request.%s ends at byte %d, past the first line", name, end)
+		}
+	}
+	spec, _ := typ.FieldByName("spec")
+	for _, name := range []string{"PromptTokens", "OutputTokens"} {
+		f, _ := spec.Type.FieldByName(name)
+		if off := spec.Offset + f.Offset; off < 64 || off+8 > 128 {
+			t.Errorf("request.spec.%s is at byte %d, outside the second line", name, off)
+		}
 	}
 }

@@ -262,28 +262,35 @@ type TooLongRequest struct {
 }
 
 type metrics struct {
+	// The counters a step or a routing decision's status (Engine.Status)
+	// reads or writes first, together (Engine's layout says why).
 	completed, dropped, timedOut int64
-	tooLong, killed, redirected  int64
+	killed, redirected           int64
 	handedOff                    int64 // HandoffPrefill requests done here (sim/pd.go)
-	remoteTokens                 int64 // HandoffDecode prompt tokens pulled from elsewhere
-	firstTooLong                 *TooLongRequest
-	firstDropped                 *DroppedRequest
-	preemptions, kvAllocFailures int64
-	kvLoadsFailed                int64 // decode handoffs whose KV was lost (KVLost)
+	outputTokens, steps          int64
+	prefilledTokens              int64 // prompts of the requests that produced a first token
+	promptTokens, cachedTokens   int64
+	busyUs, lastStepEnd          int64
+	itl                          Histogram
+
+	tooLong         int64
+	remoteTokens    int64 // HandoffDecode prompt tokens pulled from elsewhere
+	firstTooLong    *TooLongRequest
+	firstDropped    *DroppedRequest
+	preemptions     int64
+	kvAllocFailures int64
+	kvLoadsFailed   int64 // decode handoffs whose KV was lost (KVLost)
 	// active is the time of the last events processed or abort applied,
 	// but for the releases of expired copies (ExpireKV) alone.
-	active                          int64
-	promptTokens, cachedTokens      int64
-	outputTokens, steps             int64
-	prefilledTokens                 int64 // prompts of the requests that produced a first token
-	busyUs, lastStepEnd, lastDepart int64
-	ttft, e2e, sched                []int64 // exact samples, unless bounded
-	exact                           bool
-	ttftH, itl, e2eH, schedH        Histogram
-	records                         []RequestRecord
-	keepRecords                     bool
-	outDelay                        int64 // Pipeline.OutputDelayUs: engine output to client
-	clamped                         Clamped
+	active              int64
+	lastDepart          int64
+	ttft, e2e, sched    []int64 // exact samples, unless bounded
+	exact               bool
+	ttftH, e2eH, schedH Histogram
+	records             []RequestRecord
+	keepRecords         bool
+	outDelay            int64 // Pipeline.OutputDelayUs: engine output to client
+	clamped             Clamped
 }
 
 func (m *metrics) init(o Options, p Pipeline) {
