@@ -473,7 +473,7 @@ func TestSpecWorkloadResultIsTheSameForAnyWorkers(t *testing.T) {
 			{"deployment.pools[0].min_replicas", "1"}, {"deployment.pools[0].max_replicas", "12"},
 			{"deployment.pools[0].nodes.provision_s", "[1,2]"}, {"deployment.pools[0].startup.image_pull_s", "1"},
 			{"deployment.pools[0].startup.compile_s", "1"}, {"deployment.pools[0].startup.graph_capture_s", "1"},
-			{"policies.autoscale.params.scale_down_window_s", "2"}} {
+			{"policies.autoscale.params.scale_down_window_s", "2"}, {"policies.autoscale.params.scale_down_percent", "100"}} {
 			require.NoError(t, d.Set(kv[0], kv[1], "test"))
 		}
 		e, err := d.Resolve()

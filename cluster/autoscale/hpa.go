@@ -48,6 +48,9 @@ type HPA struct {
 	upMin, downMax []rec
 	ups            []rec // scale-up events within the up period (n = replicas added)
 	dns            []rec // scale-down events within the down period (n = replicas removed)
+	// started: the first evaluation recorded the pool's size
+	// (recordInitialRecommendation).
+	started bool
 }
 
 type rec struct {
@@ -84,33 +87,49 @@ func (h *HPA) Evaluate(s *Signals) Decision {
 	return Decision{Desired: desired, Reason: reason}
 }
 
-// stabilize is stabilizeRecommendationWithBehaviors: the recommendation
-// is recorded; a scale-up takes the lowest recommendation of the up
-// window, a scale-down the highest of the down window (the recordings
-// within a window, this one included, as Kubernetes keeps them).
+// stabilize is stabilizeRecommendationWithBehaviors: the lowest
+// recommendation of the up window and the highest of the down window
+// (the recordings within each, this one included, as Kubernetes keeps
+// them) bound the result, which is the current size brought within them:
+// a recommendation never moves the size the other way, however old ones
+// lie. The recommendation is then recorded. The first evaluation records
+// the current size first (recordInitialRecommendation, when the
+// controller first sees the HPA), so that the pool keeps its size for a
+// down window before it scales down.
 func (h *HPA) stabilize(now int64, current, desired int) int {
 	c := &h.cfg
+	if !h.started {
+		h.started = true
+		h.record(now, current)
+	}
 	h.upMin = expire(h.upMin, now, c.UpWindowUs)
 	h.downMax = expire(h.downMax, now, c.DownWindowUs)
-	out := desired
-	switch {
-	case desired >= current && len(h.upMin) > 0:
-		out = min(out, h.upMin[0].n)
-	case desired < current && len(h.downMax) > 0:
-		out = max(out, h.downMax[0].n)
+	up, down := desired, desired
+	if len(h.upMin) > 0 {
+		up = min(up, h.upMin[0].n)
 	}
+	if len(h.downMax) > 0 {
+		down = max(down, h.downMax[0].n)
+	}
+	out := max(current, up)
+	out = min(out, down)
+	h.record(now, desired)
+	return out
+}
+
+// record adds recommendation n at now to the windows' queues.
+func (h *HPA) record(now int64, n int) {
 	// A recording no lower than this one can no longer be the lowest of
 	// any later up window, nor one no higher the highest of a down
 	// window.
-	for len(h.upMin) > 0 && h.upMin[len(h.upMin)-1].n >= desired {
+	for len(h.upMin) > 0 && h.upMin[len(h.upMin)-1].n >= n {
 		h.upMin = h.upMin[:len(h.upMin)-1]
 	}
-	for len(h.downMax) > 0 && h.downMax[len(h.downMax)-1].n <= desired {
+	for len(h.downMax) > 0 && h.downMax[len(h.downMax)-1].n <= n {
 		h.downMax = h.downMax[:len(h.downMax)-1]
 	}
-	h.upMin = append(h.upMin, rec{at: now, n: desired})
-	h.downMax = append(h.downMax, rec{at: now, n: desired})
-	return out
+	h.upMin = append(h.upMin, rec{at: now, n: n})
+	h.downMax = append(h.downMax, rec{at: now, n: n})
 }
 
 // expire drops the recordings of q at least window old at now.
