@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
+
+	"github.com/blis-sim/blis/internal/loglin"
 
 	"github.com/stretchr/testify/require"
 )
@@ -266,6 +269,67 @@ func TestHistogramReset(t *testing.T) {
 		require.Equal(t, Distribution{}, reused.Summarize())
 		for _, c := range reused.counts {
 			require.Zero(t, c)
+		}
+	}
+}
+
+// The counts cover only the buckets from the lowest value's to the
+// highest's: whatever order values come in (rising, falling, random,
+// ranges far apart, merged either way round), every quantile is the one
+// counts over every bucket from 0 give, and the buckets held are at most
+// twice the range.
+func TestHistogramCoversItsRangeOnly(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	dense := func(vs []int64, p float64) int64 {
+		var counts []int64
+		lo, hi := vs[0], vs[0]
+		for _, v := range vs {
+			i := loglin.Index(v, histBits)
+			if i >= len(counts) {
+				counts = append(counts, make([]int64, i+1-len(counts))...)
+			}
+			counts[i]++
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		return loglin.Quantile(counts, 0, int64(len(vs)), lo, hi, p, histBits)
+	}
+	orders := map[string]func([]int64){
+		"rising":  func(v []int64) { slices.Sort(v) },
+		"falling": func(v []int64) { slices.Sort(v); slices.Reverse(v) },
+		"random":  func([]int64) {},
+	}
+	for name, order := range orders {
+		for _, scale := range []float64{10, 3e4, 5e7} {
+			vs := make([]int64, 3000)
+			for i := range vs {
+				vs[i] = int64(r.ExpFloat64() * scale)
+				if i%2 == 1 {
+					vs[i] += int64(scale) * 100 // a second range far above
+				}
+			}
+			order(vs)
+			var h, even, odd Histogram
+			for i, v := range vs {
+				h.add(v)
+				if i%2 == 0 {
+					even.add(v)
+				} else {
+					odd.add(v)
+				}
+			}
+			var m1, m2 Histogram
+			m1.Merge(&odd)
+			m1.Merge(&even)
+			m2.Merge(&even)
+			m2.Merge(&odd)
+			for _, p := range []float64{0, 0.001, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999, 1} {
+				want := dense(vs, p)
+				require.Equal(t, want, h.Quantile(p), "%s, scale %g, p %g", name, scale, p)
+				require.Equal(t, want, m1.Quantile(p), "merged odd first: %s, scale %g, p %g", name, scale, p)
+				require.Equal(t, want, m2.Quantile(p), "merged even first: %s, scale %g, p %g", name, scale, p)
+			}
+			span := loglin.Index(slices.Max(vs), histBits) - loglin.Index(slices.Min(vs), histBits) + 1
+			require.LessOrEqual(t, len(h.counts), 2*span, "%s, scale %g", name, scale)
 		}
 	}
 }
