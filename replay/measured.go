@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/blis-sim/blis/internal/atomicfile"
+	"github.com/blis-sim/blis/internal/inputfile"
 	"github.com/blis-sim/blis/sim"
 	"github.com/blis-sim/blis/sim/workload/records"
 	"github.com/blis-sim/blis/validate"
@@ -107,8 +108,10 @@ type ReadOptions struct {
 // refused.
 func Read(path string, o ReadOptions) (*Measured, error) {
 	// A FIFO or device would block or never end the reading.
-	if st, err := os.Stat(path); err == nil && !st.IsDir() && !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%s): give the file a run was recorded to", path, st.Mode().Type())
+	if st, err := os.Stat(path); err == nil {
+		if err := inputfile.Special(path, st, "give the file a run was recorded to"); err != nil {
+			return nil, err
+		}
 	}
 	if !o.tables(path) {
 		if o.From != "" {

@@ -48,9 +48,19 @@ func Open(path string) (*os.File, error) {
 		f.Close()
 		return nil, err
 	}
-	if !st.Mode().IsRegular() && !st.IsDir() {
+	if err := Special(path, st, "give the file itself"); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%s is not a regular file (%s): give the file itself (a device or a pipe has no end to read to)", path, st.Mode().Type())
+		return nil, err
 	}
 	return f, nil
+}
+
+// Special refuses a data file that is neither a regular file nor a
+// folder (st is path's): a device or a pipe has no end to read to. hint
+// says what to give instead.
+func Special(path string, st os.FileInfo, hint string) error {
+	if st.Mode().IsRegular() || st.IsDir() {
+		return nil
+	}
+	return fmt.Errorf("%s is not a regular file (%s): %s (a device or a pipe has no end to read to)", path, st.Mode().Type(), hint)
 }
